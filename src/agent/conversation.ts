@@ -1,0 +1,63 @@
+import type { AgentEvent, BaseState, ContentBlock, EventOf } from '../events/schema.js';
+import type { ConversationMessage, ModelRequest, ToolSpec, UserBlock } from '../model/model.js';
+import { taskMessage } from './prompt.js';
+
+/**
+ * The model's messages are a projection of the event log: the task, the latest condensation summary,
+ * then every turn after the condensed part. Rebuilding from the log (rather than keeping a message
+ * list) is what makes resume exact: a resumed run sends byte-for-byte the request it would have sent.
+ */
+export function buildMessages(base: BaseState, events: readonly AgentEvent[]): ConversationMessage[] {
+  let baseline: EventOf<'test_run'> | null = null;
+  let condensation: EventOf<'condensation'> | null = null;
+  for (const e of events) {
+    if (e.kind === 'test_run' && e.phase === 'baseline') baseline = e;
+    if (e.kind === 'condensation') condensation = e;
+  }
+  const first: UserBlock[] = [{ type: 'text', text: taskMessage(base, baseline) }];
+  if (condensation !== null) first.push({ type: 'text', text: condensation.summary });
+  const messages: ConversationMessage[] = [];
+  let user: UserBlock[] = first;
+  const results: UserBlock[] = [];
+  const flush = (): void => {
+    const content = [...results, ...user];
+    if (content.length > 0) messages.push({ role: 'user', content });
+    results.length = 0;
+    user = [];
+  };
+  const from = condensation?.throughEventId ?? 0;
+  for (const e of events) {
+    if (e.id <= from) continue;
+    if (e.kind === 'model_response') {
+      flush();
+      const content: ContentBlock[] =
+        e.content.length > 0 ? e.content : [{ type: 'text', text: '(no reply)' }];
+      messages.push({ role: 'assistant', content });
+    } else if (e.kind === 'observation') {
+      results.push({
+        type: 'tool_result',
+        tool_use_id: e.toolUseId,
+        content: e.content,
+        ...(e.isError ? { is_error: true } : {}),
+      });
+    } else if (e.kind === 'warning') {
+      user.push({ type: 'text', text: `[harness] ${e.message}` });
+    }
+  }
+  flush();
+  return messages;
+}
+
+/**
+ * A conservative token estimate (3 characters per token; real tokenizers average about 4 on code and
+ * English), so a request judged under budget here is under budget at the API.
+ */
+export function estimateTokens(request: Pick<ModelRequest, 'system' | 'tools' | 'messages'>): number {
+  const chars =
+    request.system.length + JSON.stringify(request.tools).length + JSON.stringify(request.messages).length;
+  return Math.ceil(chars / 3);
+}
+
+export function toolsTokens(tools: readonly ToolSpec[]): number {
+  return Math.ceil(JSON.stringify(tools).length / 3);
+}

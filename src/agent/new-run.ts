@@ -1,0 +1,51 @@
+import { randomUUID } from 'node:crypto';
+import { SCHEMA_VERSION, type BaseState, type Limits, type Task } from '../events/schema.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
+import { detectTestCommand } from './testing/detect-test-command.js';
+import { nodeFsProbe } from './testing/fs-probe.js';
+import { WorkspaceGit } from './workspace-git.js';
+
+export interface NewRunOptions {
+  readonly task: Task;
+  readonly sandbox: Sandbox;
+  readonly model: string;
+  readonly limits: Limits;
+  /** A configured test command wins over detection. */
+  readonly testCommand?: string | undefined;
+  readonly conversationId?: string | undefined;
+}
+
+/**
+ * The frozen facts a run starts from: the task, the base the diff is measured against (a snapshot
+ * of the working tree, so uncommitted changes that were allowed in are part of the base, not of the
+ * agent's change), the test command and the limits.
+ */
+export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
+  const git = await WorkspaceGit.open(options.sandbox);
+  const head = await git.head();
+  const baseTree = await git.snapshot();
+  let testCommand: string | null = null;
+  let testCommandSource: string | null = null;
+  if (options.testCommand !== undefined) {
+    testCommand = options.testCommand;
+    testCommandSource = 'configured';
+  } else {
+    const detected = await detectTestCommand(nodeFsProbe(options.sandbox.hostWorkspace));
+    if (detected !== null) {
+      testCommand = detected.command;
+      testCommandSource = detected.source;
+    }
+  }
+  return {
+    schemaVersion: SCHEMA_VERSION,
+    conversationId: options.conversationId ?? randomUUID(),
+    createdAt: new Date().toISOString(),
+    task: options.task,
+    workspace: { path: options.sandbox.hostWorkspace, baseCommit: head.commit, baseTree },
+    model: options.model,
+    sandbox: options.sandbox.kind,
+    testCommand,
+    testCommandSource,
+    limits: options.limits,
+  };
+}

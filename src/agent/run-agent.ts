@@ -1,0 +1,461 @@
+import type { Logger } from 'pino';
+import type { AgentEvent, EventOf, Limits, NewEvent } from '../events/schema.js';
+import type { EventStore } from '../events/event-store.js';
+import { reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
+import { ModelError, type Model, type ModelRequest } from '../model/model.js';
+import { costUsd, findPrice, type PriceTable } from '../model/pricing.js';
+import { SandboxError, type Sandbox } from '../sandbox/sandbox.js';
+import { WorkspaceFiles } from '../sandbox/workspace-files.js';
+import { chooseCondensationPoint, summarizeTurns } from './condense.js';
+import { buildMessages, estimateTokens } from './conversation.js';
+import { systemPrompt } from './prompt.js';
+import { describeTestRun, runTestCommand } from './run-test-command.js';
+import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
+import { defaultTools } from './tools/index.js';
+import { runToolCall, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
+import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
+
+export interface AgentDeps {
+  readonly store: EventStore;
+  readonly sandbox: Sandbox;
+  readonly model: Model;
+  readonly prices: PriceTable;
+  /** Aborting cancels the run at the next step boundary and kills the running command or model call. */
+  readonly signal?: AbortSignal | undefined;
+  readonly logger?: Logger | undefined;
+  /** Called after each event is durable (progress lines, live views). */
+  readonly onEvent?: ((event: AgentEvent) => void) | undefined;
+  readonly tools?: ReadonlyMap<string, Tool> | undefined;
+  readonly stuck?: StuckThresholds | undefined;
+}
+
+export type Outcome = EventOf<'outcome'>;
+
+type Stop = Omit<EventOf<'outcome'>, 'id' | 'ts' | 'kind' | 'diffStat' | 'summary'>;
+
+class StopRun extends Error {
+  constructor(readonly stop: Stop) {
+    super(stop.reason);
+  }
+}
+
+/**
+ * The Edit-Run-Verify loop. Everything it decides comes from the event log (state = reduce(events)),
+ * every step is appended before the next begins, and a run whose log already has steps continues
+ * where it stopped: answered model calls are not repeated and the workspace is put back to the last
+ * checkpoint. It never throws for anything a run can hit; every way it ends is an outcome event.
+ */
+export async function runAgent(deps: AgentDeps): Promise<Outcome> {
+  const { store, sandbox, model } = deps;
+  const base = store.base;
+  const limits = base.limits;
+  const tools = deps.tools ?? defaultTools();
+  const specs = [...tools.values()].map(toolSpec);
+  const system = systemPrompt(sandbox.workdir);
+  const editHistory = new Map<string, string[]>();
+  const price = findPrice(deps.prices, model.name);
+
+  const append = async (event: NewEvent): Promise<AgentEvent> => {
+    const stored = await store.append(event);
+    deps.onEvent?.(stored);
+    return stored;
+  };
+
+  const existing = reduceState(store.events);
+  if (existing.outcome !== null) return existing.outcome;
+  const priorMs = existing.elapsedMs;
+  const segmentStart = Date.now();
+  const elapsed = (): number => priorMs + (Date.now() - segmentStart);
+
+  let git: WorkspaceGit;
+  let files: WorkspaceFiles;
+  try {
+    git = await WorkspaceGit.open(sandbox);
+    files = await WorkspaceFiles.open(sandbox.hostWorkspace, sandbox.workdir);
+  } catch (error) {
+    return finishWith(
+      append,
+      { outcome: 'failed', reason: `could not open the workspace: ${message(error)}`, cause: 'workspace' },
+      null,
+      '',
+    );
+  }
+
+  const ctx: ToolContext = {
+    sandbox,
+    files,
+    limits,
+    signal: deps.signal,
+    testCommand: base.testCommand,
+    editHistory,
+  };
+  let lastTree = existing.lastCheckpoint?.tree ?? base.workspace.baseTree;
+
+  const checkpoint = async (): Promise<void> => {
+    const tree = await git.snapshot();
+    if (tree === lastTree) return;
+    const d = await git.diff(base.workspace.baseTree, tree);
+    // A diff that did not fit the capture is not recorded; restore then needs the tree object.
+    await append({ kind: 'checkpoint', tree, diff: d.truncated ? null : d.diff, filesChanged: d.files });
+    lastTree = tree;
+  };
+
+  try {
+    if (store.events.length > 0) {
+      await append({ kind: 'run_resumed', pid: process.pid });
+      if (existing.lastCheckpoint !== null || existing.steps > 0) {
+        await git.restore(base.workspace.baseTree, lastTree, existing.lastCheckpoint?.diff ?? null);
+        deps.logger?.info({ tree: lastTree }, 'workspace restored to the last checkpoint');
+      }
+    }
+
+    // Baseline: the tests before any edit, run by the harness, not the model.
+    if (base.testCommand !== null && existing.baseline === null) {
+      throwIfCancelled(deps.signal);
+      const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal);
+      await append({
+        kind: 'test_run',
+        phase: 'baseline',
+        command: r.command,
+        exitCode: r.exitCode,
+        killed: r.killed,
+        durationMs: r.durationMs,
+        summary: r.summary,
+        output: cap(r.output),
+        outputBytes: r.outputBytes,
+      });
+    }
+
+    for (;;) {
+      throwIfCancelled(deps.signal);
+      let state = reduceState(store.events);
+
+      // Finish tool calls of a turn that a crash interrupted, then continue as usual.
+      for (const use of state.pendingToolUses) {
+        throwIfCancelled(deps.signal);
+        await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
+        const result = await runToolCall(tools, use.name, use.input, ctx);
+        let fullContentFile: string | undefined;
+        if (result.fullOutputPath !== undefined) {
+          fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);
+        }
+        await append({
+          kind: 'observation',
+          toolUseId: use.id,
+          tool: use.name,
+          isError: result.isError,
+          content: result.content,
+          ...(fullContentFile === undefined ? {} : { fullContentFile }),
+          ...(result.fullText === undefined || fullContentFile !== undefined
+            ? {}
+            : { fullContent: result.fullText }),
+          ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
+          ...(result.killed === undefined ? {} : { killed: result.killed }),
+          durationMs: result.durationMs,
+          ...(result.testSummary === undefined ? {} : { testSummary: result.testSummary }),
+          ...(result.finishSummary === undefined ? {} : { finishSummary: result.finishSummary }),
+        });
+        if (result.mutates) await checkpoint();
+        if (result.killed === 'cancelled') throwIfCancelled(deps.signal);
+      }
+      state = reduceState(store.events);
+
+      if (state.finishSummary !== null) break;
+      if (state.turnsWithoutTools >= 2) break; // the model said twice that it is done without finish
+
+      const stuck = detectStuck(store.events, deps.stuck ?? DEFAULT_STUCK);
+      if (stuck?.stop === true) {
+        throw new StopRun({
+          outcome: 'stuck',
+          reason:
+            stuck.kind === 'repeat'
+              ? `the same action and result repeated ${stuck.count} times`
+              : `two actions alternated ${stuck.count} times without progress`,
+        });
+      }
+      if (stuck?.warn === true) {
+        await append({
+          kind: 'warning',
+          code: stuck.kind === 'repeat' ? 'stuck_repeat' : 'stuck_alternating',
+          message:
+            stuck.kind === 'repeat'
+              ? `You have run the same action ${stuck.count} times with the same result. It will not change: try a different approach.`
+              : 'You are alternating between the same two actions without progress. Step back and try something different.',
+        });
+      }
+      if (state.turnsWithoutTools === 1 && lastEvent(store.events)?.kind === 'model_response') {
+        await append({
+          kind: 'warning',
+          code: 'no_tool_call',
+          message:
+            'Your last reply called no tool. Continue with a tool call, or call finish if the issue is resolved.',
+        });
+      }
+
+      checkBudgets(state, limits, elapsed());
+
+      const request = await prepareRequest(
+        store,
+        system,
+        specs,
+        limits.contextTokens,
+        limits.maxOutputTokens,
+        append,
+      );
+      const started = performance.now();
+      const wallLeft = limits.maxWallMs - elapsed();
+      const signal = anySignal(deps.signal, AbortSignal.timeout(Math.max(1, wallLeft)));
+      let response;
+      try {
+        response = await model.complete(request.request, {
+          signal,
+          onRetry: async (n) => {
+            await append({
+              kind: 'model_retry',
+              attempt: n.attempt,
+              status: n.status,
+              reason: n.reason,
+              waitMs: n.waitMs,
+            });
+          },
+        });
+      } catch (error) {
+        if (error instanceof ModelError && error.code === 'cancelled') {
+          throwIfCancelled(deps.signal);
+          checkBudgets(reduceState(store.events), limits, Math.max(elapsed(), limits.maxWallMs));
+        }
+        throw error;
+      }
+      await append({
+        kind: 'model_response',
+        model: response.model,
+        requestId: response.requestId,
+        content: response.content,
+        stopReason: response.stopReason,
+        usage: response.usage,
+        usd: costUsd(price, response.usage),
+        latencyMs: performance.now() - started,
+        attempts: response.attempts,
+        promptTokensEstimate: request.estimate,
+      });
+    }
+
+    // Verification by the harness: the change, then the full test run.
+    await checkpoint();
+    const state = reduceState(store.events);
+    const summary = state.finishSummary ?? lastText(store.events);
+    const diffStat = await git.diffStat(base.workspace.baseTree, lastTree);
+    if (lastTree === base.workspace.baseTree) {
+      return await finishWith(
+        append,
+        { outcome: 'no_change', reason: 'the agent finished without changing any file' },
+        summary,
+        diffStat,
+      );
+    }
+    if (base.testCommand === null) {
+      return await finishWith(
+        append,
+        {
+          outcome: 'unverified',
+          reason: 'no test command is known for this repository, so the change is not proven',
+        },
+        summary,
+        diffStat,
+      );
+    }
+    throwIfCancelled(deps.signal);
+    const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal);
+    const final = await append({
+      kind: 'test_run',
+      phase: 'final',
+      command: r.command,
+      exitCode: r.exitCode,
+      killed: r.killed,
+      durationMs: r.durationMs,
+      summary: r.summary,
+      output: cap(r.output),
+      outputBytes: r.outputBytes,
+    });
+    return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);
+  } catch (error) {
+    const stop = toStop(error, deps.signal);
+    if (stop === null) throw error;
+    let diffStat = '';
+    try {
+      await checkpoint();
+      diffStat = await git.diffStat(base.workspace.baseTree, lastTree);
+    } catch {
+      // The sandbox may be gone; the outcome matters more than the stat.
+    }
+    return finishWith(append, stop, reduceState(store.events).finishSummary, diffStat);
+  }
+}
+
+/** The verdict of principle 6: resolved only when the final run passes and the tests prove the change. */
+export function judge(baseline: EventOf<'test_run'> | null, final: EventOf<'test_run'>): Stop {
+  const after = describeTestRun(final);
+  if (final.killed !== null || final.exitCode !== 0) {
+    const regressions =
+      baseline === null
+        ? []
+        : final.summary.failedNames.filter((n) => baseline.summary.passedNames.includes(n));
+    const extra =
+      regressions.length > 0
+        ? `; tests that passed before now fail: ${regressions.slice(0, 10).join(', ')}`
+        : '';
+    return { outcome: 'unverified', reason: `the final test run does not pass — ${after}${extra}` };
+  }
+  if (baseline === null) return { outcome: 'resolved', reason: `the final test run passes (${after})` };
+  if (baseline.exitCode !== 0 || baseline.killed !== null) {
+    return { outcome: 'resolved', reason: `before: ${describeTestRun(baseline)}; after: ${after}` };
+  }
+  const before = baseline.summary.passed ?? 0;
+  const now = final.summary.passed ?? 0;
+  if (now > before) {
+    return {
+      outcome: 'resolved',
+      reason: `the tests passed before and pass after, with ${now - before} new passing test(s) covering the change (${after})`,
+    };
+  }
+  return {
+    outcome: 'unverified',
+    reason: `the tests passed before the change too, and no new test demonstrates the fix (${after})`,
+  };
+}
+
+async function prepareRequest(
+  store: EventStore,
+  system: string,
+  tools: ModelRequest['tools'],
+  contextTokens: number,
+  maxOutputTokens: number,
+  append: (e: NewEvent) => Promise<AgentEvent>,
+): Promise<{ request: ModelRequest; estimate: number }> {
+  const build = (): { request: ModelRequest; estimate: number } => {
+    const request: ModelRequest = {
+      system,
+      tools,
+      messages: buildMessages(store.base, store.events),
+      maxOutputTokens,
+    };
+    return { request, estimate: estimateTokens(request) };
+  };
+  let built = build();
+  // Condense when the prompt passes 80% of the budget, down to about 40%: condensations stay rare and
+  // each one frees room for many turns (and the cached prefix survives in between).
+  if (built.estimate > contextTokens * 0.8) {
+    const state = reduceState(store.events);
+    const after = state.lastCondensation?.throughEventId ?? 0;
+    const fixed =
+      built.estimate - estimateTokens({ system: '', tools: [], messages: built.request.messages });
+    const keep = Math.max(0, contextTokens * 0.4 - fixed);
+    const through = chooseCondensationPoint(store.events, after, keep);
+    if (through !== null && through > after) {
+      const { summary, turns } = summarizeTurns(
+        store.events,
+        after,
+        through,
+        state.lastCondensation,
+        Math.floor(contextTokens * 0.15 * 3),
+      );
+      await append({ kind: 'condensation', throughEventId: through, summary, condensedTurns: turns });
+      built = build();
+    }
+  }
+  return built;
+}
+
+function checkBudgets(state: RunState, limits: Limits, elapsedMs: number): void {
+  if (state.steps >= limits.maxSteps) {
+    throw new StopRun({
+      outcome: 'budget_exhausted',
+      limit: 'steps',
+      reason: `the step limit (${limits.maxSteps}) was reached`,
+    });
+  }
+  const tokens = totalTokens(state.usage);
+  if (tokens >= limits.maxTokens) {
+    throw new StopRun({
+      outcome: 'budget_exhausted',
+      limit: 'tokens',
+      reason: `the token limit (${limits.maxTokens}) was reached: ${tokens} tokens used`,
+    });
+  }
+  if (state.usd >= limits.maxUsd) {
+    throw new StopRun({
+      outcome: 'budget_exhausted',
+      limit: 'usd',
+      reason: `the cost limit ($${limits.maxUsd.toFixed(2)}) was reached: $${state.usd.toFixed(4)} spent`,
+    });
+  }
+  if (elapsedMs >= limits.maxWallMs) {
+    throw new StopRun({
+      outcome: 'budget_exhausted',
+      limit: 'wall_time',
+      reason: `the time limit (${Math.round(limits.maxWallMs / 1000)} s) was reached`,
+    });
+  }
+}
+
+function toStop(error: unknown, signal: AbortSignal | undefined): Stop | null {
+  if (error instanceof StopRun) return error.stop;
+  if (signal?.aborted === true) return { outcome: 'cancelled', reason: cancelReason(signal) };
+  if (error instanceof ModelError) {
+    return { outcome: 'failed', cause: `model_${error.code}`, reason: error.message };
+  }
+  if (error instanceof SandboxError)
+    return { outcome: 'failed', cause: `sandbox_${error.code}`, reason: error.message };
+  if (error instanceof WorkspaceGitError)
+    return { outcome: 'failed', cause: 'workspace', reason: error.message };
+  return null;
+}
+
+function cancelReason(signal: AbortSignal): string {
+  const r: unknown = signal.reason;
+  if (typeof r === 'string') return r;
+  if (r instanceof Error && r.name !== 'AbortError') return r.message;
+  return 'the run was cancelled';
+}
+
+function throwIfCancelled(signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw new StopRun({ outcome: 'cancelled', reason: cancelReason(signal) });
+}
+
+async function finishWith(
+  append: (e: NewEvent) => Promise<AgentEvent>,
+  stop: Stop,
+  summary: string | null,
+  diffStat: string,
+): Promise<Outcome> {
+  const event = await append({ kind: 'outcome', ...stop, summary, diffStat });
+  return event as Outcome;
+}
+
+function anySignal(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
+  return a === undefined ? b : AbortSignal.any([a, b]);
+}
+
+function lastEvent(events: readonly AgentEvent[]): AgentEvent | undefined {
+  return events[events.length - 1];
+}
+
+function lastText(events: readonly AgentEvent[]): string | null {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i];
+    if (e?.kind === 'model_response') {
+      const t = e.content.find((b) => b.type === 'text');
+      if (t !== undefined && t.text.trim() !== '') return t.text.trim();
+    }
+  }
+  return null;
+}
+
+/** Test output kept in the event; the model and people see the parsed summary first. */
+function cap(output: string): string {
+  return output.length > 200_000 ? `${output.slice(0, 100_000)}\n[...]\n${output.slice(-100_000)}` : output;
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,195 @@
+import { PathRefused, type ResolvedPath } from '../../sandbox/workspace-files.js';
+import { findLazyPlaceholder } from './lazy-edit.js';
+import { editorInput, type EditorInput } from './schemas.js';
+import { defineTool, truncateMiddle, type ToolContext, type ToolOutput } from './tool.js';
+
+const MAX_VIEW_LINES = 600;
+
+function fail(content: string): ToolOutput {
+  return { content, isError: true, mutates: false };
+}
+
+function numbered(lines: readonly string[], first: number): string {
+  return lines.map((l, i) => `${String(first + i).padStart(6)}\t${l}`).join('\n');
+}
+
+function occurrences(haystack: string, needle: string): number[] {
+  const at: number[] = [];
+  for (let i = haystack.indexOf(needle); i >= 0; i = haystack.indexOf(needle, i + 1)) at.push(i);
+  return at;
+}
+
+function lineOf(text: string, index: number): number {
+  let n = 1;
+  for (let i = 0; i < index; i++) if (text.charCodeAt(i) === 10) n++;
+  return n;
+}
+
+/** A few numbered lines around an edit, so the model sees the result without another view call. */
+function snippet(text: string, startLine: number, lineCount: number): string {
+  const lines = text.split('\n');
+  const from = Math.max(1, startLine - 3);
+  const to = Math.min(lines.length, startLine + lineCount + 3);
+  return numbered(lines.slice(from - 1, to), from);
+}
+
+async function readText(ctx: ToolContext, p: ResolvedPath): Promise<string | ToolOutput> {
+  const kind = await ctx.files.kind(p);
+  if (kind === 'missing') return fail(`${p.rel} does not exist. Use the create command to make a new file.`);
+  if (kind !== 'file') return fail(`${p.rel} is not a regular file.`);
+  const buf = await ctx.files.readFile(p);
+  if (buf.subarray(0, 8000).includes(0))
+    return fail(`${p.rel} is a binary file; the editor only handles text.`);
+  return buf.toString('utf8');
+}
+
+async function save(ctx: ToolContext, p: ResolvedPath, before: string | null, after: string): Promise<void> {
+  const history = ctx.editHistory.get(p.rel) ?? [];
+  // An empty-string sentinel cannot stand for "did not exist"; a null marker is kept as '\0'.
+  history.push(before ?? '\0');
+  ctx.editHistory.set(p.rel, history);
+  await ctx.files.writeFile(p, after);
+}
+
+async function view(input: EditorInput, ctx: ToolContext, p: ResolvedPath): Promise<ToolOutput> {
+  const kind = await ctx.files.kind(p);
+  if (kind === 'directory') {
+    const entries = await ctx.files.list(p);
+    return {
+      content: `Files in ${p.rel} (two levels):\n${entries.join('\n')}`,
+      isError: false,
+      mutates: false,
+    };
+  }
+  const text = await readText(ctx, p);
+  if (typeof text !== 'string') return text;
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  let [first, last] = input.view_range ?? [1, lines.length];
+  if (last === -1) last = lines.length;
+  if (first > Math.max(lines.length, 1) || last < first) {
+    return fail(`Invalid view_range [${first}, ${last}]: ${p.rel} has ${lines.length} lines.`);
+  }
+  last = Math.min(last, lines.length);
+  let note = '';
+  if (input.view_range === undefined && last - first + 1 > MAX_VIEW_LINES) {
+    last = first + MAX_VIEW_LINES - 1;
+    note = `\n[showing lines 1-${last} of ${lines.length}; pass view_range to see more]`;
+  }
+  const body = numbered(lines.slice(first - 1, last), first);
+  return {
+    content: truncateMiddle(body, ctx.limits.observationChars) + note,
+    isError: false,
+    mutates: false,
+  };
+}
+
+export const editorTool = defineTool({
+  name: 'editor',
+  description:
+    'View and edit files in the workspace. Commands: view (a file with line numbers, optionally a ' +
+    'view_range, or a directory listing), create (a new file with file_text), str_replace (replace ' +
+    'old_str, which must occur exactly once, with new_str; include enough context to be unique), ' +
+    'insert (new_str after line insert_line; 0 = top), undo_edit (revert the last edit of path). ' +
+    'Always write complete code: placeholders such as "... rest of code ..." are refused.',
+  schema: editorInput,
+  async run(input, ctx) {
+    let p: ResolvedPath;
+    try {
+      p = await ctx.files.resolve(input.path);
+    } catch (error) {
+      if (error instanceof PathRefused) return fail(error.message);
+      throw error;
+    }
+    switch (input.command) {
+      case 'view':
+        return view(input, ctx, p);
+      case 'create': {
+        if (input.file_text === undefined)
+          return fail('create needs file_text: the whole content of the new file.');
+        const lazy = findLazyPlaceholder(input.file_text);
+        if (lazy !== null)
+          return fail(
+            `Refused: the file text contains the placeholder "${lazy}". Write the complete content.`,
+          );
+        const kind = await ctx.files.kind(p);
+        if (kind === 'directory' || kind === 'other')
+          return fail(`${p.rel} exists and is not a regular file.`);
+        const before = kind === 'file' ? (await ctx.files.readFile(p)).toString('utf8') : null;
+        await save(ctx, p, before, input.file_text);
+        const verb = before === null ? 'Created' : 'Overwrote';
+        return {
+          content: `${verb} ${p.rel} (${input.file_text.split('\n').length} lines).`,
+          isError: false,
+          mutates: true,
+        };
+      }
+      case 'str_replace': {
+        if (input.old_str === undefined || input.old_str === '')
+          return fail('str_replace needs a non-empty old_str.');
+        const text = await readText(ctx, p);
+        if (typeof text !== 'string') return text;
+        const newStr = input.new_str ?? '';
+        const lazy = findLazyPlaceholder(newStr, input.old_str);
+        if (lazy !== null)
+          return fail(`Refused: new_str contains the placeholder "${lazy}". Write the complete replacement.`);
+        const at = occurrences(text, input.old_str);
+        if (at.length === 0) {
+          return fail(
+            `old_str was not found in ${p.rel}. It must match exactly, including whitespace and indentation; view the file first.`,
+          );
+        }
+        if (at.length > 1) {
+          const lines = at.map((i) => lineOf(text, i)).join(', ');
+          return fail(
+            `old_str occurs ${at.length} times in ${p.rel} (lines ${lines}); include more surrounding context so it is unique.`,
+          );
+        }
+        const index = at[0] ?? 0;
+        const after = text.slice(0, index) + newStr + text.slice(index + input.old_str.length);
+        await save(ctx, p, text, after);
+        const line = lineOf(after, index);
+        return {
+          content: `Edited ${p.rel}. The changed region now reads:\n${snippet(after, line, newStr.split('\n').length)}`,
+          isError: false,
+          mutates: true,
+        };
+      }
+      case 'insert': {
+        if (input.insert_line === undefined || input.new_str === undefined)
+          return fail('insert needs insert_line and new_str.');
+        const text = await readText(ctx, p);
+        if (typeof text !== 'string') return text;
+        const lazy = findLazyPlaceholder(input.new_str);
+        if (lazy !== null)
+          return fail(`Refused: new_str contains the placeholder "${lazy}". Write the complete text.`);
+        const lines = text.split('\n');
+        const count = text.endsWith('\n') ? lines.length - 1 : lines.length;
+        if (input.insert_line > count)
+          return fail(`insert_line ${input.insert_line} is past the end of ${p.rel} (${count} lines).`);
+        const inserted = input.new_str.endsWith('\n')
+          ? input.new_str.slice(0, -1).split('\n')
+          : input.new_str.split('\n');
+        lines.splice(input.insert_line, 0, ...inserted);
+        const after = lines.join('\n');
+        await save(ctx, p, text, after);
+        return {
+          content: `Inserted ${inserted.length} lines into ${p.rel} after line ${input.insert_line}:\n${snippet(after, input.insert_line + 1, inserted.length)}`,
+          isError: false,
+          mutates: true,
+        };
+      }
+      case 'undo_edit': {
+        const history = ctx.editHistory.get(p.rel);
+        const previous = history?.pop();
+        if (previous === undefined) return fail(`No edit of ${p.rel} to undo in this session.`);
+        if (previous === '\0') {
+          await ctx.files.remove(p);
+          return { content: `Undid the creation of ${p.rel} (removed it).`, isError: false, mutates: true };
+        }
+        await ctx.files.writeFile(p, previous);
+        return { content: `Reverted the last edit of ${p.rel}.`, isError: false, mutates: true };
+      }
+    }
+  },
+});

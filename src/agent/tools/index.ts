@@ -1,0 +1,10 @@
+import { bashTool } from './bash.js';
+import { editorTool } from './editor.js';
+import { finishTool } from './finish.js';
+import { runTestsTool } from './run-tests.js';
+import { searchTool } from './search.js';
+import type { Tool } from './tool.js';
+
+export function defaultTools(): ReadonlyMap<string, Tool> {
+  return new Map([bashTool, editorTool, searchTool, runTestsTool, finishTool].map((t) => [t.name, t]));
+}

@@ -1,0 +1,105 @@
+import type { Sandbox } from '../sandbox/sandbox.js';
+import { shellQuote } from '../sandbox/shell-session.js';
+
+/** Git with every repo-controlled hook that could run code switched off. */
+const GIT =
+  'git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.quotepath=off -c color.ui=never';
+
+export class WorkspaceGitError extends Error {
+  override readonly name = 'WorkspaceGitError';
+}
+
+export interface Snapshot {
+  readonly tree: string;
+}
+
+/**
+ * Checkpoints of the workspace as git trees, taken inside the sandbox (so repository content is only
+ * ever interpreted where untrusted code already runs). A private index file keeps `git add -A` cheap:
+ * only files whose stat data changed are hashed again. Ignored files (build output, node_modules)
+ * are not part of a checkpoint.
+ */
+export class WorkspaceGit {
+  private constructor(
+    private readonly sandbox: Sandbox,
+    private readonly indexFile: string,
+  ) {}
+
+  static async open(sandbox: Sandbox): Promise<WorkspaceGit> {
+    const r = await run(sandbox, `${GIT} rev-parse --absolute-git-dir`);
+    const gitDir = r.trim();
+    const indexFile = `${gitDir}/issue-agent-index`;
+    await run(
+      sandbox,
+      `[ -f ${shellQuote(indexFile)} ] || { [ -f ${shellQuote(`${gitDir}/index`)} ] && cp ${shellQuote(`${gitDir}/index`)} ${shellQuote(indexFile)}; } || true`,
+    );
+    return new WorkspaceGit(sandbox, indexFile);
+  }
+
+  async head(): Promise<{ commit: string; tree: string }> {
+    const out = (await run(this.sandbox, `${GIT} rev-parse HEAD 'HEAD^{tree}'`)).trim().split('\n');
+    const [commit, tree] = out;
+    if (commit === undefined || tree === undefined)
+      throw new WorkspaceGitError('the repository has no commit yet');
+    return { commit, tree };
+  }
+
+  /** The working tree (tracked and untracked, minus ignored files) as a tree object. */
+  async snapshot(): Promise<string> {
+    const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
+    return (await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} write-tree`)).trim();
+  }
+
+  async diff(fromTree: string, toTree: string): Promise<{ diff: string; truncated: boolean; files: number }> {
+    const r = await this.sandbox.exec(
+      `(cd ${shellQuote(this.sandbox.workdir)} && ${GIT} diff --no-ext-diff --no-textconv --binary ${fromTree} ${toTree})`,
+      { timeoutMs: 60_000 },
+    );
+    if (r.exitCode !== 0) throw new WorkspaceGitError(`git diff failed: ${r.output.slice(0, 500)}`);
+    const files = (await run(this.sandbox, `${GIT} diff --no-ext-diff --name-only ${fromTree} ${toTree} | wc -l`)).trim();
+    return { diff: r.output, truncated: r.truncated, files: Number(files) };
+  }
+
+  async diffStat(fromTree: string, toTree: string): Promise<string> {
+    if (fromTree === toTree) return '';
+    return (await run(this.sandbox, `${GIT} diff --no-ext-diff --stat=100 ${fromTree} ${toTree}`)).trimEnd();
+  }
+
+  /**
+   * Makes the working tree equal to a checkpoint: from the tree object when the repository still has
+   * it (same machine), else from the base commit plus the recorded diff (a fresh clone elsewhere).
+   */
+  async restore(baseTree: string, tree: string, diff: string | null): Promise<void> {
+    const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
+    const has = await this.sandbox.exec(
+      `(cd ${shellQuote(this.sandbox.workdir)} && ${GIT} cat-file -e ${tree}^{tree})`,
+      {
+        timeoutMs: 30_000,
+      },
+    );
+    if (has.exitCode === 0) {
+      await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${tree}`);
+      return;
+    }
+    if (diff === null)
+      throw new WorkspaceGitError(
+        `checkpoint ${tree} is not in this repository and its diff was too large to record`,
+      );
+    await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
+    const r = await this.sandbox.exec(
+      `(cd ${shellQuote(this.sandbox.workdir)} && ${GIT} apply --binary --whitespace=nowarn -) <<'__IA_PATCH_EOF__'\n${diff}\n__IA_PATCH_EOF__`,
+      { timeoutMs: 60_000 },
+    );
+    if (r.exitCode !== 0)
+      throw new WorkspaceGitError(`could not re-apply the checkpoint diff: ${r.output.slice(0, 500)}`);
+  }
+}
+
+async function run(sandbox: Sandbox, command: string): Promise<string> {
+  const r = await sandbox.exec(`(cd ${shellQuote(sandbox.workdir)} && ${command})`, { timeoutMs: 60_000 });
+  if (r.exitCode !== 0)
+    throw new WorkspaceGitError(
+      `${command.split(' ').slice(0, 8).join(' ')} failed: ${r.output.slice(0, 500)}`,
+    );
+  return r.output;
+}

@@ -1,0 +1,332 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseArgs, promisify, type ParseArgsConfig } from 'node:util';
+import { pino } from 'pino';
+import { runAgent, type Outcome } from '../agent/run-agent.js';
+import { newBaseState } from '../agent/new-run.js';
+import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
+import { FileEventStore } from '../events/file-event-store.js';
+import { EventStoreError } from '../events/event-store.js';
+import { reduceState, totalTokens } from '../events/reduce-state.js';
+import type { Limits, Task } from '../events/schema.js';
+import { AnthropicModel } from '../model/anthropic-model.js';
+import { createSandbox, type SandboxKind } from '../sandbox/create-sandbox.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
+import { ProgressPrinter } from './progress.js';
+import { renderTrajectory } from './render-trajectory.js';
+
+const run = promisify(execFile);
+
+const USAGE = `usage:
+  issue-agent resolve <repo-dir> (--task TEXT | --task-file FILE) [--title TEXT] [--max-steps N]
+                      [--max-usd X] [--max-minutes M] [--out DIR] [--sandbox local|docker]
+                      [--test-command CMD] [--allow-dirty] [--json]
+  issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker] [--json]
+  issue-agent replay <trajectory-dir> [--json]
+
+environment: ANTHROPIC_API_KEY (required to run), ANTHROPIC_BASE_URL, ISSUE_AGENT_MODEL,
+  ISSUE_AGENT_RUNS_DIR (where trajectories go), ISSUE_AGENT_MAX_* (budgets), see README.`;
+
+/** Bad usage or bad input: exit 2, one line, nothing touched. */
+class UsageError extends Error {}
+
+const EXIT = { resolved: 0, other: 1, usage: 2, failed: 3 } as const;
+
+function exitCodeFor(outcome: Outcome): number {
+  if (outcome.outcome === 'resolved') return EXIT.resolved;
+  if (outcome.outcome === 'failed') return EXIT.failed;
+  return EXIT.other;
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    console.log(USAGE);
+    return command === undefined ? EXIT.usage : 0;
+  }
+  let env: AgentEnv;
+  try {
+    env = readAgentEnv();
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(error.message);
+    throw error;
+  }
+  switch (command) {
+    case 'resolve':
+      return resolveCommand(rest, env);
+    case 'resume':
+      return resumeCommand(rest, env);
+    case 'replay':
+      return replayCommand(rest);
+    default:
+      throw new UsageError(`unknown command "${command}" (expected resolve, resume or replay)`);
+  }
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+function parse<const T extends Options>(args: readonly string[], options: T) {
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? (error.message.split('\n')[0] ?? 'bad arguments') : 'bad arguments');
+  }
+}
+
+function positiveNumber(name: string, raw: string | undefined, integer: boolean): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+    throw new UsageError(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got "${raw}"`);
+  }
+  return n;
+}
+
+function sandboxKind(raw: string | undefined): SandboxKind {
+  if (raw === undefined || raw === 'local') return 'local';
+  if (raw === 'docker') return 'docker';
+  throw new UsageError(`--sandbox must be local or docker, got "${raw}"`);
+}
+
+async function git(dir: string, args: readonly string[]): Promise<string> {
+  const { stdout } = await run('git', ['-c', 'core.fsmonitor=false', '-C', dir, ...args], {
+    encoding: 'utf8',
+  });
+  return stdout;
+}
+
+async function checkRepo(dir: string, allowDirty: boolean): Promise<string> {
+  if (!existsSync(dir)) throw new UsageError(`${dir} does not exist`);
+  if (!statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a directory`);
+  let top: string;
+  try {
+    top = (await git(dir, ['rev-parse', '--show-toplevel'])).trim();
+  } catch {
+    throw new UsageError(`${dir} is not a git repository (run git init and commit first)`);
+  }
+  try {
+    await git(dir, ['rev-parse', '--verify', 'HEAD']);
+  } catch {
+    throw new UsageError(`${dir} has no commit yet; commit the code the agent should start from`);
+  }
+  if (!allowDirty && (await git(dir, ['status', '--porcelain'])).trim() !== '') {
+    throw new UsageError(`${dir} has uncommitted changes; commit or stash them, or pass --allow-dirty`);
+  }
+  return top;
+}
+
+function readTask(values: {
+  task?: string | undefined;
+  'task-file'?: string | undefined;
+  title?: string | undefined;
+}): Task {
+  if (values.task !== undefined && values['task-file'] !== undefined) {
+    throw new UsageError('give either --task or --task-file, not both');
+  }
+  let text: string;
+  if (values['task-file'] !== undefined) {
+    try {
+      text = readFileSync(values['task-file'], 'utf8');
+    } catch {
+      throw new UsageError(`cannot read --task-file ${values['task-file']}`);
+    }
+  } else if (values.task !== undefined) {
+    text = values.task;
+  } else {
+    throw new UsageError('a task is required: --task TEXT or --task-file FILE');
+  }
+  if (text.trim() === '') throw new UsageError('the task is empty');
+  const firstLine = text.trim().split('\n')[0] ?? '';
+  const title = values.title ?? (firstLine.length > 100 ? `${firstLine.slice(0, 97)}...` : firstLine);
+  return { title, body: text.trim(), instructions: [], source: 'cli' };
+}
+
+function model(env: AgentEnv, name: string): AnthropicModel {
+  if (env.anthropicApiKey === null) {
+    throw new UsageError(
+      'ANTHROPIC_API_KEY is not set (point ANTHROPIC_BASE_URL at a compatible server to use another endpoint)',
+    );
+  }
+  return new AnthropicModel({
+    apiKey: env.anthropicApiKey,
+    model: name,
+    baseURL: env.anthropicBaseUrl ?? undefined,
+    maxAttempts: env.modelMaxAttempts,
+    baseBackoffMs: env.modelRetryBaseMs,
+  });
+}
+
+async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<number> {
+  const { values, positionals } = parse(args, {
+    task: { type: 'string' },
+    'task-file': { type: 'string' },
+    title: { type: 'string' },
+    'max-steps': { type: 'string' },
+    'max-usd': { type: 'string' },
+    'max-minutes': { type: 'string' },
+    out: { type: 'string' },
+    sandbox: { type: 'string' },
+    'test-command': { type: 'string' },
+    'allow-dirty': { type: 'boolean' },
+    json: { type: 'boolean' },
+  });
+  if (positionals.length !== 1 || positionals[0] === undefined)
+    throw new UsageError('resolve takes exactly one <repo-dir>');
+  const task = readTask(values);
+  const limits: Limits = {
+    ...env.limits,
+    ...optional('maxSteps', positiveNumber('max-steps', values['max-steps'], true)),
+    ...optional('maxUsd', positiveNumber('max-usd', values['max-usd'], false)),
+    ...optional('maxWallMs', minutesToMs(positiveNumber('max-minutes', values['max-minutes'], false))),
+  };
+  const kind = sandboxKind(values.sandbox);
+  const testCommand = values['test-command'];
+  if (testCommand?.trim() === '') throw new UsageError('--test-command is empty');
+  const m = model(env, env.model);
+  const repo = await checkRepo(resolve(positionals[0]), values['allow-dirty'] === true);
+  const out = values.out === undefined ? null : resolve(values.out);
+  if (out !== null && existsSync(resolve(out, 'base_state.json'))) {
+    throw new UsageError(`${out} already holds a trajectory; use issue-agent resume ${out}`);
+  }
+
+  const sandbox = await createSandbox({ kind, workspace: repo, path: env.sandboxPath, jobId: 'cli' });
+  try {
+    const base = await newBaseState({ task, sandbox, model: m.name, limits, testCommand });
+    const dir = out ?? resolve(env.runsDir, base.conversationId);
+    const store = FileEventStore.create(dir, base);
+    return await execute(store, sandbox, m, env, values.json === true);
+  } finally {
+    await sandbox.close();
+  }
+}
+
+async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<number> {
+  const { values, positionals } = parse(args, {
+    repo: { type: 'string' },
+    sandbox: { type: 'string' },
+    json: { type: 'boolean' },
+  });
+  if (positionals.length !== 1 || positionals[0] === undefined)
+    throw new UsageError('resume takes exactly one <trajectory-dir>');
+  const store = openStore(positionals[0]);
+  const m = model(env, store.base.model);
+  const repo = await checkRepo(resolve(values.repo ?? store.base.workspace.path), true);
+  const kind = sandboxKind(values.sandbox ?? store.base.sandbox);
+  const sandbox = await createSandbox({ kind, workspace: repo, path: env.sandboxPath, jobId: 'cli' });
+  try {
+    return await execute(store, sandbox, m, env, values.json === true);
+  } finally {
+    await sandbox.close();
+  }
+}
+
+function replayCommand(args: readonly string[]): number {
+  const { values, positionals } = parse(args, { json: { type: 'boolean' } });
+  if (positionals.length !== 1 || positionals[0] === undefined)
+    throw new UsageError('replay takes exactly one <trajectory-dir>');
+  const store = openStore(positionals[0]);
+  if (values.json === true) {
+    console.log(JSON.stringify({ base: store.base, events: store.events, state: reduceState(store.events) }));
+  } else {
+    process.stdout.write(renderTrajectory(store.base, store.events));
+  }
+  return 0;
+}
+
+function openStore(dir: string): FileEventStore {
+  try {
+    return FileEventStore.open(resolve(dir));
+  } catch (error) {
+    if (error instanceof EventStoreError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
+async function execute(
+  store: FileEventStore,
+  sandbox: Sandbox,
+  m: AnthropicModel,
+  env: AgentEnv,
+  json: boolean,
+): Promise<number> {
+  const progressOut = json ? process.stderr : process.stdout;
+  const printer = new ProgressPrinter((line) => progressOut.write(`${line}\n`));
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    controller.abort(`cancelled by ${signal}`);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const logger = pino(
+    { level: env.logLevel, base: { conversation: store.base.conversationId } },
+    pino.destination(2),
+  );
+  progressOut.write(`trajectory: ${store.location}\n`);
+  let outcome: Outcome;
+  try {
+    outcome = await runAgent({
+      store,
+      sandbox,
+      model: m,
+      prices: env.prices,
+      signal: controller.signal,
+      logger,
+      onEvent: (e) => {
+        printer.onEvent(e);
+      },
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  const state = reduceState(store.events);
+  const tokens = totalTokens(state.usage);
+  if (json) {
+    console.log(
+      JSON.stringify({
+        outcome: outcome.outcome,
+        reason: outcome.reason,
+        ...(outcome.limit === undefined ? {} : { limit: outcome.limit }),
+        ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
+        trajectory: store.location,
+        steps: state.steps,
+        tokens,
+        usage: state.usage,
+        usd: Number(state.usd.toFixed(6)),
+        diffStat: outcome.diffStat,
+        summary: outcome.summary,
+      }),
+    );
+  } else {
+    console.log('');
+    console.log(`outcome: ${outcome.outcome} — ${outcome.reason}`);
+    if (outcome.diffStat !== '') console.log(outcome.diffStat);
+    console.log(`steps: ${state.steps}  tokens: ${tokens}  cost: $${state.usd.toFixed(4)}`);
+    console.log(`trajectory: ${store.location}`);
+  }
+  return exitCodeFor(outcome);
+}
+
+function optional<K extends keyof Limits>(key: K, value: number | undefined): Partial<Limits> {
+  return value === undefined ? {} : { [key]: value };
+}
+
+function minutesToMs(m: number | undefined): number | undefined {
+  return m === undefined ? undefined : Math.round(m * 60_000);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof UsageError) {
+      console.error(`issue-agent: ${error.message}`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    console.error(`issue-agent: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exitCode = EXIT.failed;
+  },
+);

@@ -1,0 +1,125 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { Limits } from '../events/schema.js';
+import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
+
+/** Settings of the agent core that come from the environment. The only reader of process.env. */
+export interface AgentEnv {
+  readonly anthropicApiKey: string | null;
+  readonly anthropicBaseUrl: string | null;
+  readonly model: string;
+  readonly prices: PriceTable;
+  readonly limits: Limits;
+  readonly modelMaxAttempts: number;
+  readonly modelRetryBaseMs: number;
+  readonly runsDir: string;
+  readonly logLevel: string;
+  /** PATH handed to local sandboxes (the only host variable they get). */
+  readonly sandboxPath: string;
+}
+
+export const DEFAULT_MODEL = 'claude-sonnet-4-6';
+
+export const DEFAULT_LIMITS: Limits = Object.freeze({
+  maxSteps: 60,
+  maxTokens: 4_000_000,
+  maxUsd: 5,
+  maxWallMs: 45 * 60_000,
+  contextTokens: 150_000,
+  commandTimeoutMs: 120_000,
+  testTimeoutMs: 15 * 60_000,
+  testMemoryBytes: 4 * 1024 ** 3,
+  observationChars: 16_000,
+  maxOutputTokens: 8_192,
+});
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+const price = z.object({
+  input: z.number(),
+  output: z.number(),
+  cacheWrite: z.number(),
+  cacheRead: z.number(),
+});
+const positive = z.coerce.number().positive();
+
+function num(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const parsed = positive.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(`${name} must be a positive number, got "${raw}"`);
+  return parsed.data;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Parses the environment once into a frozen object; tests pass their own env. */
+export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
+  let prices: PriceTable = DEFAULT_PRICES;
+  if (env.ISSUE_AGENT_PRICES !== undefined && env.ISSUE_AGENT_PRICES !== '') {
+    let json: unknown;
+    try {
+      json = JSON.parse(env.ISSUE_AGENT_PRICES);
+    } catch {
+      throw new ConfigError(
+        'ISSUE_AGENT_PRICES must be JSON: {"model": {"input": 3, "output": 15, "cacheWrite": 3.75, "cacheRead": 0.3}}',
+      );
+    }
+    const parsed = z.record(z.string(), price).safeParse(json);
+    if (!parsed.success) throw new ConfigError(`ISSUE_AGENT_PRICES: ${parsed.error.message}`);
+    prices = { ...DEFAULT_PRICES, ...(parsed.data as Record<string, ModelPrice>) };
+  }
+  const minutes = num(env, 'ISSUE_AGENT_MAX_MINUTES');
+  const limits: Limits = {
+    ...DEFAULT_LIMITS,
+    ...defined('maxSteps', num(env, 'ISSUE_AGENT_MAX_STEPS')),
+    ...defined('maxUsd', num(env, 'ISSUE_AGENT_MAX_USD')),
+    ...defined('maxTokens', num(env, 'ISSUE_AGENT_MAX_TOKENS')),
+    ...defined('maxWallMs', minutes === undefined ? undefined : Math.round(minutes * 60_000)),
+    ...defined('contextTokens', num(env, 'ISSUE_AGENT_CONTEXT_TOKENS')),
+    ...defined('commandTimeoutMs', seconds(num(env, 'ISSUE_AGENT_COMMAND_TIMEOUT_S'))),
+    ...defined('testTimeoutMs', seconds(num(env, 'ISSUE_AGENT_TEST_TIMEOUT_S'))),
+    ...defined('testMemoryBytes', mib(num(env, 'ISSUE_AGENT_TEST_MEMORY_MB'))),
+  };
+  const state =
+    env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== ''
+      ? env.XDG_STATE_HOME
+      : join(homedir(), '.local', 'state');
+  return deepFreeze({
+    anthropicApiKey: nonEmpty(env.ANTHROPIC_API_KEY),
+    anthropicBaseUrl: nonEmpty(env.ANTHROPIC_BASE_URL),
+    model: nonEmpty(env.ISSUE_AGENT_MODEL) ?? DEFAULT_MODEL,
+    prices,
+    limits,
+    modelMaxAttempts: num(env, 'ISSUE_AGENT_MODEL_MAX_ATTEMPTS') ?? 6,
+    modelRetryBaseMs: num(env, 'ISSUE_AGENT_MODEL_RETRY_BASE_MS') ?? 1000,
+    runsDir: nonEmpty(env.ISSUE_AGENT_RUNS_DIR) ?? join(state, 'issue-agent', 'runs'),
+    logLevel: nonEmpty(env.ISSUE_AGENT_LOG_LEVEL) ?? 'warn',
+    sandboxPath: nonEmpty(env.PATH) ?? '/usr/local/bin:/usr/bin:/bin',
+  });
+}
+
+function nonEmpty(v: string | undefined): string | null {
+  return v === undefined || v.trim() === '' ? null : v;
+}
+
+function seconds(v: number | undefined): number | undefined {
+  return v === undefined ? undefined : Math.round(v * 1000);
+}
+
+function mib(v: number | undefined): number | undefined {
+  return v === undefined ? undefined : Math.round(v * 1024 * 1024);
+}
+
+function defined<K extends keyof Limits>(key: K, value: number | undefined): Partial<Limits> {
+  return value === undefined ? {} : { [key]: key === 'maxUsd' ? value : Math.round(value) };
+}

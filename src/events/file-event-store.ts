@@ -1,0 +1,135 @@
+import {
+  closeSync,
+  constants,
+  copyFileSync,
+  fdatasyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  writeSync,
+  existsSync,
+  rmSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import {
+  agentEvent,
+  baseState,
+  SCHEMA_VERSION,
+  type AgentEvent,
+  type BaseState,
+  type NewEvent,
+} from './schema.js';
+import { EventStoreError, type EventStore } from './event-store.js';
+
+const EVENT_FILE = /^(\d{6,})-([a-z_]+)\.json$/;
+
+/** Writes a file so that readers see either nothing or the whole content: temp, fdatasync, rename. */
+function writeAtomic(path: string, data: string): void {
+  const tmp = `${path}.tmp`;
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+  try {
+    writeSync(fd, data);
+    fdatasyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/**
+ * One folder per conversation: `base_state.json` and `events/NNNNNN-kind.json`, one file per event,
+ * each written atomically. Synchronous I/O on purpose: an append is a few hundred microseconds and
+ * the loop waits for it anyway; a thread-pool hop would only add latency.
+ */
+export class FileEventStore implements EventStore {
+  private readonly list: AgentEvent[];
+
+  private constructor(
+    readonly location: string,
+    readonly base: BaseState,
+    events: AgentEvent[],
+  ) {
+    this.list = events;
+  }
+
+  get events(): readonly AgentEvent[] {
+    return this.list;
+  }
+
+  static create(dir: string, base: BaseState): FileEventStore {
+    if (existsSync(join(dir, 'base_state.json'))) {
+      throw new EventStoreError('exists', `${dir} already holds a conversation; use resume`);
+    }
+    mkdirSync(join(dir, 'events'), { recursive: true });
+    mkdirSync(join(dir, 'files'), { recursive: true });
+    writeAtomic(join(dir, 'base_state.json'), `${JSON.stringify(baseState.parse(base), null, 2)}\n`);
+    return new FileEventStore(dir, base, []);
+  }
+
+  static open(dir: string): FileEventStore {
+    let raw: string;
+    try {
+      raw = readFileSync(join(dir, 'base_state.json'), 'utf8');
+    } catch (error) {
+      throw new EventStoreError('not_found', `${dir} is not a trajectory folder (no base_state.json)`, {
+        cause: error,
+      });
+    }
+    const json = parseJson(raw, 'base_state.json');
+    const version = (json as { schemaVersion?: unknown }).schemaVersion;
+    if (version !== SCHEMA_VERSION) {
+      throw new EventStoreError(
+        'unsupported_version',
+        `base_state.json has schema version ${String(version)}; this build reads ${SCHEMA_VERSION}`,
+      );
+    }
+    const base = baseState.safeParse(json);
+    if (!base.success) throw new EventStoreError('corrupt', `base_state.json: ${base.error.message}`);
+
+    const names = readdirSync(join(dir, 'events'))
+      .filter((n) => EVENT_FILE.test(n))
+      .sort();
+    // Leftover temp files of an interrupted write are ignored: the rename never happened.
+    for (const n of readdirSync(join(dir, 'events')).filter((n) => n.endsWith('.tmp'))) {
+      rmSync(join(dir, 'events', n), { force: true });
+    }
+    const events: AgentEvent[] = [];
+    for (const [i, name] of names.entries()) {
+      const parsed = agentEvent.safeParse(parseJson(readFileSync(join(dir, 'events', name), 'utf8'), name));
+      if (!parsed.success) throw new EventStoreError('corrupt', `${name}: ${parsed.error.message}`);
+      if (parsed.data.id !== i + 1) {
+        throw new EventStoreError('corrupt', `${name}: expected event ${i + 1}, found ${parsed.data.id}`);
+      }
+      events.push(parsed.data);
+    }
+    return new FileEventStore(dir, base.data, events);
+  }
+
+  append(event: NewEvent): Promise<AgentEvent> {
+    return Promise.resolve(this.appendSync(event));
+  }
+
+  appendSync(event: NewEvent): AgentEvent {
+    const full = { ...event, id: this.list.length + 1, ts: new Date().toISOString() } as AgentEvent;
+    const name = `${String(full.id).padStart(6, '0')}-${full.kind}.json`;
+    writeAtomic(join(this.location, 'events', name), JSON.stringify(full));
+    this.list.push(full);
+    return full;
+  }
+
+  attachFile(sourcePath: string, name: string): Promise<string> {
+    const rel = join('files', name);
+    copyFileSync(sourcePath, join(this.location, rel));
+    return Promise.resolve(rel);
+  }
+}
+
+function parseJson(raw: string, name: string): unknown {
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch (error) {
+    throw new EventStoreError('corrupt', `${name} is not valid JSON`, { cause: error });
+  }
+}

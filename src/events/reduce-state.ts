@@ -1,0 +1,111 @@
+import type { AgentEvent, EventOf, ToolUseBlock, Usage } from './schema.js';
+
+/** Everything the loop decides from, derived from the log alone: state = reduce(events). */
+export interface RunState {
+  /** Model turns answered. A step is one model turn and the tools it called. */
+  readonly steps: number;
+  readonly usage: Usage;
+  readonly usd: number;
+  /** Wall time spent across process lifetimes (gaps between a crash and its resume do not count). */
+  readonly elapsedMs: number;
+  readonly baseline: EventOf<'test_run'> | null;
+  readonly finalTest: EventOf<'test_run'> | null;
+  readonly lastCheckpoint: EventOf<'checkpoint'> | null;
+  readonly lastCondensation: EventOf<'condensation'> | null;
+  /** tool_use blocks of the last model turn that have no observation yet (a crash mid-step). */
+  readonly pendingToolUses: readonly ToolUseBlock[];
+  readonly finishSummary: string | null;
+  readonly outcome: EventOf<'outcome'> | null;
+  /** Consecutive model turns that called no tool. */
+  readonly turnsWithoutTools: number;
+  readonly warnings: number;
+}
+
+export const emptyUsage: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+
+export function totalTokens(u: Usage): number {
+  return u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+}
+
+export function reduceState(events: readonly AgentEvent[]): RunState {
+  let steps = 0;
+  let usage = emptyUsage;
+  let usd = 0;
+  let elapsedMs = 0;
+  let segmentStart: number | null = null;
+  let segmentEnd = 0;
+  let baseline: EventOf<'test_run'> | null = null;
+  let finalTest: EventOf<'test_run'> | null = null;
+  let lastCheckpoint: EventOf<'checkpoint'> | null = null;
+  let lastCondensation: EventOf<'condensation'> | null = null;
+  let pending: ToolUseBlock[] = [];
+  let finishSummary: string | null = null;
+  let outcome: EventOf<'outcome'> | null = null;
+  let turnsWithoutTools = 0;
+  let warnings = 0;
+
+  for (const e of events) {
+    const t = Date.parse(e.ts);
+    if (e.kind === 'run_resumed') {
+      if (segmentStart !== null) elapsedMs += segmentEnd - segmentStart;
+      segmentStart = t;
+    }
+    segmentStart ??= t;
+    segmentEnd = t;
+    switch (e.kind) {
+      case 'model_response': {
+        steps += 1;
+        usage = {
+          inputTokens: usage.inputTokens + e.usage.inputTokens,
+          outputTokens: usage.outputTokens + e.usage.outputTokens,
+          cacheReadTokens: usage.cacheReadTokens + e.usage.cacheReadTokens,
+          cacheWriteTokens: usage.cacheWriteTokens + e.usage.cacheWriteTokens,
+        };
+        usd += e.usd;
+        pending = e.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
+        turnsWithoutTools = pending.length === 0 ? turnsWithoutTools + 1 : 0;
+        break;
+      }
+      case 'observation':
+        pending = pending.filter((b) => b.id !== e.toolUseId);
+        if (e.finishSummary !== undefined && !e.isError) finishSummary = e.finishSummary;
+        break;
+      case 'test_run':
+        if (e.phase === 'baseline') baseline = e;
+        if (e.phase === 'final') finalTest = e;
+        break;
+      case 'checkpoint':
+        lastCheckpoint = e;
+        break;
+      case 'condensation':
+        lastCondensation = e;
+        break;
+      case 'warning':
+        warnings += 1;
+        break;
+      case 'outcome':
+        outcome = e;
+        break;
+      case 'run_resumed':
+      case 'model_retry':
+      case 'action':
+        break;
+    }
+  }
+  if (segmentStart !== null) elapsedMs += segmentEnd - segmentStart;
+  return {
+    steps,
+    usage,
+    usd,
+    elapsedMs,
+    baseline,
+    finalTest,
+    lastCheckpoint,
+    lastCondensation,
+    pendingToolUses: pending,
+    finishSummary,
+    outcome,
+    turnsWithoutTools,
+    warnings,
+  };
+}

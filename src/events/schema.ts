@@ -1,0 +1,207 @@
+import { z } from 'zod';
+
+/** Bumped when a persisted shape changes incompatibly; readers refuse versions they do not know. */
+export const SCHEMA_VERSION = 1;
+
+const usage = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cacheReadTokens: z.number().int().nonnegative(),
+  cacheWriteTokens: z.number().int().nonnegative(),
+});
+export type Usage = z.infer<typeof usage>;
+
+const textBlock = z.object({ type: z.literal('text'), text: z.string() });
+const toolUseBlock = z.object({
+  type: z.literal('tool_use'),
+  id: z.string(),
+  name: z.string(),
+  input: z.unknown(),
+});
+export const contentBlock = z.discriminatedUnion('type', [textBlock, toolUseBlock]);
+export type ContentBlock = z.infer<typeof contentBlock>;
+export type ToolUseBlock = z.infer<typeof toolUseBlock>;
+
+export const testSummary = z.object({
+  runner: z.string(),
+  passed: z.number().int().nullable(),
+  failed: z.number().int().nullable(),
+  skipped: z.number().int().nullable(),
+  failedNames: z.array(z.string()),
+  passedNames: z.array(z.string()),
+});
+export type TestSummarySnapshot = z.infer<typeof testSummary>;
+
+export const limits = z.object({
+  maxSteps: z.number().int().positive(),
+  maxTokens: z.number().int().positive(),
+  maxUsd: z.number().positive(),
+  maxWallMs: z.number().int().positive(),
+  contextTokens: z.number().int().positive(),
+  commandTimeoutMs: z.number().int().positive(),
+  testTimeoutMs: z.number().int().positive(),
+  testMemoryBytes: z.number().int().positive(),
+  observationChars: z.number().int().positive(),
+  maxOutputTokens: z.number().int().positive(),
+});
+export type Limits = z.infer<typeof limits>;
+
+export const task = z.object({
+  title: z.string(),
+  body: z.string(),
+  /** Extra instructions from the person who triggered the run (e.g. the text after `@agent`). */
+  instructions: z.array(z.string()).default([]),
+  /** Where the task came from, for people reading the trajectory (e.g. owner/repo#12, or "cli"). */
+  source: z.string(),
+});
+export type Task = z.infer<typeof task>;
+
+export const baseState = z.object({
+  schemaVersion: z.literal(SCHEMA_VERSION),
+  conversationId: z.string(),
+  createdAt: z.string(),
+  task,
+  workspace: z.object({
+    /** Where the repository was on the host when the run started (resume uses it unless told otherwise). */
+    path: z.string(),
+    baseCommit: z.string(),
+    baseTree: z.string(),
+  }),
+  model: z.string(),
+  sandbox: z.string(),
+  testCommand: z.string().nullable(),
+  testCommandSource: z.string().nullable(),
+  limits,
+});
+export type BaseState = z.infer<typeof baseState>;
+
+const common = {
+  id: z.number().int().positive(),
+  ts: z.string(),
+};
+
+export const eventSchemas = {
+  run_resumed: z.object({ ...common, kind: z.literal('run_resumed'), pid: z.number().int() }),
+  test_run: z.object({
+    ...common,
+    kind: z.literal('test_run'),
+    phase: z.enum(['baseline', 'agent', 'final']),
+    command: z.string(),
+    exitCode: z.number().int().nullable(),
+    killed: z.enum(['timeout', 'memory', 'cancelled']).nullable(),
+    durationMs: z.number(),
+    summary: testSummary,
+    output: z.string(),
+    outputBytes: z.number().int(),
+  }),
+  model_response: z.object({
+    ...common,
+    kind: z.literal('model_response'),
+    model: z.string(),
+    requestId: z.string().nullable(),
+    content: z.array(contentBlock),
+    stopReason: z.string().nullable(),
+    usage,
+    usd: z.number(),
+    latencyMs: z.number(),
+    attempts: z.number().int().positive(),
+    /** Estimated prompt size the harness sent, for checking the context budget. */
+    promptTokensEstimate: z.number().int().nonnegative(),
+  }),
+  model_retry: z.object({
+    ...common,
+    kind: z.literal('model_retry'),
+    attempt: z.number().int().positive(),
+    status: z.number().int().nullable(),
+    reason: z.string(),
+    waitMs: z.number().nonnegative(),
+  }),
+  action: z.object({
+    ...common,
+    kind: z.literal('action'),
+    toolUseId: z.string(),
+    tool: z.string(),
+    input: z.unknown(),
+  }),
+  observation: z.object({
+    ...common,
+    kind: z.literal('observation'),
+    toolUseId: z.string(),
+    tool: z.string(),
+    isError: z.boolean(),
+    /** The text the model sees (truncated head + tail past the observation limit). */
+    content: z.string(),
+    /** The complete text when it differs from content and fits in the event. */
+    fullContent: z.string().optional(),
+    /** File (relative to the conversation folder) with the complete output when it was too large. */
+    fullContentFile: z.string().optional(),
+    exitCode: z.number().int().nullable().optional(),
+    killed: z.enum(['timeout', 'memory', 'cancelled']).nullable().optional(),
+    durationMs: z.number(),
+    testSummary: testSummary.optional(),
+    finishSummary: z.string().optional(),
+  }),
+  checkpoint: z.object({
+    ...common,
+    kind: z.literal('checkpoint'),
+    tree: z.string(),
+    /** `git diff --binary` from the base commit; null when it was too large to keep in an event. */
+    diff: z.string().nullable(),
+    filesChanged: z.number().int().nonnegative(),
+  }),
+  warning: z.object({
+    ...common,
+    kind: z.literal('warning'),
+    code: z.enum(['stuck_repeat', 'stuck_alternating', 'lazy_edit', 'no_tool_call', 'shell_restarted']),
+    message: z.string(),
+  }),
+  condensation: z.object({
+    ...common,
+    kind: z.literal('condensation'),
+    /** Every event with an id up to and including this one is represented by the summary. */
+    throughEventId: z.number().int().nonnegative(),
+    summary: z.string(),
+    condensedTurns: z.number().int().nonnegative(),
+  }),
+  outcome: z.object({
+    ...common,
+    kind: z.literal('outcome'),
+    outcome: z.enum([
+      'resolved',
+      'unverified',
+      'no_change',
+      'stuck',
+      'budget_exhausted',
+      'cancelled',
+      'failed',
+    ]),
+    reason: z.string(),
+    limit: z.enum(['steps', 'tokens', 'usd', 'wall_time']).optional(),
+    cause: z.string().optional(),
+    summary: z.string().nullable(),
+    diffStat: z.string(),
+  }),
+} as const;
+
+export const agentEvent = z.discriminatedUnion('kind', [
+  eventSchemas.run_resumed,
+  eventSchemas.test_run,
+  eventSchemas.model_response,
+  eventSchemas.model_retry,
+  eventSchemas.action,
+  eventSchemas.observation,
+  eventSchemas.checkpoint,
+  eventSchemas.warning,
+  eventSchemas.condensation,
+  eventSchemas.outcome,
+]);
+export type AgentEvent = z.infer<typeof agentEvent>;
+export type EventKind = AgentEvent['kind'];
+export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
+/** An event before the store gives it an id and a timestamp. */
+export type NewEvent = AgentEvent extends infer E
+  ? E extends AgentEvent
+    ? Omit<E, 'id' | 'ts'>
+    : never
+  : never;
+export type OutcomeKind = EventOf<'outcome'>['outcome'];

@@ -1,0 +1,272 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type { ContentBlock, Usage } from '../events/schema.js';
+import {
+  ModelError,
+  type CompleteOptions,
+  type ConversationMessage,
+  type Model,
+  type ModelErrorCause,
+  type ModelRequest,
+  type ModelResponse,
+} from './model.js';
+
+export interface AnthropicModelOptions {
+  readonly apiKey: string;
+  readonly model: string;
+  /** Defaults to the SDK's (api.anthropic.com); tests point it at the model simulator. */
+  readonly baseURL?: string | undefined;
+  /** Attempts per call for retryable failures (429, 5xx, 529, connection). Default 6. */
+  readonly maxAttempts?: number;
+  /** First backoff step; doubles per attempt with jitter, capped by maxBackoffMs. Default 1000. */
+  readonly baseBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+  /** Per-request timeout. Default 10 minutes (the SDK's). */
+  readonly timeoutMs?: number;
+  readonly fetch?: typeof fetch;
+}
+
+type Param = Anthropic.MessageCreateParamsStreaming;
+
+/**
+ * Claude through the official SDK, streamed. The SDK's own retries are off (maxRetries 0) so that
+ * every retry is ours: bounded, honouring retry-after, and reported through onRetry into the
+ * trajectory. Prompt caching: breakpoints on the tools and system prompt (the stable prefix) and on
+ * the newest message (so each turn reads the previous turn's prefix from cache).
+ */
+export class AnthropicModel implements Model {
+  readonly name: string;
+  private readonly client: Anthropic;
+  private readonly maxAttempts: number;
+  private readonly baseBackoffMs: number;
+  private readonly maxBackoffMs: number;
+
+  constructor(options: AnthropicModelOptions) {
+    this.name = options.model;
+    this.client = new Anthropic({
+      apiKey: options.apiKey,
+      baseURL: options.baseURL ?? null,
+      maxRetries: 0,
+      timeout: options.timeoutMs ?? 600_000,
+      ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    });
+    this.maxAttempts = options.maxAttempts ?? 6;
+    this.baseBackoffMs = options.baseBackoffMs ?? 1000;
+    this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
+  }
+
+  async complete(request: ModelRequest, options: CompleteOptions = {}): Promise<ModelResponse> {
+    const params = toParams(this.name, request);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const stream = this.client.messages.stream(params, { signal: options.signal ?? null });
+        const message = await stream.finalMessage();
+        return {
+          model: message.model,
+          requestId: stream.request_id ?? null,
+          content: fromContent(message.content),
+          stopReason: message.stop_reason,
+          usage: toUsage(message.usage),
+          attempts: attempt,
+        };
+      } catch (error) {
+        const failure = classify(error, options.signal);
+        if (!failure.retryable || attempt >= this.maxAttempts) {
+          const suffix = failure.retryable ? ` (gave up after ${attempt} attempts)` : '';
+          throw new ModelError(failure.cause, `${failure.message}${suffix}`, failure.status, {
+            cause: error,
+          });
+        }
+        const backoff = Math.min(this.maxBackoffMs, this.baseBackoffMs * 2 ** (attempt - 1));
+        const jittered = backoff * (0.75 + Math.random() * 0.5);
+        const waitMs = failure.retryAfterMs ?? jittered;
+        await options.onRetry?.({ attempt, status: failure.status, reason: failure.message, waitMs });
+        await sleep(waitMs, options.signal);
+      }
+    }
+  }
+}
+
+function toParams(model: string, request: ModelRequest): Param {
+  const tools: Anthropic.Tool[] = request.tools.map((t, i) => ({
+    name: t.name,
+    description: t.description,
+    input_schema: t.inputSchema as Anthropic.Tool.InputSchema,
+    ...(i === request.tools.length - 1 ? { cache_control: { type: 'ephemeral' as const } } : {}),
+  }));
+  const messages = request.messages.map((m, i) => toMessageParam(m, i === request.messages.length - 1));
+  return {
+    model,
+    max_tokens: request.maxOutputTokens,
+    system: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }],
+    tools,
+    messages,
+    stream: true,
+  };
+}
+
+function toMessageParam(message: ConversationMessage, cacheBreakpoint: boolean): Anthropic.MessageParam {
+  const cache = { cache_control: { type: 'ephemeral' as const } };
+  if (message.role === 'assistant') {
+    const content = message.content.map((b): Anthropic.ContentBlockParam =>
+      b.type === 'text'
+        ? { type: 'text', text: b.text }
+        : { type: 'tool_use', id: b.id, name: b.name, input: b.input ?? {} },
+    );
+    return { role: 'assistant', content };
+  }
+  const content = message.content.map((b, i): Anthropic.ContentBlockParam => {
+    const mark = cacheBreakpoint && i === message.content.length - 1 ? cache : {};
+    return b.type === 'text'
+      ? { type: 'text', text: b.text, ...mark }
+      : {
+          type: 'tool_result',
+          tool_use_id: b.tool_use_id,
+          content: b.content,
+          ...(b.is_error === true ? { is_error: true } : {}),
+          ...mark,
+        };
+  });
+  return { role: 'user', content };
+}
+
+function fromContent(blocks: readonly Anthropic.ContentBlock[]): ContentBlock[] {
+  const out: ContentBlock[] = [];
+  for (const b of blocks) {
+    if (b.type === 'text') out.push({ type: 'text', text: b.text });
+    else if (b.type === 'tool_use') out.push({ type: 'tool_use', id: b.id, name: b.name, input: b.input });
+    // Thinking and server-tool blocks are not requested; anything else is ignored rather than echoed.
+  }
+  return out;
+}
+
+function toUsage(u: Anthropic.Usage): Usage {
+  return {
+    inputTokens: u.input_tokens,
+    outputTokens: u.output_tokens,
+    cacheReadTokens: u.cache_read_input_tokens ?? 0,
+    cacheWriteTokens: u.cache_creation_input_tokens ?? 0,
+  };
+}
+
+interface Failure {
+  readonly cause: ModelErrorCause;
+  readonly retryable: boolean;
+  readonly status: number | null;
+  readonly message: string;
+  readonly retryAfterMs?: number;
+}
+
+function classify(error: unknown, signal: AbortSignal | undefined): Failure {
+  if (signal?.aborted === true || error instanceof Anthropic.APIUserAbortError) {
+    return { cause: 'cancelled', retryable: false, status: null, message: 'the model call was cancelled' };
+  }
+  if (error instanceof Anthropic.APIConnectionTimeoutError) {
+    return { cause: 'timeout', retryable: true, status: null, message: 'the model API timed out' };
+  }
+  if (error instanceof Anthropic.APIConnectionError) {
+    return {
+      cause: 'connection',
+      retryable: true,
+      status: null,
+      message: `cannot reach the model API: ${error.message}`,
+    };
+  }
+  if (error instanceof Anthropic.APIError) {
+    const status = typeof error.status === 'number' ? error.status : null;
+    const detail = apiMessage(error);
+    const retryAfterMs = parseRetryAfter(error.headers);
+    const base = { status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+    const type = errorType(error);
+    if (status === 401)
+      return {
+        ...base,
+        cause: 'auth',
+        retryable: false,
+        message: `the model API rejected the API key (401): ${detail}`,
+      };
+    if (status === 403)
+      return {
+        ...base,
+        cause: 'permission',
+        retryable: false,
+        message: `the API key may not use this model (403): ${detail}`,
+      };
+    if (status === 404)
+      return { ...base, cause: 'not_found', retryable: false, message: `model not found (404): ${detail}` };
+    if (status === 429)
+      return { ...base, cause: 'rate_limited', retryable: true, message: `rate limited (429): ${detail}` };
+    if (status === 529 || type === 'overloaded_error')
+      return {
+        ...base,
+        cause: 'overloaded',
+        retryable: true,
+        message: `the model API is overloaded: ${detail}`,
+      };
+    if (status === 408 || status === 409 || (status !== null && status >= 500) || status === null) {
+      return {
+        ...base,
+        cause: 'server',
+        retryable: true,
+        message: `model API error (${status ?? 'stream'}): ${detail}`,
+      };
+    }
+    if (/prompt is too long|too many tokens/i.test(detail)) {
+      return {
+        ...base,
+        cause: 'context_too_long',
+        retryable: false,
+        message: `the prompt is too long: ${detail}`,
+      };
+    }
+    return {
+      ...base,
+      cause: 'bad_request',
+      retryable: false,
+      message: `the model API refused the request (${status}): ${detail}`,
+    };
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return { cause: 'connection', retryable: true, status: null, message: `model call failed: ${message}` };
+}
+
+function errorType(error: InstanceType<typeof Anthropic.APIError>): string | null {
+  const body = error.error as { error?: { type?: unknown } } | undefined;
+  const t = body?.error?.type;
+  return typeof t === 'string' ? t : null;
+}
+
+function apiMessage(error: InstanceType<typeof Anthropic.APIError>): string {
+  const body = error.error as { error?: { message?: unknown } } | undefined;
+  const m = body?.error?.message;
+  return typeof m === 'string' ? m : error.message;
+}
+
+function parseRetryAfter(headers: Headers | undefined): number | undefined {
+  if (headers === undefined) return undefined;
+  const ms = headers.get('retry-after-ms');
+  if (ms !== null && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
+  const value = headers.get('retry-after');
+  if (value === null) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(new ModelError('cancelled', 'the model call was cancelled', null));
+      return;
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(new ModelError('cancelled', 'the model call was cancelled', null));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

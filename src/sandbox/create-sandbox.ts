@@ -1,0 +1,21 @@
+import type { Sandbox } from './sandbox.js';
+import { LocalSandbox } from './local/local-sandbox.js';
+
+export type SandboxKind = 'local' | 'docker';
+
+export interface CreateSandboxOptions {
+  readonly kind: SandboxKind;
+  readonly workspace: string;
+  /** PATH for a local sandbox. */
+  readonly path: string;
+  /** A label for the job (container labels, logs). */
+  readonly jobId: string;
+}
+
+/** Docker is loaded only when asked for, so the CLI and the Action do not need dockerode at start. */
+export async function createSandbox(options: CreateSandboxOptions): Promise<Sandbox> {
+  if (options.kind === 'local')
+    return LocalSandbox.create({ workspace: options.workspace, path: options.path });
+  const { DockerSandbox } = await import('./docker/docker-sandbox.js');
+  return DockerSandbox.create({ workspace: options.workspace, jobId: options.jobId });
+}

@@ -1,0 +1,134 @@
+import type Docker from 'dockerode';
+import { LABEL_JOB, LABEL_OWNER, LABEL_POOL, LABEL_SANDBOX } from './owner.js';
+
+/** Resource limits of a sandbox container. Every field documents its default. */
+export interface SandboxLimits {
+  /** Memory limit in bytes; swap is disabled (MemorySwap = Memory). Default 2 GiB. */
+  readonly memoryBytes?: number;
+  /** CPUs (fractional allowed). Default 2. */
+  readonly cpus?: number;
+  /** Max processes and threads in the container. Default 512. */
+  readonly pids?: number;
+  /** Size of the tmpfs at /tmp. Default 1 GiB (counts against the memory limit when used). */
+  readonly tmpBytes?: number;
+  /** Size of the tmpfs HOME. Default 512 MiB. */
+  readonly homeBytes?: number;
+}
+
+export const DEFAULT_LIMITS: Required<SandboxLimits> = {
+  memoryBytes: 2 * 1024 ** 3,
+  cpus: 2,
+  pids: 512,
+  tmpBytes: 1024 ** 3,
+  homeBytes: 512 * 1024 ** 2,
+};
+
+/** Where the workspace appears inside the container. */
+export const CONTAINER_WORKDIR = '/workspace';
+export const CONTAINER_HOME = '/home/agent';
+
+/**
+ * The whole environment of the container: nothing is copied from the host process, so no token,
+ * key or other secret of the worker can reach a command. Image ENV (e.g. npm or pip settings)
+ * still applies underneath.
+ */
+export function sandboxEnv(extra: Readonly<Record<string, string>> = {}): string[] {
+  const env: Record<string, string> = {
+    PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    HOME: CONTAINER_HOME,
+    USER: 'agent',
+    TMPDIR: '/tmp',
+    LANG: 'C.UTF-8',
+    TERM: 'dumb',
+    PAGER: 'cat',
+    GIT_PAGER: 'cat',
+    GIT_TERMINAL_PROMPT: '0',
+    CI: 'true',
+    NO_COLOR: '1',
+    FORCE_COLOR: '0',
+    PYTHONUNBUFFERED: '1',
+    ...extra,
+  };
+  return Object.entries(env).map(([k, v]) => `${k}=${v}`);
+}
+
+export interface ContainerSpecInput {
+  readonly name: string;
+  readonly image: string;
+  /** `uid:gid` of the container's processes; never 0. */
+  readonly uid: number;
+  readonly gid: number;
+  /** Host directory bind-mounted read-write at /workspace: the only host path in the container. */
+  readonly hostWorkspace: string;
+  /** NetworkMode at creation: `none`, or the setup network (disconnected before the agent phase). */
+  readonly network: string;
+  readonly limits: Required<SandboxLimits>;
+  readonly labels: {
+    readonly job: string;
+    readonly owner: string;
+    readonly pool?: string | undefined;
+  };
+  readonly env?: Readonly<Record<string, string>> | undefined;
+}
+
+/** The hardened create options of a sandbox container. */
+export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreateOptions {
+  if (input.uid === 0) throw new Error('a sandbox container never runs as root');
+  const { limits } = input;
+  const labels: Record<string, string> = {
+    [LABEL_SANDBOX]: '1',
+    [LABEL_JOB]: input.labels.job,
+    [LABEL_OWNER]: input.labels.owner,
+  };
+  if (input.labels.pool !== undefined) labels[LABEL_POOL] = input.labels.pool;
+  return {
+    name: input.name,
+    Image: input.image,
+    User: `${input.uid}:${input.gid}`,
+    WorkingDir: CONTAINER_WORKDIR,
+    // The main process only keeps the container alive; the shell is an exec. The engine's init
+    // (HostConfig.Init) is PID 1 and reaps orphans whatever the image's entrypoint is.
+    Entrypoint: ['sleep'],
+    Cmd: ['infinity'],
+    Env: sandboxEnv(input.env),
+    Labels: labels,
+    Tty: false,
+    OpenStdin: false,
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    StopTimeout: 1,
+    HostConfig: {
+      Init: true,
+      NetworkMode: input.network,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges:true'],
+      Privileged: false,
+      ReadonlyRootfs: true,
+      IpcMode: 'private',
+      Mounts: [
+        {
+          Type: 'bind',
+          Source: input.hostWorkspace,
+          Target: CONTAINER_WORKDIR,
+          ReadOnly: false,
+          BindOptions: { Propagation: 'rprivate' },
+        },
+      ],
+      Tmpfs: {
+        '/tmp': `rw,nosuid,nodev,size=${limits.tmpBytes},mode=1777`,
+        [CONTAINER_HOME]: `rw,nosuid,nodev,size=${limits.homeBytes},uid=${input.uid},gid=${input.gid},mode=0700`,
+      },
+      Memory: limits.memoryBytes,
+      MemorySwap: limits.memoryBytes,
+      NanoCpus: Math.round(limits.cpus * 1e9),
+      PidsLimit: limits.pids,
+      // When the host runs short of memory, the sandbox goes first.
+      OomScoreAdj: 500,
+      Ulimits: [{ Name: 'nofile', Soft: 8192, Hard: 8192 }],
+      LogConfig: { Type: 'none', Config: {} },
+      RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
+      AutoRemove: false,
+    },
+  };
+}

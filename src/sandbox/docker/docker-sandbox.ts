@@ -1,0 +1,466 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import type { Logger } from 'pino';
+import { ShellSession } from '../shell-session.js';
+import { SandboxError, type ExecOptions, type ExecResult, type Sandbox } from '../sandbox.js';
+import { chooseImage } from './choose-image.js';
+import { runOneOff } from './container-exec.js';
+import { CONTAINER_WORKDIR, DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
+import { DockerShellHost, errorMessage } from './docker-shell.js';
+import { ownerId } from './owner.js';
+import { reapOrphans, type ReapOptions, type ReapResult } from './reap.js';
+import { prepareWorkspaceOwnership, type ContainerIdentity } from './workspace-ownership.js';
+
+export interface DockerSandboxOptions {
+  /** The repository the worker cloned on the host; bind-mounted at /workspace. */
+  readonly workspace: string;
+  /** Job id, recorded as the container label issue-agent.job. */
+  readonly jobId: string;
+  /** Image to run. Default: chooseImage(workspace) (node, python or base). */
+  readonly image?: string | undefined;
+  /** Engine client. Default: `new Docker()` (DOCKER_HOST or /var/run/docker.sock). */
+  readonly docker?: Docker | undefined;
+  /** Resource limits; see DEFAULT_LIMITS. */
+  readonly limits?: SandboxLimits | undefined;
+  /**
+   * Network of the setup phase (runSetup), fixed when the container is created: the engine cannot
+   * attach a `none` container to a network later. Default `'default'` (the engine's default
+   * network). Pass `'none'` where no container may get an address. The agent phase never has a
+   * network: the container is disconnected from every network after setup, or before the first
+   * exec() when setup was skipped.
+   */
+  readonly setupNetwork?: string | undefined;
+  /** Extra variables for the shell. Never a secret: the model sees command output. */
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  /** In-memory capture per command, head and tail, bytes each. Default 256 KiB. */
+  readonly captureBytes?: number | undefined;
+  /** Owner label (for the reaper). Default: this process, `host:pid:starttime`. */
+  readonly owner?: string | undefined;
+  /** Bound on the shell saying it is ready. Default 15 s. */
+  readonly startTimeoutMs?: number | undefined;
+  readonly logger?: Logger | undefined;
+}
+
+/** What a DockerSandbox needs once its container runs; shared by the cold path and the warm pool. */
+export interface AdoptParams {
+  readonly docker: Docker;
+  readonly container: Docker.Container;
+  readonly image: string;
+  readonly jobId: string;
+  readonly hostWorkspace: string;
+  readonly identity: ContainerIdentity;
+  readonly limits: Required<SandboxLimits>;
+  readonly network: string;
+  readonly captureBytes?: number | undefined;
+  readonly startTimeoutMs?: number | undefined;
+  readonly logger?: Logger | undefined;
+  /** Runs after the container is removed (e.g. the pool moves the workspace back). */
+  readonly afterClose?: (() => Promise<void>) | undefined;
+}
+
+const FORK_FAILURE = /fork: (retry: )?Resource temporarily unavailable|Cannot fork|fork failed|EAGAIN/;
+
+/**
+ * One hardened container per job (see container-spec.ts): non-root, no network in the agent phase,
+ * no capabilities, no-new-privileges, read-only root with a writable /workspace and tmpfs /tmp and
+ * HOME, memory (no swap), CPU and pids limits, no host path but the workspace, no host environment.
+ *
+ * Commands go through one persistent bash per container (ShellSession over DockerShellHost). A
+ * container that died (killed, OOM) or whose pids are exhausted by a fork bomb turns into a
+ * SandboxError with a typed code; the sandbox stays broken and close() still cleans up.
+ */
+export class DockerSandbox implements Sandbox {
+  readonly kind = 'docker';
+  readonly workdir = CONTAINER_WORKDIR;
+  private closed = false;
+  private closing: Promise<void> | null = null;
+  private failure: SandboxError | null = null;
+  private isolated: boolean;
+  private oomKills = 0;
+
+  private constructor(
+    private readonly docker: Docker,
+    private readonly container: Docker.Container,
+    readonly image: string,
+    readonly jobId: string,
+    readonly hostWorkspace: string,
+    private readonly identity: ContainerIdentity,
+    private readonly limits: Required<SandboxLimits>,
+    private readonly network: string,
+    private readonly host: DockerShellHost,
+    private readonly session: ShellSession,
+    private readonly scratch: string,
+    private readonly logger: Logger | undefined,
+    private readonly afterClose: (() => Promise<void>) | undefined,
+  ) {
+    this.isolated = network === 'none';
+  }
+
+  get containerId(): string {
+    return this.container.id;
+  }
+
+  /** `uid:gid` the container's processes run as (see workspace-ownership.ts). */
+  get user(): string {
+    return `${this.identity.uid}:${this.identity.gid}`;
+  }
+
+  /** Creates, starts and attaches a new container for the job. */
+  static async create(options: DockerSandboxOptions): Promise<DockerSandbox> {
+    const docker = options.docker ?? new Docker();
+    let workspace: string;
+    try {
+      workspace = await realpath(options.workspace);
+    } catch (error) {
+      throw new SandboxError('start_failed', `workspace ${options.workspace} does not exist`, {
+        cause: error,
+      });
+    }
+    await assertEngine(docker);
+    const image = options.image ?? (await chooseImage(workspace));
+    const limits = { ...DEFAULT_LIMITS, ...options.limits };
+    const network = options.setupNetwork ?? 'default';
+    const identity = await prepareWorkspaceOwnership(workspace);
+    let container: Docker.Container;
+    try {
+      container = await docker.createContainer(
+        containerSpec({
+          name: containerName(options.jobId),
+          image,
+          uid: identity.uid,
+          gid: identity.gid,
+          hostWorkspace: workspace,
+          network,
+          limits,
+          labels: { job: options.jobId, owner: options.owner ?? ownerId() },
+          env: options.env,
+        }),
+      );
+    } catch (error) {
+      throw new SandboxError(
+        'start_failed',
+        `could not create a container from ${image}: ${errorMessage(error)}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    try {
+      await container.start();
+    } catch (error) {
+      await container.remove({ force: true, v: true }).catch(() => undefined);
+      throw new SandboxError('start_failed', `could not start the container: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+    return DockerSandbox.adopt({
+      docker,
+      container,
+      image,
+      jobId: options.jobId,
+      hostWorkspace: workspace,
+      identity,
+      limits,
+      network,
+      captureBytes: options.captureBytes,
+      startTimeoutMs: options.startTimeoutMs,
+      logger: options.logger,
+    });
+  }
+
+  /** Attaches the persistent shell to a running container. On failure the container is removed. */
+  static async adopt(params: AdoptParams): Promise<DockerSandbox> {
+    const { docker, container } = params;
+    let scratch: string | null = null;
+    try {
+      scratch = await mkdtemp(join(tmpdir(), 'issue-agent-docker-'));
+      const host = new DockerShellHost(docker, container, {
+        user: `${params.identity.uid}:${params.identity.gid}`,
+        workdir: CONTAINER_WORKDIR,
+      });
+      const captureBytes = params.captureBytes ?? 256 * 1024;
+      const session = new ShellSession(host, {
+        workdir: CONTAINER_WORKDIR,
+        // In the container's tmpfs: the host never reads it.
+        stateFile: '/tmp/.issue-agent-shell-state.sh',
+        capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: scratch },
+        ...(params.startTimeoutMs === undefined ? {} : { startTimeoutMs: params.startTimeoutMs }),
+      });
+      const sandbox = new DockerSandbox(
+        docker,
+        container,
+        params.image,
+        params.jobId,
+        params.hostWorkspace,
+        params.identity,
+        params.limits,
+        params.network,
+        host,
+        session,
+        scratch,
+        params.logger?.child({ jobId: params.jobId, container: container.id.slice(0, 12) }),
+        params.afterClose,
+      );
+      try {
+        await session.start();
+      } catch (error) {
+        host.dispose();
+        session.close();
+        throw error;
+      }
+      return sandbox;
+    } catch (error) {
+      await container.remove({ force: true, v: true }).catch(() => undefined);
+      if (scratch !== null) await rm(scratch, { recursive: true, force: true });
+      if (params.afterClose !== undefined) await params.afterClose().catch(() => undefined);
+      if (error instanceof SandboxError) throw error;
+      throw new SandboxError('start_failed', `could not attach to the container: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+  }
+
+  /** Removes labelled containers whose owner process is gone (see reap.ts). */
+  static reapOrphans(docker: Docker, options?: ReapOptions): Promise<ReapResult> {
+    return reapOrphans(docker, options);
+  }
+
+  /**
+   * Runs per-repository setup commands (e.g. installing dependencies) on the setup network, then
+   * disconnects the container from every network. Stops at the first failing command and returns
+   * the results so far; the container is isolated either way.
+   */
+  async runSetup(
+    commands: readonly string[],
+    options: { readonly network?: string; readonly timeoutMs?: number } = {},
+  ): Promise<ExecResult[]> {
+    this.assertUsable();
+    const network = options.network ?? this.network;
+    if (this.isolated && network !== 'none') {
+      throw new SandboxError(
+        'start_failed',
+        `setup on network ${network} needs a sandbox created with setupNetwork ${network} before its agent phase`,
+      );
+    }
+    if (network !== this.network) {
+      throw new SandboxError(
+        'start_failed',
+        `this sandbox was created with setupNetwork ${this.network}; create it with setupNetwork ${network}`,
+      );
+    }
+    const results: ExecResult[] = [];
+    try {
+      for (const command of commands) {
+        const r = await this.execChecked(command, { timeoutMs: options.timeoutMs ?? 10 * 60_000 });
+        results.push(r);
+        this.logger?.info({ command, exitCode: r.exitCode, durationMs: r.durationMs }, 'setup command');
+        if (r.exitCode !== 0) break;
+      }
+    } finally {
+      if (!this.closed && this.failure === null) await this.isolate();
+    }
+    return results;
+  }
+
+  async exec(command: string, options: ExecOptions): Promise<ExecResult> {
+    this.assertUsable();
+    if (!this.isolated) await this.isolate();
+    return this.execChecked(command, options);
+  }
+
+  /** Removes the container (and its anonymous volumes) and the host scratch directory. Safe twice. */
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    this.closed = true;
+    this.host.dispose();
+    this.session.close();
+    try {
+      await this.container.remove({ force: true, v: true });
+    } catch (error) {
+      if (statusCode(error) !== 404) {
+        this.logger?.warn({ err: error }, 'could not remove the sandbox container');
+      }
+    }
+    await rm(this.scratch, { recursive: true, force: true });
+    if (this.afterClose !== undefined) await this.afterClose();
+  }
+
+  private assertUsable(): void {
+    if (this.closed) throw new SandboxError('closed', 'the sandbox is closed');
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private async execChecked(command: string, options: ExecOptions): Promise<ExecResult> {
+    let result: ExecResult;
+    try {
+      result = await this.session.exec(command, options);
+    } catch (error) {
+      throw await this.fail(error);
+    }
+    return this.review(result);
+  }
+
+  /** Turns what the kernel did to a command (OOM kill, fork failures) into typed outcomes. */
+  private async review(result: ExecResult): Promise<ExecResult> {
+    const suspicious =
+      result.shellRestarted ||
+      result.killed !== null ||
+      result.exitCode === 137 ||
+      FORK_FAILURE.test(result.output);
+    if (!suspicious) return result;
+    const state = await this.containerState();
+    if (state !== 'running') throw await this.fail(new SandboxError(state.code, state.message));
+    if (await this.pidsExhausted()) throw await this.fail(null);
+    if (result.exitCode === 137 || (result.killed !== null && result.killed !== 'cancelled')) {
+      const kills = await this.readOomKills();
+      if (kills !== null && kills > this.oomKills) {
+        this.oomKills = kills;
+        this.logger?.warn({ oomKills: kills }, 'a command was killed by the container memory limit');
+        return { ...result, exitCode: null, killed: 'memory' };
+      }
+    }
+    return result;
+  }
+
+  /** Records and returns the terminal error of the sandbox, diagnosed from the container's state. */
+  private async fail(cause: unknown): Promise<SandboxError> {
+    if (this.failure !== null) return this.failure;
+    if (this.closed) return new SandboxError('closed', 'the sandbox is closed', { cause });
+    let failure: SandboxError;
+    const state = await this.containerState();
+    if (state !== 'running') {
+      failure = new SandboxError(state.code, state.message, { cause });
+    } else if (await this.pidsExhausted()) {
+      failure = new SandboxError(
+        'pids_exhausted',
+        `the container reached its process limit (${this.limits.pids}); a fork bomb or runaway process tree`,
+        { cause },
+      );
+      // Nothing can run in it any more: stop it so it costs nothing until close().
+      await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
+    } else if (cause instanceof SandboxError) {
+      return cause;
+    } else {
+      return new SandboxError('shell_died', `the sandbox shell failed: ${errorMessage(cause)}`, { cause });
+    }
+    this.failure = failure;
+    this.logger?.warn({ code: failure.code }, failure.message);
+    return failure;
+  }
+
+  private async containerState(): Promise<
+    'running' | { code: 'oom_killed' | 'container_died'; message: string }
+  > {
+    try {
+      const info = await this.container.inspect();
+      if (info.State.Running) return 'running';
+      if (info.State.OOMKilled) {
+        return { code: 'oom_killed', message: 'the container was killed for exceeding its memory limit' };
+      }
+      return {
+        code: 'container_died',
+        message: `the container exited (${info.State.Status}, code ${info.State.ExitCode})`,
+      };
+    } catch (error) {
+      return { code: 'container_died', message: `the container is gone: ${errorMessage(error)}` };
+    }
+  }
+
+  private async pidsExhausted(): Promise<boolean> {
+    try {
+      const stats = await this.container.stats({ stream: false, 'one-shot': true });
+      const current = stats.pids_stats?.current ?? 0;
+      return current >= this.limits.pids - 2;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The cgroup's count of OOM kills (cgroup v1 memory.oom_control or v2 memory.events). */
+  private async readOomKills(): Promise<number | null> {
+    try {
+      const r = await runOneOff(
+        this.docker,
+        this.container,
+        [
+          '/bin/sh',
+          '-c',
+          'cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events',
+        ],
+        { timeoutMs: 5000 },
+      );
+      const m = /^oom_kill (\d+)$/m.exec(r.stdout);
+      return m?.[1] === undefined ? null : Number(m[1]);
+    } catch {
+      return null;
+    }
+  }
+
+  /** Disconnects the container from every network and checks that only `lo` is left. */
+  private async isolate(): Promise<void> {
+    if (this.isolated) return;
+    const info = await this.container.inspect();
+    const networks = Object.keys(info.NetworkSettings.Networks);
+    for (const name of networks) {
+      if (name === 'none') continue;
+      await this.docker
+        .getNetwork(name)
+        .disconnect({ Container: this.container.id, Force: true })
+        .catch((error: unknown) => {
+          throw new SandboxError(
+            'start_failed',
+            `could not disconnect from ${name}: ${errorMessage(error)}`,
+            {
+              cause: error,
+            },
+          );
+        });
+    }
+    const r = await runOneOff(this.docker, this.container, ['/bin/sh', '-c', 'ls /sys/class/net'], {
+      timeoutMs: 10_000,
+    });
+    const interfaces = r.stdout.split(/\s+/).filter((s) => s !== '');
+    if (interfaces.some((i) => i !== 'lo')) {
+      await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
+      throw (this.failure = new SandboxError(
+        'start_failed',
+        `the container still has network interfaces after setup: ${interfaces.join(', ')}`,
+      ));
+    }
+    this.isolated = true;
+    this.logger?.info({ networks }, 'sandbox isolated from every network');
+  }
+}
+
+async function assertEngine(docker: Docker): Promise<void> {
+  try {
+    await docker.ping();
+  } catch (error) {
+    throw new SandboxError('engine_unavailable', `no Docker engine answers: ${errorMessage(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+export function containerName(jobId: string): string {
+  const slug = jobId
+    .toLowerCase()
+    .replace(/[^a-z0-9_.-]+/g, '-')
+    .slice(0, 40);
+  return `issue-agent-${slug}-${randomBytes(4).toString('hex')}`;
+}
+
+export function statusCode(error: unknown): number | undefined {
+  if (typeof error === 'object' && error !== null && 'statusCode' in error) {
+    const code = (error as { statusCode: unknown }).statusCode;
+    return typeof code === 'number' ? code : undefined;
+  }
+  return undefined;
+}

@@ -1,0 +1,248 @@
+import { randomBytes } from 'node:crypto';
+import { PassThrough, type Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import type { ShellHost, ShellTransport } from '../shell-session.js';
+import { SandboxError } from '../sandbox.js';
+import { runOneOff } from './container-exec.js';
+
+/**
+ * Process-tree helper run inside the container by a one-off exec (`bash -c SCRIPT _ MODE TARGET`).
+ * Inside the container we only see its own PID namespace, so the walk is over `ps` of the container.
+ *   kill  PID     SIGSTOP then SIGKILL every descendant of PID, repeated until none is left
+ *   shell MARKER  the same for the shell whose argv0 is MARKER, then the shell itself
+ *   rss   PID     total resident bytes of PID's descendants
+ * The helper's own processes are not descendants of the shell (an exec's parent is outside the
+ * namespace), so it never kills itself.
+ */
+const PROC_TREE_SCRIPT = String.raw`
+mode=$1; target=$2
+tree() {
+  ps -e -o pid=,ppid= | awk -v roots="$*" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
+    { parent[$1] = $2 }
+    END {
+      changed = 1
+      while (changed) {
+        changed = 0
+        for (p in parent) if (!(p in want) && (parent[p] in want)) { want[p] = 1; out[p] = 1; changed = 1 }
+      }
+      for (p in out) print p
+    }'
+}
+case "$mode" in
+  shell) roots=$(ps -e -o pid=,args= | awk -v m="$target" '$2 == m { print $1 }') ;;
+  *) roots=$target ;;
+esac
+[ -n "$roots" ] || exit 0
+if [ "$mode" = rss ]; then
+  pids=$(tree $roots)
+  [ -n "$pids" ] || { echo 0; exit 0; }
+  ps -o rss= -p "$(echo $pids | tr ' ' ',')" | awk '{ s += $1 } END { print s * 1024 }'
+  exit 0
+fi
+for round in 1 2 3 4 5 6 7 8 9 10; do
+  pids=$(tree $roots)
+  [ "$mode" = shell ] && pids="$pids $roots"
+  pids=$(echo $pids)
+  [ -n "$pids" ] || exit 0
+  kill -STOP $pids 2>/dev/null
+  kill -KILL $pids 2>/dev/null
+  [ "$mode" = shell ] && exit 0
+done
+`;
+
+export interface DockerShellHostOptions {
+  /** `uid:gid` the shell runs as. */
+  readonly user: string;
+  /** Where the shell starts. */
+  readonly workdir: string;
+  /** Bound on each helper exec (kill, rss). */
+  readonly helperTimeoutMs?: number;
+}
+
+/**
+ * Hosts the persistent shell in a running container: ONE `docker exec` of bash per shell, attached
+ * once over a hijacked connection (stdout and stderr demultiplexed), written to for every command.
+ * A new exec is made only when the shell must be replaced (it exited or was killed).
+ */
+export class DockerShellHost implements ShellHost {
+  private readonly transports = new Set<DockerShellTransport>();
+  private disposed = false;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly container: Docker.Container,
+    private readonly options: DockerShellHostOptions,
+  ) {}
+
+  async spawn(): Promise<ShellTransport> {
+    if (this.disposed) throw new SandboxError('closed', 'the sandbox is closed');
+    // argv0 names this shell so it can be found and killed from a helper exec without trusting a
+    // pid the shell reported.
+    const marker = `ia-shell-${randomBytes(6).toString('hex')}`;
+    let exec: Docker.Exec;
+    let stream: Duplex;
+    try {
+      exec = await this.container.exec({
+        // umask 002: files the agent creates stay group-writable (see workspace-ownership.ts).
+        Cmd: ['/bin/bash', '-c', `umask 0002; exec -a ${marker} /bin/bash --noprofile --norc`],
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+        User: this.options.user,
+        WorkingDir: this.options.workdir,
+      });
+      stream = await exec.start({ hijack: true, stdin: true });
+    } catch (error) {
+      throw new SandboxError('start_failed', `could not start the shell: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+    const transport = new DockerShellTransport(this.docker, exec, stream, marker, (t) => {
+      void this.killShell(t);
+    });
+    this.transports.add(transport);
+    transport.onExit(() => this.transports.delete(transport));
+    return transport;
+  }
+
+  async killDescendants(shellPid: number): Promise<void> {
+    const r = await this.helper('kill', String(shellPid));
+    if (r.exitCode !== 0) throw new SandboxError('shell_died', `kill helper failed: ${r.stderr.trim()}`);
+  }
+
+  async descendantsRssBytes(shellPid: number): Promise<number> {
+    const r = await this.helper('rss', String(shellPid));
+    const bytes = Number(r.stdout.trim());
+    if (r.exitCode !== 0 || !Number.isFinite(bytes)) {
+      throw new SandboxError('shell_died', `rss helper failed: ${r.stderr.trim()}`);
+    }
+    return bytes;
+  }
+
+  /** The container is about to be removed: ending shells needs no helper exec any more. */
+  dispose(): void {
+    this.disposed = true;
+    for (const t of this.transports) t.detach();
+    this.transports.clear();
+  }
+
+  private helper(mode: 'kill' | 'rss' | 'shell', target: string): ReturnType<typeof runOneOff> {
+    return runOneOff(
+      this.docker,
+      this.container,
+      ['/bin/bash', '-c', PROC_TREE_SCRIPT, 'ia-proc', mode, target],
+      {
+        user: this.options.user,
+        timeoutMs: this.options.helperTimeoutMs ?? 10_000,
+      },
+    );
+  }
+
+  private async killShell(transport: DockerShellTransport): Promise<void> {
+    if (!this.disposed) await this.helper('shell', transport.marker).catch(() => undefined);
+    // The exec ends when bash dies; if the helper could not run (container gone, pids exhausted),
+    // stop waiting for it after a short grace.
+    await transport.waitForExit(2000);
+    transport.detach();
+  }
+}
+
+type ExitListener = (code: number | null) => void;
+
+class DockerShellTransport implements ShellTransport {
+  private readonly dataListeners: ((chunk: Buffer) => void)[] = [];
+  private readonly exitListeners: ExitListener[] = [];
+  private exitCode: number | null | undefined = undefined;
+  private ended = false;
+
+  constructor(
+    docker: Docker,
+    private readonly exec: Docker.Exec,
+    private readonly stream: Duplex,
+    readonly marker: string,
+    private readonly killer: (t: DockerShellTransport) => void,
+  ) {
+    const out = new PassThrough();
+    const err = new PassThrough();
+    const forward = (chunk: Buffer): void => {
+      for (const l of this.dataListeners) l(chunk);
+    };
+    // The session merges stderr into stdout inside the shell; stderr carries only bash's own early
+    // complaints, passed on so nothing is lost.
+    out.on('data', forward);
+    err.on('data', forward);
+    docker.modem.demuxStream(stream, out, err);
+    // A write after the shell died must not crash the host process.
+    stream.on('error', () => {
+      this.finish();
+    });
+    stream.once('end', () => {
+      this.finish();
+    });
+    stream.once('close', () => {
+      this.finish();
+    });
+  }
+
+  write(data: string): void {
+    if (!this.ended && this.stream.writable) this.stream.write(data);
+  }
+
+  onData(listener: (chunk: Buffer) => void): void {
+    this.dataListeners.push(listener);
+  }
+
+  onExit(listener: ExitListener): void {
+    if (this.exitCode !== undefined) {
+      listener(this.exitCode);
+      return;
+    }
+    this.exitListeners.push(listener);
+  }
+
+  kill(): void {
+    this.killer(this);
+  }
+
+  /** Resolves when the shell's exec has ended, or after timeoutMs. */
+  waitForExit(timeoutMs: number): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.stream.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Drops the connection and reports the shell as gone. */
+  detach(): void {
+    this.stream.destroy();
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.ended) return;
+    this.ended = true;
+    const report = (code: number | null): void => {
+      if (this.exitCode !== undefined) return;
+      this.exitCode = code;
+      for (const l of this.exitListeners.splice(0)) l(code);
+    };
+    this.exec
+      .inspect()
+      .then((info) => {
+        report(info.Running ? null : info.ExitCode);
+      })
+      .catch(() => {
+        report(null);
+      });
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,345 @@
+import { randomBytes } from 'node:crypto';
+import { OutputCapture, type CaptureLimits } from './output-capture.js';
+import { SandboxError, type ExecOptions, type ExecResult, type KillReason } from './sandbox.js';
+
+/** A running `bash` whose stdin we write and whose stdout (and stderr) we read. */
+export interface ShellTransport {
+  write(data: string): void;
+  onData(listener: (chunk: Buffer) => void): void;
+  onExit(listener: (code: number | null) => void): void;
+  /** Ends the shell and everything it started. */
+  kill(): void;
+}
+
+/** What a backend (child process, container) provides to host a persistent shell. */
+export interface ShellHost {
+  spawn(): Promise<ShellTransport>;
+  /** Kills every process the shell's commands started, leaving the shell itself alive. */
+  killDescendants(shellPid: number): Promise<void>;
+  /** Resident memory of the shell's descendants, when the backend can measure it. */
+  descendantsRssBytes?(shellPid: number): Promise<number>;
+}
+
+export interface ShellSessionOptions {
+  /** Where the shell starts, as the sandbox sees it. */
+  readonly workdir: string;
+  /** A file inside the sandbox where the shell saves its exported variables after every command. */
+  readonly stateFile: string;
+  readonly capture: CaptureLimits;
+  /** After a kill, how long to wait for the shell to report back before replacing it. */
+  readonly killGraceMs?: number;
+  /** Bound on waiting for a new shell to say it is ready. */
+  readonly startTimeoutMs?: number;
+  /** Poll interval of the memory watchdog. */
+  readonly memoryPollMs?: number;
+}
+
+/** Quotes a string as one bash word. */
+export function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+interface Pending {
+  readonly doneMarker: Buffer;
+  readonly endMarker: Buffer;
+  readonly capture: OutputCapture;
+  /** Bytes not yet known to be output (they may be the start of the done marker). */
+  carry: Buffer;
+  /** Set once the done marker was seen: what follows is the exit code and cwd. */
+  trailer: Buffer | null;
+  resolve: (r: { exitCode: number; cwd: string } | { shellExit: number | null }) => void;
+}
+
+/**
+ * One long-lived bash per sandbox, so `cd` and `export` persist between commands and a command costs
+ * one round trip instead of a process start.
+ *
+ * Framing: each command is sent as a quoted here-document read by the `read` builtin into a variable
+ * (no fork, no quoting of the command needed; the delimiter is a fresh random nonce), then `eval`ed
+ * with stdin from /dev/null and stderr merged into stdout. The shell then saves `export -p` to the
+ * state file and prints a done marker carrying the exit status and cwd, framed by the nonce. The
+ * command cannot forge the marker because it never sees the nonce.
+ *
+ * A command past its deadline has its descendants killed; if the shell itself is stuck (a builtin
+ * loop) or exits, it is replaced by a new one that restores the last cwd and exported variables.
+ */
+export class ShellSession {
+  private transport: ShellTransport | null = null;
+  private shellPid = 0;
+  private cwd: string;
+  private pending: Pending | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private generation = 0;
+  private readonly killGraceMs: number;
+  private readonly startTimeoutMs: number;
+  private readonly memoryPollMs: number;
+
+  constructor(
+    private readonly host: ShellHost,
+    private readonly options: ShellSessionOptions,
+  ) {
+    this.cwd = options.workdir;
+    this.killGraceMs = options.killGraceMs ?? 2000;
+    this.startTimeoutMs = options.startTimeoutMs ?? 15_000;
+    this.memoryPollMs = options.memoryPollMs ?? 200;
+  }
+
+  get pid(): number {
+    return this.shellPid;
+  }
+
+  async start(): Promise<void> {
+    await this.spawnShell(false);
+  }
+
+  /** Commands run one at a time, in call order. */
+  exec(command: string, options: ExecOptions): Promise<ExecResult> {
+    const run = this.queue.then(() => this.execNow(command, options));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.transport?.kill();
+    this.transport = null;
+  }
+
+  private async spawnShell(restore: boolean): Promise<void> {
+    const generation = ++this.generation;
+    const transport = await this.host.spawn();
+    const nonce = randomBytes(12).toString('hex');
+    const ready = Buffer.from(`__IA_READY_${nonce}_`);
+    let buffered = Buffer.alloc(0);
+    let onReady: ((pid: number) => void) | null = null;
+    let onEarlyExit: ((code: number | null) => void) | null = null;
+
+    transport.onData((chunk) => {
+      if (generation !== this.generation) return;
+      if (onReady !== null) {
+        buffered = Buffer.concat([buffered, chunk]);
+        const at = buffered.indexOf(ready);
+        const nl = at >= 0 ? buffered.indexOf(0x0a, at) : -1;
+        if (nl >= 0) {
+          const pid = Number(buffered.subarray(at + ready.length, nl).toString());
+          const cb = onReady;
+          onReady = null;
+          cb(pid);
+        }
+        return;
+      }
+      this.onData(chunk);
+    });
+    transport.onExit((code) => {
+      if (generation !== this.generation) return;
+      if (onEarlyExit !== null) {
+        onEarlyExit(code);
+        return;
+      }
+      this.transport = null;
+      const p = this.pending;
+      if (p !== null) {
+        this.pending = null;
+        p.capture.push(p.carry);
+        p.resolve({ shellExit: code });
+      }
+    });
+
+    const state = shellQuote(this.options.stateFile);
+    const restoreLines = restore
+      ? `[ -r ${state} ] && . ${state} >/dev/null 2>&1\ncd -- ${shellQuote(this.cwd)} 2>/dev/null || cd -- ${shellQuote(this.options.workdir)}\n`
+      : `cd -- ${shellQuote(this.options.workdir)}\n`;
+    transport.write(
+      `exec 2>&1; set +o history +o errexit +o nounset 2>/dev/null; PS1=''; PS2=''; PROMPT_COMMAND=''\n${restoreLines}` +
+        `printf '\\n__IA_READY_${nonce}_%d\\n' "$$"\n`,
+    );
+
+    const pid = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new SandboxError('start_failed', `the shell did not start within ${this.startTimeoutMs} ms`));
+      }, this.startTimeoutMs);
+      onReady = (p) => {
+        clearTimeout(timer);
+        resolve(p);
+      };
+      onEarlyExit = (code) => {
+        clearTimeout(timer);
+        reject(new SandboxError('start_failed', `the shell exited while starting (code ${String(code)})`));
+      };
+    }).catch((error: unknown) => {
+      transport.kill();
+      throw error;
+    });
+    onEarlyExit = null;
+    this.transport = transport;
+    this.shellPid = pid;
+  }
+
+  private onData(chunk: Buffer): void {
+    const p = this.pending;
+    if (p === null) return; // output of a background process between commands: nobody asked for it
+    if (p.trailer !== null) {
+      p.trailer = Buffer.concat([p.trailer, chunk]);
+      this.tryFinish(p);
+      return;
+    }
+    const data = p.carry.length > 0 ? Buffer.concat([p.carry, chunk]) : chunk;
+    const at = data.indexOf(p.doneMarker);
+    if (at >= 0) {
+      p.capture.push(data.subarray(0, at));
+      p.carry = Buffer.alloc(0);
+      p.trailer = data.subarray(at + p.doneMarker.length);
+      this.tryFinish(p);
+      return;
+    }
+    // Keep back as many bytes as could be the start of the marker split across chunks.
+    const keep = Math.min(p.doneMarker.length - 1, data.length);
+    p.capture.push(data.subarray(0, data.length - keep));
+    p.carry = Buffer.from(data.subarray(data.length - keep));
+  }
+
+  private tryFinish(p: Pending): void {
+    const trailer = p.trailer;
+    if (trailer === null) return;
+    const end = trailer.indexOf(p.endMarker);
+    if (end < 0) return;
+    const body = trailer.subarray(0, end).toString('utf8');
+    const sep = body.indexOf('_');
+    const exitCode = Number(body.slice(0, sep));
+    const cwd = body.slice(sep + 1);
+    this.pending = null;
+    p.resolve({ exitCode, cwd });
+  }
+
+  private async execNow(command: string, options: ExecOptions): Promise<ExecResult> {
+    if (this.closed) throw new SandboxError('closed', 'the sandbox is closed');
+    if (this.transport === null) await this.spawnShell(true);
+    const transport = this.transport;
+    if (transport === null) throw new SandboxError('shell_died', 'the shell is not running');
+
+    const started = performance.now();
+    const nonce = randomBytes(12).toString('hex');
+    const capture = new OutputCapture(this.options.capture);
+    let killed: KillReason | null = null;
+
+    const outcome = new Promise<{ exitCode: number; cwd: string } | { shellExit: number | null }>(
+      (resolve) => {
+        this.pending = {
+          // The leading newline separates the marker from output that did not end with one.
+          doneMarker: Buffer.from(`\n__IA_DONE_${nonce}_`),
+          endMarker: Buffer.from(`__IA_END_${nonce}\n`),
+          capture,
+          carry: Buffer.alloc(0),
+          trailer: null,
+          resolve,
+        };
+      },
+    );
+
+    const delimiter = `__IA_EOF_${nonce}`;
+    transport.write(
+      `IFS= read -r -d '' __ia_cmd <<'${delimiter}'\n${command}\n${delimiter}\n` +
+        `eval "$__ia_cmd" </dev/null 2>&1\n` +
+        `__ia_ec=$?; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
+        `printf '\\n__IA_DONE_${nonce}_%d_%s__IA_END_${nonce}\\n' "$__ia_ec" "$PWD"\n`,
+    );
+
+    const kill = (reason: KillReason): void => {
+      if (killed !== null || this.pending === null) return;
+      killed = reason;
+      void this.killCommand();
+    };
+    const timer = setTimeout(() => {
+      kill('timeout');
+    }, options.timeoutMs);
+    const onAbort = (): void => {
+      kill('cancelled');
+    };
+    if (options.signal?.aborted === true) onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    const watchdog = this.startMemoryWatchdog(options.memoryLimitBytes, () => {
+      kill('memory');
+    });
+
+    let result: { exitCode: number; cwd: string } | { shellExit: number | null };
+    try {
+      result = await outcome;
+    } finally {
+      clearTimeout(timer);
+      if (watchdog !== null) clearInterval(watchdog);
+      options.signal?.removeEventListener('abort', onAbort);
+    }
+
+    const p = capture;
+    const captured = p.finish();
+    const durationMs = performance.now() - started;
+    if ('shellExit' in result) {
+      // The command ended the shell (`exit`, `exec`, a killed shell). Replace it for the next command.
+      if (!this.closed) await this.spawnShell(true);
+      return {
+        exitCode: killed === null ? result.shellExit : null,
+        killed,
+        output: captured.text,
+        outputBytes: captured.bytes,
+        truncated: captured.truncated,
+        fullOutputPath: captured.fullOutputPath,
+        durationMs,
+        cwd: this.cwd,
+        shellRestarted: true,
+      };
+    }
+    this.cwd = result.cwd;
+    return {
+      exitCode: killed === null ? result.exitCode : null,
+      killed,
+      output: captured.text,
+      outputBytes: captured.bytes,
+      truncated: captured.truncated,
+      fullOutputPath: captured.fullOutputPath,
+      durationMs,
+      cwd: result.cwd,
+      shellRestarted: false,
+    };
+  }
+
+  /** Kills the running command's processes; replaces the shell if it does not report back in time. */
+  private async killCommand(): Promise<void> {
+    const pending = this.pending;
+    const transport = this.transport;
+    // The shell goes on with the rest of the command line after a child dies, so keep killing what it
+    // starts until it reports back, or until the grace period ends.
+    const deadline = performance.now() + this.killGraceMs;
+    while (this.pending === pending && performance.now() < deadline) {
+      try {
+        await this.host.killDescendants(this.shellPid);
+      } catch {
+        // A shell that does not answer is replaced below.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (this.pending === pending && pending !== null && this.transport === transport) {
+      // The shell itself is busy (e.g. a `while :; do :; done` builtin loop): end it; onExit resolves.
+      transport?.kill();
+    }
+  }
+
+  private startMemoryWatchdog(limit: number | undefined, onExceeded: () => void): NodeJS.Timeout | null {
+    const measure = this.host.descendantsRssBytes?.bind(this.host);
+    if (limit === undefined || measure === undefined) return null;
+    const pid = this.shellPid;
+    let busy = false;
+    return setInterval(() => {
+      if (busy) return;
+      busy = true;
+      measure(pid)
+        .then((rss) => {
+          if (rss > limit) onExceeded();
+        })
+        .catch(() => undefined)
+        .finally(() => {
+          busy = false;
+        });
+    }, this.memoryPollMs);
+  }
+}

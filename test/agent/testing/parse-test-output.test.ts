@@ -1,0 +1,289 @@
+import { readFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import {
+  NAME_CAP,
+  parseTestOutput,
+  pytestNodeId,
+  stripAnsi,
+  unittestName,
+} from '../../../src/agent/testing/parse-test-output.js';
+import type { TestSummary } from '../../../src/agent/testing/parse-test-output.js';
+
+/** Fixtures named *-handwritten-* follow the runner's documented format; all others are real runs. */
+function fixture(name: string): string {
+  return readFileSync(new URL(`../../fixtures/test-output/${name}`, import.meta.url), 'utf8');
+}
+
+function counts(summary: TestSummary): [string, number | null, number | null, number | null] {
+  return [summary.runner, summary.passed, summary.failed, summary.skipped];
+}
+
+void describe('node:test output (real runs, node 20)', () => {
+  const failing = ['divides with rounding', 'trims whitespace'];
+  const passing = ['adds numbers', 'subtracts numbers', 'upper case', 'other passes'];
+
+  for (const file of ['node-test-tap-fail.txt', 'node-test-spec-fail.txt', 'node-test-npm-tap-fail.txt']) {
+    void test(file, () => {
+      const summary = parseTestOutput(fixture(file));
+      // skipped = 1 skipped + 1 todo; the failing suite "string utils" is not a test.
+      assert.deepEqual(counts(summary), ['node-test', 4, 2, 2]);
+      assert.deepEqual(summary.failedNames, failing);
+      assert.deepEqual(summary.passedNames, passing);
+    });
+  }
+
+  for (const file of ['node-test-tap-nested-pass.txt', 'node-test-spec-nested-pass.txt']) {
+    void test(`${file}: suites and parent tests are not leaves`, () => {
+      const summary = parseTestOutput(fixture(file));
+      assert.deepEqual(counts(summary), ['node-test', 3, 0, 0]);
+      assert.deepEqual(summary.passedNames, ['inner ok', 'child one']);
+      assert.deepEqual(summary.failedNames, []);
+    });
+  }
+
+  void test('a timed-out (cancelled) test counts as failed', () => {
+    const summary = parseTestOutput(fixture('node-test-spec-timeout.txt'));
+    assert.deepEqual(counts(summary), ['node-test', 1, 1, 0]);
+    assert.deepEqual(summary.failedNames, ['slow']);
+  });
+
+  void test('without the summary block, counts come from the result lines', () => {
+    const text = fixture('node-test-tap-fail.txt');
+    const summary = parseTestOutput(text.slice(0, text.indexOf('# tests')), 'node-test');
+    assert.deepEqual(counts(summary), ['node-test', 4, 2, 2]);
+  });
+
+  void test('ANSI colours and CRLF line endings are ignored', () => {
+    const text = fixture('node-test-spec-fail.txt')
+      .replaceAll('✔ ', '\u001b[32m✔ \u001b[39m')
+      .replaceAll('✖ ', '\u001b[31m✖ \u001b[39m')
+      .replaceAll('\n', '\r\n');
+    const summary = parseTestOutput(text);
+    assert.deepEqual(counts(summary), ['node-test', 4, 2, 2]);
+    assert.deepEqual(summary.failedNames, failing);
+  });
+});
+
+void describe('pytest output (real runs, pytest 9 with -rA)', () => {
+  void test('mixed results: errors count as failed, xfail as skipped', () => {
+    const summary = parseTestOutput(fixture('pytest-mixed-fail.txt'));
+    assert.deepEqual(counts(summary), ['pytest', 6, 3, 2]);
+    assert.deepEqual(summary.failedNames, [
+      'tests/test_calc.py::test_uses_broken',
+      'tests/test_calc.py::test_sub',
+      'tests/test_calc.py::test_param[2-3]',
+    ]);
+    assert.ok(summary.passedNames.includes('tests/test_calc.py::test_param[a b-a b]'));
+    assert.ok(summary.passedNames.includes('tests/test_calc.py::TestLegacy::test_legacy'));
+    assert.equal(summary.passedNames.length, 6);
+  });
+
+  void test('all passing', () => {
+    const summary = parseTestOutput(fixture('pytest-pass.txt'), 'pytest');
+    assert.deepEqual(counts(summary), ['pytest', 1, 0, 0]);
+    assert.deepEqual(summary.passedNames, ['tests/test_other.py::test_ok']);
+  });
+
+  void test('a collection error is a failure', () => {
+    const summary = parseTestOutput(fixture('pytest-collection-error.txt'));
+    assert.deepEqual(counts(summary), ['pytest', 0, 1, 0]);
+    assert.deepEqual(summary.failedNames, ['tests/test_bad.py']);
+  });
+
+  void test('-v lines and a -q summary without rulers', () => {
+    const summary = parseTestOutput(
+      [
+        'tests/test_a.py::test_one PASSED                                   [ 50%]',
+        'tests/test_a.py::test_two[x - y] FAILED                            [100%]',
+        '1 failed, 1 passed in 0.05s',
+      ].join('\n'),
+    );
+    assert.deepEqual(counts(summary), ['pytest', 1, 1, 0]);
+    assert.deepEqual(summary.failedNames, ['tests/test_a.py::test_two[x - y]']);
+    assert.deepEqual(summary.passedNames, ['tests/test_a.py::test_one']);
+  });
+
+  void test('a test id may start with a digit', () => {
+    const summary = parseTestOutput('01_suite/test_b.py::test_z PASSED  [100%]\n=== 1 passed in 0.01s ===\n');
+    assert.deepEqual(summary.passedNames, ['01_suite/test_b.py::test_z']);
+  });
+
+  void test('pytestNodeId strips the message, keeping parametrize ids with " - "', () => {
+    assert.equal(pytestNodeId('tests/t.py::test_a - assert 1 == 2'), 'tests/t.py::test_a');
+    assert.equal(pytestNodeId('tests/t.py::test_b[a - b] - assert x'), 'tests/t.py::test_b[a - b]');
+    assert.equal(pytestNodeId('tests/t.py::test_c[a - b]'), 'tests/t.py::test_c[a - b]');
+    assert.equal(pytestNodeId('tests/t.py'), 'tests/t.py');
+  });
+});
+
+void describe('unittest output (real runs, python 3.11, -v)', () => {
+  void test('failures, errors, subtests, skips, expected failures and docstrings', () => {
+    const summary = parseTestOutput(fixture('unittest-fail.txt'));
+    // failures=2 (one is a subtest), errors=1; skipped=1 + expected failures=1.
+    assert.deepEqual(counts(summary), ['unittest', 2, 3, 2]);
+    assert.deepEqual(summary.failedNames, [
+      'test_things.TestMath.test_error',
+      'test_things.TestMath.test_sub',
+      'test_things.TestMath.test_sub_tests',
+    ]);
+    assert.deepEqual(summary.passedNames, [
+      'test_things.TestMath.test_add',
+      'test_things.TestStrings.test_upper',
+    ]);
+  });
+
+  void test('all passing', () => {
+    const summary = parseTestOutput(fixture('unittest-pass.txt'));
+    assert.deepEqual(counts(summary), ['unittest', 2, 0, 0]);
+  });
+
+  void test('without -v the passed count is derived from the summary', () => {
+    const summary = parseTestOutput(
+      '..F.s\n' + '-'.repeat(70) + '\nRan 5 tests in 0.001s\n\nFAILED (failures=1, skipped=1)\n',
+    );
+    assert.deepEqual(counts(summary), ['unittest', 3, 1, 1]);
+  });
+
+  void test('unittestName normalises old and new formats', () => {
+    assert.equal(unittestName('test_a (pkg.mod.TestX.test_a)'), 'pkg.mod.TestX.test_a');
+    assert.equal(unittestName('test_a (pkg.mod.TestX)'), 'pkg.mod.TestX.test_a');
+    assert.equal(unittestName('test_a (pkg.mod.TestX.test_a) (i=2)'), 'pkg.mod.TestX.test_a');
+    assert.equal(unittestName('Subtraction works.'), null);
+  });
+});
+
+void describe('cargo test output (real runs, cargo 1.95)', () => {
+  void test('unit, integration and doc test binaries are summed', () => {
+    const summary = parseTestOutput(fixture('cargo-fail.txt'));
+    assert.deepEqual(counts(summary), ['cargo', 5, 2, 1]);
+    assert.deepEqual(summary.failedNames, ['tests::it_halves', 'src/lib.rs - half (line 12)']);
+    assert.ok(summary.passedNames.includes('tests::it_panics'));
+    assert.ok(summary.passedNames.includes('integration_add'));
+  });
+
+  void test('all passing', () => {
+    const summary = parseTestOutput(fixture('cargo-pass.txt'), 'cargo');
+    assert.deepEqual(counts(summary), ['cargo', 7, 0, 1]);
+    assert.equal(summary.passedNames.length, 7);
+  });
+});
+
+void describe('runners not installed here (hand-written samples of their documented output)', () => {
+  void test('jest --verbose', () => {
+    const summary = parseTestOutput(fixture('jest-handwritten-verbose-fail.txt'));
+    assert.deepEqual(counts(summary), ['jest', 5, 1, 2]);
+    assert.deepEqual(summary.failedNames, ['math › divides with rounding']);
+    assert.deepEqual(summary.passedNames, [
+      'sum › adds positive numbers',
+      'sum › adds negative numbers',
+      'math › rounds down',
+      'math › nested › deep test',
+      'top level test',
+    ]);
+  });
+
+  void test('vitest default reporter', () => {
+    const summary = parseTestOutput(fixture('vitest-handwritten-fail.txt'));
+    assert.deepEqual(counts(summary), ['vitest', 3, 1, 1]);
+    assert.deepEqual(summary.failedNames, ['src/math.test.ts > math > divides with rounding']);
+  });
+
+  void test('vitest verbose reporter', () => {
+    const summary = parseTestOutput(fixture('vitest-handwritten-verbose-fail.txt'));
+    assert.deepEqual(counts(summary), ['vitest', 3, 1, 1]);
+    assert.deepEqual(summary.failedNames, ['src/math.test.ts > math > divides with rounding']);
+    assert.equal(summary.passedNames.length, 3);
+  });
+
+  void test('mocha spec reporter', () => {
+    const summary = parseTestOutput(fixture('mocha-handwritten-fail.txt'));
+    assert.deepEqual(counts(summary), ['mocha', 3, 2, 1]);
+    assert.deepEqual(summary.failedNames, ['divides with rounding', 'trims whitespace']);
+    assert.deepEqual(summary.passedNames, ['adds', 'subtracts', 'upper case']);
+  });
+
+  void test('go test -v: subtests, skips and a package that failed to build', () => {
+    const summary = parseTestOutput(fixture('go-handwritten-fail.txt'));
+    assert.deepEqual(counts(summary), ['go', 3, 4, 1]);
+    assert.deepEqual(summary.failedNames, [
+      'TestHalf',
+      'TestTable',
+      'TestTable/big',
+      'example.com/calc/broken',
+    ]);
+    assert.deepEqual(summary.passedNames, ['TestAdd', 'TestTable/small', 'TestFormat']);
+  });
+
+  void test('go test without -v leaves the passed count unknown', () => {
+    const summary = parseTestOutput('--- FAIL: TestHalf (0.00s)\nFAIL\nFAIL\texample.com/calc\t0.002s\n');
+    assert.deepEqual(counts(summary), ['go', null, 1, 0]);
+  });
+});
+
+void describe('runner selection and robustness', () => {
+  void test('unrecognised output gives unknown and null counts', () => {
+    assert.deepEqual(parseTestOutput('make: *** No rule to make target test.  Stop.\n', 'make'), {
+      runner: 'unknown',
+      passed: null,
+      failed: null,
+      skipped: null,
+      failedNames: [],
+      passedNames: [],
+    });
+    assert.equal(parseTestOutput('').runner, 'unknown');
+  });
+
+  void test('a wrong hint is overridden by what the output shows', () => {
+    assert.equal(parseTestOutput(fixture('cargo-fail.txt'), 'jest').runner, 'cargo');
+    assert.equal(parseTestOutput(fixture('unittest-fail.txt'), 'pytest').runner, 'unittest');
+    assert.equal(parseTestOutput(fixture('pytest-mixed-fail.txt'), 'unittest').runner, 'pytest');
+  });
+
+  void test('make wrapping a runner is parsed as that runner', () => {
+    const text = 'python3 -m pytest -rA\n' + fixture('pytest-pass.txt') + 'make: Leaving directory\n';
+    assert.equal(parseTestOutput(text, 'make').runner, 'pytest');
+  });
+
+  void test('stripAnsi removes colour, cursor and hyperlink sequences', () => {
+    const esc = '\u001b';
+    assert.equal(
+      stripAnsi(`${esc}[1;31mred${esc}[0m ${esc}[2K${esc}]8;;http://x${esc}\\link${esc}]8;;\u0007`),
+      'red link',
+    );
+  });
+
+  void test('tens of megabytes parse in linear time and name lists are capped', () => {
+    const lines: string[] = [];
+    for (let i = 0; i < 300_000; i++) {
+      lines.push(i % 3 === 0 ? `not ok ${i} - test number ${i}` : `ok ${i} - test number ${i}`);
+      lines.push('  ---', '  duration_ms: 0.123456', '  ...');
+    }
+    lines.push('# tests 300000', '# pass 200000', '# fail 100000');
+    const text = lines.join('\n');
+    assert.ok(text.length > 15_000_000);
+    const started = performance.now();
+    const summary = parseTestOutput(text);
+    const elapsed = performance.now() - started;
+    assert.deepEqual(counts(summary), ['node-test', 200_000, 100_000, 0]);
+    assert.equal(summary.failedNames.length, NAME_CAP);
+    assert.equal(summary.passedNames.length, NAME_CAP);
+    assert.ok(elapsed < 10_000, `took ${elapsed}ms`);
+  });
+
+  void test('adversarial lines do not backtrack catastrophically', () => {
+    const evil = [
+      '= ' + '1 '.repeat(5000) + '11111111111 x',
+      '1 ' + '123456789 '.repeat(1500),
+      'Tests: ' + '9'.repeat(15_000),
+      'a::b' + '::'.repeat(7000) + ' X',
+      ' '.repeat(16_000) + '%]',
+      '\u001b[' + '1'.repeat(15_000),
+      'x'.repeat(5_000_000),
+    ].join('\n');
+    const started = performance.now();
+    parseTestOutput(evil.repeat(4));
+    assert.ok(performance.now() - started < 2_000);
+  });
+});

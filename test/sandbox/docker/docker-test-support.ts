@@ -1,0 +1,92 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { promisify } from 'node:util';
+import Docker from 'dockerode';
+import { IMAGES } from '../../../src/sandbox/docker/choose-image.js';
+import { LABEL_OWNER, LABEL_SANDBOX } from '../../../src/sandbox/docker/owner.js';
+
+export const execFileAsync = promisify(execFile);
+
+/** Set in CI: a missing engine or image is a failure, not a skip. */
+const required = process.env.ISSUE_AGENT_REQUIRE_DOCKER === '1';
+
+async function probe(): Promise<{ docker: Docker } | { reason: string }> {
+  const docker = new Docker();
+  try {
+    await Promise.race([
+      docker.ping(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('ping timed out after 5 s')), 5000).unref()),
+    ]);
+  } catch (error) {
+    return { reason: `no Docker engine answers (${error instanceof Error ? error.message : String(error)}); run scripts/setup-docker.sh` };
+  }
+  for (const image of Object.values(IMAGES)) {
+    try {
+      await docker.getImage(image).inspect();
+    } catch {
+      return { reason: `image ${image} is missing; run scripts/build-images.sh` };
+    }
+  }
+  return { docker };
+}
+
+const engine = await probe();
+if ('reason' in engine) {
+  console.log(`# docker tests ${required ? 'FAIL' : 'skipped'}: ${engine.reason}`);
+}
+
+/**
+ * A test against the real engine: skipped with the reason when no engine answers, failed instead
+ * when ISSUE_AGENT_REQUIRE_DOCKER=1.
+ */
+export function dockerTest(
+  name: string,
+  fn: (docker: Docker, t: TestContext) => Promise<void>,
+  options: { timeout?: number } = {},
+): void {
+  if ('reason' in engine) {
+    if (required) {
+      test(name, () => {
+        throw new Error(`ISSUE_AGENT_REQUIRE_DOCKER=1 but ${engine.reason}`);
+      });
+    } else {
+      test(name, { skip: engine.reason }, () => undefined);
+    }
+    return;
+  }
+  test(name, { timeout: options.timeout ?? 60_000 }, (t) => fn(engine.docker, t));
+}
+
+/** A fresh host directory, removed after the test. */
+export async function tempWorkspace(t: TestContext, prefix = 'ia-docker-test-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Ids of our labelled containers (optionally only the ones with this owner label). */
+export async function labelledContainers(docker: Docker, owner?: string): Promise<string[]> {
+  const label = [`${LABEL_SANDBOX}=1`];
+  if (owner !== undefined) label.push(`${LABEL_OWNER}=${owner}`);
+  const list = await docker.listContainers({ all: true, filters: { label } });
+  return list.map((c) => c.Id);
+}
+
+/** Polls `check` until it returns true or the deadline passes (no fixed sleeps). */
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let delay = 10;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    delay = Math.min(delay * 2, 200);
+  }
+}
+
+/** A unique owner label per test, so parallel test files never count each other's containers. */
+export function testOwner(name: string): string {
+  return `test-${name}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+}

@@ -1,0 +1,46 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+export const ROOT = join(import.meta.dirname, '..', '..');
+const CLI = join(ROOT, 'src', 'cli', 'main.ts');
+
+export interface CliResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The env a CLI run gets in tests: nothing from the developer's shell but PATH and HOME. */
+export function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
+    ...extra,
+  };
+}
+
+export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): ChildProcess & { result: Promise<CliResult> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const result = new Promise<CliResult>((resolve) => {
+    child.once('close', (code, signal) => {
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+  return Object.assign(child, { result });
+}
+
+export function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
+  return startCli(args, env).result;
+}
+
+/** The JSON object a `--json` run prints as its last stdout line. */
+export function lastJson(stdout: string): Record<string, unknown> {
+  const lines = stdout.trim().split('\n');
+  return JSON.parse(lines[lines.length - 1] ?? '{}') as Record<string, unknown>;
+}

@@ -1,0 +1,36 @@
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'repos');
+
+export interface FixtureRepo {
+  readonly dir: string;
+  readonly patch: string;
+  cleanup(): void;
+}
+
+/** Copies a fixture project into a fresh temp dir and commits it, as a user's checkout would be. */
+export function makeFixtureRepo(name: 'node-calc' | 'python-inventory'): FixtureRepo {
+  const root = mkdtempSync(join(tmpdir(), `ia-${name}-`));
+  const dir = join(root, 'repo');
+  cpSync(join(FIXTURES, name), dir, { recursive: true });
+  const git = (...args: string[]): void => {
+    execFileSync('git', args, { cwd: dir, stdio: 'ignore' });
+  };
+  git('init', '-q', '-b', 'main');
+  git('-c', 'user.name=Fixture', '-c', 'user.email=fixture@example.invalid', 'add', '-A');
+  git('-c', 'user.name=Fixture', '-c', 'user.email=fixture@example.invalid', 'commit', '-q', '-m', 'initial');
+  return {
+    dir,
+    patch: readFileSync(join(FIXTURES, `${name}.fix.patch`), 'utf8'),
+    cleanup: () => {
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+export function gitOutput(dir: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd: dir, encoding: 'utf8' });
+}

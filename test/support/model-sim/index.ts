@@ -1,0 +1,15 @@
+export { startModelSimulator, type ModelSimulator, type ModelSimulatorOptions } from './server.js';
+export { reply, httpError, hang, dropConnection, newId, ReplyBuilder } from './replies.js';
+export { scripted, type ScriptStep } from './policies/scripted.js';
+export { oracle, oraclePlan, type OracleOptions, type OracleStep } from './policies/oracle.js';
+export {
+  parseUnifiedDiff,
+  hunkOldText,
+  hunkNewText,
+  type DiffLine,
+  type FilePatch,
+  type Hunk,
+} from './unified-diff.js';
+export { countTokens, PromptCache, type InputUsage } from './usage.js';
+export type * from './types.js';
+export { isReply } from './types.js';

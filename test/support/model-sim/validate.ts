@@ -1,0 +1,147 @@
+/**
+ * Structural validation of a Messages API request body, strict where an agent is likely to get the
+ * conversation wrong: role order, tool_use/tool_result pairing, empty text, malformed tools. Block
+ * types other than text, tool_use and tool_result are accepted unchecked. Messages mimic the API's
+ * (`messages.3.content.0: ...`). Returns the first violation, or null for a valid body.
+ */
+export function findRequestViolation(body: unknown): string | null {
+  if (!isRecord(body)) return 'request body must be a JSON object';
+  if (typeof body['model'] !== 'string' || body['model'] === '') return 'model: Field required';
+  const maxTokens = body['max_tokens'];
+  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) {
+    return 'max_tokens: must be a positive integer';
+  }
+  if (body['stream'] !== undefined && typeof body['stream'] !== 'boolean') return 'stream: must be a boolean';
+  return checkSystem(body['system']) ?? checkTools(body['tools']) ?? checkMessages(body['messages']);
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function checkSystem(system: unknown): string | null {
+  if (system === undefined || typeof system === 'string') return null;
+  if (!Array.isArray(system)) return 'system: Input should be a valid string or list of text blocks';
+  return firstOf(system, (block, i) => checkTextBlock(block, `system.${i}`));
+}
+
+function checkTools(tools: unknown): string | null {
+  if (tools === undefined) return null;
+  if (!Array.isArray(tools)) return 'tools: Input should be a valid list';
+  const names = new Set<string>();
+  return firstOf(tools, (tool, i) => {
+    if (!isRecord(tool)) return `tools.${i}: Input should be an object`;
+    const name = tool['name'];
+    if (typeof name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(name)) {
+      return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
+    }
+    if (names.has(name)) return 'tools: Tool names must be unique.';
+    names.add(name);
+    // Server tools (`type: 'bash_20250124'` etc.) have no input_schema.
+    const isCustom = tool['type'] === undefined || tool['type'] === 'custom';
+    const schema = tool['input_schema'];
+    if (isCustom && (!isRecord(schema) || schema['type'] !== 'object')) {
+      return `tools.${i}.input_schema: Input should be a JSON schema with type 'object'`;
+    }
+    return null;
+  });
+}
+
+function checkMessages(messages: unknown): string | null {
+  if (!Array.isArray(messages) || messages.length === 0) return 'messages: at least one message is required';
+  let previousToolUseIds: string[] = [];
+  for (const [i, message] of messages.entries()) {
+    if (!isRecord(message)) return `messages.${i}: Input should be an object`;
+    const role = message['role'];
+    if (role !== 'user' && role !== 'assistant')
+      return `messages.${i}.role: Input should be 'user' or 'assistant'`;
+    const expected = i % 2 === 0 ? 'user' : 'assistant';
+    if (role !== expected) {
+      return i === 0
+        ? 'messages: first message must use the "user" role'
+        : `messages: roles must alternate between "user" and "assistant", but found multiple "${role}" roles in a row`;
+    }
+    const blocks = contentBlocks(message['content'], `messages.${i}`);
+    if (typeof blocks === 'string') return blocks;
+    const blockError = firstOf(blocks, (block, j) => checkBlock(block, role, `messages.${i}.content.${j}`));
+    if (blockError !== null) return blockError;
+
+    const resultIds = idsOf(blocks, 'tool_result', 'tool_use_id');
+    const unexpected = resultIds.filter((id) => !previousToolUseIds.includes(id));
+    if (unexpected.length > 0) {
+      return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${unexpected.join(', ')}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+    }
+    const unanswered = previousToolUseIds.filter((id) => !resultIds.includes(id));
+    if (unanswered.length > 0) {
+      return `messages.${i - 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${unanswered.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+    }
+    previousToolUseIds = idsOf(blocks, 'tool_use', 'id');
+    if (new Set(previousToolUseIds).size !== previousToolUseIds.length) {
+      return `messages.${i}.content: \`tool_use\` ids must be unique`;
+    }
+  }
+  if (previousToolUseIds.length > 0) {
+    return `messages.${messages.length - 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${previousToolUseIds.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+  }
+  return null;
+}
+
+function contentBlocks(content: unknown, path: string): unknown[] | string {
+  if (typeof content === 'string') {
+    return content === '' ? `${path}.content: text content must be non-empty` : [];
+  }
+  if (!Array.isArray(content)) return `${path}.content: Input should be a valid string or list of blocks`;
+  if (content.length === 0) return `${path}.content: at least one content block is required`;
+  return content as unknown[];
+}
+
+function checkBlock(block: unknown, role: 'user' | 'assistant', path: string): string | null {
+  if (!isRecord(block) || typeof block['type'] !== 'string')
+    return `${path}: block must be an object with a type`;
+  switch (block['type']) {
+    case 'text':
+      return checkTextBlock(block, path);
+    case 'tool_use':
+      if (role !== 'assistant') return `${path}: tool_use blocks can only appear in assistant messages`;
+      if (typeof block['id'] !== 'string' || typeof block['name'] !== 'string' || !isRecord(block['input'])) {
+        return `${path}: tool_use blocks need a string id, a string name and an object input`;
+      }
+      return null;
+    case 'tool_result': {
+      if (role !== 'user') return `${path}: tool_result blocks can only appear in user messages`;
+      if (typeof block['tool_use_id'] !== 'string') return `${path}.tool_use_id: Field required`;
+      const content = block['content'];
+      if (content !== undefined && typeof content !== 'string' && !Array.isArray(content)) {
+        return `${path}.content: Input should be a valid string or list of blocks`;
+      }
+      if (block['is_error'] !== undefined && typeof block['is_error'] !== 'boolean') {
+        return `${path}.is_error: Input should be a valid boolean`;
+      }
+      return null;
+    }
+    default:
+      return null;
+  }
+}
+
+function checkTextBlock(block: unknown, path: string): string | null {
+  if (!isRecord(block) || block['type'] !== 'text') return `${path}: expected a text block`;
+  const text = block['text'];
+  if (typeof text !== 'string') return `${path}.text: Field required`;
+  if (text === '') return `${path}: text content blocks must be non-empty`;
+  return null;
+}
+
+function idsOf(blocks: unknown[], type: string, key: string): string[] {
+  return blocks.flatMap((b) =>
+    isRecord(b) && b['type'] === type && typeof b[key] === 'string' ? [b[key]] : [],
+  );
+}
+
+function firstOf(items: unknown[], check: (item: unknown, index: number) => string | null): string | null {
+  for (const [i, item] of items.entries()) {
+    const error = check(item, i);
+    if (error !== null) return error;
+  }
+  return null;
+}
