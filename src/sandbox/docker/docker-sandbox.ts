@@ -85,7 +85,7 @@ export class DockerSandbox implements Sandbox {
     private readonly docker: Docker,
     private readonly container: Docker.Container,
     readonly image: string,
-    readonly jobId: string,
+    private job: string,
     readonly hostWorkspace: string,
     private readonly identity: ContainerIdentity,
     private readonly limits: Required<SandboxLimits>,
@@ -93,10 +93,24 @@ export class DockerSandbox implements Sandbox {
     private readonly host: DockerShellHost,
     private readonly session: ShellSession,
     private readonly scratch: string,
-    private readonly logger: Logger | undefined,
-    private readonly afterClose: (() => Promise<void>) | undefined,
+    private logger: Logger | undefined,
+    private afterClose: (() => Promise<void>) | undefined,
   ) {
     this.isolated = network === 'none';
+  }
+
+  get jobId(): string {
+    return this.job;
+  }
+
+  /**
+   * Gives a warm sandbox (shell already running) to a job: used by the warm pool, whose sandboxes
+   * are started before the job is known.
+   */
+  handOver(jobId: string, afterClose: () => Promise<void>, logger?: Logger): void {
+    this.job = jobId;
+    this.afterClose = afterClose;
+    this.logger = logger?.child({ jobId, container: this.container.id.slice(0, 12) });
   }
 
   get containerId(): string {

@@ -6,7 +6,7 @@ import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
 import { DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
-import { DockerSandbox, containerName, statusCode } from './docker-sandbox.js';
+import { DockerSandbox, containerName } from './docker-sandbox.js';
 import { errorMessage } from './docker-shell.js';
 import { ownerId } from './owner.js';
 import { openToGroup, prepareWorkspaceOwnership, type ContainerIdentity } from './workspace-ownership.js';
@@ -34,7 +34,8 @@ export interface AcquireOptions {
 }
 
 interface WarmContainer {
-  readonly container: Docker.Container;
+  /** Started, with its shell attached and ready. */
+  readonly sandbox: DockerSandbox;
   readonly slot: string;
 }
 
@@ -87,27 +88,28 @@ export class WarmPool {
     if (options.image in this.options.images) this.refill(options.image);
     const entry = warm ?? (await this.createWarm(options.image));
     const workspace = await realpath(options.workspace);
-    await moveEntries(workspace, entry.slot);
-    const identity = await this.ensureIdentity();
-    if (identity.sharedGroup) await openToGroup(entry.slot, identity.gid);
+    const giveBack = async (): Promise<void> => {
+      await moveEntries(entry.slot, workspace);
+      await rm(entry.slot, { recursive: true, force: true });
+    };
+    try {
+      await moveEntries(workspace, entry.slot);
+      const identity = await this.ensureIdentity();
+      if (identity.sharedGroup) await openToGroup(entry.slot, identity.gid);
+    } catch (error) {
+      await entry.sandbox.close();
+      await giveBack();
+      throw new SandboxError('start_failed', `warm pool: could not hand over the workspace: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+    entry.sandbox.handOver(options.jobId, giveBack, this.options.logger);
     // Pool containers are created before the job is known; the name says which job holds one.
-    await entry.container.rename({ name: containerName(options.jobId) }).catch(() => undefined);
-    return DockerSandbox.adopt({
-      docker: this.docker,
-      container: entry.container,
-      image: options.image,
-      jobId: options.jobId,
-      hostWorkspace: entry.slot,
-      identity,
-      limits: this.limits,
-      network: 'none',
-      captureBytes: this.options.captureBytes,
-      logger: this.options.logger,
-      afterClose: async () => {
-        await moveEntries(entry.slot, workspace);
-        await rm(entry.slot, { recursive: true, force: true });
-      },
-    });
+    void this.docker
+      .getContainer(entry.sandbox.containerId)
+      .rename({ name: containerName(options.jobId) })
+      .catch(() => undefined);
+    return entry.sandbox;
   }
 
   /** Waits for background refills to settle (tests, shutdown). */
@@ -123,9 +125,7 @@ export class WarmPool {
     this.ready.clear();
     await Promise.all(
       all.map(async (w) => {
-        await w.container.remove({ force: true, v: true }).catch((error: unknown) => {
-          if (statusCode(error) !== 404) throw error;
-        });
+        await w.sandbox.close();
         await rm(w.slot, { recursive: true, force: true });
       }),
     );
@@ -142,7 +142,7 @@ export class WarmPool {
       const p = this.createWarm(image)
         .then(async (w) => {
           if (this.closed) {
-            await w.container.remove({ force: true, v: true }).catch(() => undefined);
+            await w.sandbox.close();
             await rm(w.slot, { recursive: true, force: true });
             return;
           }
@@ -181,11 +181,29 @@ export class WarmPool {
         }),
       );
       await container.start();
-      return { container, slot };
     } catch (error) {
       await container?.remove({ force: true, v: true }).catch(() => undefined);
       await rm(slot, { recursive: true, force: true });
       throw new SandboxError('start_failed', `warm pool: ${errorMessage(error)}`, { cause: error });
+    }
+    try {
+      const sandbox = await DockerSandbox.adopt({
+        docker: this.docker,
+        container,
+        image,
+        jobId: 'pool',
+        hostWorkspace: slot,
+        identity,
+        limits: this.limits,
+        network: 'none',
+        captureBytes: this.options.captureBytes,
+        logger: this.options.logger,
+      });
+      return { sandbox, slot };
+    } catch (error) {
+      // adopt() removed the container.
+      await rm(slot, { recursive: true, force: true });
+      throw error;
     }
   }
 

@@ -1,0 +1,66 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runAgent, type Outcome } from '../../src/agent/run-agent.js';
+import { newBaseState } from '../../src/agent/new-run.js';
+import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
+import { FileEventStore } from '../../src/events/file-event-store.js';
+import type { Limits } from '../../src/events/schema.js';
+import { AnthropicModel } from '../../src/model/anthropic-model.js';
+import { DEFAULT_PRICES } from '../../src/model/pricing.js';
+import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
+import { startModelSimulator, type ModelSimulator, type Policy } from './model-sim/index.js';
+import { makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
+
+export const TEST_KEY = 'sk-ant-harness';
+
+export interface Harness {
+  readonly repo: FixtureRepo;
+  readonly sim: ModelSimulator;
+  readonly store: FileEventStore;
+  readonly sandbox: LocalSandbox;
+  readonly model: AnthropicModel;
+  run(signal?: AbortSignal): Promise<Outcome>;
+  close(): Promise<void>;
+}
+
+/**
+ * An in-process run: the real AnthropicModel (the SDK over HTTP) against the model simulator, the
+ * local sandbox on a fixture repo, and the file event store.
+ */
+export async function startHarness(options: {
+  policy: Policy;
+  limits?: Partial<Limits>;
+  testCommand?: string;
+  fixture?: 'node-calc' | 'python-inventory';
+  maxAttempts?: number;
+}): Promise<Harness> {
+  const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
+  const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
+  const sandbox = await LocalSandbox.create({ workspace: repo.dir, path: process.env.PATH ?? '/usr/bin:/bin' });
+  const model = new AnthropicModel({
+    apiKey: TEST_KEY,
+    model: 'claude-sonnet-4-6',
+    baseURL: sim.url,
+    baseBackoffMs: 10,
+    maxAttempts: options.maxAttempts ?? 4,
+  });
+  const limits: Limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const base = await newBaseState({ task: { title: 'Fix the bug', body: 'The tests fail.', instructions: [], source: 'test' }, sandbox, model: model.name, limits, testCommand: options.testCommand });
+  const trajectories = mkdtempSync(join(tmpdir(), 'ia-harness-'));
+  const store = FileEventStore.create(join(trajectories, 'run'), base);
+  return {
+    repo,
+    sim,
+    store,
+    sandbox,
+    model,
+    run: (signal) => runAgent({ store, sandbox, model, prices: DEFAULT_PRICES, signal }),
+    close: async () => {
+      await sandbox.close();
+      await sim.close();
+      repo.cleanup();
+      rmSync(trajectories, { recursive: true, force: true });
+    },
+  };
+}
