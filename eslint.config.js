@@ -4,7 +4,10 @@ import tseslint from 'typescript-eslint';
 
 /** Modules the agent core must never depend on: it is given a Sandbox, a Model and an EventStore. */
 const forbiddenInAgent = [
-  { group: ['probot', 'probot/*', '@octokit/*', 'octokit'], message: 'src/agent knows nothing about GitHub.' },
+  {
+    group: ['probot', 'probot/*', '@octokit/*', 'octokit'],
+    message: 'src/agent knows nothing about GitHub.',
+  },
   { group: ['bullmq', 'bullmq/*', 'ioredis'], message: 'src/agent knows nothing about the queue.' },
   { group: ['dockerode', 'docker-modem'], message: 'src/agent knows nothing about Docker.' },
   {
@@ -14,7 +17,16 @@ const forbiddenInAgent = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-artifacts/**', 'action/dist/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'scratch/**',
+      'node_modules/**',
+      'coverage/**',
+      'test-artifacts/**',
+      'action/dist/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
@@ -25,9 +37,16 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-floating-promises': [
         'error',
-        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite'] }] },
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite'] },
+          ],
+        },
       ],
-      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true }],
+      '@typescript-eslint/restrict-template-expressions': [
+        'error',
+        { allowNumber: true, allowBoolean: true },
+      ],
       '@typescript-eslint/no-unnecessary-condition': ['error', { allowConstantLoopConditions: true }],
       'no-console': 'error',
     },
@@ -44,5 +63,6 @@ export default tseslint.config(
   {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },
 );

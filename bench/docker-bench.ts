@@ -78,7 +78,8 @@ export async function runDockerBench(options: DockerBenchOptions = {}): Promise<
       for (let i = 0; i < n; i++) {
         shell.push(await timed(() => sandbox.exec('true', { timeoutMs: 10_000 })));
         exec.push(await timed(() => runOneOff(docker, container, ['true'], { user: sandbox.user })));
-        if (i < Math.min(n, 20)) cli.push(await timed(() => execFileAsync('docker', ['exec', sandbox.containerId, 'true'])));
+        if (i < Math.min(n, 20))
+          cli.push(await timed(() => execFileAsync('docker', ['exec', sandbox.containerId, 'true'])));
       }
     } finally {
       await sandbox.close();
@@ -94,11 +95,19 @@ export async function runDockerBench(options: DockerBenchOptions = {}): Promise<
       let s: DockerSandbox | null = null;
       cold.push(
         await timed(async () => {
-          s = await DockerSandbox.create({ docker, workspace: ws, jobId: `bench-cold-${i}`, image, setupNetwork: 'none' });
+          s = await DockerSandbox.create({
+            docker,
+            workspace: ws,
+            jobId: `bench-cold-${i}`,
+            image,
+            setupNetwork: 'none',
+          });
         }),
       );
       await (s as DockerSandbox | null)?.close();
-      plain.push(await timed(() => execFileAsync('docker', ['run', '--rm', '--network', 'none', image, 'true'])));
+      plain.push(
+        await timed(() => execFileAsync('docker', ['run', '--rm', '--network', 'none', image, 'true'])),
+      );
     }
     const pool = new WarmPool({ docker, images: { [image]: 2 }, root: join(scratch, 'pool') });
     try {

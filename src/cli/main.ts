@@ -70,7 +70,9 @@ function parse<const T extends Options>(args: readonly string[], options: T) {
   try {
     return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError(error instanceof Error ? (error.message.split('\n')[0] ?? 'bad arguments') : 'bad arguments');
+    throw new UsageError(
+      error instanceof Error ? (error.message.split('\n')[0] ?? 'bad arguments') : 'bad arguments',
+    );
   }
 }
 
@@ -308,7 +310,7 @@ async function execute(
   return exitCodeFor(outcome);
 }
 
-function optional<K extends keyof Limits>(key: K, value: number | undefined): Partial<Limits> {
+function optional(key: keyof Limits, value: number | undefined): Partial<Limits> {
   return value === undefined ? {} : { [key]: value };
 }
 

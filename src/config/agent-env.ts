@@ -120,6 +120,6 @@ function mib(v: number | undefined): number | undefined {
   return v === undefined ? undefined : Math.round(v * 1024 * 1024);
 }
 
-function defined<K extends keyof Limits>(key: K, value: number | undefined): Partial<Limits> {
+function defined(key: keyof Limits, value: number | undefined): Partial<Limits> {
   return value === undefined ? {} : { [key]: key === 'maxUsd' ? value : Math.round(value) };
 }

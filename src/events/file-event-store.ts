@@ -112,7 +112,7 @@ export class FileEventStore implements EventStore {
   }
 
   appendSync(event: NewEvent): AgentEvent {
-    const full = { ...event, id: this.list.length + 1, ts: new Date().toISOString() } as AgentEvent;
+    const full: AgentEvent = { ...event, id: this.list.length + 1, ts: new Date().toISOString() };
     const name = `${String(full.id).padStart(6, '0')}-${full.kind}.json`;
     writeAtomic(join(this.location, 'events', name), JSON.stringify(full));
     this.list.push(full);

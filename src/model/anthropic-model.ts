@@ -26,6 +26,7 @@ export interface AnthropicModelOptions {
 }
 
 type Param = Anthropic.MessageCreateParamsStreaming;
+type ApiError = InstanceType<typeof Anthropic.APIError<number | undefined, Headers | undefined>>;
 
 /**
  * Claude through the official SDK, streamed. The SDK's own retries are off (maxRetries 0) so that
@@ -172,11 +173,12 @@ function classify(error: unknown, signal: AbortSignal | undefined): Failure {
     };
   }
   if (error instanceof Anthropic.APIError) {
-    const status = typeof error.status === 'number' ? error.status : null;
-    const detail = apiMessage(error);
-    const retryAfterMs = parseRetryAfter(error.headers);
+    const apiError: ApiError = error as ApiError;
+    const status = typeof apiError.status === 'number' ? apiError.status : null;
+    const detail = apiMessage(apiError);
+    const retryAfterMs = parseRetryAfter(apiError.headers);
     const base = { status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
-    const type = errorType(error);
+    const type = errorType(apiError);
     if (status === 401)
       return {
         ...base,
@@ -229,13 +231,13 @@ function classify(error: unknown, signal: AbortSignal | undefined): Failure {
   return { cause: 'connection', retryable: true, status: null, message: `model call failed: ${message}` };
 }
 
-function errorType(error: InstanceType<typeof Anthropic.APIError>): string | null {
+function errorType(error: ApiError): string | null {
   const body = error.error as { error?: { type?: unknown } } | undefined;
   const t = body?.error?.type;
   return typeof t === 'string' ? t : null;
 }
 
-function apiMessage(error: InstanceType<typeof Anthropic.APIError>): string {
+function apiMessage(error: ApiError): string {
   const body = error.error as { error?: { message?: unknown } } | undefined;
   const m = body?.error?.message;
   return typeof m === 'string' ? m : error.message;

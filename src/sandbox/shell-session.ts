@@ -100,6 +100,10 @@ export class ShellSession {
     return run;
   }
 
+  private isClosed(): boolean {
+    return this.closed;
+  }
+
   close(): void {
     this.closed = true;
     this.transport?.kill();
@@ -221,7 +225,7 @@ export class ShellSession {
     const started = performance.now();
     const nonce = randomBytes(12).toString('hex');
     const capture = new OutputCapture(this.options.capture);
-    let killed: KillReason | null = null;
+    const kill_ = { reason: null as KillReason | null };
 
     const outcome = new Promise<{ exitCode: number; cwd: string } | { shellExit: number | null }>(
       (resolve) => {
@@ -246,8 +250,8 @@ export class ShellSession {
     );
 
     const kill = (reason: KillReason): void => {
-      if (killed !== null || this.pending === null) return;
-      killed = reason;
+      if (kill_.reason !== null || this.pending === null) return;
+      kill_.reason = reason;
       void this.killCommand();
     };
     const timer = setTimeout(() => {
@@ -271,12 +275,12 @@ export class ShellSession {
       options.signal?.removeEventListener('abort', onAbort);
     }
 
-    const p = capture;
-    const captured = p.finish();
+    const captured = capture.finish();
+    const killed = kill_.reason;
     const durationMs = performance.now() - started;
     if ('shellExit' in result) {
       // The command ended the shell (`exit`, `exec`, a killed shell). Replace it for the next command.
-      if (!this.closed) await this.spawnShell(true);
+      if (!this.isClosed()) await this.spawnShell(true);
       return {
         exitCode: killed === null ? result.shellExit : null,
         killed,

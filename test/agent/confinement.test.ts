@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  existsSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -29,14 +37,30 @@ before(async () => {
   symlinkSync('inside.txt', join(ws, 'ok-link'));
   sandbox = await LocalSandbox.create({ workspace: ws, path: process.env.PATH ?? '/usr/bin:/bin' });
   const files = await WorkspaceFiles.open(ws, ws);
-  ctx = { sandbox, files, limits: DEFAULT_LIMITS, signal: undefined, testCommand: null, editHistory: new Map() };
+  ctx = {
+    sandbox,
+    files,
+    limits: DEFAULT_LIMITS,
+    signal: undefined,
+    testCommand: null,
+    editHistory: new Map(),
+  };
 });
 after(async () => {
   await sandbox.close();
   rmSync(root, { recursive: true, force: true });
 });
 
-const escapes = ['../outside/secret.txt', join('..', 'outside', 'new.txt'), '/etc/passwd', '/tmp/ia-escape.txt', 'link-file', 'link-dir/secret.txt', 'link-dir/new.txt', 'sub/../../outside/x'];
+const escapes = [
+  '../outside/secret.txt',
+  join('..', 'outside', 'new.txt'),
+  '/etc/passwd',
+  '/tmp/ia-escape.txt',
+  'link-file',
+  'link-dir/secret.txt',
+  'link-dir/new.txt',
+  'sub/../../outside/x',
+];
 const calls = (path: string): Record<string, unknown>[] => [
   { command: 'view', path },
   { command: 'create', path, file_text: 'pwned\n' },
@@ -67,7 +91,12 @@ test('paths inside the workspace work, including a link that stays inside', asyn
   const v = await runToolCall(tools, 'editor', { command: 'view', path: 'ok-link' }, ctx);
   assert.equal(v.isError, false, v.content);
   assert.match(v.content, /hello/);
-  const c = await runToolCall(tools, 'editor', { command: 'create', path: 'deep/new/file.txt', file_text: 'x\n' }, ctx);
+  const c = await runToolCall(
+    tools,
+    'editor',
+    { command: 'create', path: 'deep/new/file.txt', file_text: 'x\n' },
+    ctx,
+  );
   assert.equal(c.isError, false, c.content);
   const abs = await runToolCall(tools, 'editor', { command: 'view', path: join(ws, 'inside.txt') }, ctx);
   assert.equal(abs.isError, false, abs.content);
@@ -75,17 +104,37 @@ test('paths inside the workspace work, including a link that stays inside', asyn
 
 test('editor: str_replace needs a unique match, undo reverts', async () => {
   writeFileSync(join(ws, 'dup.txt'), 'a\nb\na\n');
-  const dup = await runToolCall(tools, 'editor', { command: 'str_replace', path: 'dup.txt', old_str: 'a', new_str: 'c' }, ctx);
+  const dup = await runToolCall(
+    tools,
+    'editor',
+    { command: 'str_replace', path: 'dup.txt', old_str: 'a', new_str: 'c' },
+    ctx,
+  );
   assert.equal(dup.isError, true);
   assert.match(dup.content, /occurs 2 times .*lines 1, 3/);
-  const ok = await runToolCall(tools, 'editor', { command: 'str_replace', path: 'dup.txt', old_str: 'b\n', new_str: 'B\n' }, ctx);
+  const ok = await runToolCall(
+    tools,
+    'editor',
+    { command: 'str_replace', path: 'dup.txt', old_str: 'b\n', new_str: 'B\n' },
+    ctx,
+  );
   assert.equal(ok.isError, false);
   assert.equal(readFileSync(join(ws, 'dup.txt'), 'utf8'), 'a\nB\na\n');
   await runToolCall(tools, 'editor', { command: 'undo_edit', path: 'dup.txt' }, ctx);
   assert.equal(readFileSync(join(ws, 'dup.txt'), 'utf8'), 'a\nb\na\n');
-  const ins = await runToolCall(tools, 'editor', { command: 'insert', path: 'dup.txt', insert_line: 1, new_str: 'X' }, ctx);
+  const ins = await runToolCall(
+    tools,
+    'editor',
+    { command: 'insert', path: 'dup.txt', insert_line: 1, new_str: 'X' },
+    ctx,
+  );
   assert.equal(ins.isError, false);
   assert.equal(readFileSync(join(ws, 'dup.txt'), 'utf8'), 'a\nX\nb\na\n');
-  const view = await runToolCall(tools, 'editor', { command: 'view', path: 'dup.txt', view_range: [2, 3] }, ctx);
+  const view = await runToolCall(
+    tools,
+    'editor',
+    { command: 'view', path: 'dup.txt', view_range: [2, 3] },
+    ctx,
+  );
   assert.equal(view.content, '     2\tX\n     3\tb');
 });

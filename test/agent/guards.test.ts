@@ -11,7 +11,9 @@ const always =
     make();
 
 test('repeating the same failing action ends stuck, after a warning to the model', async () => {
-  const h = await startHarness({ policy: always(() => reply().text('Try again.').tool('bash', { command: 'ls does-not-exist' })) });
+  const h = await startHarness({
+    policy: always(() => reply().text('Try again.').tool('bash', { command: 'ls does-not-exist' })),
+  });
   try {
     const outcome = await h.run();
     assert.equal(outcome.outcome, 'stuck');
@@ -19,7 +21,9 @@ test('repeating the same failing action ends stuck, after a warning to the model
     const warnings = h.store.events.filter((e): e is EventOf<'warning'> => e.kind === 'warning');
     assert.equal(warnings[0]?.code, 'stuck_repeat');
     // The warning reached the model in the request after it was raised.
-    assert.ok(h.sim.requests.some((r) => JSON.stringify(r.body).includes('[harness] You have run the same action')));
+    assert.ok(
+      h.sim.requests.some((r) => JSON.stringify(r.body).includes('[harness] You have run the same action')),
+    );
   } finally {
     await h.close();
   }
@@ -27,7 +31,8 @@ test('repeating the same failing action ends stuck, after a warning to the model
 
 test('alternating between two actions ends stuck', async () => {
   const h = await startHarness({
-    policy: (_req, ctx) => reply().tool('bash', { command: ctx.requestIndex % 2 === 0 ? 'echo a' : 'echo b' }),
+    policy: (_req, ctx) =>
+      reply().tool('bash', { command: ctx.requestIndex % 2 === 0 ? 'echo a' : 'echo b' }),
   });
   try {
     const outcome = await h.run();
@@ -47,7 +52,10 @@ const budgets = [
 for (const b of budgets) {
   test(`the ${b.limit} budget ends budget_exhausted naming the limit`, async () => {
     const h = await startHarness({
-      policy: (_req, ctx) => reply().text('Looking around.').tool('bash', { command: `echo step ${ctx.requestIndex}` }),
+      policy: (_req, ctx) =>
+        reply()
+          .text('Looking around.')
+          .tool('bash', { command: `echo step ${ctx.requestIndex}` }),
       limits: b.limits,
     });
     try {
@@ -78,7 +86,9 @@ test('a 200-step run keeps every request under the context budget', async () => 
     policy: (_req, ctx) =>
       ctx.requestIndex >= 200
         ? reply().tool('finish', { summary: 'done' })
-        : reply().text(`Step ${ctx.requestIndex}: reading more.`).tool('bash', { command: `seq 1 300 | sed 's/^/line ${ctx.requestIndex} /'` }),
+        : reply()
+            .text(`Step ${ctx.requestIndex}: reading more.`)
+            .tool('bash', { command: `seq 1 300 | sed 's/^/line ${ctx.requestIndex} /'` }),
     limits: { contextTokens, maxSteps: 250, maxTokens: 100_000_000, maxUsd: 1000 },
   });
   try {

@@ -48,15 +48,18 @@ test('malformed tool input and an unknown tool become error observations and the
         reply().tool('launch_rockets', { now: true }),
         reply().tool('bash', { command: 'echo recovered' }),
         reply().tool('finish', { summary: 'nothing to do' }),
-      ][ctx.requestIndex] ?? reply().text('done'),
+      ].at(ctx.requestIndex) ?? reply().text('done'),
   });
   try {
     const outcome = await h.run();
     const obs = h.store.events.filter((e): e is EventOf<'observation'> => e.kind === 'observation');
     assert.equal(obs[0]?.isError, true);
-    assert.match(obs[0]?.content ?? '', /Invalid input for tool "editor"[\s\S]*path/);
+    assert.match(obs[0].content, /Invalid input for tool "editor"[\s\S]*path/);
     assert.equal(obs[1]?.isError, true);
-    assert.match(obs[1]?.content ?? '', /Unknown tool "launch_rockets". Available tools: bash, editor, search, run_tests, finish/);
+    assert.match(
+      obs[1].content,
+      /Unknown tool "launch_rockets". Available tools: bash, editor, search, run_tests, finish/,
+    );
     assert.match(obs[2]?.content ?? '', /recovered/);
     assert.equal(outcome.outcome, 'no_change');
     // The error went back to the model as an is_error tool_result.
@@ -70,15 +73,20 @@ test('a lazy placeholder edit is refused with an observation the model can act o
   const h = await startHarness({
     policy: (_req, ctx) =>
       [
-        reply().tool('editor', { command: 'str_replace', path: 'src/calc.js', old_str: 'export', new_str: '// ... rest of code ...\nexport' }),
+        reply().tool('editor', {
+          command: 'str_replace',
+          path: 'src/calc.js',
+          old_str: 'export',
+          new_str: '// ... rest of code ...\nexport',
+        }),
         reply().tool('finish', { summary: 'gave up' }),
-      ][ctx.requestIndex] ?? reply().text('done'),
+      ].at(ctx.requestIndex) ?? reply().text('done'),
   });
   try {
     await h.run();
     const obs = h.store.events.find((e): e is EventOf<'observation'> => e.kind === 'observation');
     assert.equal(obs?.isError, true);
-    assert.match(obs?.content ?? '', /placeholder/);
+    assert.match(obs.content, /placeholder/);
   } finally {
     await h.close();
   }

@@ -10,7 +10,11 @@ let repo: FixtureRepo;
 let scratch: string;
 let runs: string;
 const env = (): NodeJS.ProcessEnv =>
-  cliEnv({ ANTHROPIC_API_KEY: 'sk-unused', ANTHROPIC_BASE_URL: 'http://127.0.0.1:9', ISSUE_AGENT_RUNS_DIR: runs });
+  cliEnv({
+    ANTHROPIC_API_KEY: 'sk-unused',
+    ANTHROPIC_BASE_URL: 'http://127.0.0.1:9',
+    ISSUE_AGENT_RUNS_DIR: runs,
+  });
 
 before(() => {
   repo = makeFixtureRepo('node-calc');
@@ -24,12 +28,28 @@ after(() => {
 });
 
 const cases: { name: string; args: () => string[]; message: RegExp }[] = [
-  { name: 'missing path', args: () => ['resolve', join(scratch, 'nope'), '--task', 'x'], message: /does not exist/ },
-  { name: 'not a git repo', args: () => ['resolve', join(scratch, 'plain'), '--task', 'x'], message: /not a git repository/ },
+  {
+    name: 'missing path',
+    args: () => ['resolve', join(scratch, 'nope'), '--task', 'x'],
+    message: /does not exist/,
+  },
+  {
+    name: 'not a git repo',
+    args: () => ['resolve', join(scratch, 'plain'), '--task', 'x'],
+    message: /not a git repository/,
+  },
   { name: 'empty task', args: () => ['resolve', repo.dir, '--task', '   '], message: /task is empty/ },
   { name: 'no task', args: () => ['resolve', repo.dir], message: /a task is required/ },
-  { name: 'unknown flag', args: () => ['resolve', repo.dir, '--task', 'x', '--frobnicate'], message: /Unknown option '--frobnicate'/ },
-  { name: 'bad number', args: () => ['resolve', repo.dir, '--task', 'x', '--max-steps', 'many'], message: /--max-steps must be a positive integer/ },
+  {
+    name: 'unknown flag',
+    args: () => ['resolve', repo.dir, '--task', 'x', '--frobnicate'],
+    message: /Unknown option '--frobnicate'/,
+  },
+  {
+    name: 'bad number',
+    args: () => ['resolve', repo.dir, '--task', 'x', '--max-steps', 'many'],
+    message: /--max-steps must be a positive integer/,
+  },
   { name: 'unknown command', args: () => ['fix', repo.dir], message: /unknown command "fix"/ },
   { name: 'replay of a non-trajectory', args: () => ['replay', scratch], message: /not a trajectory folder/ },
 ];

@@ -29,7 +29,18 @@ for (const name of ['node-calc', 'python-inventory'] as const) {
 
     test('reaches resolved, baseline fails, final passes, trajectory replays to the same state', async () => {
       const traj = join(out, 'run');
-      const r = await runCli(['resolve', repo.dir, '--task', 'Fix the failing behaviour described by the tests', '--out', traj, '--json'], cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url }));
+      const r = await runCli(
+        [
+          'resolve',
+          repo.dir,
+          '--task',
+          'Fix the failing behaviour described by the tests',
+          '--out',
+          traj,
+          '--json',
+        ],
+        cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url }),
+      );
       assert.equal(r.code, 0, `exit ${String(r.code)}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
       const json = lastJson(r.stdout);
       assert.equal(json.outcome, 'resolved');
@@ -39,7 +50,10 @@ for (const name of ['node-calc', 'python-inventory'] as const) {
 
       const store = FileEventStore.open(traj);
       const state = reduceState(store.events);
-      assert.ok(state.baseline !== null && state.baseline.exitCode !== 0, 'the baseline run shows the failure');
+      assert.ok(
+        state.baseline !== null && state.baseline.exitCode !== 0,
+        'the baseline run shows the failure',
+      );
       assert.ok((state.baseline.summary.failed ?? 0) >= 1);
       assert.ok(state.finalTest !== null && state.finalTest.exitCode === 0, 'the final run passes');
       assert.equal(state.finalTest.summary.failed ?? 0, 0);

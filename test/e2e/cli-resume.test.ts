@@ -19,12 +19,18 @@ test('SIGKILL after k model calls, then resume: resolved, and no answered step i
   const fix = oracle(repo.patch);
   const k = 4;
   // Answer k requests, then hang: the kill lands while step k+1 is in flight, never mid-write.
-  const sim = await startModelSimulator({ policy: (req, ctx) => (ctx.requestIndex >= k ? hang() : fix(req, ctx)), apiKey: KEY });
+  const sim = await startModelSimulator({
+    policy: (req, ctx) => (ctx.requestIndex >= k ? hang() : fix(req, ctx)),
+    apiKey: KEY,
+  });
   const out = mkdtempSync(join(tmpdir(), 'ia-resume-'));
   const traj = join(out, 'run');
   const env = cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url });
   try {
-    const child = startCli(['resolve', repo.dir, '--task', 'Fix average rounding', '--out', traj, '--json'], env);
+    const child = startCli(
+      ['resolve', repo.dir, '--task', 'Fix average rounding', '--out', traj, '--json'],
+      env,
+    );
     await sim.waitForRequests(k + 1, 60_000);
     child.kill('SIGKILL');
     const killed = await child.result;
@@ -33,7 +39,10 @@ test('SIGKILL after k model calls, then resume: resolved, and no answered step i
     const before = FileEventStore.open(traj);
     const answered = before.events.filter((e) => e.kind === 'model_response').length;
     assert.equal(answered, k);
-    assert.equal(before.events.some((e) => e.kind === 'outcome'), false);
+    assert.equal(
+      before.events.some((e) => e.kind === 'outcome'),
+      false,
+    );
     const seenBeforeResume = sim.requests.length;
 
     sim.setPolicy(fix);
@@ -43,7 +52,10 @@ test('SIGKILL after k model calls, then resume: resolved, and no answered step i
     const after = sim.requests.slice(seenBeforeResume);
     assert.ok(after.length > 0);
     for (const r of after) {
-      assert.ok(assistantTurns(r.body) >= answered, `a request re-asked step ${assistantTurns(r.body) + 1}, already answered`);
+      assert.ok(
+        assistantTurns(r.body) >= answered,
+        `a request re-asked step ${assistantTurns(r.body) + 1}, already answered`,
+      );
     }
     // The request that was in flight at the kill is the first one after resume, byte for byte.
     assert.deepEqual(after[0]?.body, sim.requests[k]?.body);

@@ -26,12 +26,36 @@ test('events are one file each, numbered, and reopen to the same state', () => {
   const dir = join(mkdtempSync(join(tmpdir(), 'ia-store-')), 'run');
   try {
     const store = FileEventStore.create(dir, base);
-    store.appendSync({ kind: 'model_response', model: 'm', requestId: null, content: [{ type: 'tool_use', id: 'u1', name: 'bash', input: { command: 'ls' } }], stopReason: 'tool_use', usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 }, usd: 0.01, latencyMs: 3, attempts: 1, promptTokensEstimate: 12 });
+    store.appendSync({
+      kind: 'model_response',
+      model: 'm',
+      requestId: null,
+      content: [{ type: 'tool_use', id: 'u1', name: 'bash', input: { command: 'ls' } }],
+      stopReason: 'tool_use',
+      usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      usd: 0.01,
+      latencyMs: 3,
+      attempts: 1,
+      promptTokensEstimate: 12,
+    });
     const state = reduceState(store.events);
     assert.equal(state.pendingToolUses.length, 1, 'a tool_use without observation is pending');
     store.appendSync({ kind: 'action', toolUseId: 'u1', tool: 'bash', input: { command: 'ls' } });
-    store.appendSync({ kind: 'observation', toolUseId: 'u1', tool: 'bash', isError: false, content: 'a\n', exitCode: 0, killed: null, durationMs: 1 });
-    assert.deepEqual(readdirSync(join(dir, 'events')), ['000001-model_response.json', '000002-action.json', '000003-observation.json']);
+    store.appendSync({
+      kind: 'observation',
+      toolUseId: 'u1',
+      tool: 'bash',
+      isError: false,
+      content: 'a\n',
+      exitCode: 0,
+      killed: null,
+      durationMs: 1,
+    });
+    assert.deepEqual(readdirSync(join(dir, 'events')), [
+      '000001-model_response.json',
+      '000002-action.json',
+      '000003-observation.json',
+    ]);
     // A temp file left by a write that died before its rename is ignored.
     writeFileSync(join(dir, 'events', '000004-warning.json.tmp'), '{"half');
     const reopened = FileEventStore.open(dir);
@@ -49,11 +73,23 @@ test('a corrupt event, a gap or an unknown schema version is refused with a type
   try {
     const store = FileEventStore.create(dir, base);
     store.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'm' });
-    writeFileSync(join(dir, 'events', '000003-warning.json'), JSON.stringify({ kind: 'warning', id: 3, ts: 'x', code: 'no_tool_call', message: 'm' }));
-    assert.throws(() => FileEventStore.open(dir), (e) => e instanceof EventStoreError && e.code === 'corrupt' && /expected event 2/.test(e.message));
+    writeFileSync(
+      join(dir, 'events', '000003-warning.json'),
+      JSON.stringify({ kind: 'warning', id: 3, ts: 'x', code: 'no_tool_call', message: 'm' }),
+    );
+    assert.throws(
+      () => FileEventStore.open(dir),
+      (e) => e instanceof EventStoreError && e.code === 'corrupt' && /expected event 2/.test(e.message),
+    );
     writeFileSync(join(dir, 'base_state.json'), JSON.stringify({ ...base, schemaVersion: 99 }));
-    assert.throws(() => FileEventStore.open(dir), (e) => e instanceof EventStoreError && e.code === 'unsupported_version');
-    assert.throws(() => FileEventStore.create(dir, base), (e) => e instanceof EventStoreError && e.code === 'exists');
+    assert.throws(
+      () => FileEventStore.open(dir),
+      (e) => e instanceof EventStoreError && e.code === 'unsupported_version',
+    );
+    assert.throws(
+      () => FileEventStore.create(dir, base),
+      (e) => e instanceof EventStoreError && e.code === 'exists',
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -38,7 +38,10 @@ test('cd and export persist between calls', async () => {
 });
 
 test('exit codes, stderr interleaved, output without a trailing newline', async () => {
-  const r = await sandbox.exec('echo out; echo err >&2; printf tail; exit_code() { return 7; }; exit_code', opts);
+  const r = await sandbox.exec(
+    'echo out; echo err >&2; printf tail; exit_code() { return 7; }; exit_code',
+    opts,
+  );
   assert.equal(r.exitCode, 7);
   assert.equal(r.output, 'out\nerr\ntail');
 });

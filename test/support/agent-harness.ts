@@ -37,7 +37,10 @@ export async function startHarness(options: {
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
-  const sandbox = await LocalSandbox.create({ workspace: repo.dir, path: process.env.PATH ?? '/usr/bin:/bin' });
+  const sandbox = await LocalSandbox.create({
+    workspace: repo.dir,
+    path: process.env.PATH ?? '/usr/bin:/bin',
+  });
   const model = new AnthropicModel({
     apiKey: TEST_KEY,
     model: 'claude-sonnet-4-6',
@@ -46,7 +49,13 @@ export async function startHarness(options: {
     maxAttempts: options.maxAttempts ?? 4,
   });
   const limits: Limits = { ...DEFAULT_LIMITS, ...options.limits };
-  const base = await newBaseState({ task: { title: 'Fix the bug', body: 'The tests fail.', instructions: [], source: 'test' }, sandbox, model: model.name, limits, testCommand: options.testCommand });
+  const base = await newBaseState({
+    task: { title: 'Fix the bug', body: 'The tests fail.', instructions: [], source: 'test' },
+    sandbox,
+    model: model.name,
+    limits,
+    testCommand: options.testCommand,
+  });
   const trajectories = mkdtempSync(join(tmpdir(), 'ia-harness-'));
   const store = FileEventStore.create(join(trajectories, 'run'), base);
   return {

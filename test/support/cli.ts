@@ -21,8 +21,15 @@ export function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   };
 }
 
-export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): ChildProcess & { result: Promise<CliResult> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ChildProcess & { result: Promise<CliResult> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));

@@ -65,7 +65,8 @@ async function view(input: EditorInput, ctx: ToolContext, p: ResolvedPath): Prom
   if (typeof text !== 'string') return text;
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();
-  let [first, last] = input.view_range ?? [1, lines.length];
+  const [first, requestedLast] = input.view_range ?? [1, lines.length];
+  let last = requestedLast;
   if (last === -1) last = lines.length;
   if (first > Math.max(lines.length, 1) || last < first) {
     return fail(`Invalid view_range [${first}, ${last}]: ${p.rel} has ${lines.length} lines.`);

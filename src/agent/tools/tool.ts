@@ -38,7 +38,7 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
 }
 
 export function defineTool<S extends z.ZodType>(tool: Tool<S>): Tool {
-  return tool as unknown as Tool;
+  return tool;
 }
 
 export function toolSpec(tool: Tool): ToolSpec {

@@ -28,10 +28,7 @@ export function chooseImageKind(rootFiles: readonly string[]): ImageKind {
 }
 
 /** chooseImageKind over a workspace directory, as an image reference. */
-export async function chooseImage(
-  workspace: string,
-  override?: ImageKind | (string & {}) | undefined,
-): Promise<string> {
+export async function chooseImage(workspace: string, override?: ImageKind | (string & {})): Promise<string> {
   if (override !== undefined) return override in IMAGES ? IMAGES[override as ImageKind] : override;
   return IMAGES[chooseImageKind(await readdir(workspace))];
 }

@@ -41,6 +41,8 @@ export interface DockerSandboxOptions {
   readonly owner?: string | undefined;
   /** Bound on the shell saying it is ready. Default 15 s. */
   readonly startTimeoutMs?: number | undefined;
+  /** Parent of the host scratch directory (spilled output). Default: os.tmpdir(). */
+  readonly scratchParent?: string | undefined;
   readonly logger?: Logger | undefined;
 }
 
@@ -56,6 +58,7 @@ export interface AdoptParams {
   readonly network: string;
   readonly captureBytes?: number | undefined;
   readonly startTimeoutMs?: number | undefined;
+  readonly scratchParent?: string | undefined;
   readonly logger?: Logger | undefined;
   /** Runs after the container is removed (e.g. the pool moves the workspace back). */
   readonly afterClose?: (() => Promise<void>) | undefined;
@@ -181,6 +184,7 @@ export class DockerSandbox implements Sandbox {
       network,
       captureBytes: options.captureBytes,
       startTimeoutMs: options.startTimeoutMs,
+      scratchParent: options.scratchParent,
       logger: options.logger,
     });
   }
@@ -190,7 +194,7 @@ export class DockerSandbox implements Sandbox {
     const { docker, container } = params;
     let scratch: string | null = null;
     try {
-      scratch = await mkdtemp(join(tmpdir(), 'issue-agent-docker-'));
+      scratch = await mkdtemp(join(params.scratchParent ?? tmpdir(), 'issue-agent-docker-'));
       const host = new DockerShellHost(docker, container, {
         user: `${params.identity.uid}:${params.identity.gid}`,
         workdir: CONTAINER_WORKDIR,
@@ -473,7 +477,7 @@ export function containerName(jobId: string): string {
 
 export function statusCode(error: unknown): number | undefined {
   if (typeof error === 'object' && error !== null && 'statusCode' in error) {
-    const code = (error as { statusCode: unknown }).statusCode;
+    const code = error.statusCode;
     return typeof code === 'number' ? code : undefined;
   }
   return undefined;

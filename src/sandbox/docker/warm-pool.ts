@@ -99,9 +99,13 @@ export class WarmPool {
     } catch (error) {
       await entry.sandbox.close();
       await giveBack();
-      throw new SandboxError('start_failed', `warm pool: could not hand over the workspace: ${errorMessage(error)}`, {
-        cause: error,
-      });
+      throw new SandboxError(
+        'start_failed',
+        `warm pool: could not hand over the workspace: ${errorMessage(error)}`,
+        {
+          cause: error,
+        },
+      );
     }
     entry.sandbox.handOver(options.jobId, giveBack, this.options.logger);
     // Pool containers are created before the job is known; the name says which job holds one.

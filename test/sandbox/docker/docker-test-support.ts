@@ -18,10 +18,16 @@ async function probe(): Promise<{ docker: Docker } | { reason: string }> {
   try {
     await Promise.race([
       docker.ping(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('ping timed out after 5 s')), 5000).unref()),
+      new Promise((_, reject) =>
+        setTimeout(() => {
+          reject(new Error('ping timed out after 5 s'));
+        }, 5000).unref(),
+      ),
     ]);
   } catch (error) {
-    return { reason: `no Docker engine answers (${error instanceof Error ? error.message : String(error)}); run scripts/setup-docker.sh` };
+    return {
+      reason: `no Docker engine answers (${error instanceof Error ? error.message : String(error)}); run scripts/setup-docker.sh`,
+    };
   }
   for (const image of Object.values(IMAGES)) {
     try {
@@ -76,7 +82,11 @@ export async function labelledContainers(docker: Docker, owner?: string): Promis
 }
 
 /** Polls `check` until it returns true or the deadline passes (no fixed sleeps). */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+export async function waitFor(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   let delay = 10;
   while (!(await check())) {

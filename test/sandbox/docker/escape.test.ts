@@ -25,7 +25,9 @@ async function sandboxFor(
 
 dockerTest('escape: no network interface but lo', async (docker, t) => {
   const sandbox = await sandboxFor(docker, t);
-  const r = await sandbox.exec('ls /sys/class/net; cat /proc/net/route | tail -n +2 | wc -l', { timeoutMs: 10_000 });
+  const r = await sandbox.exec('ls /sys/class/net; cat /proc/net/route | tail -n +2 | wc -l', {
+    timeoutMs: 10_000,
+  });
   assert.deepEqual(r.output.trim().split('\n'), ['lo', '0']);
   const info = await docker.getContainer(sandbox.containerId).inspect();
   assert.equal(info.HostConfig.NetworkMode, 'none');
@@ -39,7 +41,14 @@ dockerTest("escape: the host's 127.0.0.1 listener is unreachable", async (docker
     s.end('secret-from-host\n');
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  t.after(
+    () =>
+      new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      ),
+  );
   const address = server.address();
   assert.ok(address !== null && typeof address === 'object');
   const port = address.port;
@@ -62,72 +71,79 @@ dockerTest("escape: the host's 127.0.0.1 listener is unreachable", async (docker
   assert.equal(connections.length, 0, 'the host listener saw no connection');
 });
 
-dockerTest('escape: no Docker socket, no writes outside /workspace and /tmp, not root, no capabilities', async (docker, t) => {
-  const sandbox = await sandboxFor(docker, t);
-  const r = await sandbox.exec(
-    [
-      'for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock; do test -e $s && echo "has $s"; done',
-      'for d in / /etc /usr /usr/local/bin /var /opt /root /home; do touch $d/escape-probe 2>/dev/null && echo "wrote $d"; done',
-      'touch /workspace/ok /tmp/ok ~/ok && echo writable-ok',
-      'id -u',
-      'grep -E "^Cap(Eff|Prm|Bnd)" /proc/self/status',
-      'grep NoNewPrivs /proc/self/status',
-      'mount | grep -E " on /workspace | on / " | sort',
-      'sudo true 2>/dev/null && echo sudo-works; su -c true 2>/dev/null && echo su-works; true',
-    ].join('\n'),
-    { timeoutMs: 20_000 },
-  );
-  assert.doesNotMatch(r.output, /^has /m);
-  assert.doesNotMatch(r.output, /^wrote /m);
-  assert.doesNotMatch(r.output, /sudo-works|su-works/);
-  assert.match(r.output, /^writable-ok$/m);
-  assert.match(r.output, /^1000$|^[1-9]\d*$/m);
-  assert.match(r.output, /CapEff:\s+0000000000000000/);
-  assert.match(r.output, /CapBnd:\s+0000000000000000/);
-  assert.match(r.output, /NoNewPrivs:\s+1/);
-  assert.match(r.output, / on \/ type overlay \(ro,/);
-  const info = await docker.getContainer(sandbox.containerId).inspect();
-  assert.deepEqual(
-    info.Mounts.filter((m) => m.Type === 'bind').map((m) => m.Destination),
-    ['/workspace'],
-    'the workspace is the only host path',
-  );
-  assert.equal(info.HostConfig.ReadonlyRootfs, true);
-  assert.equal(info.HostConfig.Memory, info.HostConfig.MemorySwap, 'no swap');
-  assert.ok((info.HostConfig.PidsLimit ?? 0) > 0);
-});
+dockerTest(
+  'escape: no Docker socket, no writes outside /workspace and /tmp, not root, no capabilities',
+  async (docker, t) => {
+    const sandbox = await sandboxFor(docker, t);
+    const r = await sandbox.exec(
+      [
+        'for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock; do test -e $s && echo "has $s"; done',
+        'for d in / /etc /usr /usr/local/bin /var /opt /root /home; do touch $d/escape-probe 2>/dev/null && echo "wrote $d"; done',
+        'touch /workspace/ok /tmp/ok ~/ok && echo writable-ok',
+        'id -u',
+        'grep -E "^Cap(Eff|Prm|Bnd)" /proc/self/status',
+        'grep NoNewPrivs /proc/self/status',
+        'mount | grep -E " on /workspace | on / " | sort',
+        'sudo true 2>/dev/null && echo sudo-works; su -c true 2>/dev/null && echo su-works; true',
+      ].join('\n'),
+      { timeoutMs: 20_000 },
+    );
+    assert.doesNotMatch(r.output, /^has /m);
+    assert.doesNotMatch(r.output, /^wrote /m);
+    assert.doesNotMatch(r.output, /sudo-works|su-works/);
+    assert.match(r.output, /^writable-ok$/m);
+    assert.match(r.output, /^1000$|^[1-9]\d*$/m);
+    assert.match(r.output, /CapEff:\s+0000000000000000/);
+    assert.match(r.output, /CapBnd:\s+0000000000000000/);
+    assert.match(r.output, /NoNewPrivs:\s+1/);
+    assert.match(r.output, / on \/ type overlay \(ro,/);
+    const info = await docker.getContainer(sandbox.containerId).inspect();
+    assert.deepEqual(
+      info.Mounts.filter((m) => m.Type === 'bind').map((m) => m.Destination),
+      ['/workspace'],
+      'the workspace is the only host path',
+    );
+    assert.equal(info.HostConfig.ReadonlyRootfs, true);
+    assert.equal(info.HostConfig.Memory, info.HostConfig.MemorySwap, 'no swap');
+    assert.ok((info.HostConfig.PidsLimit ?? 0) > 0);
+  },
+);
 
-dockerTest('escape: a fork bomb is contained by the pids limit and ends the job with pids_exhausted', async (docker, t) => {
-  const sandbox = await sandboxFor(docker, t, { limits: { pids: 128 } });
-  const hostBefore = await execFileAsync('bash', ['-c', 'ps -e --no-headers | wc -l']);
-  const error = await sandbox
-    .exec(':(){ :|:& };:; sleep 2; echo done', { timeoutMs: 10_000 })
-    .then(
+dockerTest(
+  'escape: a fork bomb is contained by the pids limit and ends the job with pids_exhausted',
+  async (docker, t) => {
+    const sandbox = await sandboxFor(docker, t, { limits: { pids: 128 } });
+    const hostBefore = await execFileAsync('bash', ['-c', 'ps -e --no-headers | wc -l']);
+    const error = await sandbox.exec(':(){ :|:& };:; sleep 2; echo done', { timeoutMs: 10_000 }).then(
       () => null,
       (e: unknown) => e,
     );
-  assert.ok(error instanceof SandboxError, `expected a SandboxError, got ${String(error)}`);
-  assert.equal(error.code, 'pids_exhausted');
-  // The job ends with that reason: the sandbox stays failed.
-  await assert.rejects(sandbox.exec('true', { timeoutMs: 5000 }), { code: 'pids_exhausted' });
-  // The host is unaffected: it still forks, and its process count grew by no more than the limit.
-  const hostAfter = await execFileAsync('bash', ['-c', 'ps -e --no-headers | wc -l']);
-  assert.ok(Number(hostAfter.stdout) - Number(hostBefore.stdout) < 128 + 20);
-  await sandbox.close();
-  await assert.rejects(docker.getContainer(sandbox.containerId).inspect(), { statusCode: 404 });
-}, { timeout: 60_000 });
+    assert.ok(error instanceof SandboxError, `expected a SandboxError, got ${String(error)}`);
+    assert.equal(error.code, 'pids_exhausted');
+    // The job ends with that reason: the sandbox stays failed.
+    await assert.rejects(sandbox.exec('true', { timeoutMs: 5000 }), { code: 'pids_exhausted' });
+    // The host is unaffected: it still forks, and its process count grew by no more than the limit.
+    const hostAfter = await execFileAsync('bash', ['-c', 'ps -e --no-headers | wc -l']);
+    assert.ok(Number(hostAfter.stdout) - Number(hostBefore.stdout) < 128 + 20);
+    await sandbox.close();
+    await assert.rejects(docker.getContainer(sandbox.containerId).inspect(), { statusCode: 404 });
+  },
+  { timeout: 60_000 },
+);
 
-dockerTest('escape: a memory hog is OOM-killed inside the container and reported as killed: memory', async (docker, t) => {
-  const sandbox = await sandboxFor(docker, t, { limits: { memoryBytes: 256 * 1024 ** 2 } });
-  const r = await sandbox.exec(
-    "python3 -c 'b = []\nwhile True: b.append(bytearray(32 * 1024 * 1024))'",
-    { timeoutMs: 30_000 },
-  );
-  assert.equal(r.killed, 'memory');
-  assert.equal(r.exitCode, null);
-  const next = await sandbox.exec('echo alive', { timeoutMs: 10_000 });
-  assert.equal(next.output, 'alive\n');
-});
+dockerTest(
+  'escape: a memory hog is OOM-killed inside the container and reported as killed: memory',
+  async (docker, t) => {
+    const sandbox = await sandboxFor(docker, t, { limits: { memoryBytes: 256 * 1024 ** 2 } });
+    const r = await sandbox.exec("python3 -c 'b = []\nwhile True: b.append(bytearray(32 * 1024 * 1024))'", {
+      timeoutMs: 30_000,
+    });
+    assert.equal(r.killed, 'memory');
+    assert.equal(r.exitCode, null);
+    const next = await sandbox.exec('echo alive', { timeoutMs: 10_000 });
+    assert.equal(next.output, 'alive\n');
+  },
+);
 
 dockerTest('escape: a container killed from outside becomes a typed SandboxError', async (docker, t) => {
   const sandbox = await sandboxFor(docker, t, { limits: { memoryBytes: 128 * 1024 ** 2 } });
@@ -144,23 +160,26 @@ dockerTest('escape: a container killed from outside becomes a typed SandboxError
   await assert.rejects(sandbox.exec('true', { timeoutMs: 5000 }), { code: 'container_died' });
 });
 
-dockerTest("escape: a host secret in the worker's environment is not in the container's environment nor in /proc", async (docker, t) => {
-  const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
-  process.env.ISSUE_AGENT_TEST_CANARY = canary;
-  process.env.GITHUB_TOKEN_CANARY_TEST = canary;
-  t.after(() => {
-    delete process.env.ISSUE_AGENT_TEST_CANARY;
-    delete process.env.GITHUB_TOKEN_CANARY_TEST;
-  });
-  const sandbox = await sandboxFor(docker, t);
-  const r = await sandbox.exec(
-    'env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr "\\0" "\\n" < $f 2>/dev/null; done; ' +
-      `grep -rIl -- ${canary} /proc/1/ /etc /tmp /home 2>/dev/null | head; echo scanned`,
-    { timeoutMs: 20_000 },
-  );
-  assert.match(r.output, /scanned/);
-  assert.ok(!r.output.includes(canary), 'the canary reached the container');
-  assert.match(r.output, /^HOME=\/home\/agent$/m);
-  const info = await docker.getContainer(sandbox.containerId).inspect();
-  assert.ok(!JSON.stringify(info.Config.Env).includes(canary));
-});
+dockerTest(
+  "escape: a host secret in the worker's environment is not in the container's environment nor in /proc",
+  async (docker, t) => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
+    process.env.ISSUE_AGENT_TEST_CANARY = canary;
+    process.env.GITHUB_TOKEN_CANARY_TEST = canary;
+    t.after(() => {
+      delete process.env.ISSUE_AGENT_TEST_CANARY;
+      delete process.env.GITHUB_TOKEN_CANARY_TEST;
+    });
+    const sandbox = await sandboxFor(docker, t);
+    const r = await sandbox.exec(
+      'env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr "\\0" "\\n" < $f 2>/dev/null; done; ' +
+        `grep -rIl -- ${canary} /proc/1/ /etc /tmp /home 2>/dev/null | head; echo scanned`,
+      { timeoutMs: 20_000 },
+    );
+    assert.match(r.output, /scanned/);
+    assert.ok(!r.output.includes(canary), 'the canary reached the container');
+    assert.match(r.output, /^HOME=\/home\/agent$/m);
+    const info = await docker.getContainer(sandbox.containerId).inspect();
+    assert.ok(!JSON.stringify(info.Config.Env).includes(canary));
+  },
+);

@@ -7,40 +7,46 @@ import { dockerTest, labelledContainers, tempWorkspace, testOwner, waitFor } fro
 
 const IMAGE = 'issue-agent/base:latest';
 
-dockerTest('warm pool: acquire hands out a started hardened container, refills, and returns the workspace on close', async (docker, t) => {
-  const owner = testOwner('pool');
-  const root = await tempWorkspace(t, 'ia-pool-root-');
-  const pool = new WarmPool({ docker, images: { [IMAGE]: 2 }, owner, root });
-  t.after(() => pool.close());
-  await pool.start();
-  assert.equal(pool.size(IMAGE), 2);
-  assert.equal((await labelledContainers(docker, owner)).length, 2);
+dockerTest(
+  'warm pool: acquire hands out a started hardened container, refills, and returns the workspace on close',
+  async (docker, t) => {
+    const owner = testOwner('pool');
+    const root = await tempWorkspace(t, 'ia-pool-root-');
+    const pool = new WarmPool({ docker, images: { [IMAGE]: 2 }, owner, root });
+    t.after(() => pool.close());
+    await pool.start();
+    assert.equal(pool.size(IMAGE), 2);
+    assert.equal((await labelledContainers(docker, owner)).length, 2);
 
-  const workspace = await tempWorkspace(t);
-  await writeFile(join(workspace, 'input.txt'), 'from the host\n');
-  const started = performance.now();
-  const sandbox = await pool.acquire({ workspace, jobId: 'pool-job', image: IMAGE });
-  const acquireMs = performance.now() - started;
-  const r = await sandbox.exec('cat input.txt && echo made-in-container > output.txt && ls /sys/class/net', {
-    timeoutMs: 10_000,
-  });
-  assert.equal(r.exitCode, 0, r.output);
-  assert.equal(r.output, 'from the host\nlo\n');
-  const info = await docker.getContainer(sandbox.containerId).inspect();
-  assert.equal(info.HostConfig.NetworkMode, 'none');
-  assert.equal(info.HostConfig.ReadonlyRootfs, true);
-  assert.deepEqual(info.HostConfig.CapDrop, ['ALL']);
-  assert.match(info.Name, /issue-agent-pool-job-/);
-  await waitFor(() => pool.size(IMAGE) === 2, 20_000, 'the pool to refill');
-  await sandbox.close();
-  assert.equal(await readFile(join(workspace, 'output.txt'), 'utf8'), 'made-in-container\n');
-  assert.deepEqual((await readdir(workspace)).sort(), ['input.txt', 'output.txt']);
-  t.diagnostic(`warm acquire ${acquireMs.toFixed(1)} ms`);
+    const workspace = await tempWorkspace(t);
+    await writeFile(join(workspace, 'input.txt'), 'from the host\n');
+    const started = performance.now();
+    const sandbox = await pool.acquire({ workspace, jobId: 'pool-job', image: IMAGE });
+    const acquireMs = performance.now() - started;
+    const r = await sandbox.exec(
+      'cat input.txt && echo made-in-container > output.txt && ls /sys/class/net',
+      {
+        timeoutMs: 10_000,
+      },
+    );
+    assert.equal(r.exitCode, 0, r.output);
+    assert.equal(r.output, 'from the host\nlo\n');
+    const info = await docker.getContainer(sandbox.containerId).inspect();
+    assert.equal(info.HostConfig.NetworkMode, 'none');
+    assert.equal(info.HostConfig.ReadonlyRootfs, true);
+    assert.deepEqual(info.HostConfig.CapDrop, ['ALL']);
+    assert.match(info.Name, /issue-agent-pool-job-/);
+    await waitFor(() => pool.size(IMAGE) === 2, 20_000, 'the pool to refill');
+    await sandbox.close();
+    assert.equal(await readFile(join(workspace, 'output.txt'), 'utf8'), 'made-in-container\n');
+    assert.deepEqual((await readdir(workspace)).sort(), ['input.txt', 'output.txt']);
+    t.diagnostic(`warm acquire ${acquireMs.toFixed(1)} ms`);
 
-  await pool.close();
-  assert.deepEqual(await labelledContainers(docker, owner), []);
-  assert.deepEqual(await readdir(root), []);
-});
+    await pool.close();
+    assert.deepEqual(await labelledContainers(docker, owner), []);
+    assert.deepEqual(await readdir(root), []);
+  },
+);
 
 dockerTest('warm pool: the containers of a dead pool are reaped like orphans', async (docker, t) => {
   const root = await tempWorkspace(t, 'ia-pool-root-');
