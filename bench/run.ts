@@ -53,13 +53,28 @@ function instantModel(steps: number, stamps: number[]): Model {
 async function harnessOverhead(steps: number): Promise<{ median: number; p95: number }> {
   const repo = makeFixtureRepo('node-calc');
   const dir = mkdtempSync(join(tmpdir(), 'ia-bench-'));
-  const sandbox = await LocalSandbox.create({ workspace: repo.dir, path: process.env.PATH ?? '/usr/bin:/bin' });
+  const sandbox = await LocalSandbox.create({
+    workspace: repo.dir,
+    path: process.env.PATH ?? '/usr/bin:/bin',
+  });
   try {
     const limits = { ...DEFAULT_LIMITS, maxSteps: steps + 10 };
-    const base = await newBaseState({ task: { title: 'bench', body: 'bench', instructions: [], source: 'bench' }, sandbox, model: 'bench-instant', limits, testCommand: 'true' });
+    const base = await newBaseState({
+      task: { title: 'bench', body: 'bench', instructions: [], source: 'bench' },
+      sandbox,
+      model: 'bench-instant',
+      limits,
+      testCommand: 'true',
+    });
     const store = FileEventStore.create(join(dir, 'run'), base);
     const stamps: number[] = [];
-    await runAgent({ store, sandbox, model: instantModel(steps, stamps), prices: DEFAULT_PRICES, stuck: { repeatWarn: 1e9, repeatStop: 1e9, alternateWarn: 1e9, alternateStop: 1e9 } });
+    await runAgent({
+      store,
+      sandbox,
+      model: instantModel(steps, stamps),
+      prices: DEFAULT_PRICES,
+      stuck: { repeatWarn: 1e9, repeatStop: 1e9, alternateWarn: 1e9, alternateStop: 1e9 },
+    });
     // Time between consecutive model calls = one full step of harness work (tool, events, checkpoint, prompt).
     const gaps = stamps.slice(2, steps).map((t, i) => t - (stamps[i + 1] ?? t));
     return { median: quantile(gaps, 0.5), p95: quantile(gaps, 0.95) };
@@ -102,13 +117,31 @@ async function persistentShellPerCommand(n: number): Promise<number> {
 }
 
 function sampleObservation(i: number): Parameters<FileEventStore['appendSync']>[0] {
-  return { kind: 'observation', toolUseId: `toolu_${i}`, tool: 'bash', isError: false, content: 'x'.repeat(2000), exitCode: 0, killed: null, durationMs: 3 };
+  return {
+    kind: 'observation',
+    toolUseId: `toolu_${i}`,
+    tool: 'bash',
+    isError: false,
+    content: 'x'.repeat(2000),
+    exitCode: 0,
+    killed: null,
+    durationMs: 3,
+  };
 }
 
 async function persistAndResume(): Promise<{ p50: number; p95: number; resume: Record<number, number> }> {
   const repo = makeFixtureRepo('node-calc');
-  const sandbox = await LocalSandbox.create({ workspace: repo.dir, path: process.env.PATH ?? '/usr/bin:/bin' });
-  const base = await newBaseState({ task: { title: 'bench', body: 'bench', instructions: [], source: 'bench' }, sandbox, model: 'm', limits: DEFAULT_LIMITS, testCommand: 'true' });
+  const sandbox = await LocalSandbox.create({
+    workspace: repo.dir,
+    path: process.env.PATH ?? '/usr/bin:/bin',
+  });
+  const base = await newBaseState({
+    task: { title: 'bench', body: 'bench', instructions: [], source: 'bench' },
+    sandbox,
+    model: 'm',
+    limits: DEFAULT_LIMITS,
+    testCommand: 'true',
+  });
   await sandbox.close();
   repo.cleanup();
   const dir = mkdtempSync(join(tmpdir(), 'ia-bench-'));
@@ -125,7 +158,21 @@ async function persistAndResume(): Promise<{ p50: number; p95: number; resume: R
       const runDir = join(dir, `resume-${n}`);
       const s = FileEventStore.create(runDir, base);
       for (let i = 0; i < n / 2; i++) {
-        s.appendSync({ kind: 'model_response', model: 'm', requestId: null, content: [{ type: 'text', text: 'Looking.' }, { type: 'tool_use', id: `toolu_${i}`, name: 'bash', input: { command: 'ls' } }], stopReason: 'tool_use', usage: { inputTokens: 100, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0 }, usd: 0, latencyMs: 1, attempts: 1, promptTokensEstimate: 100 });
+        s.appendSync({
+          kind: 'model_response',
+          model: 'm',
+          requestId: null,
+          content: [
+            { type: 'text', text: 'Looking.' },
+            { type: 'tool_use', id: `toolu_${i}`, name: 'bash', input: { command: 'ls' } },
+          ],
+          stopReason: 'tool_use',
+          usage: { inputTokens: 100, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0 },
+          usd: 0,
+          latencyMs: 1,
+          attempts: 1,
+          promptTokensEstimate: 100,
+        });
         s.appendSync(sampleObservation(i));
       }
       const runs: number[] = [];
@@ -163,7 +210,7 @@ async function main(): Promise<void> {
   console.log('| measure | result | target |\n| --- | --- | --- |');
   for (const [a, b, c] of rows) console.log(`| ${a} | ${b} | ${c} |`);
   if (process.argv.includes('--docker')) {
-    const { runDockerBench } = (await import('./docker-bench.js')) as { runDockerBench: () => Promise<Record<string, number>> };
+    const { runDockerBench } = await import('./docker-bench.js');
     const d = await runDockerBench();
     console.log('\nDocker:\n');
     console.log('| measure | result |\n| --- | --- |');

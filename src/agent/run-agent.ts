@@ -14,6 +14,7 @@ import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
 import { runToolCall, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
+import { isReadOnlyCommand } from './read-only-command.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -155,7 +156,8 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           ...(result.testSummary === undefined ? {} : { testSummary: result.testSummary }),
           ...(result.finishSummary === undefined ? {} : { finishSummary: result.finishSummary }),
         });
-        if (result.mutates) await checkpoint();
+        const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
+        if (result.mutates && !readOnly) await checkpoint();
         if (result.killed === 'cancelled') throwIfCancelled(deps.signal);
       }
       state = reduceState(store.events);
@@ -454,6 +456,11 @@ function lastText(events: readonly AgentEvent[]): string | null {
 /** Test output kept in the event; the model and people see the parsed summary first. */
 function cap(output: string): string {
   return output.length > 200_000 ? `${output.slice(0, 100_000)}\n[...]\n${output.slice(-100_000)}` : output;
+}
+
+function commandOf(input: unknown): string {
+  const c = (input as { command?: unknown } | null)?.command;
+  return typeof c === 'string' ? c : '';
 }
 
 function message(error: unknown): string {

@@ -70,7 +70,7 @@ dockerTest(
     const ps = await sandbox.exec('ps -e -o args=', { timeoutMs: 10_000 });
     assert.equal(ps.exitCode, 0);
     // (Lines before the ps list are bash reporting its killed jobs.)
-  assert.doesNotMatch(ps.output, /^(sleep 30[123]|bash -c "sleep|cat$)/m, `left over:\n${ps.output}`);
+    assert.doesNotMatch(ps.output, /^(sleep 30[123]|bash -c "sleep|cat$)/m, `left over:\n${ps.output}`);
     const next = await sandbox.exec('pwd; echo "$KEEP"; echo ok', { timeoutMs: 10_000 });
     assert.deepEqual(next.output.trim().split('\n'), ['/tmp', 'yes', 'ok']);
     assert.equal(next.shellRestarted, false);
