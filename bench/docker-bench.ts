@@ -19,7 +19,7 @@ export interface DockerBenchOptions {
   readonly docker?: Docker;
 }
 
-export interface DockerBenchResult {
+export type DockerBenchResult = {
   /** Median ms of `true` through the persistent shell. */
   shellCommandMs: number;
   /** Median ms of `true` as one `docker exec` (API) per command, same container. */
@@ -38,7 +38,7 @@ export interface DockerBenchResult {
   warmAcquireMs: number;
   /** warmAcquireMs / coldReadyMs (target ≤ 0.1). */
   warmVsColdRatio: number;
-}
+};
 
 function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);

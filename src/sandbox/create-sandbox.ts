@@ -17,5 +17,6 @@ export async function createSandbox(options: CreateSandboxOptions): Promise<Sand
   if (options.kind === 'local')
     return LocalSandbox.create({ workspace: options.workspace, path: options.path });
   const { DockerSandbox } = await import('./docker/docker-sandbox.js');
-  return DockerSandbox.create({ workspace: options.workspace, jobId: options.jobId });
+  // No setup phase runs here, so the container never needs a network: it is created without one.
+  return DockerSandbox.create({ workspace: options.workspace, jobId: options.jobId, setupNetwork: 'none' });
 }

@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FileEventStore } from '../../src/events/file-event-store.js';
+import { reduceState } from '../../src/events/reduce-state.js';
+import { oracle, startModelSimulator } from '../support/model-sim/index.js';
+import { cliEnv, lastJson, runCli } from '../support/cli.js';
+import { gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+import { LABEL_JOB } from '../../src/sandbox/docker/owner.js';
+
+const KEY = 'sk-ant-docker';
+
+for (const name of ['node-calc', 'python-inventory'] as const) {
+  dockerTest(
+    `issue-agent resolve --sandbox docker reaches resolved: ${name}`,
+    async (docker) => {
+      const repo = makeFixtureRepo(name);
+      const sim = await startModelSimulator({ policy: oracle(repo.patch), apiKey: KEY });
+      const out = mkdtempSync(join(tmpdir(), 'ia-docker-traj-'));
+      try {
+        const traj = join(out, 'run');
+        const r = await runCli(
+          [
+            'resolve',
+            repo.dir,
+            '--sandbox',
+            'docker',
+            '--task',
+            'Fix the failing test',
+            '--out',
+            traj,
+            '--json',
+          ],
+          cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url }),
+        );
+        assert.equal(r.code, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+        assert.equal(lastJson(r.stdout).outcome, 'resolved');
+        const store = FileEventStore.open(traj);
+        assert.equal(store.base.sandbox, 'docker');
+        const state = reduceState(store.events);
+        assert.notEqual(state.baseline?.exitCode, 0);
+        assert.equal(state.finalTest?.exitCode, 0);
+        // What the container wrote is in the host's working tree, and the container is gone.
+        assert.match(gitOutput(repo.dir, 'status', '--porcelain'), /\?\? /);
+        const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_JOB}=cli`] } });
+        assert.deepEqual(left, []);
+      } finally {
+        await sim.close();
+        repo.cleanup();
+        rmSync(out, { recursive: true, force: true });
+      }
+    },
+    { timeout: 180_000 },
+  );
+}
