@@ -214,7 +214,7 @@ async function main(): Promise<void> {
     const d = await runDockerBench();
     console.log('\nDocker:\n');
     console.log('| measure | result |\n| --- | --- |');
-    for (const [k, v] of Object.entries(d) as [string, number][]) console.log(`| ${k} | ${v.toFixed(3)} |`);
+    for (const [k, v] of Object.entries<number>(d)) console.log(`| ${k} | ${v.toFixed(3)} |`);
   }
 }
 

@@ -28,7 +28,11 @@ console.log(`repository: ${repo.dir} (node-calc: average() rounds wrong, one tes
 const task =
   'average() returns 1.66 for [1, 2, 2] instead of 1.67: it truncates instead of rounding to the nearest hundredth. Fix it.';
 const code = await new Promise<number | null>((resolve) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'resolve', repo.dir, '--task', task, '--out', out], { env, stdio: 'inherit' });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', 'resolve', repo.dir, '--task', task, '--out', out],
+    { env, stdio: 'inherit' },
+  );
   child.once('close', resolve);
 });
 console.log('\nthe change left in the working tree:\n');
