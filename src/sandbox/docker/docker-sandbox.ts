@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
@@ -64,6 +65,8 @@ export interface AdoptParams {
   readonly afterClose?: (() => Promise<void>) | undefined;
 }
 
+const STATE_SETTLE_POLLS = 10;
+const STATE_SETTLE_INTERVAL_MS = 200;
 const FORK_FAILURE = /fork: (retry: )?Resource temporarily unavailable|Cannot fork|fork failed|EAGAIN/;
 
 /**
@@ -352,7 +355,10 @@ export class DockerSandbox implements Sandbox {
     if (this.failure !== null) return this.failure;
     if (this.closed) return new SandboxError('closed', 'the sandbox is closed', { cause });
     let failure: SandboxError;
-    const state = await this.containerState();
+    // The engine reports a killed container as running for a short while after its shell's exec
+    // already failed; without waiting that out, a dead container would be misreported as a failed
+    // shell start.
+    const state = cause === null ? await this.containerState() : await this.settledContainerState();
     if (state !== 'running') {
       failure = new SandboxError(state.code, state.message, { cause });
     } else if (await this.pidsExhausted()) {
@@ -371,6 +377,15 @@ export class DockerSandbox implements Sandbox {
     this.failure = failure;
     this.logger?.warn({ code: failure.code }, failure.message);
     return failure;
+  }
+
+  private async settledContainerState(): Promise<Awaited<ReturnType<DockerSandbox['containerState']>>> {
+    let state = await this.containerState();
+    for (let i = 0; state === 'running' && i < STATE_SETTLE_POLLS; i++) {
+      await delay(STATE_SETTLE_INTERVAL_MS);
+      state = await this.containerState();
+    }
+    return state;
   }
 
   private async containerState(): Promise<
