@@ -57,7 +57,7 @@ export default tseslint.config(
   },
   {
     // Entry points and test support talk to a terminal.
-    files: ['src/cli/**', 'bench/**', 'scripts/**', 'test/**', 'bin/**'],
+    files: ['src/cli/**', 'src/app/main.ts', 'workers/**', 'bench/**', 'scripts/**', 'test/**', 'bin/**'],
     rules: { 'no-console': 'off' },
   },
   {

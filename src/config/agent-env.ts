@@ -54,7 +54,7 @@ function num(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return parsed.data;
 }
 
-function deepFreeze<T>(value: T): T {
+export function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null) {
     for (const v of Object.values(value)) deepFreeze(v);
     Object.freeze(value);

@@ -1,0 +1,122 @@
+import { existsSync } from 'node:fs';
+import { Worker } from 'bullmq';
+import { pino } from 'pino';
+import { Probot, Server, run } from 'probot';
+import { hasAppCredentials, readAppEnv } from '../config/app-env.js';
+import { Redactor } from '../publish/redact.js';
+import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
+import { issueAgentApp } from './app.js';
+import { processTrigger, type Octokit } from './intake.js';
+import { triggerSchema, type Trigger } from './triggers.js';
+
+/**
+ * `npm start`: the App the Probot way. Without APP_ID and a private key, Probot's setup page
+ * registers a new App from app.yml and writes the credentials to .env; with them, the webhook server
+ * and the intake processor run in this process (fix jobs run in workers/, a separate process).
+ */
+async function main(): Promise<void> {
+  if (existsSync('.env')) process.loadEnvFile('.env');
+  if (!hasAppCredentials()) {
+    await run(() => undefined);
+    return;
+  }
+  const env = readAppEnv();
+  const logger = pino({ level: env.logLevel, base: { service: 'issue-agent-app' } });
+  const settings = {
+    redisUrl: env.redisUrl,
+    prefix: env.queuePrefix,
+    jobAttempts: env.jobAttempts,
+    retryBackoffMs: env.retryBackoffMs,
+  };
+  const queues = openQueues(settings);
+  const redis = redisClient(env.redisUrl, 'issue-agent-app');
+  let probot: Probot | null = null;
+  const server = new Server({
+    Probot: Probot.defaults({
+      appId: env.appId,
+      privateKey: env.privateKey,
+      secret: env.webhookSecret,
+      baseUrl: env.githubApiUrl,
+      log: logger.child({ name: 'probot' }),
+    }),
+    host: env.host,
+    port: env.port,
+    webhookPath: env.webhookPath,
+    log: logger.child({ name: 'server' }),
+  });
+  await server.load(
+    issueAgentApp({
+      appId: env.appId,
+      intake: queues.intake,
+      logger,
+      onProbot: (p) => {
+        probot = p;
+      },
+    }),
+  );
+  const octokit = async (installationId: number): Promise<Octokit> => {
+    if (probot === null) throw new Error('the Probot app is not loaded');
+    return probot.auth(installationId);
+  };
+  let botId: number | null = null;
+  const redactor = new Redactor([env.privateKey, env.webhookSecret]);
+  const intakeWorker = new Worker<Trigger>(
+    INTAKE_QUEUE,
+    async (job) =>
+      processTrigger(
+        triggerSchema.parse(job.data),
+        {
+          octokit,
+          botUserId: async () => {
+            if (botId !== null) return botId;
+            if (probot === null) throw new Error('the Probot app is not loaded');
+            const appOctokit = await probot.auth();
+            const { data: app } = await appOctokit.rest.apps.getAuthenticated();
+            const installation = await octokit(job.data.installationId);
+            const { data: user } = await installation.rest.users.getByUsername({
+              username: `${app?.slug ?? ''}[bot]`,
+            });
+            botId = user.id;
+            return botId;
+          },
+          fixQueue: queues.fix,
+          redis,
+          settings,
+          defaults: { label: env.defaultLabel, handle: env.defaultHandle },
+          redactor,
+          logger,
+        },
+        job.attemptsMade,
+      ),
+    {
+      connection: connectionOptions(env.redisUrl, 'issue-agent-intake-worker'),
+      prefix: env.queuePrefix,
+      concurrency: env.intakeConcurrency,
+    },
+  );
+  intakeWorker.on('failed', (job, error) => {
+    logger.error({ job: job?.id, err: error }, 'intake failed');
+  });
+  intakeWorker.on('error', (error) => {
+    logger.error({ err: error }, 'intake worker error');
+  });
+  await server.start();
+  logger.info(
+    { port: server.port, host: server.host, webhookPath: env.webhookPath },
+    'issue-agent App listening',
+  );
+  const stop = async (signal: string): Promise<void> => {
+    logger.info({ signal }, 'shutting down');
+    await server.stop();
+    await intakeWorker.close();
+    await queues.close();
+    redis.disconnect();
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((error: unknown) => {
+  console.error(`issue-agent app: ${error instanceof Error ? error.message : String(error)}`);
+  process.exitCode = 1;
+});

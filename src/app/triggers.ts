@@ -1,0 +1,172 @@
+import { z } from 'zod';
+import { stripHiddenText } from '../agent/untrusted-text.js';
+
+/**
+ * What a webhook delivery asks of the App, reduced to the fields the App acts on. Parsed with zod
+ * from the payload, so a delivery missing a field is ignored with a reason instead of crashing a
+ * handler; holds no secret, so it can sit in Redis.
+ */
+export const triggerSchema = z.object({
+  v: z.literal(1),
+  kind: z.enum(['label', 'mention']),
+  deliveryId: z.string().min(1),
+  installationId: z.number().int().positive(),
+  repo: z.object({
+    id: z.number().int().positive(),
+    owner: z.string().min(1),
+    name: z.string().min(1),
+    private: z.boolean(),
+  }),
+  issue: z.object({
+    number: z.number().int().positive(),
+    title: z.string(),
+    state: z.string(),
+    isPullRequest: z.boolean(),
+  }),
+  sender: z.object({ login: z.string().min(1), id: z.number().int().positive(), type: z.string() }),
+  label: z.string().optional(),
+  comment: z.object({ id: z.number().int().positive(), body: z.string() }).optional(),
+  receivedAt: z.string(),
+});
+export type Trigger = z.infer<typeof triggerSchema>;
+
+const user = z.object({ login: z.string().min(1), id: z.number().int().positive(), type: z.string() });
+const repository = z.object({
+  id: z.number().int().positive(),
+  name: z.string().min(1),
+  private: z.boolean(),
+  owner: z.object({ login: z.string().min(1) }),
+});
+const issue = z.object({
+  number: z.number().int().positive(),
+  title: z.string(),
+  state: z.string(),
+  pull_request: z.unknown().optional(),
+});
+const installation = z.object({ id: z.number().int().positive() });
+
+const labeledPayload = z.object({
+  action: z.literal('labeled'),
+  issue,
+  label: z.object({ name: z.string() }),
+  repository,
+  sender: user,
+  installation,
+});
+const commentPayload = z.object({
+  action: z.literal('created'),
+  issue,
+  comment: z.object({
+    id: z.number().int().positive(),
+    body: z.string().nullable(),
+    performed_via_github_app: z.object({ id: z.number() }).nullable().optional(),
+  }),
+  repository,
+  sender: user,
+  installation,
+});
+
+export type TriggerParse = { ok: true; trigger: Trigger } | { ok: false; reason: string };
+
+/**
+ * The cheap, synchronous first look at a delivery, done before the webhook is acknowledged: no
+ * network, so acknowledgement stays fast. Who may trigger and the repo's own label and handle are
+ * checked later, off the request path, by the intake processor.
+ */
+export function parseTrigger(
+  event: string,
+  deliveryId: string,
+  payload: unknown,
+  appId: number,
+  now: Date = new Date(),
+): TriggerParse {
+  if (event === 'issues') {
+    const p = labeledPayload.safeParse(payload);
+    if (!p.success) return { ok: false, reason: describe('issues', payload, p.error) };
+    return {
+      ok: true,
+      trigger: {
+        v: 1,
+        kind: 'label',
+        deliveryId,
+        installationId: p.data.installation.id,
+        repo: repoOf(p.data.repository),
+        issue: issueOf(p.data.issue),
+        sender: p.data.sender,
+        label: p.data.label.name,
+        receivedAt: now.toISOString(),
+      },
+    };
+  }
+  if (event === 'issue_comment') {
+    const p = commentPayload.safeParse(payload);
+    if (!p.success) return { ok: false, reason: describe('issue_comment', payload, p.error) };
+    if (p.data.comment.performed_via_github_app?.id === appId) {
+      return { ok: false, reason: 'a comment made by this App' };
+    }
+    const body = p.data.comment.body ?? '';
+    if (!body.includes('@')) return { ok: false, reason: 'a comment that mentions nobody' };
+    return {
+      ok: true,
+      trigger: {
+        v: 1,
+        kind: 'mention',
+        deliveryId,
+        installationId: p.data.installation.id,
+        repo: repoOf(p.data.repository),
+        issue: issueOf(p.data.issue),
+        sender: p.data.sender,
+        comment: { id: p.data.comment.id, body },
+        receivedAt: now.toISOString(),
+      },
+    };
+  }
+  return { ok: false, reason: `event ${event} is not handled` };
+}
+
+function repoOf(r: z.infer<typeof repository>): Trigger['repo'] {
+  return { id: r.id, owner: r.owner.login, name: r.name, private: r.private };
+}
+
+function issueOf(i: z.infer<typeof issue>): Trigger['issue'] {
+  return { number: i.number, title: i.title, state: i.state, isPullRequest: i.pull_request != null };
+}
+
+function describe(event: string, payload: unknown, error: z.ZodError): string {
+  const action =
+    typeof payload === 'object' && payload !== null && 'action' in payload
+      ? String(payload.action)
+      : '(none)';
+  const first = error.issues[0];
+  if (first?.path[0] === 'action') return `${event}.${action} is not handled`;
+  return `${event}.${action} payload is missing or has a wrong field: ${first === undefined ? '?' : first.path.join('.')}`;
+}
+
+/**
+ * Finds `handle` used as a mention and returns the request that follows it. A mention counts only as
+ * a whole word outside quoted replies (`> …`), fenced code blocks and inline code, so quoting or
+ * discussing the bot does not start it. Hidden text is removed first: an HTML comment cannot hold a
+ * mention no reader sees.
+ */
+export function extractMention(body: string, handle: string): { instruction: string } | null {
+  const visible = stripHiddenText(body);
+  const lines = visible.split(/\r?\n/);
+  let inFence = false;
+  const escaped = handle.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const re = new RegExp(`(^|[^\\w@/.-])${escaped}(?![\\w-])`, 'i');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] ?? '';
+    if (/^\s{0,3}(```|~~~)/.test(line)) {
+      inFence = !inFence;
+      continue;
+    }
+    if (inFence || /^\s{0,3}>/.test(line)) continue;
+    const withoutCode = line.replace(/`[^`]*`/g, (m) => ' '.repeat(m.length));
+    const m = re.exec(withoutCode);
+    if (m === null) continue;
+    const start = m.index + (m[1]?.length ?? 0) + handle.length;
+    const rest = [line.slice(start), ...lines.slice(i + 1)].join('\n');
+    return { instruction: rest.replace(/^[\s,:;-]+/, '').trim() };
+  }
+  return null;
+}

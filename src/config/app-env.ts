@@ -1,0 +1,135 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError, deepFreeze } from './agent-env.js';
+
+/**
+ * Settings of the GitHub App and its workers that come from the environment (Probot's names where
+ * Probot has one: APP_ID, PRIVATE_KEY / PRIVATE_KEY_PATH, WEBHOOK_SECRET). The only reader of
+ * process.env for them; parsed once, frozen.
+ */
+export interface AppEnv {
+  readonly appId: number;
+  readonly privateKey: string;
+  readonly webhookSecret: string;
+  /** REST base URL: https://api.github.com, a GHES https://host/api/v3, or the simulator. */
+  readonly githubApiUrl: string;
+  readonly redisUrl: string;
+  /** Prefix of every BullMQ key, so several deployments can share one Redis. */
+  readonly queuePrefix: string;
+  readonly port: number;
+  readonly host: string;
+  readonly webhookPath: string;
+  readonly workerConcurrency: number;
+  readonly intakeConcurrency: number;
+  /** Where workers keep clones and trajectories (one folder per job). */
+  readonly workDir: string;
+  readonly sandbox: 'docker' | 'local';
+  /** Public base URL of the App's server; trajectory links in PRs point under it when set. */
+  readonly publicUrl: string | null;
+  /** BullMQ lock duration; a worker that stops renewing it for this long is considered dead. */
+  readonly lockDurationMs: number;
+  readonly stalledIntervalMs: number;
+  readonly jobAttempts: number;
+  readonly retryBackoffMs: number;
+  /** Defaults for repos without `.github/issue-agent.yml`. */
+  readonly defaultLabel: string;
+  readonly defaultHandle: string;
+  /** How often a running job may edit its progress comment. */
+  readonly progressIntervalMs: number;
+  readonly logLevel: string;
+}
+
+const int = (min: number) => z.coerce.number().int().min(min);
+
+const schema = z.object({
+  APP_ID: int(1),
+  WEBHOOK_SECRET: z.string().min(1),
+  ISSUE_AGENT_GITHUB_API_URL: z.url().default('https://api.github.com'),
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  ISSUE_AGENT_QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default('issue-agent'),
+  PORT: int(0).max(65535).default(3000),
+  HOST: z.string().default('0.0.0.0'),
+  WEBHOOK_PATH: z.string().startsWith('/').default('/api/github/webhooks'),
+  ISSUE_AGENT_WORKER_CONCURRENCY: int(1).default(1),
+  ISSUE_AGENT_INTAKE_CONCURRENCY: int(1).default(8),
+  ISSUE_AGENT_WORK_DIR: z.string().min(1).optional(),
+  ISSUE_AGENT_SANDBOX: z.enum(['docker', 'local']).default('docker'),
+  ISSUE_AGENT_PUBLIC_URL: z.url().optional(),
+  ISSUE_AGENT_LOCK_DURATION_MS: int(1000).default(60_000),
+  ISSUE_AGENT_STALLED_INTERVAL_MS: int(500).default(30_000),
+  ISSUE_AGENT_JOB_ATTEMPTS: int(1).default(3),
+  ISSUE_AGENT_RETRY_BACKOFF_MS: int(0).default(10_000),
+  ISSUE_AGENT_LABEL: z.string().min(1).default('agent'),
+  ISSUE_AGENT_HANDLE: z
+    .string()
+    .regex(/^@[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?$/)
+    .default('@agent'),
+  ISSUE_AGENT_PROGRESS_INTERVAL_MS: int(0).default(5000),
+  LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+});
+
+/** Empty variables count as unset, as a `.env` with `KEY=` means. */
+function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== '') out[k] = v;
+  return out;
+}
+
+export function hasAppCredentials(env: NodeJS.ProcessEnv = process.env): boolean {
+  const e = withoutEmpty(env);
+  return e.APP_ID !== undefined && (e.PRIVATE_KEY !== undefined || e.PRIVATE_KEY_PATH !== undefined);
+}
+
+export function readAppEnv(
+  env: NodeJS.ProcessEnv = process.env,
+  workDirDefault = '/var/lib/issue-agent',
+): AppEnv {
+  const e = withoutEmpty(env);
+  const parsed = schema.safeParse(e);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid App settings: ${issues}`);
+  }
+  const v = parsed.data;
+  let privateKey = e.PRIVATE_KEY;
+  if (privateKey === undefined && e.PRIVATE_KEY_PATH !== undefined) {
+    try {
+      privateKey = readFileSync(e.PRIVATE_KEY_PATH, 'utf8');
+    } catch {
+      throw new ConfigError(`PRIVATE_KEY_PATH ${e.PRIVATE_KEY_PATH} cannot be read`);
+    }
+  }
+  if (privateKey === undefined) throw new ConfigError('PRIVATE_KEY or PRIVATE_KEY_PATH is required');
+  // .env files often hold the PEM on one line with literal \n.
+  privateKey = privateKey.replace(/\\n/g, '\n');
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(privateKey)) {
+    throw new ConfigError('PRIVATE_KEY is not a PEM private key');
+  }
+  return deepFreeze({
+    appId: v.APP_ID,
+    privateKey,
+    webhookSecret: v.WEBHOOK_SECRET,
+    githubApiUrl: v.ISSUE_AGENT_GITHUB_API_URL.replace(/\/+$/, ''),
+    redisUrl: v.REDIS_URL,
+    queuePrefix: v.ISSUE_AGENT_QUEUE_PREFIX,
+    port: v.PORT,
+    host: v.HOST,
+    webhookPath: v.WEBHOOK_PATH,
+    workerConcurrency: v.ISSUE_AGENT_WORKER_CONCURRENCY,
+    intakeConcurrency: v.ISSUE_AGENT_INTAKE_CONCURRENCY,
+    workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
+    sandbox: v.ISSUE_AGENT_SANDBOX,
+    publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
+    lockDurationMs: v.ISSUE_AGENT_LOCK_DURATION_MS,
+    stalledIntervalMs: v.ISSUE_AGENT_STALLED_INTERVAL_MS,
+    jobAttempts: v.ISSUE_AGENT_JOB_ATTEMPTS,
+    retryBackoffMs: v.ISSUE_AGENT_RETRY_BACKOFF_MS,
+    defaultLabel: v.ISSUE_AGENT_LABEL,
+    defaultHandle: v.ISSUE_AGENT_HANDLE,
+    progressIntervalMs: v.ISSUE_AGENT_PROGRESS_INTERVAL_MS,
+    logLevel: v.LOG_LEVEL,
+  });
+}

@@ -1,0 +1,347 @@
+/**
+ * The pull request the App opens for an issue: title, body and the comments that carry the rest of
+ * the trajectory. Rendered from event logs alone (principle 1), as pure functions.
+ *
+ * Invariants:
+ * - Body and every comment stay within `budget` UTF-8 bytes (default 60,000; GitHub refuses more than
+ *   65,536 characters). The sections above the trajectory are capped field by field, so they leave
+ *   room for it; the trajectory takes what is left and continues in `trajectoryComments`.
+ * - Every text from the log is redacted, then shortened, then made inert (see markdown.ts); the
+ *   assembled body and comments are redacted once more as a safety net.
+ * - The body's first line is the hidden marker `<!-- issue-agent:pr conversation=<id> -->`.
+ */
+import { reduceState, type RunState } from '../events/reduce-state.js';
+import type { AgentEvent, BaseState, EventOf } from '../events/schema.js';
+import {
+  balanceFences,
+  byteLength,
+  codeSpan,
+  fenced,
+  formatDuration,
+  formatInt,
+  formatUsd,
+  neutralizeInline,
+  neutralizeProse,
+  stripControls,
+  tableCell,
+  truncateEnd,
+  truncateInline,
+  truncateMiddle,
+} from './markdown.js';
+import { pullRequestMarker, trajectoryMarker } from './markers.js';
+import { describeOutcome, outcomeIcon } from './outcome-words.js';
+import type { Redactor } from './redact.js';
+import {
+  DETAIL_LEVELS,
+  PART_OVERHEAD,
+  packUnits,
+  placeholder,
+  trajectoryUnits,
+  wrapPart,
+  type PublishedRun,
+  type TrajectoryUnit,
+} from './trajectory.js';
+import { renderVerification } from './verification.js';
+
+export type { PublishedRun } from './trajectory.js';
+
+/** GitHub's limit for an issue or PR body and for a comment, in characters. */
+export const GITHUB_BODY_LIMIT = 65_536;
+/** Default budget per body or comment, in UTF-8 bytes: well under the limit, for the safety-net pass. */
+export const DEFAULT_BODY_BUDGET = 60_000;
+/** GitHub's limit for a PR title. */
+export const TITLE_LIMIT = 256;
+
+interface PullRequestCommon {
+  readonly issue: { readonly number: number; readonly title: string };
+  /** Where the full JSON trajectory can be fetched (a URL or a sentence); shown as given, redacted. */
+  readonly trajectoryLink: string;
+  /** Holds the secrets of this job (installation token, model key); patterns apply in any case. */
+  readonly redactor: Redactor;
+  /** The id in the body's hidden marker; default: the first run's conversation id. */
+  readonly conversationId?: string;
+  /** Bytes per body and per comment (default DEFAULT_BODY_BUDGET). */
+  readonly budget?: number;
+  /**
+   * Trajectory comments wanted at most (default 5). Outputs are shortened to fit this many; every
+   * step still appears, so a very long run may need more.
+   */
+  readonly maxTrajectoryComments?: number;
+}
+
+/** One run (`base` + `events`), or several rounds on the same pull request (`runs`, in order). */
+export type PullRequestInput = PullRequestCommon &
+  (
+    | { readonly base: BaseState; readonly events: readonly AgentEvent[] }
+    | { readonly runs: readonly PublishedRun[] }
+  );
+
+export interface RenderedPullRequest {
+  readonly title: string;
+  readonly body: string;
+  /** Comments to post on the PR after it is opened, in order (empty when the body holds everything). */
+  readonly trajectoryComments: string[];
+}
+
+export class PublishInputError extends Error {
+  override readonly name = 'PublishInputError';
+}
+
+/** `Fix #<n>: <issue title>` on one line, redacted, at most 256 characters. */
+export function pullRequestTitle(issue: { number: number; title: string }, redactor: Redactor): string {
+  const title = stripControls(redactor.redact(issue.title)).replace(/\s+/g, ' ').trim();
+  return truncateEnd(`Fix #${issue.number}: ${title}`, TITLE_LIMIT);
+}
+
+/** Field limits of the sections above the trajectory, in characters (rows, files: counts). */
+interface HeadCaps {
+  readonly summary: number;
+  readonly reason: number;
+  readonly rows: number;
+  readonly name: number;
+  /** Files listed (a diff stat keeps about 100 characters per file); 0 keeps only the totals line. */
+  readonly files: number;
+  readonly label: number;
+}
+
+/**
+ * Tried in order until the head takes at most HEAD_SHARE of the budget; the last one is small in any
+ * case (a few short fields and a counts table), so the head always fits.
+ */
+const HEAD_TIERS: readonly HeadCaps[] = [
+  { summary: 3000, reason: 1500, rows: 50, name: 150, files: 40, label: 80 },
+  { summary: 1000, reason: 500, rows: 15, name: 80, files: 10, label: 40 },
+  { summary: 300, reason: 200, rows: 0, name: 0, files: 0, label: 20 },
+];
+const HEAD_SHARE = 0.6;
+
+interface RunView {
+  readonly run: PublishedRun;
+  readonly state: RunState;
+}
+
+function changedFilesFromDiff(diff: string): string[] {
+  const files: string[] = [];
+  for (const m of diff.matchAll(/^diff --git a\/(.*?) b\/(.*)$/gm)) {
+    const [, a, b] = m;
+    if (a === undefined || b === undefined) continue;
+    files.push(a === b ? b : `${a} → ${b}`);
+  }
+  return files;
+}
+
+function filesSection(view: RunView, redactor: Redactor, caps: HeadCaps): string {
+  const outcome = view.state.outcome;
+  const cp = view.state.lastCheckpoint;
+  const count =
+    cp === null || cp.filesChanged === 0
+      ? 'No file was changed.'
+      : `${cp.filesChanged} file${cp.filesChanged === 1 ? '' : 's'} changed.`;
+  if (outcome !== null && outcome.diffStat.trim() !== '') {
+    const stat = redactor.redact(outcome.diffStat.replace(/\n+$/, ''));
+    if (caps.files > 0) return fenced(truncateMiddle(stat, caps.files * 100));
+    // `git diff --stat` ends with "N files changed, X insertions(+), Y deletions(-)".
+    return neutralizeInline(truncateEnd(stat.slice(stat.lastIndexOf('\n') + 1), 200));
+  }
+  if (cp === null || cp.filesChanged === 0 || cp.diff === null || caps.files === 0) return count;
+  const files = changedFilesFromDiff(cp.diff);
+  if (files.length === 0) return count;
+  const shown = files
+    .slice(0, caps.files)
+    .map((f) => `- ${codeSpan(truncateInline(redactor.redact(f), 200))}`);
+  if (files.length > caps.files) shown.push(`- … and ${files.length - caps.files} more`);
+  return shown.join('\n');
+}
+
+function statsRow(state: RunState): string[] {
+  return [
+    String(state.steps),
+    formatInt(state.usage.inputTokens),
+    formatInt(state.usage.outputTokens),
+    formatInt(state.usage.cacheReadTokens),
+    formatInt(state.usage.cacheWriteTokens),
+    formatUsd(state.usd),
+    formatDuration(state.elapsedMs),
+  ];
+}
+
+function statsSection(views: readonly RunView[], redactor: Redactor, caps: HeadCaps): string {
+  const header = '| Steps | Input tokens | Output tokens | Cache read | Cache write | Cost | Wall time |';
+  const align = '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |';
+  const models = [...new Set(views.map((v) => v.run.base.model))].map((m) => codeSpan(m)).join(', ');
+  const only = views.length === 1 ? views[0] : undefined;
+  if (only !== undefined) {
+    return [`Model: ${models}`, '', header, align, `| ${statsRow(only.state).join(' | ')} |`].join('\n');
+  }
+  const total: RunState = reduceState(views.flatMap((v) => v.run.events));
+  const rows = views.map(
+    (v, i) =>
+      `| ${tableCell(`${i + 1}. ${neutralizeInline(truncateEnd(redactor.redact(v.run.label), caps.label))}`)} | ${statsRow(v.state).join(' | ')} |`,
+  );
+  // Wall time of the total is the sum of the rounds: each run's log measures its own lifetimes.
+  const sum = views.reduce((ms, v) => ms + v.state.elapsedMs, 0);
+  const totalRow = statsRow(total);
+  totalRow[6] = formatDuration(sum);
+  return [
+    `Model: ${models}`,
+    '',
+    `| Round ${header}`,
+    `| --- ${align}`,
+    ...rows,
+    `| **Total** | ${totalRow.join(' | ')} |`,
+  ].join('\n');
+}
+
+function summaryOf(state: RunState): string | null {
+  const s = state.outcome?.summary ?? state.finishSummary;
+  return s === null || s.trim() === '' ? null : s.trim();
+}
+
+function outcomeSection(outcome: EventOf<'outcome'> | null, redactor: Redactor, caps: HeadCaps): string {
+  if (outcome === null) return '**Outcome:** the run has not finished.';
+  const reason = neutralizeInline(truncateEnd(redactor.redact(outcome.reason), caps.reason));
+  return `**Outcome:** ${outcomeIcon(outcome.outcome)} ${describeOutcome(outcome)}\n\n**Why:** ${reason}`;
+}
+
+function firstOf<T>(items: readonly (T | null)[]): T | null {
+  for (const x of items) if (x !== null) return x;
+  return null;
+}
+
+function runsOf(input: PullRequestInput): readonly PublishedRun[] {
+  if ('runs' in input) return input.runs;
+  return [{ base: input.base, events: input.events, label: 'Run' }];
+}
+
+/**
+ * Renders the PR for one run or several rounds. With rounds, the summary, outcome and the "after"
+ * column come from the latest run that has them, "before" from the earliest baseline, files changed
+ * and the trajectory are per round.
+ */
+export function renderPullRequest(input: PullRequestInput): RenderedPullRequest {
+  const runs = runsOf(input);
+  const first = runs[0];
+  if (first === undefined) throw new PublishInputError('a pull request needs at least one run');
+  const redactor = input.redactor;
+  const budget = input.budget ?? DEFAULT_BODY_BUDGET;
+  if (budget < 10_000 || budget > GITHUB_BODY_LIMIT) {
+    throw new PublishInputError(
+      `budget must be between 10,000 and ${GITHUB_BODY_LIMIT} bytes, got ${budget}`,
+    );
+  }
+  if (!Number.isSafeInteger(input.issue.number) || input.issue.number <= 0) {
+    throw new PublishInputError(`not an issue number: ${input.issue.number}`);
+  }
+  const maxComments = input.maxTrajectoryComments ?? 5;
+  const conversationId = input.conversationId ?? first.base.conversationId;
+  if (conversationId === '' || conversationId.length > 200) {
+    throw new PublishInputError('the conversation id must have 1 to 200 characters');
+  }
+  const views: RunView[] = runs.map((run) => ({ run, state: reduceState(run.events) }));
+
+  let headText = '';
+  for (const caps of HEAD_TIERS) {
+    headText = renderHead(input, views, conversationId, caps);
+    if (byteLength(headText) <= budget * HEAD_SHARE) break;
+  }
+
+  const { bodyPart, comments } = renderTrajectoryParts(runs, {
+    redactor,
+    conversationId,
+    firstCapacity: budget - byteLength(headText) - 2 - PART_OVERHEAD,
+    // A comment also carries its marker, whose length depends on the conversation id.
+    capacity: budget - PART_OVERHEAD - byteLength(trajectoryMarker(conversationId, 999_999)),
+    maxComments,
+  });
+  const body = redactor.redact(`${headText}\n\n${bodyPart}`);
+  return {
+    title: pullRequestTitle(input.issue, redactor),
+    body,
+    trajectoryComments: comments.map((c) => redactor.redact(c)),
+  };
+}
+
+function renderHead(
+  input: PullRequestInput,
+  views: readonly RunView[],
+  conversationId: string,
+  caps: HeadCaps,
+): string {
+  const redactor = input.redactor;
+  const lastView = views[views.length - 1];
+  if (lastView === undefined) throw new PublishInputError('a pull request needs at least one run');
+  const head: string[] = [pullRequestMarker(conversationId)];
+  const summary = firstOf([...views].reverse().map((v) => summaryOf(v.state)));
+  head.push(
+    summary === null
+      ? '*The agent gave no summary.*'
+      : balanceFences(neutralizeProse(truncateMiddle(redactor.redact(summary), caps.summary))),
+  );
+  head.push(outcomeSection(lastView.state.outcome, redactor, caps));
+
+  const before = firstOf(views.map((v) => v.state.baseline));
+  const after = firstOf([...views].reverse().map((v) => v.state.finalTest));
+  const noTests =
+    lastView.run.base.testCommand === null
+      ? 'No tests were run: no test command is known for this repository, so the change is not proven by tests.'
+      : 'No test run was recorded: the run ended before the tests ran.';
+  const verification = renderVerification(before, after, {
+    noTestsReason: noTests,
+    maxRows: caps.rows,
+    maxNameChars: caps.name,
+    redact: (t) => redactor.redact(t),
+  });
+  head.push(`### Verification\n\n${verification}`);
+
+  const files =
+    views.length === 1
+      ? filesSection(lastView, redactor, caps)
+      : views
+          .map(
+            (v, i) =>
+              `Round ${i + 1} (${neutralizeInline(truncateEnd(redactor.redact(v.run.label), caps.label))}):\n\n${filesSection(v, redactor, caps)}`,
+          )
+          .join('\n\n');
+  head.push(`### Files changed\n\n${files}`);
+  head.push(`### Run\n\n${statsSection(views, redactor, caps)}`);
+  head.push(`Fixes #${input.issue.number}`);
+  head.push(
+    `📄 The full trajectory, every event as JSON: ${truncateEnd(redactor.redact(input.trajectoryLink), 2000)}`,
+  );
+  return head.join('\n\n');
+}
+
+function renderTrajectoryParts(
+  runs: readonly PublishedRun[],
+  o: {
+    redactor: Redactor;
+    conversationId: string;
+    firstCapacity: number;
+    capacity: number;
+    maxComments: number;
+  },
+): { bodyPart: string; comments: string[] } {
+  let parts: TrajectoryUnit[][] = [];
+  for (const detail of DETAIL_LEVELS) {
+    const units = trajectoryUnits(runs, detail, o.redactor).map((u) =>
+      byteLength(u.markdown) + 2 > o.capacity ? placeholder(u) : u,
+    );
+    parts = packUnits(units, { firstCapacity: Math.max(0, o.firstCapacity), capacity: o.capacity });
+    if (parts.length - 1 <= o.maxComments) break;
+  }
+  const inBody = parts[0] ?? [];
+  const rest = parts.slice(1);
+  const total = (inBody.length > 0 ? 1 : 0) + rest.length;
+  const offset = inBody.length > 0 ? 1 : 0;
+  const comments = rest.map((units, i) =>
+    wrapPart(units, i + 1 + offset, total, runs.length, trajectoryMarker(o.conversationId, i + 1 + offset)),
+  );
+  let bodyPart: string;
+  if (inBody.length === 0) {
+    bodyPart = `*The trajectory is in the ${total} comment${total === 1 ? '' : 's'} below.*\n`;
+  } else {
+    bodyPart = wrapPart(inBody, 1, total, runs.length, null);
+    if (total > 1) bodyPart += `\n*The trajectory continues in the comments below (parts 2–${total}).*\n`;
+  }
+  return { bodyPart, comments };
+}

@@ -1,0 +1,154 @@
+/**
+ * The single progress comment on an issue, edited in place as a job moves. Its first line is the
+ * hidden marker `<!-- issue-agent:progress job=<jobId> -->` so a worker that resumes a job finds and
+ * edits the same comment (findProgressMarker) instead of posting a second one.
+ */
+import type { OutcomeKind } from '../events/schema.js';
+import {
+  balanceFences,
+  codeSpan,
+  formatDuration,
+  formatInt,
+  formatUsd,
+  neutralizeInline,
+  neutralizeProse,
+  truncateEnd,
+  truncateMiddle,
+} from './markdown.js';
+import { progressMarker } from './markers.js';
+import { describeOutcome, outcomeIcon, type BudgetLimit } from './outcome-words.js';
+import type { PolicyViolation } from './policy.js';
+import { Redactor } from './redact.js';
+
+export { findProgressMarker } from './markers.js';
+
+interface ProgressCommon {
+  readonly jobId: string;
+  /** Where to follow the job (logs, a run page): a URL is linked, other text shown as is. */
+  readonly runLink?: string;
+}
+
+export type ProgressState = ProgressCommon &
+  (
+    | { readonly kind: 'queued'; readonly position: number | null }
+    | {
+        readonly kind: 'working';
+        readonly step: number;
+        readonly tokens: number;
+        readonly costUsd: number;
+        readonly elapsedMs: number;
+      }
+    | { readonly kind: 'publishing' }
+    | {
+        readonly kind: 'pr_opened';
+        readonly url: string;
+        readonly number: number;
+        readonly outcome: OutcomeKind;
+        readonly draft: boolean;
+      }
+    | {
+        /** The run ended without a pull request (no_change, stuck, budget_exhausted, failed, …). */
+        readonly kind: 'ended';
+        readonly outcome: OutcomeKind;
+        readonly reason: string;
+        readonly summary: string | null;
+        readonly limit?: BudgetLimit;
+        readonly cause?: string;
+      }
+    | {
+        /** The change was not pushed: it breaks the repository's policy. */
+        readonly kind: 'refused';
+        /** Extra words on top of the violations (e.g. which push was refused). */
+        readonly reason?: string;
+        readonly violations: readonly PolicyViolation[];
+      }
+    | {
+        readonly kind: 'cancelled';
+        /** Who cancelled (a login), or null when the system did. */ readonly by: string | null;
+      }
+    | { readonly kind: 'retrying'; readonly attempt: number; readonly reason: string }
+  );
+
+export type ProgressKind = ProgressState['kind'];
+
+const PATTERNS_ONLY = new Redactor([]);
+const MAX_VIOLATIONS = 50;
+
+function safeUrl(url: string): string | null {
+  return /^https:\/\/[^\s<>()]+$/.test(url) ? url : null;
+}
+
+function line(p: ProgressState, r: Redactor): string {
+  const inline = (text: string, max: number): string => neutralizeInline(truncateEnd(r.redact(text), max));
+  switch (p.kind) {
+    case 'queued':
+      return p.position === null
+        ? '⏳ **Queued** — waiting for a free worker.'
+        : `⏳ **Queued** — number ${p.position} in line.`;
+    case 'working':
+      return `🛠️ **Working** — step ${p.step} · ${formatInt(p.tokens)} tokens · ${formatUsd(p.costUsd)} · ${formatDuration(p.elapsedMs)} so far.`;
+    case 'publishing':
+      return '📤 **Publishing** — pushing the change and opening a pull request.';
+    case 'pr_opened': {
+      const url = safeUrl(p.url);
+      const link = url === null ? `#${p.number}` : `[#${p.number}](${url})`;
+      const draft = p.draft ? ' as a draft' : '';
+      return `${outcomeIcon(p.outcome)} **Pull request ${link} opened${draft}.**\n\n${describeOutcome({ outcome: p.outcome })}`;
+    }
+    case 'ended': {
+      const parts = [
+        `${outcomeIcon(p.outcome)} **Finished without a pull request.** ${describeOutcome(p)}`,
+        `**Why:** ${inline(p.reason, 1500)}`,
+      ];
+      if (p.summary !== null && p.summary.trim() !== '') {
+        parts.push(
+          `**The agent's summary:**\n\n${balanceFences(neutralizeProse(truncateMiddle(r.redact(p.summary.trim()), 4000)))}`,
+        );
+      }
+      return parts.join('\n\n');
+    }
+    case 'refused': {
+      const rows = p.violations
+        .slice(0, MAX_VIOLATIONS)
+        .map(
+          (v) =>
+            `- ${v.path === undefined ? '' : `${codeSpan(truncateEnd(r.redact(v.path), 300))}: `}${inline(v.detail, 300)}`,
+        );
+      if (p.violations.length > MAX_VIOLATIONS)
+        rows.push(`- … and ${p.violations.length - MAX_VIOLATIONS} more`);
+      return [
+        "🚫 **Not pushed: the change breaks this repository's policy** (`.github/issue-agent.yml`).",
+        ...(p.reason === undefined ? [] : [`**Why:** ${inline(p.reason, 1000)}`]),
+        ...(rows.length === 0 ? [] : [rows.join('\n')]),
+      ].join('\n\n');
+    }
+    case 'cancelled':
+      // The login is shown as code: a mention would ping the person who just cancelled.
+      return p.by === null
+        ? '⏹️ **Cancelled.**'
+        : `⏹️ **Cancelled** by ${codeSpan(truncateEnd(r.redact(p.by), 100))}.`;
+    case 'retrying':
+      return `🔁 **Retrying** (attempt ${p.attempt}) — ${inline(p.reason, 1000)}`;
+  }
+}
+
+/**
+ * The whole comment for a state. Every text in it is redacted (pass a Redactor holding the job's
+ * secrets; without one only the token patterns apply) and made inert.
+ */
+export function renderProgress(p: ProgressState, redactor: Redactor = PATTERNS_ONLY): string {
+  const footer: string[] = [`job ${codeSpan(truncateEnd(p.jobId, 200))}`];
+  if (p.runLink !== undefined) {
+    const url = safeUrl(p.runLink);
+    footer.push(
+      url === null ? neutralizeInline(truncateEnd(redactor.redact(p.runLink), 300)) : `[details](${url})`,
+    );
+  }
+  const text = [
+    progressMarker(p.jobId),
+    `**Issue Agent**`,
+    line(p, redactor),
+    `<sub>${footer.join(' · ')}</sub>`,
+  ].join('\n\n');
+  return redactor.redact(text);
+}

@@ -1,0 +1,459 @@
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { Logger } from 'pino';
+import { newBaseState } from '../agent/new-run.js';
+import { runAgent, type Outcome } from '../agent/run-agent.js';
+import { stripHiddenText } from '../agent/untrusted-text.js';
+import type { AgentEnv } from '../config/agent-env.js';
+import type { AppEnv } from '../config/app-env.js';
+import { FileEventStore } from '../events/file-event-store.js';
+import { reduceState } from '../events/reduce-state.js';
+import type { Limits } from '../events/schema.js';
+import {
+  InstallationTokens,
+  installationClient,
+  type AppCredentials,
+  type BotIdentity,
+  type GitHubClient,
+} from '../github/app-client.js';
+import { HostGit, HostGitError } from '../github/host-git.js';
+import type { Model } from '../model/model.js';
+import { checkPolicy, parseNumstat } from '../publish/policy.js';
+import { findTrajectoryMarker } from '../publish/markers.js';
+import { renderPullRequest } from '../publish/pr-body.js';
+import { Redactor } from '../publish/redact.js';
+import { fixJobSchema, type FixJob } from '../queue/payloads.js';
+import { createSandbox } from '../sandbox/create-sandbox.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
+import { ProgressReporter } from './progress-reporter.js';
+
+export interface WorkerDeps {
+  readonly app: AppEnv;
+  readonly agent: AgentEnv;
+  readonly model: (name: string) => Model;
+  readonly bot: (gh: GitHubClient, credentials: AppCredentials) => Promise<BotIdentity>;
+  readonly logger: Logger;
+  /** Step updates of the progress comment are at most this often. */
+  readonly progressIntervalMs?: number;
+}
+
+export interface FixJobResult {
+  readonly outcome: Outcome['outcome'];
+  readonly pullRequest: { readonly number: number; readonly url: string } | null;
+  readonly pushed: boolean;
+  readonly trajectory: string;
+}
+
+export const branchFor = (issue: number): string => `issue-agent/issue-${issue}`;
+
+/** Job ids are made of [A-Za-z0-9-] (see queues.ts); anything else is refused rather than escaped. */
+function jobFolder(workDir: string, jobId: string): string {
+  if (!/^[A-Za-z0-9-]+$/.test(jobId)) throw new UnrecoverableError(`unexpected job id ${jobId}`);
+  return join(workDir, 'jobs', jobId);
+}
+
+/**
+ * One fix job, start to PR. Every stage can be re-entered after a crash: the trajectory folder is
+ * keyed by the job id, so a second worker (after BullMQ's stall detection) resumes the event log
+ * instead of starting again; publishing finds its commit (deterministic), its branch and its PR
+ * again instead of duplicating them.
+ */
+export async function runFixJob(
+  job: Job<FixJob>,
+  deps: WorkerDeps,
+  signal?: AbortSignal,
+): Promise<FixJobResult> {
+  const parsed = fixJobSchema.safeParse(job.data);
+  if (!parsed.success) throw new UnrecoverableError(`invalid fix job payload: ${parsed.error.message}`);
+  const p = parsed.data;
+  const jobId = job.id ?? '';
+  const dir = jobFolder(deps.app.workDir, jobId);
+  const paths = {
+    trajectory: join(dir, 'trajectory'),
+    pristine: join(dir, 'origin'),
+    workspace: join(dir, 'workspace'),
+  };
+  const log = deps.logger.child({
+    job: jobId,
+    repo: `${p.repo.owner}/${p.repo.name}`,
+    issue: p.issue.number,
+  });
+  const credentials: AppCredentials = {
+    appId: deps.app.appId,
+    privateKey: deps.app.privateKey,
+    baseUrl: deps.app.githubApiUrl,
+  };
+  const tokens = new InstallationTokens(credentials, p.installationId, [p.repo.id]);
+  const gh = installationClient(credentials, tokens, log);
+  const redactor = (): Redactor =>
+    new Redactor([
+      ...tokens.issued,
+      deps.app.privateKey,
+      deps.app.webhookSecret,
+      ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
+    ]);
+  const git = new HostGit(deps.agent.sandboxPath, (t) => redactor().redact(t));
+  const where = { owner: p.repo.owner, repo: p.repo.name };
+  const bot = await deps.bot(gh, credentials);
+  const runLink = deps.app.publicUrl === null ? null : `${deps.app.publicUrl}/runs/${jobId}`;
+  const progress = new ProgressReporter(
+    gh,
+    where,
+    p.issue.number,
+    p.progressCommentId,
+    jobId,
+    redactor,
+    log,
+    runLink,
+    bot.login,
+    deps.progressIntervalMs,
+  );
+
+  const finalAttempt = (): boolean => job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+  try {
+    const { data: repo } = await gh.rest.repos.get(where);
+    let store = openStore(paths.trajectory);
+    let outcome = store === null ? null : reduceState(store.events).outcome;
+    if (outcome === null) {
+      const { data: issue } = await gh.rest.issues.get({ ...where, issue_number: p.issue.number });
+      if (store === null && issue.state !== 'open') {
+        await progress.update({
+          kind: 'ended',
+          outcome: 'cancelled',
+          reason: 'the issue was closed before the job started',
+          summary: '',
+        });
+        return { outcome: 'cancelled', pullRequest: null, pushed: false, trajectory: paths.trajectory };
+      }
+      await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
+      if (!existsSync(join(paths.pristine, '.git'))) {
+        await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, repo.default_branch);
+      }
+      const baseCommit = store?.base.workspace.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
+      await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
+      const sandbox: Sandbox = await createSandbox({
+        kind: deps.app.sandbox,
+        workspace: paths.workspace,
+        path: deps.agent.sandboxPath,
+        jobId,
+      });
+      try {
+        if (store === null) {
+          // A half-written folder (crash before base_state.json) holds nothing worth keeping.
+          await rm(paths.trajectory, { recursive: true, force: true });
+          const base = await newBaseState({
+            task: {
+              title: stripHiddenText(issue.title),
+              body: stripHiddenText(issue.body ?? ''),
+              instructions: p.instructions,
+              source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
+            },
+            sandbox,
+            model: deps.agent.model,
+            limits: limitsFor(deps.agent.limits, p.config.budgets),
+            testCommand: p.config.testCommand,
+            conversationId: jobId,
+          });
+          store = FileEventStore.create(paths.trajectory, base);
+        }
+        const s = store;
+        outcome = await runAgent({
+          store: s,
+          sandbox,
+          model: deps.model(s.base.model),
+          prices: deps.agent.prices,
+          signal,
+          logger: log,
+          onEvent: (e) => {
+            progress.onEvent(e, s);
+          },
+        });
+      } finally {
+        await sandbox.close();
+      }
+    }
+    if (store === null) throw new Error('no trajectory after the run');
+    return await publish({
+      p,
+      jobId,
+      store,
+      outcome,
+      gh,
+      git,
+      tokens,
+      repo,
+      paths,
+      bot,
+      progress,
+      redactor,
+      runLink,
+      log,
+    });
+  } catch (error) {
+    const unrecoverable =
+      error instanceof UnrecoverableError || (error instanceof HostGitError && !error.transient);
+    const reason = redactor().redact(error instanceof Error ? error.message : String(error));
+    log.error({ err: error, attempt: job.attemptsMade + 1 }, 'fix job failed');
+    if (unrecoverable || finalAttempt()) {
+      await progress.update({ kind: 'ended', outcome: 'failed', reason, summary: '' });
+      if (!(error instanceof UnrecoverableError)) throw new UnrecoverableError(reason);
+    } else {
+      await progress.update({ kind: 'retrying', attempt: job.attemptsMade + 1, reason });
+    }
+    throw error;
+  }
+}
+
+function openStore(dir: string): FileEventStore | null {
+  if (!existsSync(join(dir, 'base_state.json'))) return null;
+  return FileEventStore.open(dir);
+}
+
+function limitsFor(
+  defaults: Limits,
+  budgets: { maxSteps?: number | undefined; maxUsd?: number | undefined; maxMinutes?: number | undefined },
+): Limits {
+  return {
+    ...defaults,
+    ...(budgets.maxSteps === undefined ? {} : { maxSteps: budgets.maxSteps }),
+    ...(budgets.maxUsd === undefined ? {} : { maxUsd: budgets.maxUsd }),
+    ...(budgets.maxMinutes === undefined ? {} : { maxWallMs: Math.round(budgets.maxMinutes * 60_000) }),
+  };
+}
+
+interface PublishInput {
+  readonly p: FixJob;
+  readonly jobId: string;
+  readonly store: FileEventStore;
+  readonly outcome: Outcome;
+  readonly gh: GitHubClient;
+  readonly git: HostGit;
+  readonly tokens: InstallationTokens;
+  readonly repo: { clone_url: string; default_branch: string };
+  readonly paths: { trajectory: string; pristine: string; workspace: string };
+  readonly bot: BotIdentity;
+  readonly progress: ProgressReporter;
+  readonly redactor: () => Redactor;
+  readonly runLink: string | null;
+  readonly log: Logger;
+}
+
+/**
+ * On the host, after the sandbox is gone: the agent's change comes back as the diff recorded in the
+ * event log (data, never the workspace's .git), is applied to the pristine clone, checked against
+ * the repo's policy, committed as the App's bot and pushed; then the PR is opened or updated.
+ */
+async function publish(input: PublishInput): Promise<FixJobResult> {
+  const { p, store, outcome, gh, git, tokens, repo, paths, bot, progress, log } = input;
+  const where = { owner: p.repo.owner, repo: p.repo.name };
+  const state = reduceState(store.events);
+  const checkpoint = state.lastCheckpoint;
+  const none = {
+    outcome: outcome.outcome,
+    pullRequest: null,
+    pushed: false,
+    trajectory: paths.trajectory,
+  } as const;
+  const publishable = outcome.outcome === 'resolved' || outcome.outcome === 'unverified';
+  if (!publishable || checkpoint === null || checkpoint.tree === store.base.workspace.baseTree) {
+    await progress.update({
+      kind: 'ended',
+      outcome: outcome.outcome,
+      reason: outcome.reason,
+      summary: outcome.summary ?? '',
+      ...(outcome.limit === undefined ? {} : { limit: outcome.limit }),
+      ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
+    });
+    return none;
+  }
+  if (checkpoint.diff === null) {
+    await progress.update({
+      kind: 'ended',
+      outcome: 'failed',
+      reason: 'the change was too large to record in the trajectory, so it cannot be published',
+      summary: outcome.summary,
+    });
+    return none;
+  }
+  await progress.update({ kind: 'publishing' });
+  const branch = branchFor(p.issue.number);
+  const baseCommit = store.base.workspace.baseCommit;
+  if (!existsSync(join(paths.pristine, '.git'))) {
+    await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, repo.default_branch);
+  }
+  await git.run(['-C', paths.pristine, 'checkout', '--quiet', '--force', '-B', branch, baseCommit]);
+  await git.run(['-C', paths.pristine, 'clean', '-q', '-fdx']);
+  await git.run(['-C', paths.pristine, 'apply', '--index', '--binary', '--whitespace=nowarn', '-'], {
+    input: checkpoint.diff,
+  });
+  const numstat = await git.run([
+    '-C',
+    paths.pristine,
+    'diff',
+    '--cached',
+    '--numstat',
+    '-z',
+    '-M',
+    baseCommit,
+  ]);
+  const verdict = checkPolicy(parseNumstat(numstat.stdout), p.config.policy);
+  if (!verdict.ok) {
+    log.warn({ violations: verdict.violations }, 'push refused by policy');
+    await progress.update({
+      kind: 'refused',
+      reason: "the change breaks this repository's push policy",
+      violations: verdict.violations,
+    });
+    return none;
+  }
+  const message = input
+    .redactor()
+    .redact(
+      [
+        `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`.slice(0, 200),
+        '',
+        oneParagraph(outcome.summary ?? ''),
+        '',
+        `Fixes #${p.issue.number}`,
+        '',
+        `Issue-Agent-Job: ${input.jobId}`,
+        `Issue-Agent-Outcome: ${outcome.outcome}`,
+      ].join('\n'),
+    );
+  // The commit is a function of the run (author, dates, message, tree, parent), so a retry after a
+  // crash produces the same commit id and its push is a no-op.
+  const at = store.events.at(-1)?.ts ?? store.base.createdAt;
+  await git.run(
+    ['-C', paths.pristine, 'commit', '--quiet', '--no-verify', '--allow-empty-message', '-F', '-'],
+    {
+      input: message,
+      env: {
+        GIT_AUTHOR_NAME: bot.name,
+        GIT_AUTHOR_EMAIL: bot.email,
+        GIT_COMMITTER_NAME: bot.name,
+        GIT_COMMITTER_EMAIL: bot.email,
+        GIT_AUTHOR_DATE: at,
+        GIT_COMMITTER_DATE: at,
+      },
+    },
+  );
+  const head = await git.revParse(paths.pristine, 'HEAD');
+  const token = (await tokens.get()).token;
+  const remoteTip = await git.remoteBranch(paths.pristine, branch, token);
+  if (remoteTip !== head) {
+    const open = await gh.rest.pulls.list({
+      ...where,
+      state: 'open',
+      head: `${p.repo.owner}:${branch}`,
+      per_page: 1,
+    });
+    if (remoteTip !== null && open.data.length > 0 && !open.data[0]?.user?.login.endsWith('[bot]')) {
+      throw new UnrecoverableError(`branch ${branch} already has an open pull request by someone else`);
+    }
+    // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
+    // only if nobody pushed to it since we looked (lease).
+    const lease = remoteTip === null ? [] : [`--force-with-lease=refs/heads/${branch}:${remoteTip}`];
+    await git.run(
+      ['-C', paths.pristine, 'push', '--quiet', ...lease, 'origin', `HEAD:refs/heads/${branch}`],
+      {
+        token,
+      },
+    );
+    log.info({ branch, commit: head }, 'pushed');
+  }
+
+  const rendered = renderPullRequest({
+    runs: [{ base: store.base, events: store.events, label: 'Round 1' }],
+    issue: { number: p.issue.number, title: p.issue.title },
+    redactor: input.redactor(),
+    trajectoryLink:
+      input.runLink ??
+      `the App host keeps it in ${paths.trajectory} (job ${input.jobId}); \`issue-agent replay <folder> --json\` prints it`,
+  });
+  const title = input.redactor().redact(rendered.title);
+  const body = input.redactor().redact(rendered.body);
+  const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
+  const existing = await gh.rest.pulls.list({
+    ...where,
+    state: 'open',
+    head: `${p.repo.owner}:${branch}`,
+    per_page: 1,
+  });
+  let pr: { number: number; html_url: string };
+  const found = existing.data[0];
+  if (found !== undefined) {
+    const { data } = await gh.rest.pulls.update({ ...where, pull_number: found.number, title, body });
+    pr = data;
+  } else {
+    const { data } = await gh.rest.pulls.create({
+      ...where,
+      title,
+      body,
+      head: branch,
+      base: repo.default_branch,
+      draft,
+    });
+    pr = data;
+  }
+  await postTrajectoryComments(
+    gh,
+    where,
+    pr.number,
+    store.base.conversationId,
+    rendered.trajectoryComments.map((c) => input.redactor().redact(c)),
+    bot.login,
+  );
+  await progress.update({
+    kind: 'pr_opened',
+    url: pr.html_url,
+    number: pr.number,
+    outcome: outcome.outcome,
+    draft,
+  });
+  log.info({ pr: pr.number }, 'pull request ready');
+  return {
+    outcome: outcome.outcome,
+    pullRequest: { number: pr.number, url: pr.html_url },
+    pushed: true,
+    trajectory: paths.trajectory,
+  };
+}
+
+/** The trajectory parts that did not fit the PR body; each part once, found again by its marker. */
+async function postTrajectoryComments(
+  gh: GitHubClient,
+  where: { owner: string; repo: string },
+  pr: number,
+  conversationId: string,
+  parts: readonly string[],
+  botLogin: string,
+): Promise<void> {
+  if (parts.length === 0) return;
+  const posted = new Set<number>();
+  for await (const page of gh.paginate.iterator(gh.rest.issues.listComments, {
+    ...where,
+    issue_number: pr,
+    per_page: 100,
+  })) {
+    for (const c of page.data) {
+      if (c.user?.login !== botLogin) continue;
+      const m = findTrajectoryMarker(c.body ?? '');
+      if (m?.conversationId === conversationId) posted.add(m.part);
+    }
+  }
+  for (const part of parts) {
+    const m = findTrajectoryMarker(part);
+    if (m !== null && posted.has(m.part)) continue;
+    await gh.rest.issues.createComment({ ...where, issue_number: pr, body: part });
+  }
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+function oneParagraph(text: string): string {
+  return text.trim().slice(0, 2000);
+}

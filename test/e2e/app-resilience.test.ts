@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
+import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+import {
+  hang,
+  oracle,
+  startModelSimulator,
+  type ModelSimulator,
+  type Policy,
+} from '../support/model-sim/index.js';
+import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { requestText, routeByTag } from '../support/pipeline-fixtures.js';
+import { redisSkipReason, startRedis, type TestRedis } from '../support/redis-server.js';
+
+const skip = redisSkipReason();
+const OWNER = 'acme';
+const REPO = 'calc';
+const MODEL_KEY = 'sk-ant-resilience-key-0123456789';
+const MAINTAINER = 'maria';
+
+/** Hangs the first request made at `turn` (until the client goes away), answers like the oracle after. */
+function hangOnceAt(turn: number, inner: Policy): { policy: Policy; hung: () => boolean } {
+  let hung = false;
+  return {
+    policy: (request, ctx) => {
+      const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+      if (assistants === turn && !hung) {
+        hung = true;
+        return hang();
+      }
+      return inner(request, ctx);
+    },
+    hung: () => hung,
+  };
+}
+
+describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600_000 }, () => {
+  let redis: TestRedis;
+  let sim: GitHubSim;
+  let model: ModelSimulator;
+  let pipeline: Pipeline;
+  let fixture: FixtureRepo;
+  let crash: ReturnType<typeof hangOnceAt>;
+
+  const cleanups: (() => Promise<void> | void)[] = [];
+
+  before(async () => {
+    fixture = makeFixtureRepo('node-calc');
+    cleanups.push(() => {
+      fixture.cleanup();
+    });
+    redis = await startRedis();
+    cleanups.push(() => redis.stop());
+    sim = await startGitHubSimulator();
+    cleanups.push(() => sim.close());
+    await sim.createRepo({ owner: OWNER, name: REPO, sourceDir: fixture.dir });
+    sim.addUser({ login: MAINTAINER });
+    sim.setPermission(OWNER, REPO, MAINTAINER, 'admin');
+    crash = hangOnceAt(3, oracle(fixture.patch));
+    model = await startModelSimulator({
+      apiKey: MODEL_KEY,
+      policy: routeByTag({ '[crash]': crash.policy }, oracle(fixture.patch)),
+    });
+    cleanups.push(() => model.close());
+    pipeline = await startPipeline({
+      sim,
+      modelUrl: model.url,
+      modelKey: MODEL_KEY,
+      redisUrl: redis.url,
+      workers: 2,
+    });
+  });
+
+  after(async () => {
+    // In reverse order of start; whatever before() got to.
+    for (const stop of cleanups.reverse()) await stop();
+  });
+
+  const prFor = (issue: number) =>
+    sim.pulls(OWNER, REPO).filter((p) => p.head.ref === `issue-agent/issue-${issue}`);
+
+  it('7. a worker SIGKILLed mid-job: another worker resumes from the event log; one PR; no answered model call repeated', async () => {
+    const n = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [crash]',
+      body: 'average([1,2,2]) should be 1.67',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    await sim.waitFor(() => crash.hung(), 60_000, `the job to reach turn 3\n${pipeline.logs()}`);
+    // The worker whose request hangs is the one running the job: find it by its log.
+    const victim =
+      pipeline.workers.find((w) => readFileSync(w.log, 'utf8').includes(`"issue":${n}`)) ??
+      pipeline.workers[0];
+    assert.ok(victim);
+    victim.child.kill('SIGKILL');
+    await victim.exited();
+    await sim.waitFor(() => prFor(n).length > 0, 120_000, `a PR after the resume\n${pipeline.logs()}`);
+    await delay(1500);
+    assert.equal(prFor(n).length, 1);
+    // Every answered model turn of this conversation was answered once.
+    const answered = model.requests
+      .filter((r) => requestText(r.body).includes('[crash]') && r.outcome === 'reply')
+      .map(
+        (r) =>
+          (r.body as { messages: { role: string }[] }).messages.filter((m) => m.role === 'assistant').length,
+      );
+    assert.deepEqual(answered, [...new Set(answered)], `a turn was asked twice: ${answered.join(',')}`);
+    // The second worker continued the first one's event log rather than starting over.
+    const jobs = join(pipeline.workDir, 'work', 'jobs');
+    const job = readdirSync(jobs).find((d) =>
+      readFileSync(join(jobs, d, 'trajectory', 'base_state.json'), 'utf8').includes('[crash]'),
+    );
+    assert.ok(job);
+    const events = readdirSync(join(jobs, job, 'trajectory', 'events'));
+    assert.equal(events.filter((e) => e.endsWith('-run_resumed.json')).length, 1, events.join(' '));
+    assert.equal(events.filter((e) => e.endsWith('-outcome.json')).length, 1);
+  });
+
+  it('10. Redis restarted while a job runs → the job still ends with one PR and the worker keeps taking jobs', async () => {
+    const n = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [redis]',
+      body: 'average([1,2,2]) should be 1.67',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    await sim.waitFor(
+      () => model.requests.some((r) => requestText(r.body).includes('[redis]')),
+      60_000,
+      'the job to start',
+    );
+    assert.equal(prFor(n).length, 0, 'the job is still running when Redis goes away');
+    await redis.restart(1500);
+    await sim.waitFor(() => prFor(n).length > 0, 120_000, `a PR after the restart\n${pipeline.logs()}`);
+    const m = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [after-redis]',
+      body: 'again',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, m, 'agent', MAINTAINER);
+    await sim.waitFor(
+      () => prFor(m).length > 0,
+      120_000,
+      `a PR for a job queued after the restart\n${pipeline.logs()}`,
+    );
+    await delay(1000);
+    assert.equal(prFor(n).length, 1);
+    assert.equal(prFor(m).length, 1);
+  });
+});

@@ -1,0 +1,299 @@
+/**
+ * The git side: bare repositories on disk, reads of refs, trees and blobs for the REST handlers, and
+ * smart HTTP served by `git http-backend` as a CGI program.
+ */
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { promisify } from 'node:util';
+import type { DiffStats } from './wire.js';
+
+const run = promisify(execFile);
+
+/** Git runs with an environment of its own: nothing of the host's GIT_* variables leaks in. */
+function gitEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? '/tmp',
+    GIT_CONFIG_NOSYSTEM: '1',
+    LC_ALL: 'C',
+    ...extra,
+  };
+}
+
+export async function git(cwd: string, args: readonly string[]): Promise<string> {
+  const { stdout } = await run('git', args, { cwd, env: gitEnv(), maxBuffer: 64 * 1024 * 1024 });
+  return stdout;
+}
+
+/** For webhook building, which is synchronous: small, fast commands only. */
+export function gitSync(cwd: string, args: readonly string[]): string {
+  return execFileSync('git', args, {
+    cwd,
+    env: gitEnv(),
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+}
+
+async function gitBuffer(cwd: string, args: readonly string[]): Promise<Buffer> {
+  const { stdout } = await run('git', args, {
+    cwd,
+    env: gitEnv(),
+    maxBuffer: 256 * 1024 * 1024,
+    encoding: 'buffer',
+  });
+  return stdout;
+}
+
+/**
+ * Makes `bareDir` a bare clone of `sourceDir` whose default branch points at the source's HEAD commit.
+ * Returns the default branch's name: the one given, else the source's current branch, else `main`.
+ */
+export async function createBareRepo(
+  sourceDir: string,
+  bareDir: string,
+  defaultBranch?: string,
+): Promise<string> {
+  const head = (await git(sourceDir, ['rev-parse', 'HEAD'])).trim();
+  const current = await git(sourceDir, ['symbolic-ref', '--quiet', '--short', 'HEAD']).then(
+    (out) => out.trim(),
+    () => '',
+  );
+  const branch = defaultBranch ?? (current === '' ? 'main' : current);
+  await git(sourceDir, ['clone', '--quiet', '--bare', '--no-hardlinks', sourceDir, bareDir]);
+  await git(bareDir, ['update-ref', `refs/heads/${branch}`, head]);
+  await git(bareDir, ['symbolic-ref', 'HEAD', `refs/heads/${branch}`]);
+  await git(bareDir, ['config', 'http.receivepack', 'true']);
+  // Pushed objects are kept loose and nothing is auto-packed, so `git log` in tests sees a quiet repo.
+  await git(bareDir, ['config', 'gc.auto', '0']);
+  return branch;
+}
+
+/** Every ref and the object it points at. */
+export async function readRefs(bareDir: string): Promise<Map<string, string>> {
+  return parseRefs(await git(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']));
+}
+
+function parseRefs(out: string): Map<string, string> {
+  const refs = new Map<string, string>();
+  for (const line of out.split('\n')) {
+    const [name, sha] = line.split(' ');
+    if (name !== undefined && sha !== undefined) refs.set(name, sha);
+  }
+  return refs;
+}
+
+/** The commit a branch, tag or sha names, or null. */
+export async function resolveCommit(bareDir: string, ref: string): Promise<string | null> {
+  if (ref.startsWith('-')) return null;
+  try {
+    return (await git(bareDir, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+export async function diffStats(bareDir: string, base: string, head: string): Promise<DiffStats> {
+  try {
+    const count = await git(bareDir, ['rev-list', '--count', `${base}..${head}`]);
+    return parseStats(count, await git(bareDir, ['diff', '--numstat', `${base}...${head}`]));
+  } catch {
+    return { commits: 0, additions: 0, deletions: 0, changedFiles: 0 };
+  }
+}
+
+export function diffStatsSync(bareDir: string, base: string, head: string): DiffStats {
+  try {
+    const count = gitSync(bareDir, ['rev-list', '--count', `${base}..${head}`]);
+    return parseStats(count, gitSync(bareDir, ['diff', '--numstat', `${base}...${head}`]));
+  } catch {
+    return { commits: 0, additions: 0, deletions: 0, changedFiles: 0 };
+  }
+}
+
+function parseStats(count: string, numstat: string): DiffStats {
+  let additions = 0;
+  let deletions = 0;
+  let changedFiles = 0;
+  for (const line of numstat.split('\n')) {
+    const [added, deleted] = line.split('\t');
+    if (added === undefined || deleted === undefined) continue;
+    changedFiles++;
+    // Binary files count as changed with `-` for both numbers, as GitHub counts them.
+    additions += Number(added) || 0;
+    deletions += Number(deleted) || 0;
+  }
+  return { commits: Number(count.trim()), additions, deletions, changedFiles };
+}
+
+/** The first file a change touches, or null. */
+export function firstChangedFileSync(bareDir: string, base: string, head: string): string | null {
+  try {
+    return (
+      gitSync(bareDir, ['diff', '--name-only', `${base}...${head}`])
+        .split('\n')
+        .find((n) => n !== '') ?? null
+    );
+  } catch {
+    return null;
+  }
+}
+
+/** Every ref and the object it points at, read synchronously. */
+export function readRefsSync(bareDir: string): Map<string, string> {
+  return parseRefs(gitSync(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']));
+}
+
+export interface TreeEntry {
+  readonly mode: string;
+  readonly type: 'blob' | 'tree' | 'commit';
+  readonly sha: string;
+  /** Bytes, for blobs. */
+  readonly size: number;
+  readonly path: string;
+}
+
+/** The entry at `path` in a commit (`''` for the root tree), or null when there is none. */
+export async function treeEntry(bareDir: string, commit: string, path: string): Promise<TreeEntry | null> {
+  if (path === '') {
+    const sha = (await git(bareDir, ['rev-parse', `${commit}^{tree}`])).trim();
+    return { mode: '040000', type: 'tree', sha, size: 0, path: '' };
+  }
+  const [entry] = parseLsTree(await git(bareDir, ['ls-tree', '-l', '-z', commit, '--', path]));
+  return entry?.path === path ? entry : null;
+}
+
+export async function listTree(bareDir: string, commit: string, path: string): Promise<TreeEntry[]> {
+  const spec = path === '' ? commit : `${commit}:${path}`;
+  const entries = parseLsTree(await git(bareDir, ['ls-tree', '-l', '-z', spec]));
+  return entries.map((e) => ({ ...e, path: path === '' ? e.path : `${path}/${e.path}` }));
+}
+
+export function readBlob(bareDir: string, sha: string): Promise<Buffer> {
+  return gitBuffer(bareDir, ['cat-file', 'blob', sha]);
+}
+
+function parseLsTree(out: string): TreeEntry[] {
+  const entries: TreeEntry[] = [];
+  for (const record of out.split('\0')) {
+    const match = /^(\d+) (blob|tree|commit) ([0-9a-f]+)\s+(-|\d+)\t(.*)$/s.exec(record);
+    if (match === null) continue;
+    const [, mode = '', type = 'blob', sha = '', size = '-', path = ''] = match;
+    entries.push({
+      mode,
+      type: type as TreeEntry['type'],
+      sha,
+      size: size === '-' ? 0 : Number(size),
+      path,
+    });
+  }
+  return entries;
+}
+
+export interface CgiRequest {
+  readonly projectRoot: string;
+  /** `/<owner>/<repo>.git/<service path>`, relative to the project root. */
+  readonly pathInfo: string;
+  readonly query: string;
+  readonly remoteUser: string | null;
+}
+
+/**
+ * Runs `git http-backend` for one request: the request body streams to its stdin (git may gzip it;
+ * the backend inflates when told HTTP_CONTENT_ENCODING), its CGI headers become the response status
+ * and headers, and the rest of its stdout streams back. `beforeEnd` runs after the backend has exited
+ * and before the response ends, so that a client which has seen the response sees its effects too.
+ * Resolves with the status once the response has ended.
+ */
+export function serveGitHttp(
+  req: IncomingMessage,
+  res: ServerResponse,
+  cgi: CgiRequest,
+  hooks: {
+    readonly track: (child: ChildProcess) => void;
+    readonly onStderr: (text: string) => void;
+    readonly beforeEnd?: () => Promise<void>;
+  },
+): Promise<number> {
+  const env: Record<string, string> = {
+    GIT_PROJECT_ROOT: cgi.projectRoot,
+    GIT_HTTP_EXPORT_ALL: '1',
+    PATH_INFO: cgi.pathInfo,
+    REQUEST_METHOD: req.method ?? 'GET',
+    QUERY_STRING: cgi.query,
+    CONTENT_TYPE: req.headers['content-type'] ?? '',
+    REMOTE_ADDR: req.socket.remoteAddress ?? '127.0.0.1',
+  };
+  const length = req.headers['content-length'];
+  if (length !== undefined) env.CONTENT_LENGTH = length;
+  const encoding = req.headers['content-encoding'];
+  if (encoding !== undefined) env.HTTP_CONTENT_ENCODING = encoding;
+  const protocol = req.headers['git-protocol'];
+  if (typeof protocol === 'string') env.HTTP_GIT_PROTOCOL = protocol;
+  if (cgi.remoteUser !== null) env.REMOTE_USER = cgi.remoteUser;
+
+  const child = spawn('git', ['http-backend'], { env: gitEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+  hooks.track(child);
+  req.pipe(child.stdin);
+  child.stdin.on('error', () => undefined);
+  child.stderr.on('data', (chunk: Buffer) => {
+    hooks.onStderr(chunk.toString('utf8'));
+  });
+
+  let head = Buffer.alloc(0);
+  let headersDone = false;
+  child.stdout.on('data', (chunk: Buffer) => {
+    if (headersDone) {
+      res.write(chunk);
+      return;
+    }
+    head = Buffer.concat([head, chunk]);
+    const crlf = head.indexOf('\r\n\r\n');
+    const lf = head.indexOf('\n\n');
+    const end = crlf >= 0 && (lf < 0 || crlf < lf) ? crlf : lf;
+    if (end < 0) return;
+    const separator = end === crlf ? 4 : 2;
+    const { status, headers } = parseCgiHeaders(head.subarray(0, end).toString('latin1'));
+    res.writeHead(status, headers);
+    headersDone = true;
+    const rest = head.subarray(end + separator);
+    if (rest.length > 0) res.write(rest);
+  });
+
+  return new Promise<number>((resolve, reject) => {
+    let finished = false;
+    const finish = async (code: number | null): Promise<void> => {
+      if (finished) return;
+      finished = true;
+      await hooks.beforeEnd?.();
+      if (!headersDone && !res.headersSent) {
+        res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end(`git http-backend failed (exit ${code ?? 'signal'})\n`);
+        resolve(500);
+        return;
+      }
+      res.end();
+      resolve(res.statusCode);
+    };
+    child.once('error', () => {
+      finish(null).catch(reject);
+    });
+    child.once('close', (code) => {
+      finish(code).catch(reject);
+    });
+  });
+}
+
+function parseCgiHeaders(text: string): { status: number; headers: Record<string, string> } {
+  let status = 200;
+  const headers: Record<string, string> = {};
+  for (const line of text.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon).trim();
+    const value = line.slice(colon + 1).trim();
+    if (name.toLowerCase() === 'status') status = Number.parseInt(value, 10) || 200;
+    else headers[name] = value;
+  }
+  return { status, headers };
+}

@@ -1,0 +1,904 @@
+/**
+ * The REST operations the simulator implements, keyed by OpenAPI operationId. Each declares the
+ * credential it needs and the installation permission GitHub checks; the server does routing, body
+ * validation, authentication and faults before a handler runs.
+ */
+import type { InstallationToken } from './auth.js';
+import { listTree, readBlob, resolveCommit, treeEntry, type TreeEntry } from './git.js';
+import type { Operation } from './spec.js';
+import { isoNow, type IssueRecord, type RepoRecord, type UserRecord, type World } from './state.js';
+import type { RepoPermission, WebhookEvent, WebhookParams } from './types.js';
+import { permissionFlags, type AppInfo, type DiffStats, type JsonObject, type Wire } from './wire.js';
+
+export type Caller =
+  | { readonly kind: 'anonymous' }
+  | { readonly kind: 'app' }
+  | { readonly kind: 'installation'; readonly token: InstallationToken; readonly user: UserRecord };
+
+export interface Reply {
+  readonly status: number;
+  /** JSON-serialised unless `raw` is set. */
+  readonly body?: unknown;
+  readonly raw?: { readonly contentType: string; readonly data: Buffer; readonly mediaType: string };
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A refusal in GitHub's error shape; `extra` adds fields such as `errors`. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly extra: Readonly<Record<string, unknown>> = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface HandlerContext {
+  readonly operation: Operation;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string>>;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: unknown;
+  readonly caller: Caller;
+}
+
+/** What handlers need from the simulator. */
+export interface Host {
+  readonly url: string;
+  readonly world: World;
+  readonly wire: Wire;
+  readonly app: AppInfo;
+  readonly installationId: number;
+  readonly rateLimit: () => { limit: number; used: number; remaining: number; reset: number };
+  issueToken(
+    repositoryIds: ReadonlySet<number> | null,
+    permissions: Readonly<Record<string, string>>,
+  ): InstallationToken;
+  /** Brings an open pull request's head and base shas in line with its branches. */
+  refreshPull(issue: IssueRecord): Promise<void>;
+  diffStats(issue: IssueRecord): Promise<DiffStats>;
+  /** Sends the webhook GitHub would send about an API write, when the simulator echoes them. */
+  echo(event: WebhookEvent, action: string, p: WebhookParams): void;
+}
+
+type Level = 'read' | 'write';
+type Need = readonly (readonly [permission: string, level: Level])[];
+
+export interface Handler {
+  readonly auth: 'app' | 'installation' | 'any';
+  /** Installation permissions of which the token needs at least one (any-of). */
+  readonly needs?: Need;
+  run(ctx: HandlerContext, host: Host): Reply | Promise<Reply>;
+}
+
+const PERMISSION_RANK: Readonly<Record<string, number>> = { read: 1, write: 2, admin: 3 };
+
+/** Whether a token's permissions satisfy any of the needs. */
+export function allows(token: InstallationToken, need: Need): boolean {
+  if (need.length === 0) return true;
+  return need.some(([permission, level]) => {
+    const granted = token.permissions[permission];
+    return granted !== undefined && (PERMISSION_RANK[granted] ?? 0) >= (PERMISSION_RANK[level] ?? 0);
+  });
+}
+
+const ISSUES_READ: Need = [
+  ['issues', 'read'],
+  ['pull_requests', 'read'],
+];
+const ISSUES_WRITE: Need = [
+  ['issues', 'write'],
+  ['pull_requests', 'write'],
+];
+const PULLS_READ: Need = [['pull_requests', 'read']];
+const PULLS_WRITE: Need = [['pull_requests', 'write']];
+const METADATA: Need = [['metadata', 'read']];
+
+function ok(body: unknown, status = 200, headers?: Record<string, string>): Reply {
+  return headers === undefined ? { status, body } : { status, body, headers };
+}
+
+function notFound(): HttpError {
+  return new HttpError(404, 'Not Found');
+}
+
+function validationFailed(errors: readonly Record<string, unknown>[]): HttpError {
+  return new HttpError(422, 'Validation Failed', { errors });
+}
+
+/** The repository named by the path, if the caller may see it (404 otherwise, as GitHub hides repos). */
+function repoOf(ctx: HandlerContext, host: Host): RepoRecord {
+  const repo = host.world.repo(ctx.params.owner ?? '', ctx.params.repo ?? '');
+  if (repo === undefined) throw notFound();
+  if (ctx.caller.kind === 'installation') {
+    const ids = ctx.caller.token.repositoryIds;
+    if (ids !== null && !ids.has(repo.id)) throw notFound();
+  }
+  return repo;
+}
+
+function numberParam(ctx: HandlerContext, name: string): number {
+  const value = ctx.params[name] ?? '';
+  if (!/^\d+$/.test(value)) throw notFound();
+  return Number(value);
+}
+
+function issueOf(ctx: HandlerContext, host: Host): IssueRecord {
+  const issue = repoOf(ctx, host).issues.get(numberParam(ctx, 'issue_number'));
+  if (issue === undefined) throw notFound();
+  return issue;
+}
+
+function pullOf(ctx: HandlerContext, host: Host): IssueRecord {
+  const issue = repoOf(ctx, host).issues.get(numberParam(ctx, 'pull_number'));
+  if (issue?.pull == null) throw notFound();
+  return issue;
+}
+
+function commentOf(ctx: HandlerContext, host: Host) {
+  const repo = repoOf(ctx, host);
+  const comment = host.world.comments.get(numberParam(ctx, 'comment_id'));
+  if (comment?.repo !== repo) throw notFound();
+  return comment;
+}
+
+/** The user a write is attributed to: the app's bot for installation tokens. */
+function actor(ctx: HandlerContext): UserRecord {
+  if (ctx.caller.kind !== 'installation') throw new HttpError(401, 'Bad credentials');
+  return ctx.caller.user;
+}
+
+/** A member of a request body (or of an item in one). Bodies have passed the operation's schema. */
+function field(body: unknown, name: string): unknown {
+  return typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[name] : undefined;
+}
+
+function text(body: unknown, name: string): string | undefined {
+  const value = field(body, name);
+  return typeof value === 'string' ? value : undefined;
+}
+
+function flag(body: unknown, name: string): boolean | undefined {
+  const value = field(body, name);
+  return typeof value === 'boolean' ? value : undefined;
+}
+
+function openOrClosed(body: unknown): 'open' | 'closed' | undefined {
+  const value = field(body, 'state');
+  return value === 'open' || value === 'closed' ? value : undefined;
+}
+
+function list(body: unknown, name: string): unknown[] | undefined {
+  const value = field(body, name);
+  return Array.isArray(value) ? (value as unknown[]) : undefined;
+}
+
+/**
+ * One page of a list and its Link header, with GitHub's defaults (30 per page, at most 100) and
+ * links that keep the request's other query parameters.
+ */
+function paginate<T>(
+  items: readonly T[],
+  ctx: HandlerContext,
+  host: Host,
+  path: string,
+): { page: T[]; headers: Record<string, string> } {
+  const perPage = Math.min(Math.max(Number(ctx.query.per_page ?? 30) || 30, 1), 100);
+  const page = Math.max(Number(ctx.query.page ?? 1) || 1, 1);
+  const last = Math.max(Math.ceil(items.length / perPage), 1);
+  const link = (n: number): string => {
+    const params = new URLSearchParams({ ...ctx.query, per_page: String(perPage), page: String(n) });
+    return `<${host.url}${path}?${params.toString()}>`;
+  };
+  const links: string[] = [];
+  if (page > 1) links.push(`${link(page - 1)}; rel="prev"`);
+  if (page < last) links.push(`${link(page + 1)}; rel="next"`, `${link(last)}; rel="last"`);
+  if (page > 1) links.push(`${link(1)}; rel="first"`);
+  return {
+    page: items.slice((page - 1) * perPage, page * perPage),
+    headers: links.length > 0 ? { link: links.join(', ') } : {},
+  };
+}
+
+/** The `permission` GitHub reports beside the fine-grained `role_name`. */
+const LEGACY_PERMISSION: Readonly<Record<RepoPermission, string>> = {
+  admin: 'admin',
+  maintain: 'write',
+  write: 'write',
+  triage: 'read',
+  read: 'read',
+  none: 'none',
+};
+
+const RAW_MEDIA = /application\/vnd\.github(?:\.v3)?\.raw/;
+
+async function getContent(ctx: HandlerContext, host: Host): Promise<Reply> {
+  const repo = repoOf(ctx, host);
+  const ref = ctx.query.ref ?? repo.defaultBranch;
+  const commit = await resolveCommit(repo.bareDir, ref);
+  if (commit === null) throw new HttpError(404, `No commit found for the ref ${ref}`);
+  const path = (ctx.params.path ?? '').replace(/^\/+|\/+$/g, '');
+  const entry = await treeEntry(repo.bareDir, commit, path);
+  if (entry === null) throw notFound();
+  const full = `${repo.owner.login}/${repo.name}`;
+  const describe = (e: TreeEntry): JsonObject => {
+    const self = `${host.url}/repos/${full}/contents/${e.path}?ref=${encodeURIComponent(ref)}`;
+    const kind = e.type === 'tree' ? 'tree' : 'blob';
+    const gitUrl = `${host.url}/repos/${full}/git/${e.type === 'tree' ? 'trees' : 'blobs'}/${e.sha}`;
+    const html = `${host.url}/${full}/${kind}/${ref}/${e.path}`;
+    const type =
+      e.type === 'tree'
+        ? 'dir'
+        : e.type === 'commit'
+          ? 'submodule'
+          : e.mode === '120000'
+            ? 'symlink'
+            : 'file';
+    return {
+      type,
+      size: e.size,
+      name: e.path.split('/').pop() ?? e.path,
+      path: e.path,
+      sha: e.sha,
+      url: self,
+      git_url: e.type === 'commit' ? null : gitUrl,
+      html_url: e.type === 'commit' ? null : html,
+      download_url: type === 'file' ? `${host.url}/${full}/raw/${ref}/${e.path}` : null,
+      _links: { self, git: e.type === 'commit' ? null : gitUrl, html: e.type === 'commit' ? null : html },
+    };
+  };
+  if (entry.type === 'tree') {
+    // A directory is JSON whatever the Accept header; the config plugin relies on that to tell it apart.
+    return ok((await listTree(repo.bareDir, commit, path)).map(describe));
+  }
+  if (entry.type === 'commit') return ok({ ...describe(entry), submodule_git_url: '' });
+  const data = await readBlob(repo.bareDir, entry.sha);
+  const accept = ctx.headers.accept ?? '';
+  const raw = RAW_MEDIA.exec(accept);
+  if (raw !== null) {
+    return {
+      status: 200,
+      raw: { contentType: `${raw[0]}; charset=utf-8`, data, mediaType: 'github.v3; param=raw' },
+    };
+  }
+  if (entry.mode === '120000') return ok({ ...describe(entry), target: data.toString('utf8') });
+  const base64 = data.toString('base64').replace(/.{60}/g, '$&\n');
+  return ok({
+    ...describe(entry),
+    encoding: 'base64',
+    content: base64.endsWith('\n') ? base64 : `${base64}\n`,
+  });
+}
+
+function labelNames(body: unknown): string[] {
+  const list: unknown = Array.isArray(body)
+    ? body
+    : typeof body === 'string'
+      ? [body]
+      : field(body, 'labels');
+  const items = Array.isArray(list) ? (list as unknown[]) : typeof list === 'string' ? [list] : [];
+  return items.flatMap((item) => {
+    if (typeof item === 'string') return [item];
+    const name = field(item, 'name');
+    return typeof name === 'string' ? [name] : [];
+  });
+}
+
+function emitLabel(
+  host: Host,
+  issue: IssueRecord,
+  action: 'labeled' | 'unlabeled',
+  label: string,
+  sender: UserRecord,
+): void {
+  const p = { owner: issue.repo.owner.login, repo: issue.repo.name, sender: sender.login, label };
+  if (issue.pull === null) host.echo('issues', action, { ...p, issue: issue.number });
+  else host.echo('pull_request', action, { ...p, pull: issue.number });
+}
+
+async function pullBody(issue: IssueRecord, host: Host): Promise<JsonObject> {
+  await host.refreshPull(issue);
+  return host.wire.pull(issue, await host.diffStats(issue));
+}
+
+async function createPull(ctx: HandlerContext, host: Host): Promise<Reply> {
+  const repo = repoOf(ctx, host);
+  const user = actor(ctx);
+  const head = text(ctx.body, 'head') ?? '';
+  const base = text(ctx.body, 'base') ?? '';
+  const title = text(ctx.body, 'title');
+  const [headOwner, headRef] = head.includes(':')
+    ? (head.split(':', 2) as [string, string])
+    : [repo.owner.login, head];
+  if (field(ctx.body, 'issue') !== undefined)
+    throw validationFailed([
+      {
+        resource: 'PullRequest',
+        code: 'custom',
+        message: 'github-sim: converting an issue is not simulated',
+      },
+    ]);
+  if (title === undefined)
+    throw validationFailed([{ resource: 'PullRequest', field: 'title', code: 'missing_field' }]);
+  const headSha =
+    headOwner.toLowerCase() === repo.owner.login.toLowerCase()
+      ? await resolveCommit(repo.bareDir, `refs/heads/${headRef}`)
+      : null;
+  if (headSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'head', code: 'invalid' }]);
+  const baseSha = await resolveCommit(repo.bareDir, `refs/heads/${base}`);
+  if (baseSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
+  const duplicate = [...repo.issues.values()].some(
+    (i) => i.state === 'open' && i.pull?.head.ref === headRef && i.pull.base.ref === base,
+  );
+  if (duplicate)
+    throw validationFailed([
+      {
+        resource: 'PullRequest',
+        code: 'custom',
+        message: `A pull request already exists for ${repo.owner.login}:${headRef}.`,
+      },
+    ]);
+  const now = isoNow();
+  const issue: IssueRecord = {
+    id: host.world.nextId('issue'),
+    number: host.world.nextNumber(repo),
+    repo,
+    title,
+    body: text(ctx.body, 'body') ?? '',
+    user,
+    state: 'open',
+    stateReason: null,
+    labels: [],
+    comments: [],
+    reactions: [],
+    createdAt: now,
+    updatedAt: now,
+    closedAt: null,
+    closedBy: null,
+    pull: {
+      head: { ref: headRef, sha: headSha },
+      base: { ref: base, sha: baseSha },
+      previousHeadSha: null,
+      draft: flag(ctx.body, 'draft') ?? false,
+      merged: false,
+      maintainerCanModify: flag(ctx.body, 'maintainer_can_modify') ?? true,
+      reviewComments: [],
+      reviews: [],
+    },
+  };
+  const stats = await host.diffStats(issue);
+  if (stats.commits === 0)
+    throw validationFailed([
+      { resource: 'PullRequest', code: 'custom', message: `No commits between ${base} and ${headRef}` },
+    ]);
+  repo.issues.set(issue.number, issue);
+  const body = host.wire.pull(issue, stats);
+  host.echo('pull_request', 'opened', {
+    owner: repo.owner.login,
+    repo: repo.name,
+    pull: issue.number,
+    sender: user.login,
+  });
+  return ok(body, 201, { location: String(body.url) });
+}
+
+async function updatePull(ctx: HandlerContext, host: Host): Promise<Reply> {
+  const issue = pullOf(ctx, host);
+  const pull = issue.pull;
+  if (pull === null) throw notFound();
+  const user = actor(ctx);
+  const title = text(ctx.body, 'title');
+  const body = text(ctx.body, 'body');
+  const state = openOrClosed(ctx.body);
+  const base = text(ctx.body, 'base');
+  const canModify = flag(ctx.body, 'maintainer_can_modify');
+  if (base !== undefined) {
+    const sha = await resolveCommit(issue.repo.bareDir, `refs/heads/${base}`);
+    if (sha === null) throw validationFailed([{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
+    pull.base = { ref: base, sha };
+  }
+  const edited =
+    (title !== undefined && title !== issue.title) || (body !== undefined && body !== issue.body);
+  if (title !== undefined) issue.title = title;
+  if (body !== undefined) issue.body = body;
+  if (canModify !== undefined) pull.maintainerCanModify = canModify;
+  const p = { owner: issue.repo.owner.login, repo: issue.repo.name, pull: issue.number, sender: user.login };
+  if (state !== undefined && state !== issue.state) {
+    if (state === 'open') {
+      const clash = [...issue.repo.issues.values()].some(
+        (i) =>
+          i !== issue &&
+          i.state === 'open' &&
+          i.pull?.head.ref === pull.head.ref &&
+          i.pull.base.ref === pull.base.ref,
+      );
+      if (clash)
+        throw validationFailed([
+          {
+            resource: 'PullRequest',
+            code: 'custom',
+            message: `A pull request already exists for ${issue.repo.owner.login}:${pull.head.ref}.`,
+          },
+        ]);
+    }
+    host.world.setState(issue, state, user);
+    host.echo('pull_request', state === 'closed' ? 'closed' : 'reopened', p);
+  }
+  issue.updatedAt = isoNow();
+  if (edited) host.echo('pull_request', 'edited', p);
+  return ok(await pullBody(issue, host));
+}
+
+function sortedPulls(repo: RepoRecord, ctx: HandlerContext): IssueRecord[] {
+  const state = ctx.query.state ?? 'open';
+  const head = ctx.query.head;
+  const base = ctx.query.base;
+  const byCreation = ctx.query.sort === undefined || ctx.query.sort === 'created';
+  const direction = ctx.query.direction ?? (byCreation ? 'desc' : 'asc');
+  const pulls = [...repo.issues.values()].filter((i) => {
+    if (i.pull === null) return false;
+    if (state !== 'all' && i.state !== state) return false;
+    if (base !== undefined && i.pull.base.ref !== base) return false;
+    if (head !== undefined) {
+      const [owner, ref] = head.includes(':') ? head.split(':', 2) : [head, undefined];
+      if (owner.toLowerCase() !== repo.owner.login.toLowerCase()) return false;
+      if (ref !== undefined && i.pull.head.ref !== ref) return false;
+    }
+    return true;
+  });
+  const key =
+    ctx.query.sort === 'updated'
+      ? (i: IssueRecord) => i.updatedAt
+      : (i: IssueRecord) => String(i.number).padStart(12, '0');
+  pulls.sort((a, b) => key(a).localeCompare(key(b)));
+  return direction === 'asc' ? pulls : pulls.reverse();
+}
+
+export const HANDLERS: Readonly<Record<string, Handler>> = {
+  'apps/create-installation-access-token': {
+    auth: 'app',
+    run(ctx, host) {
+      if (numberParam(ctx, 'installation_id') !== host.installationId) throw notFound();
+      const names = list(ctx.body, 'repositories')?.map(String);
+      const ids = list(ctx.body, 'repository_ids')?.map(Number);
+      let selected: Set<number> | null = null;
+      if (names !== undefined || ids !== undefined) {
+        selected = new Set<number>();
+        const repos = [...host.world.repos.values()];
+        for (const name of names ?? []) {
+          const repo = repos.find((r) => r.name.toLowerCase() === name.toLowerCase());
+          if (repo === undefined)
+            throw new HttpError(
+              422,
+              'There is at least one repository that does not exist or is not accessible to the parent installation.',
+            );
+          selected.add(repo.id);
+        }
+        for (const id of ids ?? []) {
+          if (!repos.some((r) => r.id === id))
+            throw new HttpError(
+              422,
+              'There is at least one repository that does not exist or is not accessible to the parent installation.',
+            );
+          selected.add(id);
+        }
+      }
+      const requested = field(ctx.body, 'permissions');
+      // A token asked for with permissions gets those (and metadata, which every token has) only.
+      const permissions: Record<string, string> =
+        typeof requested === 'object' && requested !== null
+          ? { metadata: 'read' }
+          : { ...host.app.permissions };
+      if (typeof requested === 'object' && requested !== null) {
+        for (const [name, value] of Object.entries(requested)) {
+          const level = String(value);
+          const granted = host.app.permissions[name];
+          if (granted === undefined || (PERMISSION_RANK[level] ?? 9) > (PERMISSION_RANK[granted] ?? 0))
+            throw new HttpError(422, 'The permissions requested are not granted to this installation.');
+          permissions[name] = level;
+        }
+      }
+      const token = host.issueToken(selected, permissions);
+      const body: JsonObject = {
+        token: token.token,
+        expires_at: isoNow(token.expiresAt),
+        permissions: token.permissions,
+        repository_selection: selected === null ? 'all' : 'selected',
+      };
+      if (selected !== null)
+        body.repositories = [...host.world.repos.values()]
+          .filter((r) => selected.has(r.id))
+          .map((r) => host.wire.repository(r));
+      return ok(body, 201);
+    },
+  },
+  'apps/get-authenticated': { auth: 'app', run: (_ctx, host) => ok(host.wire.integration()) },
+  'apps/get-installation': {
+    auth: 'app',
+    run(ctx, host) {
+      if (numberParam(ctx, 'installation_id') !== host.installationId) throw notFound();
+      return ok(host.wire.installation(host.installationId, accountOf(host)));
+    },
+  },
+  'apps/list-installations': {
+    auth: 'app',
+    run: (_ctx, host) => ok([host.wire.installation(host.installationId, accountOf(host))]),
+  },
+  'apps/get-repo-installation': {
+    auth: 'app',
+    run(ctx, host) {
+      const repo = host.world.repo(ctx.params.owner ?? '', ctx.params.repo ?? '');
+      if (repo === undefined) throw notFound();
+      return ok(host.wire.installation(host.installationId, repo.owner));
+    },
+  },
+  'users/get-by-username': {
+    auth: 'any',
+    run(ctx, host) {
+      const user = host.world.user(ctx.params.username ?? '');
+      if (user === undefined) throw notFound();
+      return ok(host.wire.publicUser(user));
+    },
+  },
+  'rate-limit/get': {
+    auth: 'any',
+    run(_ctx, host) {
+      const core = host.rateLimit();
+      const window = (limit: number) => ({ limit, used: 0, remaining: limit, reset: core.reset });
+      return ok({
+        resources: {
+          core,
+          search: window(30),
+          graphql: window(5000),
+          integration_manifest: window(5000),
+          code_search: window(10),
+        },
+        rate: core,
+      });
+    },
+  },
+  'repos/get': {
+    auth: 'installation',
+    needs: METADATA,
+    run: (ctx, host) => ok(host.wire.repository(repoOf(ctx, host), 'write')),
+  },
+  'repos/get-content': { auth: 'installation', needs: [['contents', 'read']], run: getContent },
+  'repos/get-collaborator-permission-level': {
+    auth: 'installation',
+    needs: METADATA,
+    run(ctx, host) {
+      const repo = repoOf(ctx, host);
+      const user = host.world.user(ctx.params.username ?? '');
+      if (user === undefined) throw notFound();
+      const role = host.world.permission(repo, user.login);
+      return ok({
+        permission: LEGACY_PERMISSION[role],
+        role_name: role,
+        user: { ...host.wire.user(user), permissions: permissionFlags(role), role_name: role },
+      });
+    },
+  },
+  'issues/get': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run: (ctx, host) => ok(host.wire.issue(issueOf(ctx, host))),
+  },
+  'issues/update': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const user = actor(ctx);
+      const title = text(ctx.body, 'title');
+      const body = field(ctx.body, 'body');
+      const state = openOrClosed(ctx.body);
+      if (title !== undefined) issue.title = title;
+      if (body !== undefined) issue.body = typeof body === 'string' ? body : '';
+      if (field(ctx.body, 'labels') !== undefined) {
+        issue.labels.splice(
+          0,
+          issue.labels.length,
+          ...labelNames(ctx.body).map((n) => host.world.ensureLabel(issue.repo, n)),
+        );
+      }
+      if (state !== undefined) {
+        host.world.setState(issue, state, user);
+        const reason = field(ctx.body, 'state_reason');
+        if (state === 'closed' && issue.pull === null && (reason === 'not_planned' || reason === 'completed'))
+          issue.stateReason = reason;
+      }
+      issue.updatedAt = isoNow();
+      return ok(host.wire.issue(issue));
+    },
+  },
+  'issues/list-comments': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const since = ctx.query.since;
+      const all = issue.comments.filter((c) => since === undefined || c.updatedAt >= since);
+      const { page, headers } = paginate(
+        all,
+        ctx,
+        host,
+        `/repos/${issue.repo.owner.login}/${issue.repo.name}/issues/${issue.number}/comments`,
+      );
+      return ok(
+        page.map((c) => host.wire.comment(c)),
+        200,
+        headers,
+      );
+    },
+  },
+  'issues/create-comment': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const user = actor(ctx);
+      const comment = host.world.addComment(issue, user, text(ctx.body, 'body') ?? '');
+      const body = host.wire.comment(comment);
+      host.echo('issue_comment', 'created', {
+        owner: issue.repo.owner.login,
+        repo: issue.repo.name,
+        issue: issue.number,
+        sender: user.login,
+        comment: { id: comment.id, body: comment.body },
+      });
+      return ok(body, 201, { location: String(body.url) });
+    },
+  },
+  'issues/get-comment': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run: (ctx, host) => ok(host.wire.comment(commentOf(ctx, host))),
+  },
+  'issues/update-comment': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const comment = commentOf(ctx, host);
+      const user = actor(ctx);
+      const body = text(ctx.body, 'body') ?? '';
+      if (body !== comment.body) host.world.editComment(comment, body);
+      host.echo('issue_comment', 'edited', {
+        owner: comment.repo.owner.login,
+        repo: comment.repo.name,
+        issue: comment.issueNumber,
+        sender: user.login,
+        comment: { id: comment.id, body },
+      });
+      return ok(host.wire.comment(comment));
+    },
+  },
+  'issues/delete-comment': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const comment = commentOf(ctx, host);
+      const user = actor(ctx);
+      host.echo('issue_comment', 'deleted', {
+        owner: comment.repo.owner.login,
+        repo: comment.repo.name,
+        issue: comment.issueNumber,
+        sender: user.login,
+        comment: { id: comment.id, body: comment.body },
+      });
+      host.world.deleteComment(comment);
+      return { status: 204 };
+    },
+  },
+  'reactions/create-for-issue': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const { reaction, created } = host.world.react(
+        issue.reactions,
+        actor(ctx),
+        text(ctx.body, 'content') ?? '',
+      );
+      return ok(host.wire.reaction(reaction), created ? 201 : 200);
+    },
+  },
+  'reactions/list-for-issue': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const list = issue.reactions.filter(
+        (r) => ctx.query.content === undefined || r.content === ctx.query.content,
+      );
+      const { page, headers } = paginate(
+        list,
+        ctx,
+        host,
+        `/repos/${issue.repo.owner.login}/${issue.repo.name}/issues/${issue.number}/reactions`,
+      );
+      return ok(
+        page.map((r) => host.wire.reaction(r)),
+        200,
+        headers,
+      );
+    },
+  },
+  'reactions/create-for-issue-comment': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const comment = commentOf(ctx, host);
+      const { reaction, created } = host.world.react(
+        comment.reactions,
+        actor(ctx),
+        text(ctx.body, 'content') ?? '',
+      );
+      return ok(host.wire.reaction(reaction), created ? 201 : 200);
+    },
+  },
+  'reactions/list-for-issue-comment': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run(ctx, host) {
+      const comment = commentOf(ctx, host);
+      const list = comment.reactions.filter(
+        (r) => ctx.query.content === undefined || r.content === ctx.query.content,
+      );
+      const { page, headers } = paginate(
+        list,
+        ctx,
+        host,
+        `/repos/${comment.repo.owner.login}/${comment.repo.name}/issues/comments/${comment.id}/reactions`,
+      );
+      return ok(
+        page.map((r) => host.wire.reaction(r)),
+        200,
+        headers,
+      );
+    },
+  },
+  'issues/list-labels-on-issue': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const { page, headers } = paginate(
+        issue.labels,
+        ctx,
+        host,
+        `/repos/${issue.repo.owner.login}/${issue.repo.name}/issues/${issue.number}/labels`,
+      );
+      return ok(
+        page.map((l) => host.wire.label(issue.repo, l)),
+        200,
+        headers,
+      );
+    },
+  },
+  'issues/add-labels': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const user = actor(ctx);
+      for (const name of labelNames(ctx.body)) {
+        const label = host.world.ensureLabel(issue.repo, name);
+        if (issue.labels.some((l) => l.id === label.id)) continue;
+        issue.labels.push(label);
+        issue.updatedAt = isoNow();
+        emitLabel(host, issue, 'labeled', label.name, user);
+      }
+      return ok(issue.labels.map((l) => host.wire.label(issue.repo, l)));
+    },
+  },
+  'issues/remove-label': {
+    auth: 'installation',
+    needs: ISSUES_WRITE,
+    run(ctx, host) {
+      const issue = issueOf(ctx, host);
+      const user = actor(ctx);
+      const name = (ctx.params.name ?? '').toLowerCase();
+      const at = issue.labels.findIndex((l) => l.name.toLowerCase() === name);
+      if (at < 0) throw new HttpError(404, 'Label does not exist');
+      const [removed] = issue.labels.splice(at, 1);
+      issue.updatedAt = isoNow();
+      if (removed !== undefined) emitLabel(host, issue, 'unlabeled', removed.name, user);
+      return ok(issue.labels.map((l) => host.wire.label(issue.repo, l)));
+    },
+  },
+  'pulls/create': { auth: 'installation', needs: PULLS_WRITE, run: createPull },
+  'pulls/list': {
+    auth: 'installation',
+    needs: PULLS_READ,
+    async run(ctx, host) {
+      const repo = repoOf(ctx, host);
+      const all = sortedPulls(repo, ctx);
+      const { page, headers } = paginate(all, ctx, host, `/repos/${repo.owner.login}/${repo.name}/pulls`);
+      const bodies: JsonObject[] = [];
+      for (const issue of page) {
+        await host.refreshPull(issue);
+        bodies.push(host.wire.pull(issue, { commits: 0, additions: 0, deletions: 0, changedFiles: 0 }, true));
+      }
+      return ok(bodies, 200, headers);
+    },
+  },
+  'pulls/get': {
+    auth: 'installation',
+    needs: PULLS_READ,
+    run: async (ctx, host) => ok(await pullBody(pullOf(ctx, host), host)),
+  },
+  'pulls/update': { auth: 'installation', needs: PULLS_WRITE, run: updatePull },
+  'pulls/list-review-comments': {
+    auth: 'installation',
+    needs: PULLS_READ,
+    run(ctx, host) {
+      const issue = pullOf(ctx, host);
+      const all = issue.pull?.reviewComments ?? [];
+      const { page, headers } = paginate(
+        all,
+        ctx,
+        host,
+        `/repos/${issue.repo.owner.login}/${issue.repo.name}/pulls/${issue.number}/comments`,
+      );
+      return ok(
+        page.map((c) => host.wire.reviewComment(issue, c)),
+        200,
+        headers,
+      );
+    },
+  },
+  'pulls/create-reply-for-review-comment': {
+    auth: 'installation',
+    needs: PULLS_WRITE,
+    run(ctx, host) {
+      const issue = pullOf(ctx, host);
+      const user = actor(ctx);
+      const target = host.world.reviewComments.get(numberParam(ctx, 'comment_id'));
+      if (target === undefined || target.repo !== issue.repo || target.issueNumber !== issue.number)
+        throw notFound();
+      const reply = host.world.addReviewComment(issue, user, text(ctx.body, 'body') ?? '', {
+        path: target.path,
+        line: target.line,
+        commitId: target.commitId,
+        diffHunk: target.diffHunk,
+        // Replies to a reply attach to the thread's first comment, as on GitHub.
+        inReplyToId: target.inReplyToId ?? target.id,
+      });
+      const body = host.wire.reviewComment(issue, reply);
+      host.echo('pull_request_review_comment', 'created', {
+        owner: issue.repo.owner.login,
+        repo: issue.repo.name,
+        pull: issue.number,
+        sender: user.login,
+        comment: { id: reply.id, body: reply.body },
+      });
+      return ok(body, 201, { location: String(body.url) });
+    },
+  },
+  'pulls/list-reviews': {
+    auth: 'installation',
+    needs: PULLS_READ,
+    run(ctx, host) {
+      const issue = pullOf(ctx, host);
+      const all = issue.pull?.reviews ?? [];
+      const { page, headers } = paginate(
+        all,
+        ctx,
+        host,
+        `/repos/${issue.repo.owner.login}/${issue.repo.name}/pulls/${issue.number}/reviews`,
+      );
+      return ok(
+        page.map((r) => host.wire.review(issue, r)),
+        200,
+        headers,
+      );
+    },
+  },
+};
+
+/** The installation's account: the owner of the first repository, else the app's owner. */
+function accountOf(host: Host): UserRecord {
+  const [first] = host.world.repos.values();
+  return first?.owner ?? host.app.owner;
+}

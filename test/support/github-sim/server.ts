@@ -1,0 +1,779 @@
+import { randomBytes, type KeyObject } from 'node:crypto';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import {
+  createServer,
+  STATUS_CODES,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { Logger } from 'pino';
+import { checkAppJwt, generateAppKey, isJwtShaped, TokenStore } from './auth.js';
+import { GitService, GIT_PATH } from './git-service.js';
+import { createBareRepo, diffStats, readRefs, readRefsSync } from './git.js';
+import { buildPayload } from './payloads.js';
+import { allows, HANDLERS, HttpError, type Caller, type Host, type Reply } from './rest.js';
+import { loadSpec, type OpenApiSpec, type Operation } from './spec.js';
+import { isoNow, syncPull, World, type IssueRecord, type ReactionRecord, type RepoRecord } from './state.js';
+import {
+  commentSnapshot,
+  issueSnapshot,
+  pullSnapshot,
+  reactionSnapshot,
+  repoSnapshot,
+  reviewCommentSnapshot,
+} from './snapshots.js';
+import type {
+  Delivery,
+  DeliveryResult,
+  FaultSpec,
+  GitHubSim,
+  GitHubSimulatorOptions,
+  Push,
+  RecordedRequest,
+  RepoPermission,
+  ResponseViolation,
+  SimApp,
+  SimComment,
+  SimIssue,
+  SimPull,
+  SimReaction,
+  SimRepo,
+  SimReviewComment,
+  SimUser,
+  Violation,
+  Webhook,
+  WebhookEvent,
+  WebhookParams,
+} from './types.js';
+import { deliveryHeaders, newDeliveryId, post, signBody, type HookIdentity } from './webhooks.js';
+import { Wire, type AppInfo } from './wire.js';
+
+const APP_ID = 314_159;
+const INSTALLATION_ID = 27_182_818;
+const BOT_USER_ID = 141_421_356;
+const HOOK: Omit<HookIdentity, 'appId'> = { hookId: 4_242_424, userAgent: 'GitHub-Hookshot/5a1c0e3' };
+const APP_PERMISSIONS = {
+  contents: 'write',
+  issues: 'write',
+  metadata: 'read',
+  pull_requests: 'write',
+} as const;
+const APP_EVENTS = [
+  'issues',
+  'issue_comment',
+  'pull_request',
+  'pull_request_review',
+  'pull_request_review_comment',
+  'push',
+];
+const RATE_LIMIT = 5000;
+const SECONDARY_RATE_LIMIT_MESSAGE =
+  'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.';
+const SECONDARY_RATE_LIMIT_DOCS =
+  'https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits';
+
+/**
+ * A loopback HTTP server that is GitHub for one app: the REST API (routes, bodies and responses per
+ * GitHub's OpenAPI description), app and installation-token authentication, git smart HTTP over bare
+ * repositories, and signed webhook deliveries built from real example payloads.
+ */
+export async function startGitHubSimulator(options: GitHubSimulatorOptions = {}): Promise<GitHubSim> {
+  const started = performance.now();
+  const [spec, key, root] = await Promise.all([
+    loadSpec(),
+    generateAppKey(),
+    mkdtemp(join(tmpdir(), 'github-sim-')),
+  ]);
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const sim = new Simulator(`http://127.0.0.1:${port}`, server, spec, key, root, options);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    sim.dispatch(req, res);
+  });
+  options.logger?.debug({ url: sim.url, ms: Math.round(performance.now() - started) }, 'github-sim started');
+  return sim;
+}
+
+interface MutableRequest {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  headers: Record<string, string>;
+  body: string;
+  status: number;
+  operationId: string | null;
+  at: number;
+}
+
+interface ActiveFault {
+  readonly spec: FaultSpec;
+  remaining: number;
+}
+
+class Simulator implements GitHubSim {
+  readonly app: SimApp;
+  readonly installationId = INSTALLATION_ID;
+  readonly requests: RecordedRequest[] = [];
+  readonly violations: Violation[] = [];
+  readonly responseViolations: ResponseViolation[] = [];
+  readonly deliveries: Delivery[] = [];
+  readonly pushes: Push[] = [];
+  private readonly world = new World();
+  private readonly wire: Wire;
+  private readonly host: Host;
+  private readonly tokens: TokenStore;
+  private readonly publicKey: KeyObject;
+  private readonly log: Logger | undefined;
+  private readonly git: GitService;
+  private readonly faults: ActiveFault[] = [];
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly abort = new AbortController();
+  private readonly checkResponses: boolean;
+  private webhookTarget: string | undefined;
+  private rate = { used: 0, reset: 0 };
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    readonly url: string,
+    private readonly server: Server,
+    private readonly spec: OpenApiSpec,
+    key: { privateKeyPem: string; publicKey: KeyObject },
+    private readonly root: string,
+    private readonly options: GitHubSimulatorOptions,
+  ) {
+    this.publicKey = key.publicKey;
+    this.tokens = new TokenStore(options.tokenTtlSeconds ?? 3600);
+    this.log = options.logger?.child({ name: 'github-sim' });
+    this.webhookTarget = options.webhookTarget;
+    this.checkResponses = options.checkResponses ?? true;
+    const slug = options.app?.slug ?? 'issue-agent-sim';
+    this.app = {
+      id: APP_ID,
+      slug,
+      name: options.app?.name ?? 'Issue Agent (simulated)',
+      privateKeyPem: key.privateKeyPem,
+      webhookSecret: randomBytes(20).toString('hex'),
+      botLogin: `${slug}[bot]`,
+      botUserId: BOT_USER_ID,
+      clientId: `Iv1.${randomBytes(8).toString('hex')}`,
+    };
+    this.world.addUser(this.app.botLogin, 'Bot', BOT_USER_ID);
+    const appInfo: AppInfo = {
+      id: APP_ID,
+      slug,
+      name: this.app.name,
+      clientId: this.app.clientId,
+      owner: this.world.addUser('github-sim-apps', 'User'),
+      createdAt: isoNow(),
+      permissions: APP_PERMISSIONS,
+      events: APP_EVENTS,
+    };
+    this.wire = new Wire(url, this.world, appInfo);
+    this.git = new GitService({
+      world: this.world,
+      projectRoot: join(root, 'repos'),
+      botLogin: this.app.botLogin,
+      lookupToken: (credential) => {
+        const lookup = this.tokens.lookup(credential, Date.now());
+        return lookup.kind === 'valid' ? lookup.token : null;
+      },
+      onPush: (repo, before, after) => {
+        this.recordPush(repo, before, after);
+      },
+      log: this.log,
+    });
+    this.host = {
+      url,
+      world: this.world,
+      wire: this.wire,
+      app: appInfo,
+      installationId: INSTALLATION_ID,
+      rateLimit: () => this.rateLimit(false),
+      issueToken: (ids, permissions) => this.tokens.issue(INSTALLATION_ID, ids, permissions, Date.now()),
+      refreshPull: (issue) => this.refreshPull(issue),
+      diffStats: (issue) =>
+        issue.pull === null
+          ? Promise.resolve({ commits: 0, additions: 0, deletions: 0, changedFiles: 0 })
+          : diffStats(issue.repo.bareDir, issue.pull.base.sha, issue.pull.head.sha),
+      echo: (event, action, p) => {
+        this.echo(event, action, p);
+      },
+    };
+  }
+
+  // ---- test-facing state ------------------------------------------------------------------------
+
+  setWebhookTarget(url: string): void {
+    this.webhookTarget = url;
+  }
+
+  addUser(u: { login: string; type?: 'User' | 'Bot'; id?: number }): SimUser {
+    const user = this.world.addUser(u.login, u.type ?? 'User', u.id);
+    return { login: user.login, id: user.id, type: user.type };
+  }
+
+  async createRepo(r: {
+    owner: string;
+    name: string;
+    sourceDir: string;
+    defaultBranch?: string;
+    private?: boolean;
+  }): Promise<SimRepo> {
+    if (this.world.repo(r.owner, r.name) !== undefined)
+      throw new Error(`github-sim: repository ${r.owner}/${r.name} already exists`);
+    if (!/^[\w.-]+$/.test(r.owner) || !/^[\w.-]+$/.test(r.name))
+      throw new Error(`github-sim: not a valid repository name: ${r.owner}/${r.name}`);
+    const owner = this.world.ensureUser(r.owner);
+    const bareDir = join(this.root, 'repos', owner.login, `${r.name}.git`);
+    await mkdir(dirname(bareDir), { recursive: true });
+    const defaultBranch = await createBareRepo(r.sourceDir, bareDir, r.defaultBranch);
+    const now = isoNow();
+    const repo: RepoRecord = {
+      id: this.world.nextId('repo'),
+      owner,
+      name: r.name,
+      defaultBranch,
+      private: r.private ?? false,
+      bareDir,
+      createdAt: now,
+      pushedAt: now,
+      issues: new Map(),
+      labels: new Map(),
+      permissions: new Map(),
+    };
+    this.world.repos.set(`${owner.login}/${r.name}`.toLowerCase(), repo);
+    return repoSnapshot(repo, this.url);
+  }
+
+  setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void {
+    const record = this.world.requireRepo(owner, repo);
+    this.world.ensureUser(login);
+    record.permissions.set(login.toLowerCase(), permission);
+  }
+
+  createIssue(
+    owner: string,
+    repo: string,
+    i: { title: string; body: string; author: string; labels?: string[] },
+  ): SimIssue {
+    const record = this.world.requireRepo(owner, repo);
+    const now = isoNow();
+    const issue: IssueRecord = {
+      id: this.world.nextId('issue'),
+      number: this.world.nextNumber(record),
+      repo: record,
+      title: i.title,
+      body: i.body,
+      user: this.world.ensureUser(i.author),
+      state: 'open',
+      stateReason: null,
+      labels: (i.labels ?? []).map((name) => this.world.ensureLabel(record, name)),
+      comments: [],
+      reactions: [],
+      createdAt: now,
+      updatedAt: now,
+      closedAt: null,
+      closedBy: null,
+      pull: null,
+    };
+    record.issues.set(issue.number, issue);
+    return issueSnapshot(issue);
+  }
+
+  issue(owner: string, repo: string, n: number): SimIssue {
+    return issueSnapshot(this.world.requireIssue(owner, repo, n));
+  }
+
+  comments(owner: string, repo: string, issueOrPullNumber: number): SimComment[] {
+    return this.world.requireIssue(owner, repo, issueOrPullNumber).comments.map(commentSnapshot);
+  }
+
+  reviewComments(owner: string, repo: string, pull: number): SimReviewComment[] {
+    const issue = this.world.requireIssue(owner, repo, pull);
+    return (issue.pull?.reviewComments ?? []).map(reviewCommentSnapshot);
+  }
+
+  reactions(owner: string, repo: string, target: number | { issue: number }): SimReaction[] {
+    const record = this.world.requireRepo(owner, repo);
+    let list: readonly ReactionRecord[];
+    if (typeof target === 'number') {
+      const comment = this.world.comments.get(target) ?? this.world.reviewComments.get(target);
+      if (comment?.repo !== record) throw new Error(`github-sim: no comment ${target} in ${owner}/${repo}`);
+      list = comment.reactions;
+    } else {
+      list = this.world.requireIssue(owner, repo, target.issue).reactions;
+    }
+    return list.map(reactionSnapshot);
+  }
+
+  pulls(owner: string, repo: string): SimPull[] {
+    const record = this.world.requireRepo(owner, repo);
+    const refs = readRefsSync(record.bareDir);
+    return [...record.issues.values()].flatMap((issue) => {
+      syncPull(issue, refs);
+      const snapshot = pullSnapshot(issue);
+      return snapshot === null ? [] : [snapshot];
+    });
+  }
+
+  bareRepoPath(owner: string, repo: string): string {
+    return this.world.requireRepo(owner, repo).bareDir;
+  }
+
+  injectFault(f: FaultSpec): void {
+    this.faults.push({ spec: f, remaining: f.times ?? 1 });
+  }
+
+  async waitFor(
+    predicate: () => boolean | Promise<boolean>,
+    timeoutMs = 5000,
+    what = 'condition',
+  ): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (await predicate()) return;
+      if (Date.now() >= deadline)
+        throw new Error(
+          `github-sim: timed out after ${timeoutMs} ms waiting for ${what} ` +
+            `(${this.requests.length} requests, ${this.deliveries.length} deliveries, ${this.pushes.length} pushes so far)`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  // ---- webhooks ---------------------------------------------------------------------------------
+
+  buildWebhook(event: WebhookEvent, action: string, p: WebhookParams): Webhook {
+    const payload = buildPayload(this.host, event, action, p);
+    if (this.checkResponses) {
+      const errors = this.spec.checkWebhook(event, action, payload);
+      if (errors !== null) this.responseViolations.push({ what: `webhook ${event}.${action}`, errors });
+    }
+    const body = JSON.stringify(payload);
+    const id = newDeliveryId();
+    const headers = deliveryHeaders(event, id, body, this.app.webhookSecret, { ...HOOK, appId: APP_ID });
+    return { name: event, id, payload, body, headers };
+  }
+
+  async deliver(webhook: Webhook, opts: { secret?: string } = {}): Promise<DeliveryResult> {
+    const target = this.requireTarget();
+    const headers =
+      opts.secret === undefined
+        ? webhook.headers
+        : {
+            ...webhook.headers,
+            'x-hub-signature': signBody(opts.secret, webhook.body, 'sha1'),
+            'x-hub-signature-256': signBody(opts.secret, webhook.body),
+          };
+    const result = await post(target, headers, webhook.body, this.abort.signal);
+    const action = webhook.payload.action;
+    this.deliveries.push({
+      name: webhook.name,
+      action: typeof action === 'string' ? action : null,
+      id: webhook.id,
+      ...result,
+    });
+    this.log?.debug(
+      { event: webhook.name, action, delivery: webhook.id, status: result.status, ms: result.ms },
+      'delivered',
+    );
+    return result;
+  }
+
+  async sendRaw(headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+    const result = await post(this.requireTarget(), headers, body, this.abort.signal);
+    return { status: result.status, body: result.body };
+  }
+
+  async comment(
+    owner: string,
+    repo: string,
+    issue: number,
+    author: string,
+    body: string,
+  ): Promise<{ commentId: number; delivery: DeliveryResult }> {
+    const hook = this.buildWebhook('issue_comment', 'created', {
+      owner,
+      repo,
+      issue,
+      sender: author,
+      comment: { body },
+    });
+    const comment = hook.payload.comment as { id: number };
+    return { commentId: comment.id, delivery: await this.deliver(hook) };
+  }
+
+  /** Labels an issue and delivers `issues.labeled` — or `pull_request.labeled` for a pull request, as GitHub does. */
+  label(owner: string, repo: string, issue: number, label: string, sender: string): Promise<DeliveryResult> {
+    const record = this.world.requireIssue(owner, repo, issue);
+    const hook =
+      record.pull === null
+        ? this.buildWebhook('issues', 'labeled', { owner, repo, issue, sender, label })
+        : this.buildWebhook('pull_request', 'labeled', { owner, repo, pull: issue, sender, label });
+    return this.deliver(hook);
+  }
+
+  private requireTarget(): string {
+    if (this.webhookTarget === undefined)
+      throw new Error('github-sim: no webhook target; pass webhookTarget or call setWebhookTarget first');
+    return this.webhookTarget;
+  }
+
+  private echo(event: WebhookEvent, action: string, p: WebhookParams): void {
+    if (this.options.echoWebhooks !== true || this.webhookTarget === undefined || this.closing !== undefined)
+      return;
+    const delivery = this.deliver(this.buildWebhook(event, action, p)).catch((error: unknown) => {
+      this.log?.warn({ event, action, error: describe(error) }, 'echo delivery failed');
+    });
+    this.pending.add(delivery);
+    void delivery.finally(() => this.pending.delete(delivery));
+  }
+
+  // ---- HTTP -------------------------------------------------------------------------------------
+
+  dispatch(req: IncomingMessage, res: ServerResponse): void {
+    this.handle(req, res).catch((error: unknown) => {
+      this.log?.error({ error: describe(error), url: req.url }, 'github-sim handler failed');
+      if (res.headersSent) res.destroy();
+      else sendJson(res, 500, { message: `github-sim failed: ${describe(error)}` });
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const method = req.method ?? 'GET';
+    const target = new URL(req.url ?? '/', this.url);
+    const path = target.pathname;
+    const query: Record<string, string> = {};
+    for (const [name, value] of target.searchParams) query[name] = value;
+    const headers = flattenHeaders(req);
+    const gitMatch = GIT_PATH.exec(path);
+    const route = gitMatch === null ? this.spec.match(method, path) : null;
+    const entry: MutableRequest = {
+      method,
+      path,
+      query,
+      headers,
+      body: '',
+      status: 0,
+      operationId: route?.operation.operationId ?? null,
+      at: Date.now(),
+    };
+    this.requests.push(entry);
+    res.once('finish', () => {
+      entry.status = res.statusCode;
+      this.log?.debug({ method, path, status: res.statusCode, operationId: entry.operationId }, 'request');
+    });
+
+    const fault = this.takeFault(method, path, route?.operation);
+    if (fault !== null) {
+      req.resume();
+      this.sendFault(res, fault);
+      return;
+    }
+    if (gitMatch !== null) {
+      await this.git.serve(req, res, gitMatch, target.search.slice(1), query);
+      return;
+    }
+
+    entry.body = await readBody(req);
+    this.setApiHeaders(res);
+    if (route === null) {
+      this.violations.push({
+        method,
+        path,
+        operationId: null,
+        errors: 'no such route in the OpenAPI description',
+      });
+      sendJson(res, 404, errorBody(404, 'Not Found', 'https://docs.github.com/rest'));
+      return;
+    }
+    const { operation } = route;
+    const handler = HANDLERS[operation.operationId];
+    if (handler === undefined) {
+      this.violations.push({
+        method,
+        path,
+        operationId: operation.operationId,
+        errors: `${operation.operationId} is in the OpenAPI description but not implemented by the simulator`,
+      });
+      sendJson(res, 404, errorBody(404, 'Not Found', operation.docsUrl));
+      return;
+    }
+
+    const fail = (error: HttpError): void => {
+      this.respond(res, operation, {
+        status: error.status,
+        body: errorBody(error.status, error.message, operation.docsUrl, error.extra),
+      });
+    };
+    const caller = this.authenticate(headers.authorization);
+    if (caller instanceof HttpError) {
+      fail(caller);
+      return;
+    }
+    const refusal = refuse(handler.auth, caller);
+    if (refusal !== null) {
+      fail(refusal);
+      return;
+    }
+
+    let body: unknown = undefined;
+    if (this.spec.hasJsonBody(operation)) {
+      if (entry.body.trim() !== '') {
+        try {
+          body = JSON.parse(entry.body) as unknown;
+        } catch {
+          this.violations.push({
+            method,
+            path,
+            operationId: operation.operationId,
+            errors: 'body is not JSON',
+          });
+          fail(new HttpError(400, 'Problems parsing JSON'));
+          return;
+        }
+      }
+      if (body !== undefined || this.spec.bodyRequired(operation)) {
+        const errors = this.spec.checkRequestBody(operation, body ?? {});
+        if (errors.length > 0) {
+          this.violations.push({
+            method,
+            path,
+            operationId: operation.operationId,
+            errors: errors.map((e) => e.message).join(' '),
+          });
+          fail(
+            new HttpError(422, ['Invalid request.', '', ...errors.map((e) => e.message)].join('\n'), {
+              errors,
+            }),
+          );
+          return;
+        }
+      }
+    }
+
+    const ctx = { operation, params: route.params, query, headers, body, caller };
+    if (caller.kind === 'installation' && handler.needs !== undefined) {
+      if (!allows(caller.token, handler.needs)) {
+        fail(new HttpError(403, 'Resource not accessible by integration'));
+        return;
+      }
+    }
+    let reply: Reply;
+    try {
+      reply = await handler.run(ctx, this.host);
+    } catch (error) {
+      if (!(error instanceof HttpError)) throw error;
+      fail(error);
+      return;
+    }
+    this.respond(res, operation, reply);
+  }
+
+  private authenticate(header: string | undefined): Caller | HttpError {
+    if (header === undefined || header.trim() === '') return { kind: 'anonymous' };
+    const match = /^(bearer|token|basic)\s+(\S+)$/i.exec(header.trim());
+    if (match === null) return new HttpError(401, 'Bad credentials');
+    const scheme = (match[1] ?? '').toLowerCase();
+    let credential = match[2] ?? '';
+    if (scheme === 'basic') {
+      const decoded = Buffer.from(credential, 'base64').toString('utf8');
+      credential = decoded.slice(decoded.indexOf(':') + 1);
+    }
+    if (scheme === 'bearer' && isJwtShaped(credential)) {
+      const check = checkAppJwt(credential, this.publicKey, APP_ID, Date.now());
+      return check.ok ? { kind: 'app' } : new HttpError(401, check.message);
+    }
+    const lookup = this.tokens.lookup(credential, Date.now());
+    if (lookup.kind !== 'valid') return new HttpError(401, 'Bad credentials');
+    return { kind: 'installation', token: lookup.token, user: this.world.ensureUser(this.app.botLogin) };
+  }
+
+  private respond(res: ServerResponse, operation: Operation, reply: Reply): void {
+    for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+    if (reply.raw !== undefined) {
+      res.setHeader('x-github-media-type', reply.raw.mediaType);
+      res.writeHead(reply.status, {
+        'content-type': reply.raw.contentType,
+        'content-length': reply.raw.data.length,
+      });
+      res.end(reply.raw.data);
+      return;
+    }
+    if (reply.body === undefined) {
+      res.writeHead(reply.status);
+      res.end();
+      return;
+    }
+    if (this.checkResponses) {
+      const errors = this.spec.checkResponse(operation, reply.status, reply.body);
+      if (errors !== null)
+        this.responseViolations.push({ what: `response ${operation.operationId} ${reply.status}`, errors });
+    }
+    sendJson(res, reply.status, reply.body);
+  }
+
+  private setApiHeaders(res: ServerResponse): void {
+    const rate = this.rateLimit(true);
+    res.setHeader('x-github-api-version-selected', '2022-11-28');
+    res.setHeader('x-github-media-type', 'github.v3; format=json');
+    res.setHeader('x-github-request-id', randomBytes(8).toString('hex').toUpperCase());
+    res.setHeader('x-ratelimit-limit', String(rate.limit));
+    res.setHeader('x-ratelimit-remaining', String(rate.remaining));
+    res.setHeader('x-ratelimit-reset', String(rate.reset));
+    res.setHeader('x-ratelimit-used', String(rate.used));
+    res.setHeader('x-ratelimit-resource', 'core');
+  }
+
+  /** The primary (core) rate limit window: 5000 requests an hour; `count` charges one request. */
+  private rateLimit(count: boolean): { limit: number; used: number; remaining: number; reset: number } {
+    const now = Math.floor(Date.now() / 1000);
+    if (now >= this.rate.reset) this.rate = { used: 0, reset: now + 3600 };
+    if (count) this.rate.used = Math.min(this.rate.used + 1, RATE_LIMIT);
+    return {
+      limit: RATE_LIMIT,
+      used: this.rate.used,
+      remaining: RATE_LIMIT - this.rate.used,
+      reset: this.rate.reset,
+    };
+  }
+
+  private takeFault(method: string, path: string, operation: Operation | undefined): FaultSpec | null {
+    const index = this.faults.findIndex(({ spec }) => {
+      if (spec.method !== undefined && spec.method.toUpperCase() !== method.toUpperCase()) return false;
+      if (spec.path instanceof RegExp) return spec.path.test(path);
+      return spec.path === path || spec.path === operation?.template;
+    });
+    const fault = this.faults[index];
+    if (fault === undefined) return null;
+    fault.remaining -= 1;
+    if (fault.remaining <= 0) this.faults.splice(index, 1);
+    return fault.spec;
+  }
+
+  private sendFault(res: ServerResponse, fault: FaultSpec): void {
+    this.setApiHeaders(res);
+    if (fault.kind === 'secondary-rate-limit') {
+      const requestId = String(res.getHeader('x-github-request-id'));
+      res.setHeader('retry-after', String(fault.retryAfterSeconds ?? 60));
+      sendJson(res, 403, {
+        message: `${SECONDARY_RATE_LIMIT_MESSAGE} If you reach out to GitHub Support for help, please include the request ID ${requestId}.`,
+        documentation_url: SECONDARY_RATE_LIMIT_DOCS,
+        status: '403',
+      });
+      return;
+    }
+    sendJson(
+      res,
+      fault.status,
+      errorBody(fault.status, STATUS_CODES[fault.status] ?? 'Error', 'https://docs.github.com/rest'),
+    );
+  }
+
+  // ---- git ------------------------------------------------------------------------------------
+
+  private recordPush(
+    repo: RepoRecord,
+    before: ReadonlyMap<string, string>,
+    after: ReadonlyMap<string, string>,
+  ): void {
+    const changed = [...new Set([...before.keys(), ...after.keys()])].filter(
+      (ref) => before.get(ref) !== after.get(ref),
+    );
+    if (changed.length === 0) return;
+    this.pushes.push({
+      owner: repo.owner.login,
+      repo: repo.name,
+      user: this.app.botLogin,
+      refs: changed.sort(),
+    });
+    repo.pushedAt = isoNow();
+    for (const issue of repo.issues.values()) {
+      if (syncPull(issue, after))
+        this.echo('pull_request', 'synchronize', {
+          owner: repo.owner.login,
+          repo: repo.name,
+          pull: issue.number,
+          sender: this.app.botLogin,
+        });
+    }
+  }
+
+  private async refreshPull(issue: IssueRecord): Promise<void> {
+    if (issue.pull !== null && issue.state === 'open') syncPull(issue, await readRefs(issue.repo.bareDir));
+  }
+
+  // ---- lifecycle --------------------------------------------------------------------------------
+
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
+    this.abort.abort();
+    this.git.killAll();
+    const closed = new Promise<void>((resolve) => {
+      this.server.close(() => {
+        resolve();
+      });
+    });
+    this.server.closeAllConnections();
+    await Promise.allSettled([closed, ...this.pending]);
+    await rm(this.root, { recursive: true, force: true });
+  }
+}
+
+/** Why a caller may not use an operation needing that credential, or null. */
+function refuse(auth: 'app' | 'installation' | 'any', caller: Caller): HttpError | null {
+  if (auth === 'any' || caller.kind === auth) return null;
+  if (auth === 'app') return new HttpError(401, 'A JSON web token could not be decoded');
+  return new HttpError(401, caller.kind === 'anonymous' ? 'Requires authentication' : 'Bad credentials');
+}
+
+function errorBody(
+  status: number,
+  message: string,
+  docs: string,
+  extra: Readonly<Record<string, unknown>> = {},
+): Record<string, unknown> {
+  return { message, ...extra, documentation_url: docs, status: String(status) };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+function flattenHeaders(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const part of req) parts.push(part as Buffer);
+  return Buffer.concat(parts).toString('utf8');
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

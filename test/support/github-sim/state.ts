@@ -1,0 +1,329 @@
+/**
+ * The simulator's world: users, repositories, issues and pull requests (one number sequence per
+ * repository, as on GitHub), comments, reactions, labels and reviews. Plain records, mutated in place
+ * by the REST handlers and the test-facing methods; wire.ts turns them into GitHub's JSON.
+ */
+import type { RepoPermission } from './types.js';
+
+export interface UserRecord {
+  readonly login: string;
+  readonly id: number;
+  readonly type: 'User' | 'Bot';
+  readonly createdAt: string;
+}
+
+export interface LabelRecord {
+  readonly id: number;
+  readonly name: string;
+  readonly color: string;
+  readonly description: string | null;
+  readonly isDefault: boolean;
+}
+
+export interface ReactionRecord {
+  readonly id: number;
+  readonly content: string;
+  readonly user: UserRecord;
+  readonly createdAt: string;
+}
+
+export interface CommentRecord {
+  readonly id: number;
+  readonly repo: RepoRecord;
+  readonly issueNumber: number;
+  readonly user: UserRecord;
+  body: string;
+  readonly edits: string[];
+  readonly reactions: ReactionRecord[];
+  readonly createdAt: string;
+  updatedAt: string;
+}
+
+export interface ReviewCommentRecord extends CommentRecord {
+  readonly path: string;
+  readonly line: number | null;
+  readonly commitId: string;
+  readonly diffHunk: string;
+  readonly inReplyToId: number | null;
+  readonly reviewId: number;
+}
+
+export interface ReviewRecord {
+  readonly id: number;
+  readonly user: UserRecord;
+  readonly body: string;
+  readonly state: 'COMMENTED' | 'APPROVED' | 'CHANGES_REQUESTED' | 'DISMISSED';
+  readonly commitId: string;
+  readonly submittedAt: string;
+}
+
+export interface PullRecord {
+  head: { ref: string; sha: string };
+  base: { ref: string; sha: string };
+  /** The head sha before the last push to the branch (a synchronize event's `before`). */
+  previousHeadSha: string | null;
+  draft: boolean;
+  merged: boolean;
+  maintainerCanModify: boolean;
+  readonly reviewComments: ReviewCommentRecord[];
+  readonly reviews: ReviewRecord[];
+}
+
+export interface IssueRecord {
+  readonly id: number;
+  readonly number: number;
+  readonly repo: RepoRecord;
+  title: string;
+  body: string;
+  readonly user: UserRecord;
+  state: 'open' | 'closed';
+  stateReason: 'completed' | 'not_planned' | 'reopened' | null;
+  readonly labels: LabelRecord[];
+  readonly comments: CommentRecord[];
+  readonly reactions: ReactionRecord[];
+  readonly createdAt: string;
+  updatedAt: string;
+  closedAt: string | null;
+  closedBy: UserRecord | null;
+  /** Present exactly when the issue is a pull request. */
+  pull: PullRecord | null;
+}
+
+export interface RepoRecord {
+  readonly id: number;
+  readonly owner: UserRecord;
+  readonly name: string;
+  readonly defaultBranch: string;
+  readonly private: boolean;
+  readonly bareDir: string;
+  readonly createdAt: string;
+  pushedAt: string;
+  readonly issues: Map<number, IssueRecord>;
+  readonly labels: Map<string, LabelRecord>;
+  readonly permissions: Map<string, RepoPermission>;
+}
+
+/** Ids in separate ranges per kind, deterministic per simulator, so fixtures can mention them. */
+export class World {
+  readonly users = new Map<string, UserRecord>();
+  readonly repos = new Map<string, RepoRecord>();
+  readonly comments = new Map<number, CommentRecord>();
+  readonly reviewComments = new Map<number, ReviewCommentRecord>();
+  private readonly sequences = new Map<string, number>();
+
+  nextId(kind: 'user' | 'repo' | 'issue' | 'comment' | 'label' | 'reaction' | 'review'): number {
+    const start = {
+      user: 5_001,
+      repo: 700_000_001,
+      issue: 1_500_000_001,
+      comment: 2_000_000_001,
+      label: 6_000_000_001,
+      reaction: 300_000_001,
+      review: 1_800_000_001,
+    }[kind];
+    const value = this.sequences.get(kind) ?? start;
+    this.sequences.set(kind, value + 1);
+    return value;
+  }
+
+  user(login: string): UserRecord | undefined {
+    return this.users.get(login.toLowerCase());
+  }
+
+  /** The user with this login, added as a plain User when unknown. */
+  ensureUser(login: string): UserRecord {
+    return this.user(login) ?? this.addUser(login, 'User');
+  }
+
+  addUser(login: string, type: 'User' | 'Bot', id?: number): UserRecord {
+    const existing = this.user(login);
+    if (existing !== undefined) {
+      if (id !== undefined && existing.id !== id)
+        throw new Error(`github-sim: user ${login} already exists with id ${existing.id}`);
+      return existing;
+    }
+    const record: UserRecord = { login, id: id ?? this.nextId('user'), type, createdAt: isoNow() };
+    this.users.set(login.toLowerCase(), record);
+    return record;
+  }
+
+  repo(owner: string, name: string): RepoRecord | undefined {
+    return this.repos.get(`${owner}/${name}`.toLowerCase());
+  }
+
+  /** The repository, or an Error naming it (for the test-facing methods, which throw). */
+  requireRepo(owner: string, name: string): RepoRecord {
+    const repo = this.repo(owner, name);
+    if (repo === undefined) throw new Error(`github-sim: no repository ${owner}/${name}`);
+    return repo;
+  }
+
+  requireIssue(owner: string, name: string, number: number): IssueRecord {
+    const issue = this.requireRepo(owner, name).issues.get(number);
+    if (issue === undefined)
+      throw new Error(`github-sim: no issue or pull request #${number} in ${owner}/${name}`);
+    return issue;
+  }
+
+  nextNumber(repo: RepoRecord): number {
+    return repo.issues.size + 1;
+  }
+
+  /** The repository's label with that name (case-insensitive), created with GitHub's default colour when new. */
+  ensureLabel(repo: RepoRecord, name: string): LabelRecord {
+    const existing = repo.labels.get(name.toLowerCase());
+    if (existing !== undefined) return existing;
+    const label: LabelRecord = {
+      id: this.nextId('label'),
+      name,
+      color: 'ededed',
+      description: null,
+      isDefault: false,
+    };
+    repo.labels.set(name.toLowerCase(), label);
+    return label;
+  }
+
+  addComment(issue: IssueRecord, user: UserRecord, body: string): CommentRecord {
+    const now = isoNow();
+    const comment: CommentRecord = {
+      id: this.nextId('comment'),
+      repo: issue.repo,
+      issueNumber: issue.number,
+      user,
+      body,
+      edits: [body],
+      reactions: [],
+      createdAt: now,
+      updatedAt: now,
+    };
+    issue.comments.push(comment);
+    this.comments.set(comment.id, comment);
+    issue.updatedAt = now;
+    return comment;
+  }
+
+  editComment(comment: CommentRecord, body: string): void {
+    comment.body = body;
+    comment.edits.push(body);
+    comment.updatedAt = isoNow();
+  }
+
+  deleteComment(comment: CommentRecord): void {
+    this.comments.delete(comment.id);
+    const issue = comment.repo.issues.get(comment.issueNumber);
+    if (issue === undefined) return;
+    const at = issue.comments.indexOf(comment);
+    if (at >= 0) issue.comments.splice(at, 1);
+  }
+
+  /** Opens or closes an issue or pull request, keeping closed_at, closed_by and state_reason in step. */
+  setState(issue: IssueRecord, state: 'open' | 'closed', user: UserRecord): void {
+    if (issue.state === state) return;
+    issue.state = state;
+    issue.updatedAt = isoNow();
+    if (state === 'closed') {
+      issue.closedAt = issue.updatedAt;
+      issue.closedBy = user;
+      issue.stateReason = issue.pull === null ? 'completed' : null;
+    } else {
+      issue.closedAt = null;
+      issue.closedBy = null;
+      issue.stateReason = issue.pull === null ? 'reopened' : null;
+    }
+  }
+
+  /** A review comment, in a review of its own (GitHub creates a COMMENTED review for each). */
+  addReviewComment(
+    issue: IssueRecord,
+    user: UserRecord,
+    body: string,
+    where: {
+      path: string;
+      line: number | null;
+      commitId: string;
+      diffHunk: string;
+      inReplyToId: number | null;
+    },
+  ): ReviewCommentRecord {
+    const pull = issue.pull;
+    if (pull === null) throw new Error(`github-sim: #${issue.number} is not a pull request`);
+    const now = isoNow();
+    const review: ReviewRecord = {
+      id: this.nextId('review'),
+      user,
+      body: '',
+      state: 'COMMENTED',
+      commitId: where.commitId,
+      submittedAt: now,
+    };
+    pull.reviews.push(review);
+    const comment: ReviewCommentRecord = {
+      id: this.nextId('comment'),
+      repo: issue.repo,
+      issueNumber: issue.number,
+      user,
+      body,
+      edits: [body],
+      reactions: [],
+      createdAt: now,
+      updatedAt: now,
+      reviewId: review.id,
+      ...where,
+    };
+    pull.reviewComments.push(comment);
+    this.reviewComments.set(comment.id, comment);
+    issue.updatedAt = now;
+    return comment;
+  }
+
+  /** Adds a reaction unless that user already reacted with that content; returns it and whether it is new. */
+  react(
+    list: ReactionRecord[],
+    user: UserRecord,
+    content: string,
+  ): { reaction: ReactionRecord; created: boolean } {
+    const existing = list.find((r) => r.user.id === user.id && r.content === content);
+    if (existing !== undefined) return { reaction: existing, created: false };
+    const reaction: ReactionRecord = { id: this.nextId('reaction'), content, user, createdAt: isoNow() };
+    list.push(reaction);
+    return { reaction, created: true };
+  }
+
+  /** The permission GitHub reports: an explicit grant, else admin for the owner, else read on public repos. */
+  permission(repo: RepoRecord, login: string): RepoPermission {
+    const explicit = repo.permissions.get(login.toLowerCase());
+    if (explicit !== undefined) return explicit;
+    if (repo.owner.login.toLowerCase() === login.toLowerCase()) return 'admin';
+    return repo.private ? 'none' : 'read';
+  }
+
+  /** GitHub's author_association for a user's issue or comment in a repository of a user account. */
+  association(repo: RepoRecord, user: UserRecord): 'OWNER' | 'COLLABORATOR' | 'NONE' {
+    if (repo.owner.id === user.id) return 'OWNER';
+    const explicit = repo.permissions.get(user.login.toLowerCase());
+    return explicit !== undefined && explicit !== 'none' ? 'COLLABORATOR' : 'NONE';
+  }
+}
+
+/**
+ * Moves an open pull request's shas to its branches' current commits (the refs of its repository);
+ * returns true when the head moved, remembering the previous head for `synchronize` events.
+ */
+export function syncPull(issue: IssueRecord, refs: ReadonlyMap<string, string>): boolean {
+  const pull = issue.pull;
+  if (pull === null || issue.state !== 'open') return false;
+  const base = refs.get(`refs/heads/${pull.base.ref}`);
+  if (base !== undefined) pull.base.sha = base;
+  const head = refs.get(`refs/heads/${pull.head.ref}`);
+  if (head === undefined || head === pull.head.sha) return false;
+  pull.previousHeadSha = pull.head.sha;
+  pull.head.sha = head;
+  issue.updatedAt = isoNow();
+  return true;
+}
+
+/** GitHub's timestamp format: ISO 8601 in UTC without milliseconds. */
+export function isoNow(ms: number = Date.now()): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

@@ -1,0 +1,269 @@
+import type { Logger } from 'pino';
+
+export type RepoPermission = 'admin' | 'maintain' | 'write' | 'triage' | 'read' | 'none';
+
+export type WebhookEvent =
+  'issues' | 'issue_comment' | 'pull_request' | 'pull_request_review' | 'pull_request_review_comment';
+
+export interface GitHubSimulatorOptions {
+  /** Lifetime of installation access tokens. Default 3600 (GitHub's one hour). */
+  tokenTtlSeconds?: number;
+  /** URL webhooks are POSTed to. Default: none; `deliver` throws until one is set. */
+  webhookTarget?: string;
+  /** Receives one debug line per request and git's stderr. Default: silent. */
+  logger?: Logger;
+  /** Default 0: a free port. */
+  port?: number;
+  /** The app's slug and display name. Default `issue-agent-sim` / `Issue Agent (simulated)`. */
+  app?: { slug?: string; name?: string };
+  /**
+   * When true, writes made through the API or git by the app (comments, labels, pull requests, pushes
+   * to a pull request's branch) are followed by the webhook GitHub would send about them, as GitHub
+   * does — with the bot as sender. Default false: only deliveries the test asks for are sent.
+   */
+  echoWebhooks?: boolean;
+  /**
+   * When true, every JSON response and every built webhook payload is checked against the OpenAPI
+   * description's schema for it; mismatches go to `responseViolations`. Default true. Each schema is
+   * compiled once per process, on first use (~100–200 ms each).
+   */
+  checkResponses?: boolean;
+}
+
+export interface SimUser {
+  readonly login: string;
+  readonly id: number;
+  readonly type: 'User' | 'Bot';
+}
+
+export interface SimRepo {
+  readonly owner: string;
+  readonly name: string;
+  readonly fullName: string;
+  readonly id: number;
+  readonly defaultBranch: string;
+  readonly private: boolean;
+  readonly cloneUrl: string;
+  readonly bareRepoPath: string;
+}
+
+export interface SimReaction {
+  readonly id: number;
+  readonly content: string;
+  readonly user: string;
+}
+
+export interface SimIssue {
+  readonly number: number;
+  readonly id: number;
+  readonly title: string;
+  readonly body: string;
+  readonly user: string;
+  readonly state: 'open' | 'closed';
+  readonly labels: readonly string[];
+  readonly isPullRequest: boolean;
+  readonly reactions: readonly SimReaction[];
+}
+
+export interface SimComment {
+  readonly id: number;
+  readonly body: string;
+  readonly user: string;
+  /** Every body the comment has had, oldest first; the last one equals `body`. */
+  readonly edits: readonly string[];
+  readonly reactions: readonly SimReaction[];
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface SimReviewComment extends SimComment {
+  readonly path: string;
+  readonly line: number | null;
+  readonly inReplyToId: number | null;
+}
+
+export interface SimPull {
+  readonly number: number;
+  readonly title: string;
+  readonly body: string;
+  readonly head: { readonly ref: string; readonly sha: string };
+  readonly base: { readonly ref: string; readonly sha: string };
+  readonly draft: boolean;
+  readonly state: 'open' | 'closed';
+  readonly merged: boolean;
+  readonly user: string;
+  readonly labels: readonly string[];
+}
+
+export interface RecordedRequest {
+  readonly method: string;
+  /** The path without the query string, as sent (percent-encoding kept). */
+  readonly path: string;
+  readonly query: Readonly<Record<string, string>>;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The request body as text; empty for git's binary pack bodies. */
+  readonly body: string;
+  /** 0 until the response has been sent. */
+  readonly status: number;
+  /** The OpenAPI operation the request matched; null for git and unknown routes. */
+  readonly operationId: string | null;
+  /** Arrival time, epoch ms. */
+  readonly at: number;
+}
+
+/** A request the real GitHub would refuse or could not route: a client bug worth failing a test on. */
+export interface Violation {
+  readonly method: string;
+  readonly path: string;
+  readonly operationId: string | null;
+  readonly errors: string;
+}
+
+/** A response or webhook payload of the simulator's own that does not match the OpenAPI description. */
+export interface ResponseViolation {
+  readonly what: string;
+  readonly errors: string;
+}
+
+export type FaultSpec =
+  | {
+      readonly method?: string;
+      /** The request path (no query), or the OpenAPI template it matches, or a pattern on the path. */
+      readonly path: string | RegExp;
+      readonly kind: 'status';
+      readonly status: number;
+      /** How many matching requests get the fault. Default 1. */
+      readonly times?: number;
+    }
+  | {
+      readonly method?: string;
+      readonly path: string | RegExp;
+      readonly kind: 'secondary-rate-limit';
+      /** Sent as `retry-after`. Default 60, as GitHub's documentation suggests waiting a minute. */
+      readonly retryAfterSeconds?: number;
+      readonly times?: number;
+    };
+
+export interface WebhookParams {
+  readonly owner: string;
+  readonly repo: string;
+  readonly issue?: number;
+  readonly pull?: number;
+  readonly sender: string;
+  readonly label?: string;
+  /**
+   * For comment events: without `id` a new comment with this body is stored (by `sender`); with `id`
+   * the stored comment is used, and for `edited` its body is changed to `body`.
+   */
+  readonly comment?: { readonly body: string; readonly id?: number };
+  /** Review comment file path and line (pull_request_review_comment). Default: the first changed file, line 1. */
+  readonly path?: string;
+  readonly line?: number;
+}
+
+export interface Webhook {
+  readonly name: string;
+  /** The X-GitHub-Delivery uuid. */
+  readonly id: string;
+  readonly payload: Record<string, unknown>;
+  /** The exact bytes that are signed and sent. */
+  readonly body: string;
+  readonly headers: Record<string, string>;
+}
+
+export interface DeliveryResult {
+  /** The receiver's status; 0 when it could not be reached (the error is then the body). */
+  readonly status: number;
+  readonly body: string;
+  readonly ms: number;
+}
+
+export interface Delivery extends DeliveryResult {
+  readonly name: string;
+  readonly action: string | null;
+  readonly id: string;
+}
+
+export interface Push {
+  readonly owner: string;
+  readonly repo: string;
+  /** The login the token belongs to: the app's bot. */
+  readonly user: string;
+  /** Full ref names whose value changed (created, updated or deleted). */
+  readonly refs: readonly string[];
+}
+
+export interface SimApp {
+  readonly id: number;
+  readonly slug: string;
+  readonly name: string;
+  readonly privateKeyPem: string;
+  readonly webhookSecret: string;
+  readonly botLogin: string;
+  readonly botUserId: number;
+  readonly clientId: string;
+}
+
+export interface GitHubSim {
+  /** `http://127.0.0.1:<port>`: REST base URL and git base (`${url}/${owner}/${repo}.git`). */
+  readonly url: string;
+  readonly app: SimApp;
+  /** The app's single installation; every created repository belongs to it. */
+  readonly installationId: number;
+  setWebhookTarget(url: string): void;
+  /** Adds a user (or returns the existing one with that login). Unknown logins used elsewhere are added as Users. */
+  addUser(u: { login: string; type?: 'User' | 'Bot'; id?: number }): SimUser;
+  createRepo(r: {
+    owner: string;
+    name: string;
+    sourceDir: string;
+    defaultBranch?: string;
+    private?: boolean;
+  }): Promise<SimRepo>;
+  setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void;
+  createIssue(
+    owner: string,
+    repo: string,
+    i: { title: string; body: string; author: string; labels?: string[] },
+  ): SimIssue;
+  /**
+   * A delivery for the event, from the @octokit/webhooks-examples payload for that action with the
+   * simulator's state in it. The state is first made to agree with the event: a `labeled` issue gets
+   * the label, a `closed` one is closed, a comment without an id is stored, an `edited` one edited.
+   */
+  buildWebhook(event: WebhookEvent, action: string, p: WebhookParams): Webhook;
+  deliver(webhook: Webhook, opts?: { secret?: string }): Promise<DeliveryResult>;
+  /** POSTs exactly these headers and body to the webhook target, for malformed-delivery tests. */
+  sendRaw(headers: Record<string, string>, body: string): Promise<{ status: number; body: string }>;
+  /** Stores a comment by `author` and delivers issue_comment.created for it. */
+  comment(
+    owner: string,
+    repo: string,
+    issue: number,
+    author: string,
+    body: string,
+  ): Promise<{ commentId: number; delivery: DeliveryResult }>;
+  /** Labels the issue and delivers issues.labeled (pull_request.labeled for a pull request, as GitHub does). */
+  label(owner: string, repo: string, issue: number, label: string, sender: string): Promise<DeliveryResult>;
+  /** Faults are matched in the order injected and answered before routing and authentication. */
+  injectFault(f: FaultSpec): void;
+  /** Every request (REST and git), in arrival order. */
+  readonly requests: readonly RecordedRequest[];
+  readonly violations: readonly Violation[];
+  readonly responseViolations: readonly ResponseViolation[];
+  /** Every webhook delivered (by `deliver`, `comment`, `label` or an echo), in order. */
+  readonly deliveries: readonly Delivery[];
+  /** Pushes over HTTP that changed refs, recorded before git is told the push succeeded. */
+  readonly pushes: readonly Push[];
+  issue(owner: string, repo: string, n: number): SimIssue;
+  comments(owner: string, repo: string, issueOrPullNumber: number): SimComment[];
+  reviewComments(owner: string, repo: string, pull: number): SimReviewComment[];
+  reactions(owner: string, repo: string, target: number | { issue: number }): SimReaction[];
+  /** Pull requests, with the shas of open ones read from their branches now. */
+  pulls(owner: string, repo: string): SimPull[];
+  bareRepoPath(owner: string, repo: string): string;
+  /** Resolves once `predicate` holds, polling every 20 ms; rejects with `what` in the message on timeout. */
+  waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs?: number, what?: string): Promise<void>;
+  /** Stops the server, ends git processes and deletes the temp dirs. Idempotent. */
+  close(): Promise<void>;
+}

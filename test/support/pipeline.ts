@@ -1,0 +1,135 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { GitHubSim } from './github-sim/index.js';
+import { freePort } from './redis-server.js';
+
+export const ROOT = join(import.meta.dirname, '..', '..');
+/** Resolved here: the processes run in a scratch folder (no stray .env), where `tsx` is not resolvable. */
+const TSX = import.meta.resolve('tsx');
+
+export interface PipelineOptions {
+  readonly sim: GitHubSim;
+  readonly modelUrl: string;
+  readonly modelKey: string;
+  readonly redisUrl: string;
+  readonly workers?: number;
+  readonly sandbox?: 'local' | 'docker';
+  readonly env?: Record<string, string>;
+}
+
+export interface Proc {
+  readonly child: ChildProcess;
+  readonly log: string;
+  exited(): Promise<void>;
+}
+
+export interface Pipeline {
+  readonly webhookUrl: string;
+  readonly workDir: string;
+  /** BullMQ key prefix of this pipeline's queues. */
+  readonly prefix: string;
+  readonly workers: Proc[];
+  readonly app: Proc;
+  startWorker(): Promise<Proc>;
+  /** Logs of every process so far, for failure messages. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The real pipeline as separate processes: the App (Probot server + intake) and N workers, wired to
+ * the GitHub simulator, the model simulator and a real Redis. Each process logs to a file in the
+ * pipeline's work folder.
+ */
+export async function startPipeline(options: PipelineOptions): Promise<Pipeline> {
+  const workDir = mkdtempSync(join(tmpdir(), 'ia-pipeline-'));
+  const port = await freePort();
+  const prefix = `t${Math.random().toString(36).slice(2, 8)}`;
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    NODE_ENV: 'test',
+    APP_ID: String(options.sim.app.id),
+    PRIVATE_KEY: options.sim.app.privateKeyPem,
+    WEBHOOK_SECRET: options.sim.app.webhookSecret,
+    ISSUE_AGENT_GITHUB_API_URL: options.sim.url,
+    REDIS_URL: options.redisUrl,
+    ISSUE_AGENT_QUEUE_PREFIX: prefix,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    ISSUE_AGENT_WORK_DIR: join(workDir, 'work'),
+    ISSUE_AGENT_SANDBOX: options.sandbox ?? 'local',
+    ANTHROPIC_API_KEY: options.modelKey,
+    ANTHROPIC_BASE_URL: options.modelUrl,
+    ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
+    ISSUE_AGENT_LOCK_DURATION_MS: '4000',
+    ISSUE_AGENT_STALLED_INTERVAL_MS: '1500',
+    ISSUE_AGENT_RETRY_BACKOFF_MS: '300',
+    ISSUE_AGENT_PROGRESS_INTERVAL_MS: '0',
+    LOG_LEVEL: 'info',
+    ISSUE_AGENT_LOG_LEVEL: 'info',
+    ...options.env,
+  };
+  const procs: Proc[] = [];
+  let n = 0;
+  const spawnProc = (name: string, script: string): Proc => {
+    const log = join(workDir, `${name}-${n++}.log`);
+    const fd = openSync(log, 'a');
+    const child = spawn(process.execPath, ['--import', TSX, script], {
+      cwd: workDir,
+      env,
+      stdio: ['ignore', fd, fd],
+    });
+    closeSync(fd);
+    const exit = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        resolve();
+      }),
+    );
+    const proc = { child, log, exited: () => exit };
+    procs.push(proc);
+    return proc;
+  };
+  const waitForLog = async (proc: Proc, text: string, timeoutMs = 30_000): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const content = readFileSync(proc.log, 'utf8');
+      if (content.includes(text)) return;
+      if (proc.child.exitCode !== null) throw new Error(`${proc.log} exited early:\n${content}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for "${text}" in ${proc.log}:\n${content}`);
+      await delay(50);
+    }
+  };
+  const app = spawnProc('app', join(ROOT, 'src', 'app', 'main.ts'));
+  const workers: Proc[] = [];
+  const startWorker = async (): Promise<Proc> => {
+    const w = spawnProc('worker', join(ROOT, 'workers', 'main.ts'));
+    workers.push(w);
+    await waitForLog(w, 'worker ready');
+    return w;
+  };
+  await waitForLog(app, 'issue-agent App listening');
+  for (let i = 0; i < (options.workers ?? 1); i++) await startWorker();
+  const webhookUrl = `http://127.0.0.1:${port}/api/github/webhooks`;
+  options.sim.setWebhookTarget(webhookUrl);
+  return {
+    webhookUrl,
+    workDir,
+    prefix,
+    workers,
+    app,
+    startWorker,
+    logs: () => procs.map((p) => `==== ${p.log}\n${readFileSync(p.log, 'utf8')}`).join('\n'),
+    stop: async () => {
+      for (const p of procs) {
+        if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+      }
+      await Promise.all(procs.map((p) => p.exited()));
+      if (process.env.ISSUE_AGENT_KEEP_TEST_DIRS !== '1') rmSync(workDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import { existsSync } from 'node:fs';
+import { Worker } from 'bullmq';
+import { pino } from 'pino';
+import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
+import { readAppEnv } from '../src/config/app-env.js';
+import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
+import { AnthropicModel } from '../src/model/anthropic-model.js';
+import type { FixJob } from '../src/queue/payloads.js';
+import { FIX_QUEUE, connectionOptions } from '../src/queue/queues.js';
+import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
+
+/**
+ * A worker process: takes fix jobs from the queue, one sandbox per job. Stateless apart from its
+ * work folder; any number of them can serve one Redis. A worker that dies mid-job stops renewing
+ * the job's lock, and BullMQ hands the job to another worker, which resumes it from the event log.
+ */
+async function main(): Promise<void> {
+  if (existsSync('.env')) process.loadEnvFile('.env');
+  const app = readAppEnv();
+  const agent = readAgentEnv();
+  const apiKey = agent.anthropicApiKey;
+  if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
+  const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
+
+  if (app.sandbox === 'docker') {
+    const { default: Docker } = await import('dockerode');
+    const { reapOrphans } = await import('../src/sandbox/docker/reap.js');
+    const reaped = await reapOrphans(new Docker());
+    if (reaped.removed.length > 0)
+      logger.info({ removed: reaped.removed }, 'reaped sandboxes of dead workers');
+  }
+
+  let bot: BotIdentity | null = null;
+  const worker = new Worker<FixJob, FixJobResult>(
+    FIX_QUEUE,
+    async (job, _token, signal) =>
+      runFixJob(
+        job,
+        {
+          app,
+          agent,
+          logger,
+          model: (name) =>
+            new AnthropicModel({
+              apiKey,
+              model: name,
+              baseURL: agent.anthropicBaseUrl ?? undefined,
+              maxAttempts: agent.modelMaxAttempts,
+              baseBackoffMs: agent.modelRetryBaseMs,
+            }),
+          bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
+          progressIntervalMs: app.progressIntervalMs,
+        },
+        signal,
+      ),
+    {
+      connection: connectionOptions(app.redisUrl, 'issue-agent-worker'),
+      prefix: app.queuePrefix,
+      concurrency: app.workerConcurrency,
+      lockDuration: app.lockDurationMs,
+      stalledInterval: app.stalledIntervalMs,
+      maxStalledCount: 2,
+    },
+  );
+  worker.on('completed', (job, result) => {
+    logger.info({ job: job.id, outcome: result.outcome, pr: result.pullRequest?.url }, 'job completed');
+  });
+  worker.on('failed', (job, error) => {
+    logger.warn({ job: job?.id, err: error.message, attempts: job?.attemptsMade }, 'job failed');
+  });
+  worker.on('stalled', (jobId) => {
+    logger.warn({ job: jobId }, 'job stalled; it will be resumed');
+  });
+  worker.on('error', (error) => {
+    logger.error({ err: error.message }, 'worker error');
+  });
+  await worker.waitUntilReady();
+  logger.info({ concurrency: app.workerConcurrency, sandbox: app.sandbox }, 'worker ready');
+
+  // A first signal stops taking jobs and lets running ones finish; a second one exits at once (the
+  // running jobs stall and another worker resumes them from their event logs).
+  let closing = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (closing) process.exit(130);
+    closing = true;
+    logger.info({ signal }, 'finishing running jobs; send the signal again to exit now');
+    worker.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+main().catch((error: unknown) => {
+  console.error(`issue-agent worker: ${error instanceof Error ? error.message : String(error)}`);
+  process.exitCode = 1;
+});
