@@ -227,6 +227,7 @@ async function main(): Promise<void> {
     );
     console.log(`| harness overhead per step, Docker sandbox (p95) | ${dockerStep.p95.toFixed(3)} |`);
   }
+  if (process.argv.includes('--webhooks')) await (await import('./webhook-ack.js')).webhookBench();
 }
 
 await main();

@@ -1,44 +1,141 @@
 /**
- * `npm run demo`: the agent core end to end on a sample repository. Copies the node-calc fixture (a
- * real bug, failing tests) into a temp checkout, starts the model simulator with the oracle policy
- * (or uses the real model when ANTHROPIC_API_KEY is set), runs `issue-agent resolve`, prints the
- * outcome, the diff and the trajectory location, and cleans up everything but the trajectory.
+ * `npm run demo`: the whole GitHub App pipeline on this machine. Starts (or reuses) Redis, the GitHub
+ * simulator with a sample repository (node-calc: average() rounds wrong, one test fails) and an
+ * issue, the App (Probot server + intake) and one worker as separate processes; labels the issue
+ * with a signed webhook, waits for the pull request and prints its URL, the progress comment and
+ * where the trajectory is. The model is the model simulator's oracle unless ANTHROPIC_API_KEY is set
+ * (then Claude does the work). Everything it started is stopped and removed at the end; the
+ * trajectory is copied out first.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { oracle, startModelSimulator, type ModelSimulator } from '../test/support/model-sim/index.js';
-import { gitOutput, makeFixtureRepo } from '../test/support/fixture-repo.js';
+import { Redis } from 'ioredis';
+import { makeFixtureRepo } from '../test/support/fixture-repo.js';
+import { startGitHubSimulator } from '../test/support/github-sim/index.js';
+import { oracle, startModelSimulator } from '../test/support/model-sim/index.js';
+import { startPipeline } from '../test/support/pipeline.js';
+import { haveRedis, startRedis } from '../test/support/redis-server.js';
 
-const repo = makeFixtureRepo('node-calc');
-const realKey = process.env.ANTHROPIC_API_KEY;
-let sim: ModelSimulator | null = null;
-const env: NodeJS.ProcessEnv = { ...process.env };
-if (realKey === undefined || realKey === '') {
-  sim = await startModelSimulator({ policy: oracle(repo.patch), apiKey: 'sk-demo' });
-  env.ANTHROPIC_API_KEY = 'sk-demo';
-  env.ANTHROPIC_BASE_URL = sim.url;
-  console.log(`model: simulator (oracle policy) at ${sim.url}; set ANTHROPIC_API_KEY to use Claude`);
-} else {
-  console.log('model: Claude via the Anthropic API');
-}
-const out = join(mkdtempSync(join(tmpdir(), 'issue-agent-demo-')), 'trajectory');
-console.log(`repository: ${repo.dir} (node-calc: average() rounds wrong, one test fails)\n`);
-const task =
-  'average() returns 1.66 for [1, 2, 2] instead of 1.67: it truncates instead of rounding to the nearest hundredth. Fix it.';
-const code = await new Promise<number | null>((resolve) => {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'src/cli/main.ts', 'resolve', repo.dir, '--task', task, '--out', out],
-    { env, stdio: 'inherit' },
-  );
-  child.once('close', resolve);
+const cleanups: (() => Promise<void> | void)[] = [];
+const stopAll = async (): Promise<void> => {
+  for (const stop of cleanups.reverse()) await stop();
+};
+process.once('SIGINT', () => {
+  void stopAll().then(() => process.exit(130));
 });
-console.log('\nthe change left in the working tree:\n');
-console.log(gitOutput(repo.dir, 'diff', '--stat'));
-console.log(gitOutput(repo.dir, 'status', '--short'));
-console.log(`read the trajectory: npx tsx src/cli/main.ts replay ${out}`);
-await sim?.close();
-repo.cleanup();
-process.exit(code ?? 1);
+
+async function reachable(url: string): Promise<boolean> {
+  const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  c.on('error', () => undefined);
+  try {
+    await c.connect();
+    await c.ping();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    c.disconnect();
+  }
+}
+
+async function main(): Promise<number> {
+  const sandbox = process.argv.includes('--docker') ? 'docker' : 'local';
+  let redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  if (await reachable(redisUrl)) {
+    console.log(`redis: reusing ${redisUrl} (the demo's keys get their own prefix)`);
+  } else if (haveRedis()) {
+    const redis = await startRedis();
+    cleanups.push(() => redis.stop());
+    redisUrl = redis.url;
+    console.log(`redis: started a private redis-server at ${redisUrl}`);
+  } else {
+    console.error('redis: none reachable and redis-server is not installed (apt-get install -y redis-server)');
+    return 2;
+  }
+
+  const fixture = makeFixtureRepo('node-calc');
+  cleanups.push(() => {
+    fixture.cleanup();
+  });
+  const sim = await startGitHubSimulator();
+  cleanups.push(() => sim.close());
+  await sim.createRepo({ owner: 'octo-org', name: 'calc', sourceDir: fixture.dir });
+  sim.addUser({ login: 'maintainer' });
+  sim.setPermission('octo-org', 'calc', 'maintainer', 'maintain');
+  console.log(`github: simulator at ${sim.url} with octo-org/calc`);
+
+  const realKey = process.env.ANTHROPIC_API_KEY;
+  let modelUrl = process.env.ANTHROPIC_BASE_URL ?? 'https://api.anthropic.com';
+  let modelKey = realKey ?? '';
+  if (realKey === undefined || realKey === '') {
+    modelKey = 'sk-ant-demo-key-not-a-real-one';
+    const model = await startModelSimulator({ policy: oracle(fixture.patch), apiKey: modelKey });
+    cleanups.push(() => model.close());
+    modelUrl = model.url;
+    console.log(`model: simulator (oracle policy) at ${model.url}; set ANTHROPIC_API_KEY to use Claude`);
+  } else {
+    console.log('model: Claude via the Anthropic API');
+  }
+
+  const pipeline = await startPipeline({ sim, modelUrl, modelKey, redisUrl, sandbox });
+  cleanups.push(() => pipeline.stop());
+  console.log(`app: Probot server at ${pipeline.appUrl}, one worker (sandbox: ${sandbox})`);
+
+  const issue = sim.createIssue('octo-org', 'calc', {
+    title: 'average() rounds 1.666 down to 1.66',
+    body: 'average([1, 2, 2]) returns 1.66; it should round to the nearest hundredth: 1.67.',
+    author: 'maintainer',
+  });
+  console.log(`\nissue #${issue.number}: ${issue.title}`);
+  const delivery = await sim.label('octo-org', 'calc', issue.number, 'agent', 'maintainer');
+  console.log(`labelled "agent" → webhook answered ${delivery.status} in ${delivery.ms.toFixed(1)} ms`);
+
+  const deadline = Date.now() + 15 * 60_000;
+  let last = '';
+  for (;;) {
+    const progress = sim.comments('octo-org', 'calc', issue.number).find((c) => c.user === sim.app.botLogin);
+    // The state line of the progress comment: the first one after the marker and the heading.
+    const line =
+      (progress?.body ?? '')
+        .split('\n')
+        .filter((l) => l.trim() !== '' && !l.startsWith('<!--') && l !== '**Issue Agent**')[0] ?? '';
+    if (line !== '' && line !== last) {
+      console.log(`  progress: ${line.replace(/\*\*/g, '')}`);
+      last = line;
+    }
+    const pr = sim.pulls('octo-org', 'calc')[0];
+    if (pr !== undefined || /failed|ended|refused/i.test(progress?.body ?? '')) break;
+    if (Date.now() > deadline) {
+      console.error('timed out after 15 minutes');
+      return 1;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  const pr = sim.pulls('octo-org', 'calc')[0];
+  const keep = mkdtempSync(join(tmpdir(), 'issue-agent-demo-'));
+  cpSync(join(pipeline.workDir, 'work', 'jobs'), keep, { recursive: true });
+  const trajectory = join(keep, readdirSync(keep)[0] ?? '', 'trajectory');
+  if (pr === undefined) {
+    console.log('\nno pull request; the progress comment says why:\n');
+    console.log(sim.comments('octo-org', 'calc', issue.number)[0]?.body ?? '');
+    console.log(`\ntrajectory: ${trajectory}`);
+    return 1;
+  }
+  console.log(`\npull request #${pr.number}: ${sim.url.replace(/\/$/, '')}/octo-org/calc/pull/${pr.number}`);
+  console.log(`  "${pr.title}" · ${pr.draft ? 'draft' : 'ready for review'} · branch ${pr.head.ref} @ ${pr.head.sha.slice(0, 12)}`);
+  console.log(`\n--- PR body (first lines) ---\n${pr.body.split('\n').slice(0, 24).join('\n')}\n...`);
+  console.log(`\ntrajectory: ${trajectory}\n  read it with: npx tsx src/cli/main.ts replay ${trajectory}`);
+  return 0;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (error) {
+  console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
+} finally {
+  await stopAll();
+}
+process.exit(code);

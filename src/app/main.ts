@@ -6,6 +6,7 @@ import { hasAppCredentials, readAppEnv } from '../config/app-env.js';
 import { Redactor } from '../publish/redact.js';
 import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
 import { issueAgentApp } from './app.js';
+import { trajectoryHandler } from './run-routes.js';
 import { processTrigger, type Octokit } from './intake.js';
 import { triggerSchema, type Trigger } from './triggers.js';
 
@@ -59,7 +60,12 @@ async function main(): Promise<void> {
     return probot.auth(installationId);
   };
   let botId: number | null = null;
-  const redactor = new Redactor([env.privateKey, env.webhookSecret]);
+  const redactor = new Redactor([
+    env.privateKey,
+    env.webhookSecret,
+    ...(env.adminToken === null ? [] : [env.adminToken]),
+  ]);
+  server.addHandler(trajectoryHandler({ workDir: env.workDir, adminToken: env.adminToken, redactor }));
   const intakeWorker = new Worker<Trigger>(
     INTAKE_QUEUE,
     async (job) =>

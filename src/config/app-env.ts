@@ -37,6 +37,8 @@ export interface AppEnv {
   /** How often a running job may edit its progress comment. */
   readonly progressIntervalMs: number;
   readonly logLevel: string;
+  /** Bearer token for the App's run routes (full trajectories); null disables them. */
+  readonly adminToken: string | null;
 }
 
 const int = (min: number) => z.coerce.number().int().min(min);
@@ -68,6 +70,7 @@ const schema = z.object({
     .regex(/^@[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?$/)
     .default('@agent'),
   ISSUE_AGENT_PROGRESS_INTERVAL_MS: int(0).default(5000),
+  ISSUE_AGENT_ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });
 
@@ -131,5 +134,6 @@ export function readAppEnv(
     defaultHandle: v.ISSUE_AGENT_HANDLE,
     progressIntervalMs: v.ISSUE_AGENT_PROGRESS_INTERVAL_MS,
     logLevel: v.LOG_LEVEL,
+    adminToken: v.ISSUE_AGENT_ADMIN_TOKEN ?? null,
   });
 }

@@ -27,6 +27,7 @@ import { Redactor } from '../publish/redact.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
+import { trajectoryUrl } from '../app/run-routes.js';
 import { ProgressReporter } from './progress-reporter.js';
 
 export interface WorkerDeps {
@@ -97,7 +98,8 @@ export async function runFixJob(
   const git = new HostGit(deps.agent.sandboxPath, (t) => redactor().redact(t));
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const bot = await deps.bot(gh, credentials);
-  const runLink = deps.app.publicUrl === null ? null : `${deps.app.publicUrl}/runs/${jobId}`;
+  const runLink =
+    deps.app.publicUrl === null || deps.app.adminToken === null ? null : trajectoryUrl(deps.app.publicUrl, jobId);
   const progress = new ProgressReporter(
     gh,
     where,
@@ -369,7 +371,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
     issue: { number: p.issue.number, title: p.issue.title },
     redactor: input.redactor(),
     trajectoryLink:
-      input.runLink ??
+      (input.runLink === null ? null : `${input.runLink} (GET with the App's admin token)`) ??
       `the App host keeps it in ${paths.trajectory} (job ${input.jobId}); \`issue-agent replay <folder> --json\` prints it`,
   });
   const title = input.redactor().redact(rendered.title);

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { makeFixtureRepo, gitOutput, type FixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
-import { oracle, startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
+import { httpError, oracle, startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 import {
   bashThenOracle,
@@ -55,6 +55,7 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
       policy: routeByTag(
         {
           '[workflow]': oracle(withWorkflowFile(fixture.patch)),
+          '[authfail]': () => httpError(401, { message: 'invalid x-api-key' }),
           '[canary]': bashThenOracle('env; cat .git/config; git config --list --show-origin', fixture.patch),
         },
         oracle(fixture.patch),
@@ -131,6 +132,15 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.ok(edits.length >= 3, `queued → working → PR, got ${edits.length} versions`);
     assert.match(edits[0] ?? '', /queued/i);
     assert.deepEqual(sim.violations, [], 'every request the App made is valid per the OpenAPI description');
+    // The full JSON trajectory the PR links to, from the App, with the admin token only.
+    const link = /(http:\/\/127\.0\.0\.1:\d+\/issue-agent\/runs\/[A-Za-z0-9-]+\/trajectory\.json)/.exec(pr.body)?.[1];
+    assert.ok(link, 'the PR says where the full trajectory is');
+    assert.equal((await fetch(link)).status, 401);
+    assert.equal((await fetch(link, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status, 401);
+    const full = (await (await fetch(link, { headers: { authorization: `Bearer ${pipeline.adminToken}` } })).json()) as {
+      events: { kind: string }[];
+    };
+    assert.equal(full.events.at(-1)?.kind, 'outcome');
   });
 
   it('2. `@agent please also handle X` → the job prompt contains the instruction', async () => {
@@ -363,6 +373,39 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
         assert.ok(!text.includes(secret), `a secret leaked into ${where}`);
       }
     }
+  });
+
+  it('a model that refuses the key → the job ends failed, the issue says why, no PR, no retry storm', async () => {
+    const n = issueWith('Average rounds wrong [authfail]');
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    await sim.waitFor(
+      () => /failed/i.test(progressOf(n)[0]?.body ?? ''),
+      60_000,
+      `the failure on the issue\n${pipeline.logs()}`,
+    );
+    const body = progressOf(n)[0]?.body ?? '';
+    assert.match(body, /key|auth|401/i, body);
+    assert.equal(prFor(n).length, 0);
+    assert.ok(requestsFor('[authfail]').length <= 2, 'a 401 is not retried');
+  });
+
+  it('labelling again after the PR exists updates that PR instead of opening a second one', async () => {
+    const n = issueWith('Average rounds wrong [again]');
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    const first = await waitForPr(n);
+    const firstMarker = /issue-agent:pr conversation=([^ ]+)/.exec(first.body)?.[1];
+    await sim.waitFor(() => /pull\/|#\d/.test(progressOf(n)[0]?.body ?? ''), 20_000, 'the first job to finish');
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    await sim.waitFor(
+      () => {
+        const pr = prFor(n)[0];
+        return pr !== undefined && !pr.body.includes(`conversation=${firstMarker ?? ''} `);
+      },
+      120_000,
+      `the PR body to come from the second run\n${pipeline.logs()}`,
+    );
+    assert.equal(prFor(n).length, 1);
+    assert.equal(progressOf(n).length, 2, 'one progress comment per job');
   });
 });
 

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +29,9 @@ export interface Proc {
 
 export interface Pipeline {
   readonly webhookUrl: string;
+  /** The App's base URL (also its public URL: trajectory links in PRs point here). */
+  readonly appUrl: string;
+  readonly adminToken: string;
   readonly workDir: string;
   /** BullMQ key prefix of this pipeline's queues. */
   readonly prefix: string;
@@ -48,6 +52,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   const workDir = mkdtempSync(join(tmpdir(), 'ia-pipeline-'));
   const port = await freePort();
   const prefix = `t${Math.random().toString(36).slice(2, 8)}`;
+  const adminToken = randomBytes(24).toString('hex');
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -70,6 +75,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     ISSUE_AGENT_RETRY_BACKOFF_MS: '300',
     ISSUE_AGENT_PROGRESS_INTERVAL_MS: '0',
     LOG_LEVEL: 'info',
+    ISSUE_AGENT_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    ISSUE_AGENT_ADMIN_TOKEN: adminToken,
     ISSUE_AGENT_LOG_LEVEL: 'info',
     ...options.env,
   };
@@ -118,6 +125,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   options.sim.setWebhookTarget(webhookUrl);
   return {
     webhookUrl,
+    appUrl: `http://127.0.0.1:${port}`,
+    adminToken,
     workDir,
     prefix,
     workers,

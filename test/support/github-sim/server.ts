@@ -1,4 +1,5 @@
 import { randomBytes, type KeyObject } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import {
   createServer,
@@ -88,6 +89,7 @@ export async function startGitHubSimulator(options: GitHubSimulatorOptions = {})
     generateAppKey(),
     mkdtemp(join(tmpdir(), 'github-sim-')),
   ]);
+  removeAtExit(root);
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -103,6 +105,19 @@ export async function startGitHubSimulator(options: GitHubSimulatorOptions = {})
   });
   options.logger?.debug({ url: sim.url, ms: Math.round(performance.now() - started) }, 'github-sim started');
   return sim;
+}
+
+/** Temp dirs of simulators not yet closed, removed when the process exits without closing them. */
+const openRoots = new Set<string>();
+let exitHookInstalled = false;
+
+function removeAtExit(root: string): void {
+  openRoots.add(root);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const dir of openRoots) rmSync(dir, { recursive: true, force: true });
+  });
 }
 
 interface MutableRequest {
@@ -732,6 +747,7 @@ class Simulator implements GitHubSim {
     this.server.closeAllConnections();
     await Promise.allSettled([closed, ...this.pending]);
     await rm(this.root, { recursive: true, force: true });
+    openRoots.delete(this.root);
   }
 }
 

@@ -1,0 +1,438 @@
+/**
+ * `npm run bench -- --webhooks`: webhook acknowledgement latency and throughput of the GitHub App
+ * (issue 4). The App runs as its own process (Probot server + in-process intake worker, no fix
+ * workers) against the GitHub simulator and a private redis-server; signed deliveries are built
+ * before the clock starts and sent open-loop at a fixed rate over keep-alive HTTP. Latency runs from
+ * each delivery's scheduled send time to the end of its response, so a slow App cannot hide queueing
+ * by slowing the sender (no coordinated omission). After each run every 2xx delivery is looked up in
+ * Redis as an intake job: `lost` = accepted − found. One run, quantiles; no assertion on time.
+ *
+ * Also runnable alone: `node --import tsx bench/webhook-ack.ts`.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as delay } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { INTAKE_QUEUE, intakeJobId, redisOptions } from '../src/queue/queues.js';
+import { makeFixtureRepo } from '../test/support/fixture-repo.js';
+import { startGitHubSimulator, type GitHubSim } from '../test/support/github-sim/index.js';
+import { reply, startModelSimulator } from '../test/support/model-sim/index.js';
+import { startPipeline, type Pipeline } from '../test/support/pipeline.js';
+import { startRedis } from '../test/support/redis-server.js';
+
+const OWNER = 'acme';
+const REPO = 'calc';
+const MAINTAINER = 'maria';
+const MODEL_KEY = 'sk-ant-bench-model-key-0123456789abcdef';
+/** Issues the deliveries are spread over. */
+const ISSUES = 200;
+/** Labels that are not the App's (`agent`): every delivery is enqueued, then ignored by intake. */
+const OTHER_LABELS = ['bug', 'triage', 'needs-info'];
+const COMMENT_BODY = 'Thanks, this looks right to me. Merging after CI.';
+const TARGET_P99_MS = 50;
+
+export type Scenario = 'labeled' | 'comment';
+
+/** One step of the rate ladder: deliveries per second for this many seconds. */
+export interface Step {
+  readonly rate: number;
+  readonly seconds: number;
+}
+
+/** 200/s for 10 s is the target; the higher steps look for where p99 or throughput gives out. */
+export const DEFAULT_STEPS: readonly Step[] = [
+  { rate: 200, seconds: 10 },
+  { rate: 400, seconds: 5 },
+  { rate: 800, seconds: 5 },
+  { rate: 1600, seconds: 3 },
+];
+
+interface Prepared {
+  readonly id: string;
+  readonly headers: Record<string, string>;
+  readonly body: Buffer;
+}
+
+interface Sample {
+  readonly status: number;
+  /** performance.now() values, ms. */
+  readonly scheduled: number;
+  readonly sent: number;
+  readonly end: number;
+}
+
+export interface RunResult {
+  readonly scenario: Scenario;
+  readonly rate: number;
+  readonly seconds: number;
+  readonly sent: number;
+  /** Sends per second between the first and the last send. */
+  readonly sendRate: number;
+  /** 2xx responses per second, from the first scheduled send to the last response. */
+  readonly acceptedRate: number;
+  readonly accepted: number;
+  /** 202 "still processing": Probot's 9 s timeout; 2xx but not known to be durable. */
+  readonly stillProcessing: number;
+  readonly non2xx: number;
+  readonly p50: number;
+  readonly p90: number;
+  readonly p99: number;
+  readonly max: number;
+  /** Actual send time − scheduled send time, p99: how late the sender itself was. */
+  readonly sendLagP99: number;
+  /** Bench process event-loop delay p99 during the run (it also serves the simulator). */
+  readonly benchLoopP99: number;
+  /** 2xx deliveries whose intake job is in Redis. */
+  readonly found: number;
+  /** accepted − found (labeled); 0 for comments, whose `found` should be 0 (dropped before Redis). */
+  readonly lost: number;
+  /** App CPU (user + system) over the send window, in % of one core. */
+  readonly appCpuPct: number;
+  /** App CPU per delivery from the first send until intake drained, ms. */
+  readonly appCpuPerDeliveryMs: number;
+  /** redis-server CPU per delivery over the same span, ms. */
+  readonly redisCpuPerDeliveryMs: number;
+  /** From the last response until the intake queue had nothing waiting or active, ms. */
+  readonly drainMs: number;
+  readonly intakeFailed: number;
+}
+
+function quantile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? NaN;
+}
+
+const CLK_TCK = ((): number => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** utime + stime of a process from /proc, ms; NaN where /proc is not there. */
+function processCpuMs(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[11]);
+    const stime = Number(fields[12]);
+    return ((utime + stime) * 1000) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
+}
+
+async function redisCpuMs(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const get = (k: string): number => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return (get('used_cpu_user') + get('used_cpu_sys')) * 1000;
+}
+
+function prepare(sim: GitHubSim, scenario: Scenario, n: number, offset: number): Prepared[] {
+  const out: Prepared[] = [];
+  for (let k = 0; k < n; k++) {
+    const issue = 1 + ((offset + k) % ISSUES);
+    const hook =
+      scenario === 'labeled'
+        ? sim.buildWebhook('issues', 'labeled', {
+            owner: OWNER,
+            repo: REPO,
+            issue,
+            sender: MAINTAINER,
+            label: OTHER_LABELS[(offset + k) % OTHER_LABELS.length] ?? 'bug',
+          })
+        : sim.buildWebhook('issue_comment', 'created', {
+            owner: OWNER,
+            repo: REPO,
+            issue,
+            sender: MAINTAINER,
+            comment: { body: COMMENT_BODY },
+          });
+    const body = Buffer.from(hook.body);
+    out.push({
+      id: hook.id,
+      headers: { ...hook.headers, 'content-length': String(body.length) },
+      body,
+    });
+  }
+  return out;
+}
+
+function send(agent: Agent, url: URL, hook: Prepared, scheduled: number): Promise<Sample> {
+  return new Promise((resolve) => {
+    const sent = performance.now();
+    let settled = false;
+    const finish = (status: number): void => {
+      if (settled) return;
+      settled = true;
+      resolve({ status, scheduled, sent, end: performance.now() });
+    };
+    const req = request(
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: hook.headers,
+      },
+      (res) => {
+        res.resume();
+        res.once('end', () => {
+          finish(res.statusCode ?? 0);
+        });
+        res.once('error', () => {
+          finish(0);
+        });
+      },
+    );
+    req.setTimeout(30_000, () => req.destroy(new Error('timeout')));
+    req.once('error', () => {
+      finish(0);
+    });
+    req.end(hook.body);
+  });
+}
+
+/**
+ * Sends `hooks` at `rate` per second by the clock: delivery i is due at t0 + i/rate whether or not
+ * earlier ones have been answered. Timers fire at ~1 ms granularity, so at high rates a wake-up sends
+ * every delivery that is due; latency is measured from the due time, so this lateness counts against
+ * the App's number, not for it.
+ */
+async function openLoop(url: URL, hooks: readonly Prepared[], rate: number): Promise<Sample[]> {
+  const agent = new Agent({ keepAlive: true });
+  const interval = 1000 / rate;
+  const pending: Promise<Sample>[] = [];
+  const t0 = performance.now() + 5;
+  try {
+    let i = 0;
+    while (i < hooks.length) {
+      const now = performance.now();
+      while (i < hooks.length && t0 + i * interval <= now) {
+        const hook = hooks[i];
+        if (hook !== undefined) pending.push(send(agent, url, hook, t0 + i * interval));
+        i++;
+      }
+      if (i < hooks.length) await delay(Math.max(0, t0 + i * interval - performance.now()));
+    }
+    return await Promise.all(pending);
+  } finally {
+    agent.destroy();
+  }
+}
+
+async function waitForIntakeIdle(queue: Queue, timeoutMs = 180_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const c = await queue.getJobCounts('wait', 'active', 'delayed', 'prioritized');
+    const busy = (c.wait ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) + (c.prioritized ?? 0);
+    if (busy === 0) return;
+    if (Date.now() > deadline) throw new Error(`intake still has ${busy} jobs after ${timeoutMs} ms`);
+    await delay(50);
+  }
+}
+
+async function countFound(queue: Queue, ids: readonly string[]): Promise<number> {
+  let found = 0;
+  for (let i = 0; i < ids.length; i += 250) {
+    const jobs = await Promise.all(ids.slice(i, i + 250).map((id) => queue.getJob(intakeJobId(id))));
+    found += jobs.filter((j) => j !== undefined).length;
+  }
+  return found;
+}
+
+interface Env {
+  readonly sim: GitHubSim;
+  readonly pipeline: Pipeline;
+  readonly queue: Queue;
+  readonly redis: Redis;
+  readonly url: URL;
+}
+
+let prepared = 0;
+
+async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunResult> {
+  const n = Math.round(step.rate * step.seconds);
+  const hooks = prepare(env.sim, scenario, n, prepared);
+  prepared += n;
+  await waitForIntakeIdle(env.queue);
+  const failedBefore = await env.queue.getFailedCount();
+  const pid = env.pipeline.app.child.pid;
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  const appCpu0 = processCpuMs(pid);
+  const redisCpu0 = await redisCpuMs(env.redis);
+  loop.enable();
+  const samples = await openLoop(env.url, hooks, step.rate);
+  loop.disable();
+  const appCpu1 = processCpuMs(pid);
+  const windowEnd = performance.now();
+  await waitForIntakeIdle(env.queue);
+  const drainMs = performance.now() - windowEnd;
+  const appCpu2 = processCpuMs(pid);
+  const redisCpu2 = await redisCpuMs(env.redis);
+
+  const firstScheduled = Math.min(...samples.map((s) => s.scheduled));
+  const lastEnd = Math.max(...samples.map((s) => s.end));
+  const sends = samples.map((s) => s.sent);
+  const sendSpan = Math.max(...sends) - Math.min(...sends);
+  const ok = samples
+    .map((s, i) => ({ s, id: hooks[i]?.id ?? '' }))
+    .filter(({ s }) => s.status >= 200 && s.status < 300);
+  const latencies = samples.map((s) => s.end - s.scheduled);
+  const found = await countFound(
+    env.queue,
+    scenario === 'labeled' ? ok.map((o) => o.id) : hooks.map((h) => h.id),
+  );
+  return {
+    scenario,
+    rate: step.rate,
+    seconds: step.seconds,
+    sent: n,
+    sendRate: sendSpan > 0 ? ((n - 1) * 1000) / sendSpan : NaN,
+    acceptedRate: (ok.length * 1000) / (lastEnd - firstScheduled),
+    accepted: ok.length,
+    stillProcessing: ok.filter(({ s }) => s.status === 202).length,
+    non2xx: n - ok.length,
+    p50: quantile(latencies, 0.5),
+    p90: quantile(latencies, 0.9),
+    p99: quantile(latencies, 0.99),
+    max: Math.max(...latencies),
+    sendLagP99: quantile(
+      samples.map((s) => s.sent - s.scheduled),
+      0.99,
+    ),
+    benchLoopP99: loop.percentile(99) / 1e6,
+    found,
+    lost: scenario === 'labeled' ? ok.length - found : 0,
+    appCpuPct: ((appCpu1 - appCpu0) * 100) / (windowEnd - firstScheduled),
+    appCpuPerDeliveryMs: (appCpu2 - appCpu0) / n,
+    redisCpuPerDeliveryMs: (redisCpu2 - redisCpu0) / n,
+    drainMs,
+    intakeFailed: (await env.queue.getFailedCount()) - failedBefore,
+  };
+}
+
+export function meets(r: RunResult): boolean {
+  return (
+    r.p99 <= TARGET_P99_MS &&
+    r.lost === 0 &&
+    (r.scenario === 'labeled' || r.found === 0) &&
+    r.non2xx === 0 &&
+    r.acceptedRate >= 0.95 * r.rate
+  );
+}
+
+/** Runs each scenario up the ladder; after the target step, stops at the first step that misses. */
+export async function runWebhookBench(steps: readonly Step[] = DEFAULT_STEPS): Promise<RunResult[]> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const results: RunResult[] = [];
+  try {
+    const fixture = makeFixtureRepo('node-calc');
+    cleanups.push(() => {
+      fixture.cleanup();
+    });
+    const redisServer = await startRedis();
+    cleanups.push(() => redisServer.stop());
+    // Response checking off: the simulator shares this process with the sender; keep it light.
+    const sim = await startGitHubSimulator({ checkResponses: false });
+    cleanups.push(() => sim.close());
+    await sim.createRepo({ owner: OWNER, name: REPO, sourceDir: fixture.dir });
+    sim.addUser({ login: MAINTAINER });
+    sim.setPermission(OWNER, REPO, MAINTAINER, 'write');
+    for (let i = 0; i < ISSUES; i++) {
+      sim.createIssue(OWNER, REPO, { title: `Bench issue ${i + 1}`, body: 'Bench.', author: MAINTAINER });
+    }
+    const model = await startModelSimulator({
+      apiKey: MODEL_KEY,
+      policy: () => reply().text('not used: no fix worker runs in this benchmark'),
+    });
+    cleanups.push(() => model.close());
+    const pipeline = await startPipeline({
+      sim,
+      modelUrl: model.url,
+      modelKey: MODEL_KEY,
+      redisUrl: redisServer.url,
+      workers: 0,
+    });
+    cleanups.push(() => pipeline.stop());
+    const queue = new Queue(INTAKE_QUEUE, {
+      connection: redisOptions(redisServer.url, 'bench-intake-check'),
+      prefix: pipeline.prefix,
+    });
+    cleanups.push(() => queue.close());
+    const redis = new Redis(redisOptions(redisServer.url, 'bench-info'));
+    cleanups.push(() => {
+      redis.disconnect();
+    });
+    const env: Env = { sim, pipeline, queue, redis, url: new URL(pipeline.webhookUrl) };
+
+    // Warm-up, not reported: JIT, zod schemas, the installation token, Redis connections.
+    for (const scenario of ['labeled', 'comment'] as const) {
+      const warm = await runOnce(env, scenario, { rate: 100, seconds: 2 });
+      if (!meets(warm)) {
+        throw new Error(`warm-up ${scenario}: ${warm.non2xx} non-2xx, ${warm.lost} lost\n${pipeline.logs()}`);
+      }
+    }
+
+    for (const scenario of ['labeled', 'comment'] as const) {
+      for (const [i, step] of steps.entries()) {
+        const r = await runOnce(env, scenario, step);
+        results.push(r);
+        if (i > 0 && !meets(r)) break;
+        await delay(1000);
+      }
+    }
+    return results;
+  } finally {
+    for (const stop of cleanups.reverse()) await stop();
+  }
+}
+
+const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '–');
+const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '–');
+
+export function printWebhookResults(results: readonly RunResult[]): void {
+  const label: Record<Scenario, string> = {
+    labeled: '`issues.labeled` (enqueued)',
+    comment: '`issue_comment.created`, no @ (dropped)',
+  };
+  console.log(
+    '| deliveries | rate × s | p50 ms | p90 ms | p99 ms | max ms | sent/s | accepted/s | non-2xx | lost | App CPU % | meets |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    console.log(
+      `| ${label[r.scenario]} | ${r.rate} × ${r.seconds} | ${f1(r.p50)} | ${f1(r.p90)} | ${f1(r.p99)} | ${f1(r.max)} | ` +
+        `${f1(r.sendRate)} | ${f1(r.acceptedRate)} | ${r.non2xx} | ${r.scenario === 'labeled' ? r.lost : 'n/a'} | ${f1(r.appCpuPct)} | ${meets(r) ? 'yes' : 'no'} |`,
+    );
+  }
+  console.log('\nPer run, details:\n');
+  console.log(
+    '| deliveries | rate | accepted (202) | intake jobs found | App CPU ms / delivery | Redis CPU ms / delivery | intake drain ms | intake failed | send lag p99 ms | bench loop p99 ms |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    console.log(
+      `| ${r.scenario} | ${r.rate} | ${r.accepted} (${r.stillProcessing}) | ${r.found} | ${f2(r.appCpuPerDeliveryMs)} | ` +
+        `${f2(r.redisCpuPerDeliveryMs)} | ${Math.round(r.drainMs)} | ${r.intakeFailed} | ${f1(r.sendLagP99)} | ${f1(r.benchLoopP99)} |`,
+    );
+  }
+}
+
+/** Runs the ladder and prints the tables (`npm run bench -- --webhooks`). */
+export async function webhookBench(): Promise<void> {
+  console.log('\nGitHub App webhooks (issue 4):\n');
+  printWebhookResults(await runWebhookBench());
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await webhookBench();
+}

@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeFixtureRepo } from '../support/fixture-repo.js';
+import { startGitHubSimulator } from '../support/github-sim/index.js';
+import { startModelSimulator } from '../support/model-sim/index.js';
+import { startPipeline } from '../support/pipeline.js';
+import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
+import { redisSkipReason, startRedis } from '../support/redis-server.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+
+const MODEL_KEY = 'sk-ant-docker-canary-0123456789abcdef';
+
+/**
+ * The production configuration: the worker runs the agent in a Docker sandbox (network none). The
+ * agent's first command lists the container's environment and the workspace's git config; the
+ * canaries (installation tokens, model key, webhook secret) must appear in none of it, nor anywhere
+ * the App wrote to.
+ */
+dockerTest(
+  'App pipeline with the Docker sandbox: a label → a PR; no secret reaches the container or anything posted',
+  async (docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const cleanups: (() => Promise<void> | void)[] = [];
+    try {
+      const fixture = makeFixtureRepo('node-calc');
+      cleanups.push(() => {
+        fixture.cleanup();
+      });
+      const redis = await startRedis();
+      cleanups.push(() => redis.stop());
+      const sim = await startGitHubSimulator();
+      cleanups.push(() => sim.close());
+      await sim.createRepo({ owner: 'acme', name: 'calc', sourceDir: fixture.dir });
+      sim.addUser({ login: 'maria' });
+      sim.setPermission('acme', 'calc', 'maria', 'maintain');
+      const model = await startModelSimulator({
+        apiKey: MODEL_KEY,
+        policy: bashThenOracle(
+          'id -u; env; cat /proc/1/environ | tr "\\0" "\\n"; cat .git/config; ls /sys/class/net',
+          fixture.patch,
+        ),
+      });
+      cleanups.push(() => model.close());
+      const pipeline = await startPipeline({
+        sim,
+        modelUrl: model.url,
+        modelKey: MODEL_KEY,
+        redisUrl: redis.url,
+        sandbox: 'docker',
+      });
+      cleanups.push(() => pipeline.stop());
+
+      const n = sim.createIssue('acme', 'calc', { title: 'Average rounds wrong', body: '1.67 expected', author: 'maria' }).number;
+      await sim.label('acme', 'calc', n, 'agent', 'maria');
+      await sim.waitFor(() => sim.pulls('acme', 'calc').length > 0, 240_000, `a PR\n${pipeline.logs()}`);
+      const pr = sim.pulls('acme', 'calc')[0];
+      assert.ok(pr);
+      assert.equal(pr.draft, false);
+
+      const jobs = join(pipeline.workDir, 'work', 'jobs');
+      const [job] = readdirSync(jobs);
+      assert.ok(job);
+      const base = JSON.parse(readFileSync(join(jobs, job, 'trajectory', 'base_state.json'), 'utf8')) as { sandbox: string };
+      assert.equal(base.sandbox, 'docker');
+      const trajectory = allFiles(join(jobs, job, 'trajectory')).map((f) => readFileSync(f, 'utf8')).join('\n');
+      assert.match(trajectory, /PATH=/, "the container's environment was listed");
+      assert.doesNotMatch(trajectory, /\beth\d|\bens\d/, 'no network interface but lo');
+
+      const tokens = new Set<string>();
+      for (const r of sim.requests) {
+        const m = /^(?:token|bearer) (ghs_\w+)$/i.exec(r.headers.authorization ?? '');
+        if (m?.[1] !== undefined) tokens.add(m[1]);
+      }
+      assert.ok(tokens.size > 0);
+      const posted = sim.requests.map((r) => r.body).join('\n');
+      const modelSaw = model.requests.map((r) => requestText(r.body)).join('\n');
+      for (const secret of [...tokens, MODEL_KEY, sim.app.webhookSecret]) {
+        assert.ok(!trajectory.includes(secret), 'secret in the trajectory (container env or git config)');
+        assert.ok(!posted.includes(secret), 'secret posted to GitHub');
+        assert.ok(!modelSaw.includes(secret), 'secret sent to the model');
+      }
+      // No sandbox container outlives the job.
+      const left = await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
+      assert.equal(left.length, 0);
+    } finally {
+      for (const stop of cleanups.reverse()) await stop();
+    }
+  },
+  { timeout: 400_000 },
+);
+
+function allFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    return statSync(p).isDirectory() ? allFiles(p) : [p];
+  });
+}
