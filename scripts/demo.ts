@@ -50,7 +50,9 @@ async function main(): Promise<number> {
     redisUrl = redis.url;
     console.log(`redis: started a private redis-server at ${redisUrl}`);
   } else {
-    console.error('redis: none reachable and redis-server is not installed (apt-get install -y redis-server)');
+    console.error(
+      'redis: none reachable and redis-server is not installed (apt-get install -y redis-server)',
+    );
     return 2;
   }
 
@@ -124,7 +126,9 @@ async function main(): Promise<number> {
     return 1;
   }
   console.log(`\npull request #${pr.number}: ${sim.url.replace(/\/$/, '')}/octo-org/calc/pull/${pr.number}`);
-  console.log(`  "${pr.title}" · ${pr.draft ? 'draft' : 'ready for review'} · branch ${pr.head.ref} @ ${pr.head.sha.slice(0, 12)}`);
+  console.log(
+    `  "${pr.title}" · ${pr.draft ? 'draft' : 'ready for review'} · branch ${pr.head.ref} @ ${pr.head.sha.slice(0, 12)}`,
+  );
   console.log(`\n--- PR body (first lines) ---\n${pr.body.split('\n').slice(0, 24).join('\n')}\n...`);
   console.log(`\ntrajectory: ${trajectory}\n  read it with: npx tsx src/cli/main.ts replay ${trajectory}`);
   return 0;

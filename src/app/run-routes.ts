@@ -40,7 +40,11 @@ export function trajectoryHandler(options: {
     return reply(
       res,
       200,
-      options.redactor.redactDeep({ base: store.base, events: store.events, state: reduceState(store.events) }),
+      options.redactor.redactDeep({
+        base: store.base,
+        events: store.events,
+        state: reduceState(store.events),
+      }),
     );
   };
 }

@@ -99,7 +99,9 @@ export async function runFixJob(
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const bot = await deps.bot(gh, credentials);
   const runLink =
-    deps.app.publicUrl === null || deps.app.adminToken === null ? null : trajectoryUrl(deps.app.publicUrl, jobId);
+    deps.app.publicUrl === null || deps.app.adminToken === null
+      ? null
+      : trajectoryUrl(deps.app.publicUrl, jobId);
   const progress = new ProgressReporter(
     gh,
     where,

@@ -55,7 +55,11 @@ dockerTest(
       });
       cleanups.push(() => pipeline.stop());
 
-      const n = sim.createIssue('acme', 'calc', { title: 'Average rounds wrong', body: '1.67 expected', author: 'maria' }).number;
+      const n = sim.createIssue('acme', 'calc', {
+        title: 'Average rounds wrong',
+        body: '1.67 expected',
+        author: 'maria',
+      }).number;
       await sim.label('acme', 'calc', n, 'agent', 'maria');
       await sim.waitFor(() => sim.pulls('acme', 'calc').length > 0, 240_000, `a PR\n${pipeline.logs()}`);
       const pr = sim.pulls('acme', 'calc')[0];
@@ -65,9 +69,13 @@ dockerTest(
       const jobs = join(pipeline.workDir, 'work', 'jobs');
       const [job] = readdirSync(jobs);
       assert.ok(job);
-      const base = JSON.parse(readFileSync(join(jobs, job, 'trajectory', 'base_state.json'), 'utf8')) as { sandbox: string };
+      const base = JSON.parse(readFileSync(join(jobs, job, 'trajectory', 'base_state.json'), 'utf8')) as {
+        sandbox: string;
+      };
       assert.equal(base.sandbox, 'docker');
-      const trajectory = allFiles(join(jobs, job, 'trajectory')).map((f) => readFileSync(f, 'utf8')).join('\n');
+      const trajectory = allFiles(join(jobs, job, 'trajectory'))
+        .map((f) => readFileSync(f, 'utf8'))
+        .join('\n');
       assert.match(trajectory, /PATH=/, "the container's environment was listed");
       assert.doesNotMatch(trajectory, /\beth\d|\bens\d/, 'no network interface but lo');
 

@@ -133,11 +133,18 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.match(edits[0] ?? '', /queued/i);
     assert.deepEqual(sim.violations, [], 'every request the App made is valid per the OpenAPI description');
     // The full JSON trajectory the PR links to, from the App, with the admin token only.
-    const link = /(http:\/\/127\.0\.0\.1:\d+\/issue-agent\/runs\/[A-Za-z0-9-]+\/trajectory\.json)/.exec(pr.body)?.[1];
+    const link = /(http:\/\/127\.0\.0\.1:\d+\/issue-agent\/runs\/[A-Za-z0-9-]+\/trajectory\.json)/.exec(
+      pr.body,
+    )?.[1];
     assert.ok(link, 'the PR says where the full trajectory is');
     assert.equal((await fetch(link)).status, 401);
-    assert.equal((await fetch(link, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status, 401);
-    const full = (await (await fetch(link, { headers: { authorization: `Bearer ${pipeline.adminToken}` } })).json()) as {
+    assert.equal(
+      (await fetch(link, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status,
+      401,
+    );
+    const full = (await (
+      await fetch(link, { headers: { authorization: `Bearer ${pipeline.adminToken}` } })
+    ).json()) as {
       events: { kind: string }[];
     };
     assert.equal(full.events.at(-1)?.kind, 'outcome');
@@ -394,7 +401,11 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
     const first = await waitForPr(n);
     const firstMarker = /issue-agent:pr conversation=([^ ]+)/.exec(first.body)?.[1];
-    await sim.waitFor(() => /pull\/|#\d/.test(progressOf(n)[0]?.body ?? ''), 20_000, 'the first job to finish');
+    await sim.waitFor(
+      () => /pull\/|#\d/.test(progressOf(n)[0]?.body ?? ''),
+      20_000,
+      'the first job to finish',
+    );
     await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
     await sim.waitFor(
       () => {
