@@ -10,8 +10,9 @@
  * Also runnable alone: `node --import tsx bench/webhook-ack.ts`.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { Agent, request } from 'node:http';
+import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
@@ -36,7 +37,14 @@ const OTHER_LABELS = ['bug', 'triage', 'needs-info'];
 const COMMENT_BODY = 'Thanks, this looks right to me. Merging after CI.';
 const TARGET_P99_MS = 50;
 
-export type Scenario = 'labeled' | 'comment';
+/**
+ * `paused`: issues.labeled with the intake queue paused during the send window, so only the ack path
+ * (parse + one Redis add) runs; the backlog is processed afterwards. `labeled`: the same deliveries with
+ * the intake processor running alongside, as in production. `comment`: issue_comment.created without
+ * an '@', dropped by the webhook handler before Redis.
+ */
+export type Scenario = 'paused' | 'labeled' | 'comment';
+export const SCENARIOS: readonly Scenario[] = ['paused', 'labeled', 'comment'];
 
 /** One step of the rate ladder: deliveries per second for this many seconds. */
 export interface Step {
@@ -50,7 +58,15 @@ export const DEFAULT_STEPS: readonly Step[] = [
   { rate: 400, seconds: 5 },
   { rate: 800, seconds: 5 },
   { rate: 1600, seconds: 3 },
+  { rate: 3200, seconds: 2 },
 ];
+
+export interface WebhookBenchOptions {
+  readonly steps?: readonly Step[];
+  readonly scenarios?: readonly Scenario[];
+  /** Extra environment for the App process (e.g. `LOG_LEVEL`), for side experiments. */
+  readonly appEnv?: Record<string, string>;
+}
 
 interface Prepared {
   readonly id: string;
@@ -102,14 +118,20 @@ export interface RunResult {
   readonly lost: number;
   /** App CPU (user + system) over the send window, in % of one core. */
   readonly appCpuPct: number;
+  /** Bench process CPU (simulator + sender thread) over the send window, in % of one core. */
+  readonly benchCpuPct: number;
+  /** App CPU per delivery over the send window only, ms. */
+  readonly appCpuPerAckMs: number;
   /** App CPU per delivery from the first send until intake drained, ms. */
   readonly appCpuPerDeliveryMs: number;
   /** redis-server CPU per delivery over the same span, ms. */
   readonly redisCpuPerDeliveryMs: number;
   /** From the last response until the intake queue had nothing waiting or active, ms. */
   readonly drainMs: number;
-  /** Intake jobs completed per second, from the first send until the queue was idle. */
+  /** Intake jobs completed per second: from the first send until the queue was idle; `paused`: over the drain only. */
   readonly intakeRate: number;
+  /** Bytes the App wrote to its log per delivery over the send window (pino-http logs every request). */
+  readonly logBytesPerDelivery: number;
   /** Requests the App made to the GitHub simulator per delivery. */
   readonly apiCallsPerDelivery: number;
   readonly intakeFailed: number;
@@ -154,7 +176,7 @@ function prepare(sim: GitHubSim, scenario: Scenario, n: number, offset: number):
   for (let k = 0; k < n; k++) {
     const issue = 1 + ((offset + k) % ISSUES);
     const hook =
-      scenario === 'labeled'
+      scenario !== 'comment'
         ? sim.buildWebhook('issues', 'labeled', {
             owner: OWNER,
             repo: REPO,
@@ -348,13 +370,19 @@ async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunRes
   const simLoop = monitorEventLoopDelay({ resolution: 1 });
   const apiCalls0 = env.sim.requests.length;
   const appCpu0 = processCpuMs(pid);
+  const log0 = statSync(env.pipeline.app.log).size;
   const redisCpu0 = await redisCpuMs(env.redis);
+  const benchCpu0 = process.cpuUsage();
+  if (scenario === 'paused') await env.queue.pause();
   const windowStart = performance.now();
   simLoop.enable();
   const { samples, loopP99 } = await env.sender.run({ url: env.pipeline.webhookUrl, rate: step.rate, hooks });
   simLoop.disable();
   const appCpu1 = processCpuMs(pid);
+  const log1 = statSync(env.pipeline.app.log).size;
   const windowEnd = performance.now();
+  const benchCpu = process.cpuUsage(benchCpu0);
+  if (scenario === 'paused') await env.queue.resume();
   await waitForIntakeIdle(env.queue);
   const drainMs = performance.now() - windowEnd;
   const appCpu2 = processCpuMs(pid);
@@ -371,7 +399,7 @@ async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunRes
   const latencies = samples.map((s) => s.end - s.scheduled);
   const found = await countFound(
     env.queue,
-    scenario === 'labeled' ? ok.map((o) => o.id) : hooks.map((h) => h.id),
+    scenario === 'comment' ? hooks.map((h) => h.id) : ok.map((o) => o.id),
   );
   return {
     scenario,
@@ -394,12 +422,18 @@ async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunRes
     senderLoopP99: loopP99,
     simLoopP99: simLoop.percentile(99) / 1e6,
     found,
-    lost: scenario === 'labeled' ? ok.length - found : 0,
+    lost: scenario === 'comment' ? 0 : ok.length - found,
     appCpuPct: ((appCpu1 - appCpu0) * 100) / (windowEnd - windowStart),
+    benchCpuPct: (benchCpu.user + benchCpu.system) / 10 / (windowEnd - windowStart),
+    appCpuPerAckMs: (appCpu1 - appCpu0) / n,
     appCpuPerDeliveryMs: (appCpu2 - appCpu0) / n,
     redisCpuPerDeliveryMs: (redisCpu2 - redisCpu0) / n,
     drainMs,
-    intakeRate: scenario === 'labeled' ? (found * 1000) / (windowEnd - windowStart + drainMs) : NaN,
+    intakeRate:
+      scenario === 'comment'
+        ? NaN
+        : (found * 1000) / (scenario === 'paused' ? drainMs : windowEnd - windowStart + drainMs),
+    logBytesPerDelivery: (log1 - log0) / n,
     apiCallsPerDelivery: apiCalls / n,
     intakeFailed: (await env.queue.getFailedCount()) - failedBefore,
   };
@@ -409,14 +443,15 @@ export function meets(r: RunResult): boolean {
   return (
     r.p99 <= TARGET_P99_MS &&
     r.lost === 0 &&
-    (r.scenario === 'labeled' || r.found === 0) &&
+    (r.scenario !== 'comment' || r.found === 0) &&
     r.non2xx === 0 &&
     r.acceptedRate >= 0.95 * r.rate
   );
 }
 
 /** Runs each scenario up the ladder; after the target step, stops at the first step that misses. */
-export async function runWebhookBench(steps: readonly Step[] = DEFAULT_STEPS): Promise<RunResult[]> {
+export async function runWebhookBench(options: WebhookBenchOptions = {}): Promise<RunResult[]> {
+  const steps = options.steps ?? DEFAULT_STEPS;
   const cleanups: (() => Promise<void> | void)[] = [];
   const results: RunResult[] = [];
   try {
@@ -446,6 +481,7 @@ export async function runWebhookBench(steps: readonly Step[] = DEFAULT_STEPS): P
       modelKey: MODEL_KEY,
       redisUrl: redisServer.url,
       workers: 0,
+      ...(options.appEnv === undefined ? {} : { env: options.appEnv }),
     });
     cleanups.push(() => pipeline.stop());
     const queue = new Queue(INTAKE_QUEUE, {
@@ -469,7 +505,7 @@ export async function runWebhookBench(steps: readonly Step[] = DEFAULT_STEPS): P
       }
     }
 
-    for (const scenario of ['labeled', 'comment'] as const) {
+    for (const scenario of options.scenarios ?? SCENARIOS) {
       for (const [i, step] of steps.entries()) {
         const r = await runOnce(env, scenario, step);
         results.push(r);
@@ -488,7 +524,8 @@ const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '–');
 
 export function printWebhookResults(results: readonly RunResult[]): void {
   const label: Record<Scenario, string> = {
-    labeled: '`issues.labeled` (enqueued)',
+    paused: '`issues.labeled`, intake paused (ack path only)',
+    labeled: '`issues.labeled`, intake running',
     comment: '`issue_comment.created`, no @ (dropped)',
   };
   console.log(
@@ -498,18 +535,20 @@ export function printWebhookResults(results: readonly RunResult[]): void {
   for (const r of results) {
     console.log(
       `| ${label[r.scenario]} | ${r.rate} × ${r.seconds} | ${f1(r.p50)} | ${f1(r.p90)} | ${f1(r.p99)} | ${f1(r.max)} | ` +
-        `${f1(r.sendRate)} | ${f1(r.acceptedRate)} | ${r.non2xx} | ${r.scenario === 'labeled' ? r.lost : 'n/a'} | ${f1(r.appCpuPct)} | ${meets(r) ? 'yes' : 'no'} |`,
+        `${f1(r.sendRate)} | ${f1(r.acceptedRate)} | ${r.non2xx} | ${r.scenario === 'comment' ? 'n/a' : r.lost} | ${f1(r.appCpuPct)} | ${meets(r) ? 'yes' : 'no'} |`,
     );
   }
   console.log('\nPer run, details:\n');
   console.log(
-    '| deliveries | rate | accepted (202) | intake jobs found | intake jobs/s | intake drain ms | intake failed | API calls / delivery | App CPU ms / delivery | Redis CPU ms / delivery | send lag p99 ms | sender loop p99 ms | sim loop p99 ms |',
+    '| deliveries | rate | accepted (202) | intake jobs found | intake jobs/s | intake drain ms | intake failed | API calls / delivery | App CPU ms / delivery, window | App CPU ms / delivery, until drained | Redis CPU ms / delivery | App log bytes / delivery | bench CPU % | send lag p99 ms | sender loop p99 ms | sim loop p99 ms |',
   );
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log(
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  );
   for (const r of results) {
     console.log(
       `| ${r.scenario} | ${r.rate} | ${r.accepted} (${r.stillProcessing}) | ${r.found} | ${f1(r.intakeRate)} | ${Math.round(r.drainMs)} | ` +
-        `${r.intakeFailed} | ${f2(r.apiCallsPerDelivery)} | ${f2(r.appCpuPerDeliveryMs)} | ${f2(r.redisCpuPerDeliveryMs)} | ` +
+        `${r.intakeFailed} | ${f2(r.apiCallsPerDelivery)} | ${f2(r.appCpuPerAckMs)} | ${f2(r.appCpuPerDeliveryMs)} | ${f2(r.redisCpuPerDeliveryMs)} | ${Math.round(r.logBytesPerDelivery)} | ${f1(r.benchCpuPct)} | ` +
         `${f1(r.sendLagP99)} | ${f1(r.senderLoopP99)} | ${f1(r.simLoopP99)} |`,
     );
   }
@@ -517,8 +556,14 @@ export function printWebhookResults(results: readonly RunResult[]): void {
 
 /** Runs the ladder and prints the tables (`npm run bench -- --webhooks`). */
 export async function webhookBench(): Promise<void> {
-  console.log('\nGitHub App webhooks (issue 4):\n');
-  printWebhookResults(await runWebhookBench());
+  const load = (): string =>
+    loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
+  const before = load();
+  const results = await runWebhookBench();
+  console.log(`\nGitHub App webhooks (issue 4), load average before: ${before}, after: ${load()}:\n`);
+  printWebhookResults(results);
 }
 
 if (

@@ -62,6 +62,12 @@ async function main(): Promise<void> {
       maxStalledCount: 2,
     },
   );
+  worker.on('active', (job) => {
+    logger.info(
+      { job: job.id, repo: `${job.data.repo.owner}/${job.data.repo.name}`, issue: job.data.issue.number },
+      'job started',
+    );
+  });
   worker.on('completed', (job, result) => {
     logger.info({ job: job.id, outcome: result.outcome, pr: result.pullRequest?.url }, 'job completed');
   });

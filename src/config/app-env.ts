@@ -37,6 +37,8 @@ export interface AppEnv {
   /** How often a running job may edit its progress comment. */
   readonly progressIntervalMs: number;
   readonly logLevel: string;
+  /** Base of the REST client's backoff for 5xx and connection errors. */
+  readonly githubRetryBaseMs: number;
   /** Bearer token for the App's run routes (full trajectories); null disables them. */
   readonly adminToken: string | null;
 }
@@ -71,6 +73,7 @@ const schema = z.object({
     .default('@agent'),
   ISSUE_AGENT_PROGRESS_INTERVAL_MS: int(0).default(5000),
   ISSUE_AGENT_ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ISSUE_AGENT_GITHUB_RETRY_BASE_MS: int(1).default(1000),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });
 
@@ -134,6 +137,7 @@ export function readAppEnv(
     defaultHandle: v.ISSUE_AGENT_HANDLE,
     progressIntervalMs: v.ISSUE_AGENT_PROGRESS_INTERVAL_MS,
     logLevel: v.LOG_LEVEL,
+    githubRetryBaseMs: v.ISSUE_AGENT_GITHUB_RETRY_BASE_MS,
     adminToken: v.ISSUE_AGENT_ADMIN_TOKEN ?? null,
   });
 }

@@ -85,7 +85,7 @@ export function installationClient(
   credentials: AppCredentials,
   tokens: InstallationTokens,
   logger: Logger,
-  options: { maxRateLimitRetries?: number } = {},
+  options: { maxRateLimitRetries?: number; retryBaseMs?: number } = {},
 ): GitHubClient {
   const maxRetries = options.maxRateLimitRetries ?? 3;
   const octokit = new WorkerOctokit({
@@ -111,7 +111,11 @@ export function installationClient(
         return retryCount < maxRetries;
       },
     },
-    retry: { doNotRetry: [400, 401, 403, 404, 410, 422, 451] },
+    // Waits (n+1)² × base between attempts: 1 s, 4 s, 9 s by default.
+    retry: {
+      doNotRetry: [400, 401, 403, 404, 410, 422, 451],
+      retryAfterBaseValue: options.retryBaseMs ?? 1000,
+    },
   });
   octokit.hook.before('request', async (opts) => {
     const { token } = await tokens.get();

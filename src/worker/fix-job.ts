@@ -87,7 +87,7 @@ export async function runFixJob(
     baseUrl: deps.app.githubApiUrl,
   };
   const tokens = new InstallationTokens(credentials, p.installationId, [p.repo.id]);
-  const gh = installationClient(credentials, tokens, log);
+  const gh = installationClient(credentials, tokens, log, { retryBaseMs: deps.app.githubRetryBaseMs });
   const redactor = (): Redactor =>
     new Redactor([
       ...tokens.issued,
@@ -196,8 +196,7 @@ export async function runFixJob(
       log,
     });
   } catch (error) {
-    const unrecoverable =
-      error instanceof UnrecoverableError || (error instanceof HostGitError && !error.transient);
+    const unrecoverable = isPermanent(error);
     const reason = redactor().redact(error instanceof Error ? error.message : String(error));
     log.error({ err: error, attempt: job.attemptsMade + 1 }, 'fix job failed');
     if (unrecoverable || finalAttempt()) {
@@ -208,6 +207,19 @@ export async function runFixJob(
     }
     throw error;
   }
+}
+
+/**
+ * Failures a retry cannot fix: a refused request (4xx other than timeouts, conflicts and rate limits,
+ * which the client has already waited out), a git error that is not about the network, anything
+ * marked unrecoverable. Everything else (5xx after the client's own retries, connection errors) is
+ * retried by BullMQ with backoff.
+ */
+function isPermanent(error: unknown): boolean {
+  if (error instanceof UnrecoverableError) return true;
+  if (error instanceof HostGitError) return !error.transient;
+  const status = typeof error === 'object' && error !== null && 'status' in error ? error.status : undefined;
+  return typeof status === 'number' && status >= 400 && status < 500 && ![408, 409, 429].includes(status);
 }
 
 function openStore(dir: string): FileEventStore | null {

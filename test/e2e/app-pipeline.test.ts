@@ -418,6 +418,23 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.equal(prFor(n).length, 1);
     assert.equal(progressOf(n).length, 2, 'one progress comment per job');
   });
+
+  it('GitHub failing longer than the client retries → the attempt fails, BullMQ retries it, one PR', async () => {
+    const n = issueWith('Average rounds wrong [transient]');
+    // The worker's first call for the job; the client makes 4 tries per attempt.
+    sim.injectFault({
+      method: 'GET',
+      path: `/repos/${OWNER}/${REPO}`,
+      kind: 'status',
+      status: 503,
+      times: 5,
+    });
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    await waitForPr(n);
+    assert.equal(prFor(n).length, 1);
+    const history = progressOf(n)[0]?.edits.join('\n') ?? '';
+    assert.match(history, /retry/i, 'the progress comment said it would retry');
+  });
 });
 
 function allFiles(dir: string): string[] {

@@ -73,6 +73,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       redisUrl: redis.url,
       workers: 2,
     });
+    cleanups.push(() => pipeline.stop());
   });
 
   after(async () => {
@@ -92,9 +93,11 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
     await sim.waitFor(() => crash.hung(), 60_000, `the job to reach turn 3\n${pipeline.logs()}`);
     // The worker whose request hangs is the one running the job: find it by its log.
-    const victim =
-      pipeline.workers.find((w) => readFileSync(w.log, 'utf8').includes(`"issue":${n}`)) ??
-      pipeline.workers[0];
+    const victim = pipeline.workers.find((w) =>
+      readFileSync(w.log, 'utf8')
+        .split('\n')
+        .some((l) => l.includes('"job started"') && new RegExp(`"issue":${n}[,}]`).test(l)),
+    );
     assert.ok(victim);
     victim.child.kill('SIGKILL');
     await victim.exited();

@@ -74,6 +74,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     ISSUE_AGENT_STALLED_INTERVAL_MS: '1500',
     ISSUE_AGENT_RETRY_BACKOFF_MS: '300',
     ISSUE_AGENT_PROGRESS_INTERVAL_MS: '0',
+    ISSUE_AGENT_GITHUB_RETRY_BASE_MS: '50',
     LOG_LEVEL: 'info',
     ISSUE_AGENT_PUBLIC_URL: `http://127.0.0.1:${port}`,
     ISSUE_AGENT_ADMIN_TOKEN: adminToken,
@@ -97,6 +98,12 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       }),
     );
     const proc = { child, log, exited: () => exit };
+    // If the test process dies without stopping the pipeline, its children go with it.
+    const reap = (): void => {
+      child.kill('SIGKILL');
+    };
+    process.once('exit', reap);
+    void exit.then(() => process.off('exit', reap));
     procs.push(proc);
     return proc;
   };
@@ -119,8 +126,14 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     await waitForLog(w, 'worker ready');
     return w;
   };
-  await waitForLog(app, 'issue-agent App listening');
-  for (let i = 0; i < (options.workers ?? 1); i++) await startWorker();
+  try {
+    await waitForLog(app, 'issue-agent App listening');
+    for (let i = 0; i < (options.workers ?? 1); i++) await startWorker();
+  } catch (error) {
+    // Nothing may outlive a pipeline that failed to start.
+    for (const p of procs) p.child.kill('SIGKILL');
+    throw error;
+  }
   const webhookUrl = `http://127.0.0.1:${port}/api/github/webhooks`;
   options.sim.setWebhookTarget(webhookUrl);
   return {
