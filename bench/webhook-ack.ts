@@ -500,8 +500,12 @@ export async function runWebhookBench(options: WebhookBenchOptions = {}): Promis
     // Warm-up, not reported: JIT, zod schemas, the installation token, Redis connections.
     for (const scenario of ['labeled', 'comment'] as const) {
       const warm = await runOnce(env, scenario, { rate: 100, seconds: 2 });
-      if (!meets(warm)) {
-        throw new Error(`warm-up ${scenario}: ${warm.non2xx} non-2xx, ${warm.lost} lost\n${pipeline.logs()}`);
+      // Correctness only: a cold App is slow by design, its latency is not judged here.
+      if (warm.non2xx > 0 || warm.lost > 0 || (scenario === 'comment' && warm.found > 0)) {
+        throw new Error(
+          `warm-up ${scenario}: ${warm.non2xx} non-2xx, ${warm.lost} lost, ${warm.found} found\n` +
+            pipeline.logs().slice(-4000),
+        );
       }
     }
 

@@ -31,8 +31,8 @@ test('installation tokens are scoped to the repository, reused while fresh and r
   assert.match(a.token, /^ghs_/);
   assert.deepEqual(JSON.parse(mints().at(-1)?.body ?? '{}'), { repository_ids: [repoId] });
   const [b, c] = await Promise.all([tokens.get(), tokens.get()]);
-  assert.equal(b?.token, a.token);
-  assert.equal(c?.token, a.token);
+  assert.equal(b.token, a.token);
+  assert.equal(c.token, a.token);
   assert.equal(mints().length, before + 1, 'concurrent callers share one mint');
   // Within the last fifth of its life the token is replaced.
   const renewed = await tokens.get(a.expiresAt - 100);
