@@ -64,7 +64,10 @@ export const DEFAULT_STEPS: readonly Step[] = [
 export interface WebhookBenchOptions {
   readonly steps?: readonly Step[];
   readonly scenarios?: readonly Scenario[];
-  /** Extra environment for the App process (e.g. `LOG_LEVEL`), for side experiments. */
+  /**
+   * Extra environment for the App process, for side experiments (e.g. ISSUE_AGENT_INTAKE_CONCURRENCY).
+   * Not LOG_LEVEL above info: startPipeline waits for an info line to know the App is up.
+   */
   readonly appEnv?: Record<string, string>;
 }
 
@@ -130,6 +133,11 @@ export interface RunResult {
   readonly drainMs: number;
   /** Intake jobs completed per second: from the first send until the queue was idle; `paused`: over the drain only. */
   readonly intakeRate: number;
+  /**
+   * CPU of the git processes the simulator spawned per delivery (it runs git for every contents read),
+   * until intake drained, ms: load on the same 2 cores that real GitHub would not add.
+   */
+  readonly simGitCpuPerDeliveryMs: number;
   /** Bytes the App wrote to its log per delivery over the send window (pino-http logs every request). */
   readonly logBytesPerDelivery: number;
   /** Requests the App made to the GitHub simulator per delivery. */
@@ -150,16 +158,18 @@ const CLK_TCK = ((): number => {
   }
 })();
 
-/** utime + stime of a process from /proc, ms; NaN where /proc is not there. */
-function processCpuMs(pid: number | undefined): number {
+/**
+ * CPU of a process from /proc, ms: its own (utime + stime) or that of its reaped children (cutime +
+ * cstime); NaN where /proc is not there.
+ */
+function processCpuMs(pid: number | 'self' | undefined, which: 'own' | 'children' = 'own'): number {
   if (pid === undefined) return NaN;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start after the last ')'.
+    // Fields after the command name (which may hold spaces) start after the last ')', at field 3.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const utime = Number(fields[11]);
-    const stime = Number(fields[12]);
-    return ((utime + stime) * 1000) / CLK_TCK;
+    const at = which === 'own' ? 11 : 13;
+    return ((Number(fields[at]) + Number(fields[at + 1])) * 1000) / CLK_TCK;
   } catch {
     return NaN;
   }
@@ -370,6 +380,7 @@ async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunRes
   const simLoop = monitorEventLoopDelay({ resolution: 1 });
   const apiCalls0 = env.sim.requests.length;
   const appCpu0 = processCpuMs(pid);
+  const gitCpu0 = processCpuMs('self', 'children');
   const log0 = statSync(env.pipeline.app.log).size;
   const redisCpu0 = await redisCpuMs(env.redis);
   const benchCpu0 = process.cpuUsage();
@@ -386,6 +397,7 @@ async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunRes
   await waitForIntakeIdle(env.queue);
   const drainMs = performance.now() - windowEnd;
   const appCpu2 = processCpuMs(pid);
+  const gitCpu2 = processCpuMs('self', 'children');
   const redisCpu2 = await redisCpuMs(env.redis);
   const apiCalls = env.sim.requests.length - apiCalls0;
 
@@ -433,6 +445,7 @@ async function runOnce(env: Env, scenario: Scenario, step: Step): Promise<RunRes
       scenario === 'comment'
         ? NaN
         : (found * 1000) / (scenario === 'paused' ? drainMs : windowEnd - windowStart + drainMs),
+    simGitCpuPerDeliveryMs: (gitCpu2 - gitCpu0) / n,
     logBytesPerDelivery: (log1 - log0) / n,
     apiCallsPerDelivery: apiCalls / n,
     intakeFailed: (await env.queue.getFailedCount()) - failedBefore,
@@ -526,36 +539,55 @@ export async function runWebhookBench(options: WebhookBenchOptions = {}): Promis
 const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '–');
 const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '–');
 
+function printTable(
+  rows: readonly RunResult[],
+  columns: readonly [string, (r: RunResult) => string][],
+): void {
+  console.log(`| ${columns.map(([h]) => h).join(' | ')} |`);
+  console.log(`| ${columns.map(() => '---').join(' | ')} |`);
+  for (const r of rows) console.log(`| ${columns.map(([, cell]) => cell(r)).join(' | ')} |`);
+}
+
 export function printWebhookResults(results: readonly RunResult[]): void {
   const label: Record<Scenario, string> = {
     paused: '`issues.labeled`, intake paused (ack path only)',
     labeled: '`issues.labeled`, intake running',
     comment: '`issue_comment.created`, no @ (dropped)',
   };
-  console.log(
-    '| deliveries | rate × s | p50 ms | p90 ms | p99 ms | max ms | sent/s | accepted/s | non-2xx | lost | App CPU % | meets |',
-  );
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
-  for (const r of results) {
-    console.log(
-      `| ${label[r.scenario]} | ${r.rate} × ${r.seconds} | ${f1(r.p50)} | ${f1(r.p90)} | ${f1(r.p99)} | ${f1(r.max)} | ` +
-        `${f1(r.sendRate)} | ${f1(r.acceptedRate)} | ${r.non2xx} | ${r.scenario === 'comment' ? 'n/a' : r.lost} | ${f1(r.appCpuPct)} | ${meets(r) ? 'yes' : 'no'} |`,
-    );
-  }
+  printTable(results, [
+    ['deliveries', (r) => label[r.scenario]],
+    ['rate × s', (r) => `${r.rate} × ${r.seconds}`],
+    ['p50 ms', (r) => f1(r.p50)],
+    ['p90 ms', (r) => f1(r.p90)],
+    ['p99 ms', (r) => f1(r.p99)],
+    ['max ms', (r) => f1(r.max)],
+    ['sent/s', (r) => f1(r.sendRate)],
+    ['accepted/s', (r) => f1(r.acceptedRate)],
+    ['non-2xx', (r) => String(r.non2xx)],
+    ['lost', (r) => (r.scenario === 'comment' ? 'n/a' : String(r.lost))],
+    ['App CPU %', (r) => f1(r.appCpuPct)],
+    ['meets', (r) => (meets(r) ? 'yes' : 'no')],
+  ]);
   console.log('\nPer run, details:\n');
-  console.log(
-    '| deliveries | rate | accepted (202) | intake jobs found | intake jobs/s | intake drain ms | intake failed | API calls / delivery | App CPU ms / delivery, window | App CPU ms / delivery, until drained | Redis CPU ms / delivery | App log bytes / delivery | bench CPU % | send lag p99 ms | sender loop p99 ms | sim loop p99 ms |',
-  );
-  console.log(
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
-  );
-  for (const r of results) {
-    console.log(
-      `| ${r.scenario} | ${r.rate} | ${r.accepted} (${r.stillProcessing}) | ${r.found} | ${f1(r.intakeRate)} | ${Math.round(r.drainMs)} | ` +
-        `${r.intakeFailed} | ${f2(r.apiCallsPerDelivery)} | ${f2(r.appCpuPerAckMs)} | ${f2(r.appCpuPerDeliveryMs)} | ${f2(r.redisCpuPerDeliveryMs)} | ${Math.round(r.logBytesPerDelivery)} | ${f1(r.benchCpuPct)} | ` +
-        `${f1(r.sendLagP99)} | ${f1(r.senderLoopP99)} | ${f1(r.simLoopP99)} |`,
-    );
-  }
+  printTable(results, [
+    ['deliveries', (r) => r.scenario],
+    ['rate', (r) => String(r.rate)],
+    ['accepted (202)', (r) => `${r.accepted} (${r.stillProcessing})`],
+    ['intake jobs found', (r) => String(r.found)],
+    ['intake jobs/s', (r) => f1(r.intakeRate)],
+    ['intake drain ms', (r) => String(Math.round(r.drainMs))],
+    ['intake failed', (r) => String(r.intakeFailed)],
+    ['API calls / delivery', (r) => f2(r.apiCallsPerDelivery)],
+    ['App CPU ms / delivery, window', (r) => f2(r.appCpuPerAckMs)],
+    ['App CPU ms / delivery, until drained', (r) => f2(r.appCpuPerDeliveryMs)],
+    ['Redis CPU ms / delivery', (r) => f2(r.redisCpuPerDeliveryMs)],
+    ['sim git CPU ms / delivery', (r) => f2(r.simGitCpuPerDeliveryMs)],
+    ['App log bytes / delivery', (r) => String(Math.round(r.logBytesPerDelivery))],
+    ['bench CPU %', (r) => f1(r.benchCpuPct)],
+    ['send lag p99 ms', (r) => f1(r.sendLagP99)],
+    ['sender loop p99 ms', (r) => f1(r.senderLoopP99)],
+    ['sim loop p99 ms', (r) => f1(r.simLoopP99)],
+  ]);
 }
 
 /** Runs the ladder and prints the tables (`npm run bench -- --webhooks`). */

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
-import { Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { pino } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
 import { readAppEnv } from '../src/config/app-env.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
 import { AnthropicModel } from '../src/model/anthropic-model.js';
 import type { FixJob } from '../src/queue/payloads.js';
-import { FIX_QUEUE, connectionOptions } from '../src/queue/queues.js';
+import { FIX_QUEUE, connectionOptions, redisClient } from '../src/queue/queues.js';
 import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
 
 /**
@@ -31,6 +31,20 @@ async function main(): Promise<void> {
   }
 
   let bot: BotIdentity | null = null;
+  const settings = {
+    redisUrl: app.redisUrl,
+    prefix: app.queuePrefix,
+    jobAttempts: app.jobAttempts,
+    retryBackoffMs: app.retryBackoffMs,
+  };
+  const redis = redisClient(app.redisUrl, 'issue-agent-worker-control');
+  redis.on('error', (error) => {
+    logger.warn({ err: error.message }, 'redis');
+  });
+  const fixQueue = new Queue<FixJob>(FIX_QUEUE, {
+    connection: connectionOptions(app.redisUrl, 'issue-agent-worker-queue'),
+    prefix: app.queuePrefix,
+  });
   const worker = new Worker<FixJob, FixJobResult>(
     FIX_QUEUE,
     async (job, _token, signal) =>
@@ -50,6 +64,9 @@ async function main(): Promise<void> {
             }),
           bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
           progressIntervalMs: app.progressIntervalMs,
+          redis,
+          fixQueue,
+          settings,
         },
         signal,
       ),

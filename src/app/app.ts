@@ -22,23 +22,35 @@ export interface AppDeps {
 export function issueAgentApp(deps: AppDeps): ApplicationFunction {
   return (app) => {
     deps.onProbot?.(app);
-    app.on(['issues.labeled', 'issue_comment.created'], async (context) => {
-      const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId);
-      if (!parsed.ok) {
-        deps.logger.info(
-          { delivery: context.id, event: context.name, reason: parsed.reason },
-          'delivery ignored',
+    app.on(
+      [
+        'issues.labeled',
+        'issues.unlabeled',
+        'issue_comment.created',
+        'pull_request_review_comment.created',
+        'pull_request_review.submitted',
+      ],
+      async (context) => {
+        const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId);
+        if (!parsed.ok) {
+          deps.logger.info(
+            { delivery: context.id, event: context.name, reason: parsed.reason },
+            'delivery ignored',
+          );
+          return;
+        }
+        await deps.intake.add('trigger', parsed.trigger, intakeJobOptions(parsed.trigger));
+      },
+    );
+    app.on(
+      ['issue_comment.edited', 'issue_comment.deleted', 'pull_request_review_comment.edited'],
+      (context) => {
+        // Editing a comment into a mention would let anyone replay an old approval; only new comments act.
+        deps.logger.debug(
+          { delivery: context.id, event: `${context.name}.${context.payload.action}` },
+          'delivery ignored: edited or deleted comment',
         );
-        return;
-      }
-      await deps.intake.add('trigger', parsed.trigger, intakeJobOptions(parsed.trigger));
-    });
-    app.on(['issue_comment.edited', 'issue_comment.deleted'], (context) => {
-      // Editing a comment into a mention would let anyone replay an old approval; only new comments act.
-      deps.logger.debug(
-        { delivery: context.id, event: `${context.name}.${context.payload.action}` },
-        'delivery ignored: edited or deleted comment',
-      );
-    });
+      },
+    );
   };
 }

@@ -9,10 +9,11 @@ import {
   RepoConfigError,
   type RepoConfig,
 } from '../config/repo-config.js';
-import { findProgressMarker, renderProgress } from '../publish/progress.js';
+import { findProgressMarker, renderProgress, type ProgressState } from '../publish/progress.js';
 import { Redactor } from '../publish/redact.js';
+import { addPending, dropPending, lockKey, pendingKey, requestCancel } from '../queue/control.js';
 import { firstTime, withIssueLock } from '../queue/issue-lock.js';
-import type { FixJob } from '../queue/payloads.js';
+import type { FixJob, ReviewContext } from '../queue/payloads.js';
 import { fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
 import { extractMention, type Trigger } from './triggers.js';
 
@@ -32,19 +33,25 @@ export interface IntakeDeps {
 
 export type IntakeResult =
   | { readonly status: 'queued'; readonly jobId: string; readonly position: number }
+  | { readonly status: 'queued_after'; readonly jobId: string; readonly after: string }
   | { readonly status: 'duplicate'; readonly jobId: string }
+  | { readonly status: 'cancelled'; readonly jobs: readonly string[] }
   | { readonly status: 'ignored'; readonly reason: string }
   | { readonly status: 'refused'; readonly reason: string }
   | { readonly status: 'config_error'; readonly problems: readonly string[] };
 
 const ROLE_RANK: Readonly<Record<string, number>> = { read: 1, triage: 2, write: 3, maintain: 4, admin: 5 };
 const LIVE_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused']);
+const STOP = /^(stop|cancel)\b/i;
+
+type Where = { readonly owner: string; readonly repo: string };
 
 /**
  * Decides what one trigger means, off the webhook's request path: the repo's settings, whether the
- * label or mention is ours, who asked, and whether a job for the issue already exists. Enqueues at
- * most one fix job per issue and announces it in one progress comment. Safe to run twice for the
- * same delivery (BullMQ retries): the progress comment and the job id are found again, not doubled.
+ * label or mention is ours, who asked, which issue or PR it is about, and what to do with the job
+ * that may already run there (queue after it, replace it, or cancel it). Enqueues at most one job per
+ * issue or PR and announces each job in one progress comment. Safe to run twice for the same
+ * delivery (BullMQ retries): the progress comment and the job id are found again, not doubled.
  */
 export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt = 0): Promise<IntakeResult> {
   const log = deps.logger.child({
@@ -53,7 +60,8 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
     issue: trigger.issue.number,
   });
   const octokit = await deps.octokit(trigger.installationId);
-  const where = { owner: trigger.repo.owner, repo: trigger.repo.name };
+  const where: Where = { owner: trigger.repo.owner, repo: trigger.repo.name };
+  const prefix = deps.settings.prefix;
 
   let config: RepoConfig;
   try {
@@ -64,14 +72,8 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
       error instanceof RepoConfigError ? error.problems : [`it could not be read: ${firstLine(error)}`];
     if (!(error instanceof RepoConfigError) && !isYamlError(error)) throw error;
     log.warn({ problems }, 'invalid repository config');
-    if (
-      matchesDefaults(trigger, deps.defaults) &&
-      (await firstTime(
-        deps.redis,
-        `${deps.settings.prefix}:config-error:${issueKey(trigger.repo.id, trigger.issue.number)}:${hash(problems.join())}`,
-        24 * 3600,
-      ))
-    ) {
+    const key = `${prefix}:config-error:${issueKey(trigger.repo.id, trigger.issue.number)}:${hash(problems.join())}`;
+    if (matches(trigger, deps.defaults) !== null && (await firstTime(deps.redis, key, 24 * 3600))) {
       await comment(
         octokit,
         deps,
@@ -91,72 +93,245 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
 
   const ours = matches(trigger, config);
   if (ours === null) return ignored(log, 'not our label or handle');
-  if (trigger.issue.isPullRequest)
-    return ignored(log, 'pull request conversations are not handled by fix jobs');
-  if (trigger.issue.state !== 'open') return ignored(log, 'the issue is closed');
+  const cancel = trigger.kind === 'unlabel' || STOP.test(ours.instruction);
+  if (trigger.issue.state !== 'open' && !cancel) return ignored(log, 'the issue or PR is closed');
 
   const who = await mayTrigger(trigger, config, octokit, deps);
   if (who.allowed === 'self') return ignored(log, 'the App itself');
   if (!who.allowed) {
     log.info({ sender: trigger.sender.login, reason: who.reason }, 'trigger refused');
-    if (
-      await firstTime(
-        deps.redis,
-        `${deps.settings.prefix}:refused:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`,
-        24 * 3600,
-      )
-    ) {
+    const key = `${prefix}:refused:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`;
+    if (await firstTime(deps.redis, key, 24 * 3600)) {
       await comment(octokit, deps, where, trigger.issue.number, who.reply);
     }
     return { status: 'refused', reason: who.reason };
   }
-
   await react(octokit, where, trigger);
 
-  const jobId = fixJobId(trigger.repo.id, trigger.issue.number, trigger.deliveryId);
-  const lockKey = `${deps.settings.prefix}:lock:${issueKey(trigger.repo.id, trigger.issue.number)}`;
-  return withIssueLock(deps.redis, lockKey, async () => {
-    const existing = await liveJobFor(deps.fixQueue, issueKey(trigger.repo.id, trigger.issue.number));
-    if (existing !== null && existing !== jobId) {
-      log.info({ job: existing }, 'a job for this issue is already queued or running');
-      return { status: 'duplicate', jobId: existing } as const;
+  // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
+  // a second PR), or the issue itself.
+  const openPr = trigger.issue.isPullRequest ? null : await openPullFor(octokit, where, trigger.issue.number);
+  const target = trigger.issue.isPullRequest
+    ? { kind: 'pull' as const, number: trigger.issue.number }
+    : openPr !== null
+      ? { kind: 'pull' as const, number: openPr }
+      : { kind: 'issue' as const, number: trigger.issue.number };
+  const targetKey = issueKey(trigger.repo.id, target.number);
+
+  if (cancel) {
+    const keys = [
+      targetKey,
+      ...(target.number === trigger.issue.number ? [] : [issueKey(trigger.repo.id, trigger.issue.number)]),
+    ];
+    const cancelled: string[] = [];
+    for (const key of keys)
+      cancelled.push(...(await cancelTarget(octokit, deps, where, key, trigger.sender.login)));
+    if (cancelled.length === 0 && trigger.kind !== 'unlabel') {
+      await comment(
+        octokit,
+        deps,
+        where,
+        trigger.issue.number,
+        'Nothing to stop: no job of mine is queued or running here.',
+      );
     }
-    if (existing === jobId) return { status: 'queued', jobId, position: 0 } as const;
+    log.info({ jobs: cancelled }, 'cancel requested');
+    return { status: 'cancelled', jobs: cancelled };
+  }
+
+  let reviewComments: ReviewContext[] = [];
+  if (target.kind === 'pull') {
+    const { data: pr } = await octokit.rest.pulls.get({ ...where, pull_number: target.number });
+    if (pr.state !== 'open') return ignored(log, 'the pull request is closed');
+    // Typed as always present, but null on GitHub when the fork was deleted.
+    const headRepo = nullable(pr.head.repo);
+    const fork = headRepo?.full_name !== pr.base.repo.full_name;
+    if (fork && !config.allowForkPullRequests) {
+      await comment(
+        octokit,
+        deps,
+        where,
+        trigger.issue.number,
+        `I don't work on pull requests from forks here (this one's branch is in \`${headRepo?.full_name ?? 'a deleted fork'}\`): ` +
+          `I could not push to it, and its code is not the repository's. A maintainer can allow it with \`allowForkPullRequests: true\` in \`${REPO_CONFIG_PATH}\`.`,
+      );
+      return { status: 'refused', reason: 'pull request from a fork' };
+    }
+    reviewComments = await reviewContext(octokit, where, target.number, trigger);
+  }
+
+  const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
+  const replyTo =
+    trigger.kind === 'review_comment' && trigger.comment !== undefined
+      ? {
+          kind: 'review_thread' as const,
+          commentId: trigger.reviewComment?.inReplyToId ?? trigger.comment.id,
+        }
+      : target.kind === 'pull'
+        ? { kind: 'conversation' as const, commentId: trigger.comment?.id ?? 1 }
+        : null;
+  const job: FixJob = {
+    v: 1,
+    kind: target.kind === 'pull' ? 'follow-up' : 'fix-issue',
+    installationId: trigger.installationId,
+    repo: { id: trigger.repo.id, owner: trigger.repo.owner, name: trigger.repo.name },
+    issue: {
+      number: target.number,
+      title: target.number === trigger.issue.number ? trigger.issue.title : `#${target.number}`,
+    },
+    pull: target.kind === 'pull' ? { number: target.number } : null,
+    instructions: ours.instruction === '' ? [] : [ours.instruction],
+    reviewComments,
+    trigger: {
+      kind: trigger.kind,
+      deliveryId: trigger.deliveryId,
+      sender: { login: trigger.sender.login, id: trigger.sender.id },
+      commentId: trigger.comment?.id ?? null,
+      replyTo,
+    },
+    config: { ...config },
+    progressCommentId: null,
+    requestedAt: trigger.receivedAt,
+  };
+
+  return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
+    const live = await liveJobFor(deps.fixQueue, targetKey);
+    if (live === jobId) return { status: 'queued', jobId, position: 0 } as const;
+    if (live !== null) {
+      // Busy: the request waits for the running job (or replaces it), and is never dropped.
+      const pendingAlready = (await deps.redis.lrange(pendingKey(prefix, targetKey), 0, -1)).some((r) =>
+        r.includes(`"jobId":"${jobId}"`),
+      );
+      if (!pendingAlready) {
+        if (config.onBusy === 'replace')
+          await requestCancel(deps.redis, prefix, live, `${trigger.sender.login} (a newer request)`);
+        const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
+          kind: 'queued',
+          jobId,
+          position: null,
+          ...(config.onBusy === 'replace' ? { replaces: live } : { after: live }),
+        });
+        const n = await addPending(deps.redis, prefix, targetKey, {
+          jobId,
+          job: { ...job, progressCommentId: commentId },
+        });
+        log.info(
+          { job: jobId, after: live, waiting: n, mode: config.onBusy },
+          'request queued behind the running job',
+        );
+      }
+      return { status: 'queued_after', jobId, after: live } as const;
+    }
     const position = (await deps.fixQueue.getWaitingCount()) + (await deps.fixQueue.getActiveCount()) + 1;
-    const commentId = await progressComment(
-      octokit,
-      deps,
-      where,
-      trigger.issue.number,
+    const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
+      kind: 'queued',
       jobId,
       position,
-      attempt > 0,
+    });
+    await deps.fixQueue.add(
+      job.kind,
+      { ...job, progressCommentId: commentId },
+      fixJobOptions(deps.settings, targetKey, jobId),
     );
-    const job: FixJob = {
-      v: 1,
-      kind: 'fix-issue',
-      installationId: trigger.installationId,
-      repo: { id: trigger.repo.id, owner: trigger.repo.owner, name: trigger.repo.name },
-      issue: { number: trigger.issue.number, title: trigger.issue.title },
-      instructions: ours.instruction === '' ? [] : [ours.instruction],
-      trigger: {
-        kind: trigger.kind,
-        deliveryId: trigger.deliveryId,
-        sender: { login: trigger.sender.login, id: trigger.sender.id },
-        commentId: trigger.comment?.id ?? null,
-      },
-      config: { ...config },
-      progressCommentId: commentId,
-      requestedAt: trigger.receivedAt,
-    };
-    await deps.fixQueue.add('fix-issue', job, fixJobOptions(deps.settings, job, jobId));
-    log.info({ job: jobId, position }, 'fix job queued');
+    log.info({ job: jobId, position, kind: job.kind }, 'job queued');
     return { status: 'queued', jobId, position } as const;
   });
 }
 
-function matchesDefaults(trigger: Trigger, defaults: { label: string; handle: string }): boolean {
-  return matches(trigger, defaults) !== null;
+/** Cancels what runs or waits for a target: removes waiting jobs, flags the running one for its worker. */
+async function cancelTarget(
+  octokit: Octokit,
+  deps: IntakeDeps,
+  where: Where,
+  target: string,
+  by: string,
+): Promise<string[]> {
+  const prefix = deps.settings.prefix;
+  return withIssueLock(deps.redis, lockKey(prefix, target), async () => {
+    const out: string[] = [];
+    for (const p of await dropPending(deps.redis, prefix, target)) {
+      out.push(p.jobId);
+      if (p.job.progressCommentId !== null) {
+        await octokit.rest.issues.updateComment({
+          ...where,
+          comment_id: p.job.progressCommentId,
+          body: deps.redactor.redact(renderProgress({ kind: 'cancelled', jobId: p.jobId, by })),
+        });
+      }
+    }
+    const live = await liveJobFor(deps.fixQueue, target);
+    if (live !== null) {
+      out.push(live);
+      const job = await deps.fixQueue.getJob(live);
+      const state = await deps.fixQueue.getJobState(live);
+      await requestCancel(deps.redis, prefix, live, by);
+      if (state !== 'active' && job !== undefined) {
+        // Not started: it is removed here; a worker that picks it up in the meantime sees the flag.
+        await job.remove().catch(() => undefined);
+        if (job.data.progressCommentId !== null) {
+          await octokit.rest.issues.updateComment({
+            ...where,
+            comment_id: job.data.progressCommentId,
+            body: deps.redactor.redact(renderProgress({ kind: 'cancelled', jobId: live, by })),
+          });
+        }
+      }
+    }
+    return out;
+  });
+}
+
+async function openPullFor(octokit: Octokit, where: Where, issue: number): Promise<number | null> {
+  const { data } = await octokit.rest.pulls.list({
+    ...where,
+    state: 'open',
+    head: `${where.owner}:issue-agent/issue-${issue}`,
+    per_page: 1,
+  });
+  return data[0]?.number ?? null;
+}
+
+/**
+ * The review comments a request is about: the commented line itself for a review comment (and the
+ * thread it replies to), or every comment of a submitted review.
+ */
+async function reviewContext(
+  octokit: Octokit,
+  where: Where,
+  pull: number,
+  trigger: Trigger,
+): Promise<ReviewContext[]> {
+  if (
+    trigger.kind === 'review_comment' &&
+    trigger.reviewComment !== undefined &&
+    trigger.comment !== undefined
+  ) {
+    return [
+      {
+        path: trigger.reviewComment.path,
+        line: trigger.reviewComment.line,
+        diffHunk: trigger.reviewComment.diffHunk,
+        body: stripHiddenText(trigger.comment.body),
+        author: trigger.sender.login,
+      },
+    ];
+  }
+  if (trigger.kind !== 'review' || trigger.comment === undefined) return [];
+  const reviewId = trigger.comment.id;
+  const all = await octokit.paginate(octokit.rest.pulls.listReviewComments, {
+    ...where,
+    pull_number: pull,
+    per_page: 100,
+  });
+  return all
+    .filter((c) => c.pull_request_review_id === reviewId)
+    .map((c) => ({
+      path: c.path,
+      line: c.line ?? c.original_line ?? null,
+      diffHunk: c.diff_hunk,
+      body: stripHiddenText(c.body),
+      author: c.user.login,
+    }));
 }
 
 function matches(
@@ -247,13 +422,13 @@ async function react(
 async function progressComment(
   octokit: Octokit,
   deps: IntakeDeps,
-  where: { owner: string; repo: string },
+  where: Where,
   issue: number,
   jobId: string,
-  position: number,
   mayExist: boolean,
+  state: ProgressState,
 ): Promise<number> {
-  const body = deps.redactor.redact(renderProgress({ kind: 'queued', jobId, position }));
+  const body = deps.redactor.redact(renderProgress(state));
   if (mayExist) {
     const botId = await deps.botUserId();
     for await (const page of octokit.paginate.iterator(octokit.rest.issues.listComments, {
@@ -281,6 +456,10 @@ async function comment(
     issue_number: issue,
     body: deps.redactor.redact(body),
   });
+}
+
+function nullable<T>(value: T): T | null {
+  return value;
 }
 
 function ignored(log: Logger, reason: string): IntakeResult {

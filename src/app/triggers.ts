@@ -8,7 +8,12 @@ import { stripHiddenText } from '../agent/untrusted-text.js';
  */
 export const triggerSchema = z.object({
   v: z.literal(1),
-  kind: z.enum(['label', 'mention']),
+  /**
+   * label / unlabel: the issue's label was added / removed. mention: a conversation comment (issue
+   * or PR) that may name the handle. review_comment: a comment on a line of a PR's diff. review: a
+   * submitted PR review whose body may name the handle.
+   */
+  kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review']),
   deliveryId: z.string().min(1),
   installationId: z.number().int().positive(),
   repo: z.object({
@@ -25,7 +30,16 @@ export const triggerSchema = z.object({
   }),
   sender: z.object({ login: z.string().min(1), id: z.number().int().positive(), type: z.string() }),
   label: z.string().optional(),
+  /** The text that may hold the mention: a comment's or a review's body. */
   comment: z.object({ id: z.number().int().positive(), body: z.string() }).optional(),
+  reviewComment: z
+    .object({
+      path: z.string(),
+      line: z.number().int().nullable(),
+      diffHunk: z.string(),
+      inReplyToId: z.number().int().nullable(),
+    })
+    .optional(),
   receivedAt: z.string(),
 });
 export type Trigger = z.infer<typeof triggerSchema>;
@@ -43,10 +57,12 @@ const issue = z.object({
   state: z.string(),
   pull_request: z.unknown().optional(),
 });
+const pullRequest = z.object({ number: z.number().int().positive(), title: z.string(), state: z.string() });
 const installation = z.object({ id: z.number().int().positive() });
+const viaApp = z.object({ id: z.number() }).nullable().optional();
 
 const labeledPayload = z.object({
-  action: z.literal('labeled'),
+  action: z.enum(['labeled', 'unlabeled']),
   issue,
   label: z.object({ name: z.string() }),
   repository,
@@ -59,8 +75,33 @@ const commentPayload = z.object({
   comment: z.object({
     id: z.number().int().positive(),
     body: z.string().nullable(),
-    performed_via_github_app: z.object({ id: z.number() }).nullable().optional(),
+    performed_via_github_app: viaApp,
   }),
+  repository,
+  sender: user,
+  installation,
+});
+const reviewCommentPayload = z.object({
+  action: z.literal('created'),
+  pull_request: pullRequest,
+  comment: z.object({
+    id: z.number().int().positive(),
+    body: z.string(),
+    path: z.string(),
+    line: z.number().int().nullable().optional(),
+    original_line: z.number().int().nullable().optional(),
+    diff_hunk: z.string(),
+    in_reply_to_id: z.number().int().optional(),
+    performed_via_github_app: viaApp,
+  }),
+  repository,
+  sender: user,
+  installation,
+});
+const reviewPayload = z.object({
+  action: z.literal('submitted'),
+  pull_request: pullRequest,
+  review: z.object({ id: z.number().int().positive(), body: z.string().nullable(), state: z.string() }),
   repository,
   sender: user,
   installation,
@@ -71,7 +112,8 @@ export type TriggerParse = { ok: true; trigger: Trigger } | { ok: false; reason:
 /**
  * The cheap, synchronous first look at a delivery, done before the webhook is acknowledged: no
  * network, so acknowledgement stays fast. Who may trigger and the repo's own label and handle are
- * checked later, off the request path, by the intake processor.
+ * checked later, off the request path, by the intake processor. Comments that mention nobody are
+ * dropped here: only mentions act, discussion never does.
  */
 export function parseTrigger(
   event: string,
@@ -80,48 +122,91 @@ export function parseTrigger(
   appId: number,
   now: Date = new Date(),
 ): TriggerParse {
+  const common = (p: {
+    repository: z.infer<typeof repository>;
+    sender: z.infer<typeof user>;
+    installation: { id: number };
+  }) => ({
+    v: 1 as const,
+    deliveryId,
+    installationId: p.installation.id,
+    repo: repoOf(p.repository),
+    sender: p.sender,
+    receivedAt: now.toISOString(),
+  });
   if (event === 'issues') {
     const p = labeledPayload.safeParse(payload);
     if (!p.success) return { ok: false, reason: describe('issues', payload, p.error) };
     return {
       ok: true,
       trigger: {
-        v: 1,
-        kind: 'label',
-        deliveryId,
-        installationId: p.data.installation.id,
-        repo: repoOf(p.data.repository),
+        ...common(p.data),
+        kind: p.data.action === 'labeled' ? 'label' : 'unlabel',
         issue: issueOf(p.data.issue),
-        sender: p.data.sender,
         label: p.data.label.name,
-        receivedAt: now.toISOString(),
       },
     };
   }
   if (event === 'issue_comment') {
     const p = commentPayload.safeParse(payload);
     if (!p.success) return { ok: false, reason: describe('issue_comment', payload, p.error) };
-    if (p.data.comment.performed_via_github_app?.id === appId) {
+    if (p.data.comment.performed_via_github_app?.id === appId)
       return { ok: false, reason: 'a comment made by this App' };
-    }
     const body = p.data.comment.body ?? '';
     if (!body.includes('@')) return { ok: false, reason: 'a comment that mentions nobody' };
     return {
       ok: true,
       trigger: {
-        v: 1,
+        ...common(p.data),
         kind: 'mention',
-        deliveryId,
-        installationId: p.data.installation.id,
-        repo: repoOf(p.data.repository),
         issue: issueOf(p.data.issue),
-        sender: p.data.sender,
         comment: { id: p.data.comment.id, body },
-        receivedAt: now.toISOString(),
+      },
+    };
+  }
+  if (event === 'pull_request_review_comment') {
+    const p = reviewCommentPayload.safeParse(payload);
+    if (!p.success) return { ok: false, reason: describe(event, payload, p.error) };
+    const c = p.data.comment;
+    if (c.performed_via_github_app?.id === appId)
+      return { ok: false, reason: 'a review comment made by this App' };
+    if (!c.body.includes('@')) return { ok: false, reason: 'a review comment that mentions nobody' };
+    return {
+      ok: true,
+      trigger: {
+        ...common(p.data),
+        kind: 'review_comment',
+        issue: pullOf(p.data.pull_request),
+        comment: { id: c.id, body: c.body },
+        reviewComment: {
+          path: c.path,
+          line: c.line ?? c.original_line ?? null,
+          diffHunk: c.diff_hunk,
+          inReplyToId: c.in_reply_to_id ?? null,
+        },
+      },
+    };
+  }
+  if (event === 'pull_request_review') {
+    const p = reviewPayload.safeParse(payload);
+    if (!p.success) return { ok: false, reason: describe(event, payload, p.error) };
+    const body = p.data.review.body ?? '';
+    if (!body.includes('@')) return { ok: false, reason: 'a review whose body mentions nobody' };
+    return {
+      ok: true,
+      trigger: {
+        ...common(p.data),
+        kind: 'review',
+        issue: pullOf(p.data.pull_request),
+        comment: { id: p.data.review.id, body },
       },
     };
   }
   return { ok: false, reason: `event ${event} is not handled` };
+}
+
+function pullOf(p: z.infer<typeof pullRequest>): Trigger['issue'] {
+  return { number: p.number, title: p.title, state: p.state, isPullRequest: true };
 }
 
 function repoOf(r: z.infer<typeof repository>): Trigger['repo'] {

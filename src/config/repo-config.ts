@@ -23,6 +23,13 @@ export const repoConfigSchema = z
     /** Numeric user ids of bots allowed to trigger (a login proves nothing: anyone can name an app). */
     trustedBots: z.array(z.number().int().positive()).default([]),
     testCommand: z.string().min(1).max(1000).optional(),
+    /**
+     * A new request while a job runs for the same issue or PR: `queue` runs it after the running one,
+     * `replace` cancels the running one and runs the new request next.
+     */
+    onBusy: z.enum(['queue', 'replace']).default('queue'),
+    /** Act on PRs whose head is in a fork (the App can push there only if the author allowed it). */
+    allowForkPullRequests: z.boolean().default(false),
     /** Open the PR as a draft unless the outcome is `resolved` (default), or always. */
     draft: z.enum(['unless-resolved', 'always']).default('unless-resolved'),
     budgets: z

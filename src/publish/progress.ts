@@ -30,7 +30,14 @@ interface ProgressCommon {
 
 export type ProgressState = ProgressCommon &
   (
-    | { readonly kind: 'queued'; readonly position: number | null }
+    | {
+        readonly kind: 'queued';
+        readonly position: number | null;
+        /** Waits for this running job of the same issue or PR to end first. */
+        readonly after?: string;
+        /** Cancels this running job and runs next (the repo's `onBusy: replace`). */
+        readonly replaces?: string;
+      }
     | {
         readonly kind: 'working';
         readonly step: number;
@@ -45,6 +52,8 @@ export type ProgressState = ProgressCommon &
         readonly number: number;
         readonly outcome: OutcomeKind;
         readonly draft: boolean;
+        /** A follow-up: new commits pushed to an existing pull request. */
+        readonly updated?: boolean;
       }
     | {
         /** The run ended without a pull request (no_change, stuck, budget_exhausted, failed, …). */
@@ -82,6 +91,12 @@ function line(p: ProgressState, r: Redactor): string {
   const inline = (text: string, max: number): string => neutralizeInline(truncateEnd(r.redact(text), max));
   switch (p.kind) {
     case 'queued':
+      if (p.replaces !== undefined) {
+        return `⏳ **Queued** — replaces the running job ${codeSpan(p.replaces)}, which is being stopped; this one runs next.`;
+      }
+      if (p.after !== undefined) {
+        return `⏳ **Queued** — runs after the job already working here (${codeSpan(p.after)}) ends; nothing is lost.`;
+      }
       return p.position === null
         ? '⏳ **Queued** — waiting for a free worker.'
         : `⏳ **Queued** — number ${p.position} in line.`;
@@ -93,7 +108,9 @@ function line(p: ProgressState, r: Redactor): string {
       const url = safeUrl(p.url);
       const link = url === null ? `#${p.number}` : `[#${p.number}](${url})`;
       const draft = p.draft ? ' as a draft' : '';
-      return `${outcomeIcon(p.outcome)} **Pull request ${link} opened${draft}.**\n\n${describeOutcome({ outcome: p.outcome })}`;
+      const what =
+        p.updated === true ? `Pushed new commits to ${link}.` : `Pull request ${link} opened${draft}.`;
+      return `${outcomeIcon(p.outcome)} **${what}**\n\n${describeOutcome({ outcome: p.outcome })}`;
     }
     case 'ended': {
       const parts = [

@@ -8,23 +8,43 @@ import { triggerSchema } from '../app/triggers.js';
  * enqueued and again when a worker takes it, so a payload from an older or newer App version fails
  * with a clear reason instead of half-running.
  */
+export const reviewContextSchema = z.object({
+  path: z.string(),
+  line: z.number().int().nullable(),
+  diffHunk: z.string(),
+  body: z.string(),
+  author: z.string(),
+});
+export type ReviewContext = z.infer<typeof reviewContextSchema>;
+
 export const fixJobSchema = z.object({
   v: z.literal(1),
-  kind: z.literal('fix-issue'),
+  /** fix-issue: a first change for an issue; follow-up: more commits on the App's open PR. */
+  kind: z.enum(['fix-issue', 'follow-up']),
   installationId: z.number().int().positive(),
   repo: z.object({
     id: z.number().int().positive(),
     owner: z.string().min(1),
     name: z.string().min(1),
   }),
+  /** The conversation the job reports in: the issue, or the PR for a follow-up. */
   issue: z.object({ number: z.number().int().positive(), title: z.string() }),
+  /** The PR a follow-up pushes to. */
+  pull: z.object({ number: z.number().int().positive() }).nullable().default(null),
   /** Cleaned maintainer instructions (text after the handle), oldest first. */
   instructions: z.array(z.string()),
+  /** Review comments the request refers to, with their file and line. */
+  reviewComments: z.array(reviewContextSchema).default([]),
   trigger: z.object({
-    kind: z.enum(['label', 'mention']),
+    kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review']),
     deliveryId: z.string(),
     sender: z.object({ login: z.string(), id: z.number().int() }),
     commentId: z.number().int().positive().nullable(),
+    /** Where the final answer goes: the PR conversation, or the review thread that asked. */
+    replyTo: z
+      .object({ kind: z.enum(['conversation', 'review_thread']), commentId: z.number().int().positive() })
+      .nullable()
+      .default(null),
   }),
   /** The repo's settings at trigger time, so a retry runs under the rules it was queued under. */
   config: z.object({
@@ -38,3 +58,7 @@ export const fixJobSchema = z.object({
 export type FixJob = z.infer<typeof fixJobSchema>;
 
 export const intakeJobSchema = triggerSchema;
+
+/** A job waiting for the running one of the same issue or PR to end (kept in a Redis list). */
+export const pendingJobSchema = z.object({ jobId: z.string(), job: fixJobSchema });
+export type PendingJob = z.infer<typeof pendingJobSchema>;

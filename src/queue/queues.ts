@@ -83,13 +83,16 @@ export function intakeJobOptions(trigger: Trigger): JobsOptions {
   };
 }
 
-export function fixJobOptions(settings: QueueSettings, job: FixJob, jobId: string): JobsOptions {
+/**
+ * `target` is the issue or PR a job works on (issueKey): at most one job per target exists until it
+ * ends, so duplicate deliveries and double labels collapse here.
+ */
+export function fixJobOptions(settings: QueueSettings, target: string, jobId: string): JobsOptions {
   return {
     jobId,
     attempts: settings.jobAttempts,
     backoff: { type: 'exponential', delay: settings.retryBackoffMs },
-    // At most one job per issue exists until it ends: duplicates and double labels collapse here.
-    deduplication: { id: issueKey(job.repo.id, job.issue.number) },
+    deduplication: { id: target },
     removeOnComplete: { age: 30 * 24 * 3600 },
     removeOnFail: { age: 30 * 24 * 3600 },
   };

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { UnrecoverableError, type Job } from 'bullmq';
+import { UnrecoverableError, type Job, type Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { newBaseState } from '../agent/new-run.js';
 import { runAgent, type Outcome } from '../agent/run-agent.js';
@@ -10,7 +11,7 @@ import type { AgentEnv } from '../config/agent-env.js';
 import type { AppEnv } from '../config/app-env.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState } from '../events/reduce-state.js';
-import type { Limits } from '../events/schema.js';
+import type { Limits, Task } from '../events/schema.js';
 import {
   InstallationTokens,
   installationClient,
@@ -24,7 +25,9 @@ import { checkPolicy, parseNumstat } from '../publish/policy.js';
 import { findTrajectoryMarker } from '../publish/markers.js';
 import { renderPullRequest } from '../publish/pr-body.js';
 import { Redactor } from '../publish/redact.js';
+import { cancelRequest, handOff } from '../queue/control.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
+import { issueKey, type QueueSettings } from '../queue/queues.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { trajectoryUrl } from '../app/run-routes.js';
@@ -35,6 +38,9 @@ export interface WorkerDeps {
   readonly agent: AgentEnv;
   readonly model: (name: string) => Model;
   readonly bot: (gh: GitHubClient, credentials: AppCredentials) => Promise<BotIdentity>;
+  readonly redis: Redis;
+  readonly fixQueue: Queue<FixJob>;
+  readonly settings: QueueSettings;
   readonly logger: Logger;
   /** Step updates of the progress comment are at most this often. */
   readonly progressIntervalMs?: number;
@@ -70,6 +76,33 @@ export async function runFixJob(
   if (!parsed.success) throw new UnrecoverableError(`invalid fix job payload: ${parsed.error.message}`);
   const p = parsed.data;
   const jobId = job.id ?? '';
+  const target = issueKey(p.repo.id, p.issue.number);
+  const finalAttempt = (): boolean => job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+  let handOffNext = true;
+  try {
+    return await runAttempt(job, p, jobId, deps, signal);
+  } catch (error) {
+    handOffNext = isPermanent(error) || finalAttempt();
+    throw error;
+  } finally {
+    // The next request for this issue or PR (one that arrived while this job ran) starts now.
+    if (handOffNext) {
+      const next = await handOff(deps.redis, deps.fixQueue, deps.settings, target).catch((error: unknown) => {
+        deps.logger.error({ err: error, target }, 'could not start the next waiting request');
+        return null;
+      });
+      if (next !== null) deps.logger.info({ job: jobId, next }, 'next waiting request queued');
+    }
+  }
+}
+
+async function runAttempt(
+  job: Job<FixJob>,
+  p: FixJob,
+  jobId: string,
+  deps: WorkerDeps,
+  signal: AbortSignal | undefined,
+): Promise<FixJobResult> {
   const dir = jobFolder(deps.app.workDir, jobId);
   const paths = {
     trajectory: join(dir, 'trajectory'),
@@ -114,26 +147,75 @@ export async function runFixJob(
     bot.login,
     deps.progressIntervalMs,
   );
+  const none = (outcome: Outcome['outcome']): FixJobResult => ({
+    outcome,
+    pullRequest: null,
+    pushed: false,
+    trajectory: paths.trajectory,
+  });
+
+  // `@agent stop` reaches the job through Redis: the agent stops at its next step boundary (the
+  // running command and a pending model call are aborted through the same signal).
+  const cancel = new AbortController();
+  let cancelledBy: string | null = await cancelRequest(deps.redis, deps.settings.prefix, jobId);
+  const poll = setInterval(() => {
+    void cancelRequest(deps.redis, deps.settings.prefix, jobId).then(
+      (by) => {
+        if (by !== null && !cancel.signal.aborted) {
+          cancelledBy = by;
+          cancel.abort(new Error(`cancelled by ${by}`));
+        }
+      },
+      () => undefined,
+    );
+  }, 500);
+  const runSignal = signal === undefined ? cancel.signal : AbortSignal.any([signal, cancel.signal]);
 
   const finalAttempt = (): boolean => job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   try {
     const { data: repo } = await gh.rest.repos.get(where);
     let store = openStore(paths.trajectory);
     let outcome = store === null ? null : reduceState(store.events).outcome;
+    if (outcome === null && cancelledBy !== null) {
+      await progress.update({ kind: 'cancelled', by: cancelledBy });
+      return none('cancelled');
+    }
+    let pull: PullInfo | null = null;
+    if (p.kind === 'follow-up' && p.pull !== null) {
+      const { data: pr } = await gh.rest.pulls.get({ ...where, pull_number: p.pull.number });
+      pull = {
+        number: pr.number,
+        title: pr.title,
+        body: pr.body ?? '',
+        headRef: pr.head.ref,
+        headSha: pr.head.sha,
+        url: pr.html_url,
+      };
+      if (outcome === null && pr.state !== 'open') {
+        await progress.update({
+          kind: 'ended',
+          outcome: 'cancelled',
+          reason: `pull request #${pr.number} was ${pr.merged ? 'merged' : 'closed'} before the job started, so the request was dropped`,
+          summary: '',
+        });
+        return none('cancelled');
+      }
+    }
     if (outcome === null) {
       const { data: issue } = await gh.rest.issues.get({ ...where, issue_number: p.issue.number });
       if (store === null && issue.state !== 'open') {
         await progress.update({
           kind: 'ended',
           outcome: 'cancelled',
-          reason: 'the issue was closed before the job started',
+          reason: 'the issue was closed before the job started, so the request was dropped',
           summary: '',
         });
-        return { outcome: 'cancelled', pullRequest: null, pushed: false, trajectory: paths.trajectory };
+        return none('cancelled');
       }
       await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
+      const branch = pull?.headRef ?? repo.default_branch;
       if (!existsSync(join(paths.pristine, '.git'))) {
-        await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, repo.default_branch);
+        await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, branch);
       }
       const baseCommit = store?.base.workspace.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
       await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
@@ -147,13 +229,17 @@ export async function runFixJob(
         if (store === null) {
           // A half-written folder (crash before base_state.json) holds nothing worth keeping.
           await rm(paths.trajectory, { recursive: true, force: true });
+          const task =
+            pull === null
+              ? {
+                  title: stripHiddenText(issue.title),
+                  body: stripHiddenText(issue.body ?? ''),
+                  instructions: p.instructions,
+                  source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
+                }
+              : followUpTask(p, pull, priorRounds(deps.app.workDir, pull.body));
           const base = await newBaseState({
-            task: {
-              title: stripHiddenText(issue.title),
-              body: stripHiddenText(issue.body ?? ''),
-              instructions: p.instructions,
-              source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
-            },
+            task,
             sandbox,
             model: deps.agent.model,
             limits: limitsFor(deps.agent.limits, p.config.budgets),
@@ -168,7 +254,7 @@ export async function runFixJob(
           sandbox,
           model: deps.model(s.base.model),
           prices: deps.agent.prices,
-          signal,
+          signal: runSignal,
           logger: log,
           onEvent: (e) => {
             progress.onEvent(e, s);
@@ -179,6 +265,10 @@ export async function runFixJob(
       }
     }
     if (store === null) throw new Error('no trajectory after the run');
+    if (outcome.outcome === 'cancelled') {
+      await progress.update({ kind: 'cancelled', by: cancelledBy });
+      return none('cancelled');
+    }
     return await publish({
       p,
       jobId,
@@ -188,11 +278,13 @@ export async function runFixJob(
       git,
       tokens,
       repo,
+      pull,
       paths,
       bot,
       progress,
       redactor,
       runLink,
+      workDir: deps.app.workDir,
       log,
     });
   } catch (error) {
@@ -206,7 +298,72 @@ export async function runFixJob(
       await progress.update({ kind: 'retrying', attempt: job.attemptsMade + 1, reason });
     }
     throw error;
+  } finally {
+    clearInterval(poll);
   }
+}
+
+interface PullInfo {
+  readonly number: number;
+  readonly title: string;
+  readonly body: string;
+  readonly headRef: string;
+  readonly headSha: string;
+  readonly url: string;
+}
+
+/** The rounds a PR already holds, by conversation id, from the hidden marker in its body. */
+const ROUNDS_MARKER = /<!-- issue-agent:rounds ([A-Za-z0-9,-]+) -->/;
+
+function roundIds(body: string): string[] {
+  return (
+    ROUNDS_MARKER.exec(body)?.[1]
+      ?.split(',')
+      .filter((id) => /^[A-Za-z0-9-]+$/.test(id)) ?? []
+  );
+}
+
+/** The stores of the PR's earlier rounds that this host still has (trajectories live with the workers). */
+function priorRounds(workDir: string, body: string): FileEventStore[] {
+  return roundIds(body).flatMap((id) => {
+    const store = openStore(join(workDir, 'jobs', id, 'trajectory'));
+    return store === null ? [] : [store];
+  });
+}
+
+/**
+ * The task of a follow-up round: the request, the review comments it refers to with their file, line
+ * and diff hunk, and what earlier rounds did. All of it is untrusted text and is fenced as such.
+ */
+function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[]): Task {
+  const parts: string[] = [
+    `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
+      `A maintainer (@${p.trigger.sender.login}) asked for more changes on its branch \`${pull.headRef}\`, ` +
+      'which is checked out in the workspace.',
+  ];
+  for (const [i, store] of prior.entries()) {
+    const o = reduceState(store.events).outcome;
+    parts.push(
+      `Round ${i + 1} (${o?.outcome ?? 'unfinished'}): ${stripHiddenText(o?.summary ?? store.base.task.title)}`,
+    );
+  }
+  for (const c of p.reviewComments) {
+    parts.push(
+      [
+        `Review comment by @${c.author} on ${c.path}${c.line === null ? '' : `, line ${c.line}`}:`,
+        '```diff',
+        c.diffHunk.replace(/```/g, '``\u200b`'),
+        '```',
+        stripHiddenText(c.body),
+      ].join('\n'),
+    );
+  }
+  return {
+    title: `Follow-up on pull request #${pull.number}: ${stripHiddenText(pull.title)}`,
+    body: parts.join('\n\n'),
+    instructions: p.instructions,
+    source: `${p.repo.owner}/${p.repo.name}#${pull.number}`,
+  };
 }
 
 /**
@@ -248,11 +405,13 @@ interface PublishInput {
   readonly git: HostGit;
   readonly tokens: InstallationTokens;
   readonly repo: { clone_url: string; default_branch: string };
+  readonly pull: PullInfo | null;
   readonly paths: { trajectory: string; pristine: string; workspace: string };
   readonly bot: BotIdentity;
   readonly progress: ProgressReporter;
   readonly redactor: () => Redactor;
   readonly runLink: string | null;
+  readonly workDir: string;
   readonly log: Logger;
 }
 
@@ -262,7 +421,7 @@ interface PublishInput {
  * the repo's policy, committed as the App's bot and pushed; then the PR is opened or updated.
  */
 async function publish(input: PublishInput): Promise<FixJobResult> {
-  const { p, store, outcome, gh, git, tokens, repo, paths, bot, progress, log } = input;
+  const { p, store, outcome, gh, git, tokens, repo, pull, paths, bot, progress, log } = input;
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const state = reduceState(store.events);
   const checkpoint = state.lastCheckpoint;
@@ -282,6 +441,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
       ...(outcome.limit === undefined ? {} : { limit: outcome.limit }),
       ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
     });
+    await replyInThread(input, `I made no change this time: ${outcome.reason}`);
     return none;
   }
   if (checkpoint.diff === null) {
@@ -294,10 +454,15 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
     return none;
   }
   await progress.update({ kind: 'publishing' });
-  const branch = branchFor(p.issue.number);
+  const branch = pull?.headRef ?? branchFor(p.issue.number);
   const baseCommit = store.base.workspace.baseCommit;
   if (!existsSync(join(paths.pristine, '.git'))) {
-    await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, repo.default_branch);
+    await git.clone(
+      repo.clone_url,
+      paths.pristine,
+      (await tokens.get()).token,
+      pull?.headRef ?? repo.default_branch,
+    );
   }
   await git.run(['-C', paths.pristine, 'checkout', '--quiet', '--force', '-B', branch, baseCommit]);
   await git.run(['-C', paths.pristine, 'clean', '-q', '-fdx']);
@@ -319,21 +484,28 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
     log.warn({ violations: verdict.violations }, 'push refused by policy');
     await progress.update({
       kind: 'refused',
-      reason: "the change breaks this repository's push policy",
+      reason: "the change breaks this repository's push policy, so nothing was pushed",
       violations: verdict.violations,
     });
+    await replyInThread(
+      input,
+      "I did not push: the change breaks this repository's push policy (see the progress comment).",
+    );
     return none;
   }
+  const subject =
+    pull === null
+      ? `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`
+      : `Follow-up on #${pull.number}: ${oneLine(p.instructions[0] ?? p.reviewComments[0]?.body ?? 'review comments')}`;
   const message = input
     .redactor()
     .redact(
       [
-        `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`.slice(0, 200),
+        subject.slice(0, 200),
         '',
         oneParagraph(outcome.summary ?? ''),
         '',
-        `Fixes #${p.issue.number}`,
-        '',
+        ...(pull === null ? [`Fixes #${p.issue.number}`, ''] : []),
         `Issue-Agent-Job: ${input.jobId}`,
         `Issue-Agent-Outcome: ${outcome.outcome}`,
       ].join('\n'),
@@ -359,66 +531,98 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
   const token = (await tokens.get()).token;
   const remoteTip = await git.remoteBranch(paths.pristine, branch, token);
   if (remoteTip !== head) {
-    const open = await gh.rest.pulls.list({
+    if (pull !== null) {
+      // A follow-up builds on the branch as it was when the job started. Anything else on it now was
+      // pushed by someone else: never overwrite it.
+      if (remoteTip !== baseCommit) {
+        const reason =
+          remoteTip === null
+            ? `the branch \`${branch}\` was deleted while I worked, so I did not push`
+            : `someone pushed to \`${branch}\` while I worked (it is now at ${remoteTip.slice(0, 12)}, I started from ${baseCommit.slice(0, 12)}); I did not push, so nothing of theirs is lost. Ask again to build on top of their commits`;
+        log.warn({ remoteTip, baseCommit }, 'branch moved during the follow-up; not pushing');
+        await progress.update({ kind: 'ended', outcome: outcome.outcome, reason, summary: outcome.summary });
+        await replyInThread(input, `I did not push: ${reason}.`);
+        return none;
+      }
+      await pushOrExplain(input, branch, head, token, []);
+    } else {
+      const open = await gh.rest.pulls.list({
+        ...where,
+        state: 'open',
+        head: `${p.repo.owner}:${branch}`,
+        per_page: 1,
+      });
+      if (remoteTip !== null && open.data.length > 0 && open.data[0]?.user?.login !== bot.login) {
+        throw new UnrecoverableError(`branch ${branch} already has an open pull request by someone else`);
+      }
+      // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
+      // only if nobody pushed to it since we looked (lease).
+      const lease = remoteTip === null ? [] : [`--force-with-lease=refs/heads/${branch}:${remoteTip}`];
+      await pushOrExplain(input, branch, head, token, lease);
+    }
+    log.info({ branch, commit: head }, 'pushed');
+  }
+
+  const prior =
+    pull === null
+      ? []
+      : priorRounds(input.workDir, pull.body).filter(
+          (r) => r.base.conversationId !== store.base.conversationId,
+        );
+  const rounds = [...prior, store];
+  const rendered = renderPullRequest({
+    runs: rounds.map((r, i) => ({ base: r.base, events: r.events, label: `Round ${i + 1}` })),
+    issue: {
+      number: pull === null ? p.issue.number : issueNumberOf(pull.body, p.issue.number),
+      title: pull?.title ?? p.issue.title,
+    },
+    redactor: input.redactor(),
+    conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
+    trajectoryLink:
+      (input.runLink === null ? null : `${input.runLink} (GET with the App's admin token)`) ??
+      `the App host keeps it in ${paths.trajectory} (job ${input.jobId}); \`issue-agent replay <folder> --json\` prints it`,
+  });
+  const roundsMarker = `<!-- issue-agent:rounds ${rounds.map((r) => r.base.conversationId).join(',')} -->`;
+  const title = pull?.title ?? input.redactor().redact(rendered.title);
+  const body = `${input.redactor().redact(rendered.body)}\n${roundsMarker}\n`;
+  const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
+  let pr: { number: number; html_url: string };
+  if (pull !== null) {
+    const { data } = await gh.rest.pulls.update({ ...where, pull_number: pull.number, body });
+    pr = data;
+  } else {
+    const existing = await gh.rest.pulls.list({
       ...where,
       state: 'open',
       head: `${p.repo.owner}:${branch}`,
       per_page: 1,
     });
-    if (remoteTip !== null && open.data.length > 0 && !open.data[0]?.user?.login.endsWith('[bot]')) {
-      throw new UnrecoverableError(`branch ${branch} already has an open pull request by someone else`);
+    const found = existing.data[0];
+    if (found !== undefined) {
+      const { data } = await gh.rest.pulls.update({ ...where, pull_number: found.number, title, body });
+      pr = data;
+    } else {
+      const { data } = await gh.rest.pulls.create({
+        ...where,
+        title,
+        body,
+        head: branch,
+        base: repo.default_branch,
+        draft,
+      });
+      pr = data;
     }
-    // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
-    // only if nobody pushed to it since we looked (lease).
-    const lease = remoteTip === null ? [] : [`--force-with-lease=refs/heads/${branch}:${remoteTip}`];
-    await git.run(
-      ['-C', paths.pristine, 'push', '--quiet', ...lease, 'origin', `HEAD:refs/heads/${branch}`],
-      {
-        token,
-      },
-    );
-    log.info({ branch, commit: head }, 'pushed');
-  }
-
-  const rendered = renderPullRequest({
-    runs: [{ base: store.base, events: store.events, label: 'Round 1' }],
-    issue: { number: p.issue.number, title: p.issue.title },
-    redactor: input.redactor(),
-    trajectoryLink:
-      (input.runLink === null ? null : `${input.runLink} (GET with the App's admin token)`) ??
-      `the App host keeps it in ${paths.trajectory} (job ${input.jobId}); \`issue-agent replay <folder> --json\` prints it`,
-  });
-  const title = input.redactor().redact(rendered.title);
-  const body = input.redactor().redact(rendered.body);
-  const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
-  const existing = await gh.rest.pulls.list({
-    ...where,
-    state: 'open',
-    head: `${p.repo.owner}:${branch}`,
-    per_page: 1,
-  });
-  let pr: { number: number; html_url: string };
-  const found = existing.data[0];
-  if (found !== undefined) {
-    const { data } = await gh.rest.pulls.update({ ...where, pull_number: found.number, title, body });
-    pr = data;
-  } else {
-    const { data } = await gh.rest.pulls.create({
-      ...where,
-      title,
-      body,
-      head: branch,
-      base: repo.default_branch,
-      draft,
-    });
-    pr = data;
   }
   await postTrajectoryComments(
     gh,
     where,
     pr.number,
     store.base.conversationId,
-    rendered.trajectoryComments.map((c) => input.redactor().redact(c)),
+    rendered.trajectoryComments
+      .filter(
+        (c) => findTrajectoryMarker(c)?.conversationId === store.base.conversationId || rounds.length === 1,
+      )
+      .map((c) => input.redactor().redact(c)),
     bot.login,
   );
   await progress.update({
@@ -427,7 +631,12 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
     number: pr.number,
     outcome: outcome.outcome,
     draft,
+    ...(pull === null ? {} : { updated: true }),
   });
+  await replyInThread(
+    input,
+    `Pushed ${head.slice(0, 12)} to \`${branch}\` (${outcome.outcome}). ${oneParagraph(outcome.summary ?? '').slice(0, 500)}`,
+  );
   log.info({ pr: pr.number }, 'pull request ready');
   return {
     outcome: outcome.outcome,
@@ -435,6 +644,60 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
     pushed: true,
     trajectory: paths.trajectory,
   };
+}
+
+async function pushOrExplain(
+  input: PublishInput,
+  branch: string,
+  head: string,
+  token: string,
+  extra: readonly string[],
+): Promise<void> {
+  try {
+    await input.git.run(
+      ['-C', input.paths.pristine, 'push', '--quiet', ...extra, 'origin', `HEAD:refs/heads/${branch}`],
+      {
+        token,
+      },
+    );
+  } catch (error) {
+    // Rejected as non-fast-forward: someone pushed between our check and our push.
+    if (
+      error instanceof HostGitError &&
+      /rejected|non-fast-forward|fetch first|stale info/i.test(error.message)
+    ) {
+      throw new UnrecoverableError(
+        `the push of ${head.slice(0, 12)} to ${branch} was refused because the branch moved; nothing was overwritten`,
+      );
+    }
+    throw error;
+  }
+}
+
+/** The issue a PR fixes, from its body's `Fixes #n` line (the PR's own number if none). */
+function issueNumberOf(body: string, fallback: number): number {
+  const m = /^Fixes #(\d+)$/m.exec(body);
+  return m?.[1] === undefined ? fallback : Number(m[1]);
+}
+
+/**
+ * The answer in the thread that asked: a reply in the review thread for a review comment. For a PR
+ * conversation request the progress comment is that reply (it is edited to the result).
+ */
+async function replyInThread(input: PublishInput, text: string): Promise<void> {
+  const to = input.p.trigger.replyTo;
+  if (to?.kind !== 'review_thread' || input.pull === null) return;
+  try {
+    await input.gh.rest.pulls.createReplyForReviewComment({
+      owner: input.p.repo.owner,
+      repo: input.p.repo.name,
+      pull_number: input.pull.number,
+      comment_id: to.commentId,
+      body: input.redactor().redact(text),
+    });
+  } catch (error) {
+    input.log.warn({ err: error }, 'could not reply in the review thread');
+  }
 }
 
 /** The trajectory parts that did not fit the PR body; each part once, found again by its marker. */

@@ -396,29 +396,6 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.ok(requestsFor('[authfail]').length <= 2, 'a 401 is not retried');
   });
 
-  it('labelling again after the PR exists updates that PR instead of opening a second one', async () => {
-    const n = issueWith('Average rounds wrong [again]');
-    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
-    const first = await waitForPr(n);
-    const firstMarker = /issue-agent:pr conversation=([^ ]+)/.exec(first.body)?.[1];
-    await sim.waitFor(
-      () => /pull\/|#\d/.test(progressOf(n)[0]?.body ?? ''),
-      20_000,
-      'the first job to finish',
-    );
-    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
-    await sim.waitFor(
-      () => {
-        const pr = prFor(n)[0];
-        return pr !== undefined && !pr.body.includes(`conversation=${firstMarker ?? ''} `);
-      },
-      120_000,
-      `the PR body to come from the second run\n${pipeline.logs()}`,
-    );
-    assert.equal(prFor(n).length, 1);
-    assert.equal(progressOf(n).length, 2, 'one progress comment per job');
-  });
-
   it('GitHub failing longer than the client retries → the attempt fails, BullMQ retries it, one PR', async () => {
     const n = issueWith('Average rounds wrong [transient]');
     // The worker's first call for the job; the client makes 4 tries per attempt.

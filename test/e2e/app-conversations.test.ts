@@ -1,0 +1,349 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { gitOutput, makeFixtureRepo, FIXTURES, type FixtureRepo } from '../support/fixture-repo.js';
+import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+import {
+  hang,
+  httpError,
+  oracle,
+  reply,
+  startModelSimulator,
+  type ModelSimulator,
+  type Policy,
+} from '../support/model-sim/index.js';
+import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { requestText, taskText } from '../support/pipeline-fixtures.js';
+import { redisSkipReason, startRedis, type TestRedis } from '../support/redis-server.js';
+
+const skip = redisSkipReason();
+const OWNER = 'acme';
+const REPO = 'calc';
+const MODEL_KEY = 'sk-ant-conversations-0123456789';
+const MAINTAINER = 'maria';
+const FOLLOW_UP = 'Follow-up on pull request';
+
+const finishAt =
+  (summary: string): Policy =>
+  () =>
+    reply().text('Nothing else to change.').tool('finish', { summary });
+
+/** The first request at `turn` of a follow-up gets a 529 with retry-after: a window while the job runs. */
+function slowOnce(inner: Policy, seconds: number, turn = 1): { policy: Policy; slowed: () => boolean } {
+  let slowed = false;
+  return {
+    policy: (request, ctx) => {
+      const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+      if (!slowed && assistants === turn) {
+        slowed = true;
+        return httpError(529, { retryAfterSeconds: seconds, message: 'Overloaded' });
+      }
+      return inner(request, ctx);
+    },
+    slowed: () => slowed,
+  };
+}
+
+/**
+ * Conversations on the App's pull requests against the simulators: follow-ups from PR comments,
+ * review comments and reviews; mentions only; cancel; requests that arrive while a job runs; closed
+ * issues. One worker, so "while a job runs" is deterministic.
+ */
+describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, () => {
+  let redis: TestRedis;
+  let sim: GitHubSim;
+  let model: ModelSimulator;
+  let pipeline: Pipeline;
+  let fixture: FixtureRepo;
+  const followUpPatch = readFileSync(join(FIXTURES, 'node-calc.followup.patch'), 'utf8');
+  const pushWindow = slowOnce(oracle(followUpPatch), 4);
+  const busy = slowOnce(finishAt('busy round'), 4, 0);
+  const busy2 = slowOnce(finishAt('busy round'), 5, 0);
+  let stopHung = false;
+  const cleanups: (() => Promise<void> | void)[] = [];
+
+  before(async () => {
+    fixture = makeFixtureRepo('node-calc');
+    cleanups.push(() => {
+      fixture.cleanup();
+    });
+    redis = await startRedis();
+    cleanups.push(() => redis.stop());
+    sim = await startGitHubSimulator();
+    cleanups.push(() => sim.close());
+    await sim.createRepo({ owner: OWNER, name: REPO, sourceDir: fixture.dir });
+    sim.addUser({ login: MAINTAINER });
+    sim.setPermission(OWNER, REPO, MAINTAINER, 'write');
+    const fix = oracle(fixture.patch);
+    const followUp = oracle(followUpPatch);
+    model = await startModelSimulator({
+      apiKey: MODEL_KEY,
+      policy: (request, ctx) => {
+        const text = taskText(request);
+        const isFollowUp = text.includes(FOLLOW_UP);
+        if (text.includes('[stop]') && !isFollowUp) {
+          const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+          if (assistants === 2) {
+            stopHung = true;
+            return hang();
+          }
+        }
+        if (text.includes('[busy]') && !isFollowUp) return busy.policy(request, ctx);
+        if (text.includes('[busy2]') && !isFollowUp) return busy2.policy(request, ctx);
+        if (!isFollowUp) return fix(request, ctx);
+        if (text.includes('[pushed]')) return pushWindow.policy(request, ctx);
+        if (text.includes('[queue]')) return finishAt('handled the request')(request, ctx);
+        return followUp(request, ctx);
+      },
+    });
+    cleanups.push(() => model.close());
+    pipeline = await startPipeline({ sim, modelUrl: model.url, modelKey: MODEL_KEY, redisUrl: redis.url });
+    cleanups.push(() => pipeline.stop());
+  });
+
+  after(async () => {
+    for (const stop of cleanups.reverse()) await stop();
+  });
+
+  const prFor = (issue: number) =>
+    sim.pulls(OWNER, REPO).filter((p) => p.head.ref === `issue-agent/issue-${issue}`);
+  const botComments = (n: number) => sim.comments(OWNER, REPO, n).filter((c) => c.user === sim.app.botLogin);
+  const branchLog = (issue: number) =>
+    gitOutput(sim.bareRepoPath(OWNER, REPO), 'log', '--format=%H %an %s', `issue-agent/issue-${issue}`)
+      .trim()
+      .split('\n');
+  const followUpRequests = (tag: string) =>
+    model.requests.filter((r) => {
+      const t = taskText(r.body as never);
+      return t.includes(FOLLOW_UP) && t.includes(tag);
+    });
+
+  /** An issue fixed by a first round: returns the issue and its PR number. */
+  const withPr = async (tag: string): Promise<{ issue: number; pr: number }> => {
+    const issue = sim.createIssue(OWNER, REPO, {
+      title: `Average rounds wrong ${tag}`,
+      body: 'average([1,2,2]) should be 1.67',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
+    await sim.waitFor(() => prFor(issue).length > 0, 120_000, `round 1 PR for ${tag}\n${pipeline.logs()}`);
+    const pr = prFor(issue)[0];
+    assert.ok(pr);
+    // Round 1 is over when its progress comment points at the PR.
+    await sim.waitFor(
+      () =>
+        botComments(issue).some(
+          (c) => c.body.includes(`/pull/${pr.number}`) || c.body.includes(`#${pr.number}`),
+        ),
+      20_000,
+      'round 1 done',
+    );
+    return { issue, pr: pr.number };
+  };
+
+  it('1. `@agent rename the helper` on the PR → a second commit on the same branch, a reply, both rounds in the body, one PR', async () => {
+    const { issue, pr } = await withPr('[rename]');
+    assert.equal(branchLog(issue).length, 2, 'round 1: one commit on top of main');
+    const { delivery } = await sim.comment(
+      OWNER,
+      REPO,
+      pr,
+      MAINTAINER,
+      '@agent rename the helper to roundHalfAway and use a constant',
+    );
+    assert.equal(delivery.status, 200);
+    await sim.waitFor(() => branchLog(issue).length === 3, 120_000, `a second commit\n${pipeline.logs()}`);
+    const [top] = branchLog(issue);
+    assert.match(top ?? '', new RegExp(`${sim.app.botLogin.replace(/[[\]]/g, '\\$&')} Follow-up on #${pr}`));
+    await sim.waitFor(
+      () => botComments(pr).some((c) => /Pushed new commits/i.test(c.body)),
+      20_000,
+      'the reply on the PR',
+    );
+    const body = prFor(issue)[0]?.body ?? '';
+    assert.match(body, /Round 1/);
+    assert.match(body, /Round 2/);
+    assert.equal(prFor(issue).length, 1);
+    assert.equal(
+      sim.pulls(OWNER, REPO).length,
+      sim.pulls(OWNER, REPO).filter((p) => p.state === 'open').length,
+    );
+    const changed = gitOutput(
+      sim.bareRepoPath(OWNER, REPO),
+      'show',
+      '--name-only',
+      '--format=',
+      `issue-agent/issue-${issue}`,
+    );
+    assert.deepEqual(changed.trim().split('\n').sort(), ['src/calc.js', 'src/round.js']);
+    const prompt = requestText(followUpRequests('[rename]')[0]?.body);
+    assert.match(prompt, /rename the helper to roundHalfAway/);
+    assert.match(prompt, /Round 1 \(resolved\)/, 'the earlier round is summarised');
+  });
+
+  it('2. a review comment on line N of file F → the prompt has F, N and the comment; the reply lands in that thread', async () => {
+    const { pr } = await withPr('[review]');
+    const hook = sim.buildWebhook('pull_request_review_comment', 'created', {
+      owner: OWNER,
+      repo: REPO,
+      pull: pr,
+      sender: MAINTAINER,
+      comment: { body: '@agent use a constant here' },
+      path: 'src/round.js',
+      line: 7,
+    });
+    assert.equal((await sim.deliver(hook)).status, 200);
+    const commentId = (hook.payload.comment as { id: number }).id;
+    await sim.waitFor(
+      () =>
+        sim
+          .reviewComments(OWNER, REPO, pr)
+          .some((c) => c.user === sim.app.botLogin && c.inReplyToId === commentId),
+      120_000,
+      `a reply in the review thread\n${pipeline.logs()}`,
+    );
+    const prompt = requestText(followUpRequests('[review]')[0]?.body);
+    assert.match(prompt, /src\/round\.js/);
+    assert.match(prompt, /line 7/);
+    assert.match(prompt, /use a constant here/);
+  });
+
+  it('3. a PR comment without the handle → no job', async () => {
+    const { pr } = await withPr('[chat]');
+    const before = botComments(pr).length;
+    const requests = model.requests.length;
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, 'Looks good to me, maybe rename the helper later?');
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, 'cc agent: not a mention either');
+    await delay(2500);
+    assert.equal(botComments(pr).length, before, 'no progress comment, no reply');
+    assert.equal(model.requests.length, requests, 'no model request');
+  });
+
+  it('4. someone pushes to the branch while a follow-up runs → no push, their commit kept, the reply explains', async () => {
+    const { issue, pr } = await withPr('[pushed]');
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent rename the helper');
+    await sim.waitFor(() => pushWindow.slowed(), 60_000, `the follow-up to start\n${pipeline.logs()}`);
+    // A maintainer pushes a commit of their own to the PR branch meanwhile.
+    const work = mkdtempSync(join(tmpdir(), 'ia-human-'));
+    try {
+      const git = (...args: string[]) => execFileSync('git', args, { cwd: work, stdio: 'pipe' });
+      git('clone', '-q', '--branch', `issue-agent/issue-${issue}`, sim.bareRepoPath(OWNER, REPO), 'r');
+      execFileSync(
+        'bash',
+        [
+          '-c',
+          'echo "# notes" >> r/README.md || echo "# notes" > r/NOTES.md; cd r && git add -A && git -c user.name=Maria -c user.email=maria@example.invalid commit -qm "Maria: notes" && git push -q origin HEAD',
+        ],
+        { cwd: work },
+      );
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+    const theirs = branchLog(issue)[0] ?? '';
+    assert.match(theirs, /Maria: notes/);
+    await sim.waitFor(
+      () => botComments(pr).some((c) => /did not push|someone pushed/i.test(c.body)),
+      120_000,
+      `the explanation\n${pipeline.logs()}`,
+    );
+    assert.equal(branchLog(issue)[0], theirs, 'their commit is still the tip; nothing was force-pushed');
+    assert.equal(branchLog(issue).length, 3);
+  });
+
+  it('5. `@agent stop` while the model hangs → cancelled within seconds, the progress says who, no PR', async () => {
+    const issue = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [stop]',
+      body: 'x',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
+    await sim.waitFor(() => stopHung, 60_000, `the model to hang\n${pipeline.logs()}`);
+    const t0 = Date.now();
+    await sim.comment(OWNER, REPO, issue, MAINTAINER, '@agent stop');
+    await sim.waitFor(
+      () => botComments(issue).some((c) => /cancel/i.test(c.body) && c.body.includes(MAINTAINER)),
+      30_000,
+      `the cancel\n${pipeline.logs()}`,
+    );
+    assert.ok(Date.now() - t0 < 15_000, `cancelled after ${Date.now() - t0} ms`);
+    await delay(1000);
+    assert.equal(prFor(issue).length, 0);
+    assert.equal(
+      gitOutput(sim.bareRepoPath(OWNER, REPO), 'branch', '--list', `issue-agent/issue-${issue}`).trim(),
+      '',
+    );
+  });
+
+  it('6. two instructions 100 ms apart while a job runs → both handled, in order, none lost', async () => {
+    const { pr } = await withPr('[queue]');
+    // Keep the worker busy with another issue's job.
+    const other = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [busy]',
+      body: 'x',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, other, 'agent', MAINTAINER);
+    await sim.waitFor(() => busy.slowed(), 60_000, 'the busy job to start');
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent first request: add a comment');
+    const running = followUpRequests('[queue]').length;
+    await delay(100);
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent second request: add another comment');
+    await sim.waitFor(
+      () => {
+        const tasks = followUpRequests('[queue]').map((r) => taskText(r.body as never));
+        return tasks.some((t) => t.includes('second request'));
+      },
+      120_000,
+      `the second request to run\n${pipeline.logs()}`,
+    );
+    const order = followUpRequests('[queue]')
+      .slice(running)
+      .map((r) =>
+        requestText(r.body).includes('first request')
+          ? 'first'
+          : requestText(r.body).includes('second request')
+            ? 'second'
+            : '?',
+      );
+    assert.deepEqual([...new Set(order)], ['first', 'second']);
+    await sim.waitFor(
+      () => botComments(pr).filter((c) => /queued/i.test(c.edits[0] ?? '')).length >= 2,
+      10_000,
+      'two progress comments',
+    );
+  });
+
+  it('7. the issue is closed while its job is queued → dropped with a note, no PR', async () => {
+    const busyIssue = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [busy2]',
+      body: 'again',
+      author: MAINTAINER,
+    }).number;
+    const queued = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [closed]',
+      body: 'x',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, busyIssue, 'agent', MAINTAINER);
+    await sim.waitFor(() => busy2.slowed(), 60_000, 'the busy job to start');
+    await sim.label(OWNER, REPO, queued, 'agent', MAINTAINER);
+    await sim.waitFor(
+      () => botComments(queued).some((c) => /queued/i.test(c.body)),
+      30_000,
+      'the queued job',
+    );
+    await sim.deliver(
+      sim.buildWebhook('issues', 'closed', { owner: OWNER, repo: REPO, issue: queued, sender: MAINTAINER }),
+    );
+    await sim.waitFor(
+      () => botComments(queued).some((c) => /closed/i.test(c.body) && /dropped/i.test(c.body)),
+      120_000,
+      `the note\n${pipeline.logs()}`,
+    );
+    assert.equal(prFor(queued).length, 0);
+  });
+});
