@@ -338,7 +338,9 @@ function matches(
   trigger: Trigger,
   config: { label: string; handle: string },
 ): { instruction: string } | null {
-  if (trigger.kind === 'label') return trigger.label === config.label ? { instruction: '' } : null;
+  if (trigger.kind === 'label' || trigger.kind === 'unlabel') {
+    return trigger.label === config.label ? { instruction: '' } : null;
+  }
   const m = extractMention(trigger.comment?.body ?? '', config.handle);
   return m === null ? null : { instruction: stripHiddenText(m.instruction).trim() };
 }

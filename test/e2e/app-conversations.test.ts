@@ -64,6 +64,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   const busy = slowOnce(finishAt('busy round'), 4, 0);
   const busy2 = slowOnce(finishAt('busy round'), 5, 0);
   let stopHung = false;
+  let unlabelHung = false;
   const cleanups: (() => Promise<void> | void)[] = [];
 
   before(async () => {
@@ -85,10 +86,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       policy: (request, ctx) => {
         const text = taskText(request);
         const isFollowUp = text.includes(FOLLOW_UP);
-        if (text.includes('[stop]') && !isFollowUp) {
+        if ((text.includes('[stop]') || text.includes('[unlabel]')) && !isFollowUp) {
           const assistants = request.messages.filter((m) => m.role === 'assistant').length;
           if (assistants === 2) {
-            stopHung = true;
+            if (text.includes('[stop]')) stopHung = true;
+            else unlabelHung = true;
             return hang();
           }
         }
@@ -345,5 +347,63 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       `the note\n${pipeline.logs()}`,
     );
     assert.equal(prFor(queued).length, 0);
+  });
+
+  it('a submitted review that mentions the handle → a follow-up whose prompt holds the review', async () => {
+    const { issue, pr } = await withPr('[reviewed]');
+    const hook = sim.buildWebhook('pull_request_review', 'submitted', {
+      owner: OWNER,
+      repo: REPO,
+      pull: pr,
+      sender: MAINTAINER,
+      comment: { body: '@agent please rename the helper as discussed' },
+    });
+    assert.equal((await sim.deliver(hook)).status, 200);
+    await sim.waitFor(
+      () => branchLog(issue).length === 3,
+      120_000,
+      `the follow-up commit\n${pipeline.logs()}`,
+    );
+    assert.match(
+      requestText(followUpRequests('[reviewed]')[0]?.body),
+      /please rename the helper as discussed/,
+    );
+  });
+
+  it('removing the label cancels the running job', async () => {
+    const issue = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [unlabel]',
+      body: 'x',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
+    await sim.waitFor(() => unlabelHung, 60_000, `the model to hang\n${pipeline.logs()}`);
+    await sim.deliver(
+      sim.buildWebhook('issues', 'unlabeled', {
+        owner: OWNER,
+        repo: REPO,
+        issue,
+        sender: MAINTAINER,
+        label: 'agent',
+      }),
+    );
+    await sim.waitFor(
+      () => botComments(issue).some((c) => /cancel/i.test(c.body)),
+      30_000,
+      `the cancel\n${pipeline.logs()}`,
+    );
+    assert.equal(prFor(issue).length, 0);
+  });
+
+  it("labelling an issue that already has the App's open PR → a follow-up on that PR, not a second PR", async () => {
+    const { issue, pr } = await withPr('[relabel]');
+    await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
+    await sim.waitFor(
+      () => branchLog(issue).length === 3 && /Round 2/.test(prFor(issue)[0]?.body ?? ''),
+      120_000,
+      `a follow-up commit and round 2 in the PR body\n${pipeline.logs()}`,
+    );
+    assert.equal(prFor(issue).length, 1);
+    assert.equal(prFor(issue)[0]?.number, pr);
   });
 });
