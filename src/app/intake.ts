@@ -29,6 +29,27 @@ export interface IntakeDeps {
   readonly defaults: { readonly label: string; readonly handle: string };
   readonly redactor: Redactor;
   readonly logger: Logger;
+  /** Valid repo settings by repo id, so a burst of triggers costs one config read, not one each. */
+  readonly configCache?: ConfigCache;
+}
+
+/**
+ * A short-lived in-process cache of valid `.github/issue-agent.yml` contents. A changed file takes
+ * effect within the TTL; an invalid one is never cached (its comment and the refusal stay immediate).
+ */
+export class ConfigCache {
+  private readonly entries = new Map<number, { readonly at: number; readonly config: RepoConfig }>();
+  constructor(private readonly ttlMs: number) {}
+  get(repoId: number, now = Date.now()): RepoConfig | undefined {
+    const e = this.entries.get(repoId);
+    if (e === undefined || now - e.at >= this.ttlMs) return undefined;
+    return e.config;
+  }
+  set(repoId: number, config: RepoConfig, now = Date.now()): void {
+    if (this.ttlMs <= 0) return;
+    if (this.entries.size > 10_000) this.entries.clear();
+    this.entries.set(repoId, { at: now, config });
+  }
 }
 
 export type IntakeResult =
@@ -65,8 +86,14 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
 
   let config: RepoConfig;
   try {
-    const { config: raw } = await octokit.config.get({ ...where, path: REPO_CONFIG_PATH });
-    config = parseRepoConfig(raw, deps.defaults);
+    const cached = deps.configCache?.get(trigger.repo.id);
+    if (cached === undefined) {
+      const { config: raw } = await octokit.config.get({ ...where, path: REPO_CONFIG_PATH });
+      config = parseRepoConfig(raw, deps.defaults);
+      deps.configCache?.set(trigger.repo.id, config);
+    } else {
+      config = cached;
+    }
   } catch (error) {
     const problems =
       error instanceof RepoConfigError ? error.problems : [`it could not be read: ${firstLine(error)}`];
@@ -197,6 +224,11 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
   return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
     const live = await liveJobFor(deps.fixQueue, targetKey);
     if (live === jobId) return { status: 'queued', jobId, position: 0 } as const;
+    if (live !== null && job.instructions.length === 0 && job.reviewComments.length === 0) {
+      // A second label, or a bare mention, asks for nothing the live job is not already doing.
+      log.info({ job: live }, 'a job for this issue or PR is already queued or running');
+      return { status: 'duplicate', jobId: live } as const;
+    }
     if (live !== null) {
       // Busy: the request waits for the running job (or replaces it), and is never dropped.
       const pendingAlready = (await deps.redis.lrange(pendingKey(prefix, targetKey), 0, -1)).some((r) =>

@@ -7,7 +7,7 @@ import { Redactor } from '../publish/redact.js';
 import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
 import { issueAgentApp } from './app.js';
 import { trajectoryHandler } from './run-routes.js';
-import { processTrigger, type Octokit } from './intake.js';
+import { ConfigCache, processTrigger, type Octokit } from './intake.js';
 import { triggerSchema, type Trigger } from './triggers.js';
 
 /**
@@ -66,6 +66,7 @@ async function main(): Promise<void> {
     ...(env.adminToken === null ? [] : [env.adminToken]),
   ]);
   server.addHandler(trajectoryHandler({ workDir: env.workDir, adminToken: env.adminToken, redactor }));
+  const configCache = new ConfigCache(env.configCacheMs);
   const intakeWorker = new Worker<Trigger>(
     INTAKE_QUEUE,
     async (job) =>
@@ -91,6 +92,7 @@ async function main(): Promise<void> {
           defaults: { label: env.defaultLabel, handle: env.defaultHandle },
           redactor,
           logger,
+          configCache,
         },
         job.attemptsMade,
       ),

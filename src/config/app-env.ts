@@ -39,6 +39,8 @@ export interface AppEnv {
   readonly logLevel: string;
   /** Base of the REST client's backoff for 5xx and connection errors. */
   readonly githubRetryBaseMs: number;
+  /** How long the App trusts a repo's `.github/issue-agent.yml` it has read (0: read it every time). */
+  readonly configCacheMs: number;
   /** Bearer token for the App's run routes (full trajectories); null disables them. */
   readonly adminToken: string | null;
 }
@@ -74,6 +76,7 @@ const schema = z.object({
   ISSUE_AGENT_PROGRESS_INTERVAL_MS: int(0).default(5000),
   ISSUE_AGENT_ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ISSUE_AGENT_GITHUB_RETRY_BASE_MS: int(1).default(1000),
+  ISSUE_AGENT_CONFIG_CACHE_MS: int(0).default(60_000),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });
 
@@ -138,6 +141,7 @@ export function readAppEnv(
     progressIntervalMs: v.ISSUE_AGENT_PROGRESS_INTERVAL_MS,
     logLevel: v.LOG_LEVEL,
     githubRetryBaseMs: v.ISSUE_AGENT_GITHUB_RETRY_BASE_MS,
+    configCacheMs: v.ISSUE_AGENT_CONFIG_CACHE_MS,
     adminToken: v.ISSUE_AGENT_ADMIN_TOKEN ?? null,
   });
 }

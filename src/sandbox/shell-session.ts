@@ -74,6 +74,7 @@ export class ShellSession {
   private readonly killGraceMs: number;
   private readonly startTimeoutMs: number;
   private readonly memoryPollMs: number;
+  private killing: Promise<void> | null = null;
 
   constructor(
     private readonly host: ShellHost,
@@ -217,6 +218,8 @@ export class ShellSession {
   }
 
   private async execNow(command: string, options: ExecOptions): Promise<ExecResult> {
+    // A kill of the previous command still in flight must land before the next command starts.
+    if (this.killing !== null) await this.killing;
     if (this.closed) throw new SandboxError('closed', 'the sandbox is closed');
     if (this.transport === null) await this.spawnShell(true);
     const transport = this.transport;
@@ -249,10 +252,15 @@ export class ShellSession {
         `printf '\\n__IA_DONE_${nonce}_%d_%s__IA_END_${nonce}\\n' "$__ia_ec" "$PWD"\n`,
     );
 
+    // Bound to this command: a watchdog reading or a timer that lands after the command ended (the
+    // next command may already run) must not kill anything.
+    const mine = this.pending;
     const kill = (reason: KillReason): void => {
-      if (kill_.reason !== null || this.pending === null) return;
+      if (kill_.reason !== null || this.pending === null || this.pending !== mine) return;
       kill_.reason = reason;
-      void this.killCommand();
+      this.killing = this.killCommand().finally(() => {
+        this.killing = null;
+      });
     };
     const timer = setTimeout(() => {
       kill('timeout');
@@ -312,7 +320,8 @@ export class ShellSession {
     const pending = this.pending;
     const transport = this.transport;
     // The shell goes on with the rest of the command line after a child dies, so keep killing what it
-    // starts until it reports back, or until the grace period ends.
+    // starts until it reports back, or until the grace period ends. Each round re-checks that the
+    // same command still runs, so a kill never reaches the command after it.
     const deadline = performance.now() + this.killGraceMs;
     while (this.pending === pending && performance.now() < deadline) {
       try {
@@ -320,6 +329,7 @@ export class ShellSession {
       } catch {
         // A shell that does not answer is replaced below.
       }
+      if (this.pending !== pending) break;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     if (this.pending === pending && pending !== null && this.transport === transport) {

@@ -128,3 +128,16 @@ test('App settings: required values, a PEM key, defaults', () => {
     /ISSUE_AGENT_SANDBOX/,
   );
 });
+
+test('the config cache serves a repo’s settings within its TTL and never when disabled', async () => {
+  const { ConfigCache } = await import('../../src/app/intake.js');
+  const config = parseRepoConfig(null, { label: 'agent', handle: '@agent' });
+  const cache = new ConfigCache(1000);
+  cache.set(1, config, 0);
+  assert.equal(cache.get(1, 999), config);
+  assert.equal(cache.get(1, 1000), undefined);
+  assert.equal(cache.get(2, 0), undefined);
+  const off = new ConfigCache(0);
+  off.set(1, config, 0);
+  assert.equal(off.get(1, 0), undefined);
+});

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHmac, randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
@@ -411,6 +412,43 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.equal(prFor(n).length, 1);
     const history = progressOf(n)[0]?.edits.join('\n') ?? '';
     assert.match(history, /retry/i, 'the progress comment said it would retry');
+  });
+
+  it('a broken .github/issue-agent.yml → one clear comment listing the problems, no job, the App keeps serving', async () => {
+    const broken = makeFixtureRepo('node-calc');
+    try {
+      mkdirSync(join(broken.dir, '.github'), { recursive: true });
+      writeFileSync(
+        join(broken.dir, '.github', 'issue-agent.yml'),
+        'budgets:\n  maxUsd: -1\nblockedPath: [secrets/]\n',
+      );
+
+      execFileSync('git', ['-c', 'user.name=F', '-c', 'user.email=f@example.invalid', 'add', '-A'], {
+        cwd: broken.dir,
+      });
+      execFileSync(
+        'git',
+        ['-c', 'user.name=F', '-c', 'user.email=f@example.invalid', 'commit', '-qm', 'config'],
+        { cwd: broken.dir },
+      );
+      await sim.createRepo({ owner: OWNER, name: 'broken', sourceDir: broken.dir });
+    } finally {
+      broken.cleanup();
+    }
+    sim.setPermission(OWNER, 'broken', MAINTAINER, 'write');
+    const n = sim.createIssue(OWNER, 'broken', { title: 'x [broken]', body: 'y', author: MAINTAINER }).number;
+    await sim.label(OWNER, 'broken', n, 'agent', MAINTAINER);
+    await sim.comment(OWNER, 'broken', n, MAINTAINER, '@agent please');
+    const bot = () => sim.comments(OWNER, 'broken', n).filter((c) => c.user === sim.app.botLogin);
+    await sim.waitFor(() => bot().length > 0, 20_000, `the config comment\n${pipeline.logs()}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(bot().length, 1, 'one comment, not one per trigger');
+    const body = bot()[0]?.body ?? '';
+    assert.match(body, /issue-agent\.yml/);
+    assert.match(body, /budgets\.maxUsd/);
+    assert.match(body, /blockedPath/);
+    assert.equal(sim.pulls(OWNER, 'broken').length, 0);
+    assert.equal(model.requests.filter((r) => requestText(r.body).includes('[broken]')).length, 0);
   });
 });
 

@@ -89,7 +89,7 @@ export class LocalSandbox implements Sandbox {
   }
 }
 
-function localShellHost(cwd: string, env: Record<string, string>): ShellHost {
+export function localShellHost(cwd: string, env: Record<string, string>): ShellHost {
   return {
     spawn(): Promise<ShellTransport> {
       return new Promise((resolve, reject) => {
