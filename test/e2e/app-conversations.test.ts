@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -65,6 +65,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   const busy2 = slowOnce(finishAt('busy round'), 5, 0);
   let stopHung = false;
   let unlabelHung = false;
+  let replaceHung = false;
   const cleanups: (() => Promise<void> | void)[] = [];
 
   before(async () => {
@@ -86,6 +87,13 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       policy: (request, ctx) => {
         const text = taskText(request);
         const isFollowUp = text.includes(FOLLOW_UP);
+        if (text.includes('[replace]') && !isFollowUp && !replaceHung) {
+          const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+          if (assistants === 2) {
+            replaceHung = true;
+            return hang();
+          }
+        }
         if ((text.includes('[stop]') || text.includes('[unlabel]')) && !isFollowUp) {
           const assistants = request.messages.filter((m) => m.role === 'assistant').length;
           if (assistants === 2) {
@@ -405,5 +413,48 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     );
     assert.equal(prFor(issue).length, 1);
     assert.equal(prFor(issue)[0]?.number, pr);
+  });
+
+  it('onBusy: replace → a new request cancels the running job and runs next; the progress comments say so', async () => {
+    const repo = makeFixtureRepo('node-calc');
+    try {
+      mkdirSync(join(repo.dir, '.github'), { recursive: true });
+      writeFileSync(join(repo.dir, '.github', 'issue-agent.yml'), 'onBusy: replace\n');
+      execFileSync('git', ['add', '-A'], { cwd: repo.dir });
+      execFileSync(
+        'git',
+        ['-c', 'user.name=F', '-c', 'user.email=f@example.invalid', 'commit', '-qm', 'config'],
+        { cwd: repo.dir },
+      );
+      await sim.createRepo({ owner: OWNER, name: 'calc-replace', sourceDir: repo.dir });
+    } finally {
+      repo.cleanup();
+    }
+    sim.setPermission(OWNER, 'calc-replace', MAINTAINER, 'write');
+    const n = sim.createIssue(OWNER, 'calc-replace', {
+      title: 'Average rounds wrong [replace]',
+      body: 'x',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, 'calc-replace', n, 'agent', MAINTAINER);
+    await sim.waitFor(() => replaceHung, 60_000, `the first job to hang\n${pipeline.logs()}`);
+    await sim.comment(OWNER, 'calc-replace', n, MAINTAINER, '@agent do it with a helper module instead');
+    const bot = () => sim.comments(OWNER, 'calc-replace', n).filter((c) => c.user === sim.app.botLogin);
+    await sim.waitFor(
+      () => sim.pulls(OWNER, 'calc-replace').length > 0,
+      120_000,
+      `the replacing job's PR\n${pipeline.logs()}`,
+    );
+    const bodies = bot().map((c) => c.edits.join('\n'));
+    assert.ok(
+      bodies.some((b) => /cancel/i.test(b) && /newer request/.test(b)),
+      'the first job says it was replaced',
+    );
+    assert.ok(
+      bodies.some((b) => /replaces the running job/i.test(b)),
+      'the second job said it replaces the first',
+    );
+    const prompts = model.requests.map((r) => requestText(r.body)).filter((t) => t.includes('[replace]'));
+    assert.ok(prompts.some((t) => t.includes('do it with a helper module instead')));
   });
 });

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator } from '../support/github-sim/index.js';
-import { startModelSimulator } from '../support/model-sim/index.js';
+import { hang, reply, startModelSimulator } from '../support/model-sim/index.js';
 import { startPipeline } from '../support/pipeline.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason, startRedis } from '../support/redis-server.js';
@@ -108,3 +108,81 @@ function allFiles(dir: string): string[] {
     return statSync(p).isDirectory() ? allFiles(p) : [p];
   });
 }
+
+dockerTest(
+  '`@agent stop` while the model hangs, Docker sandbox: cancelled within seconds, the container is gone, no PR',
+  async (docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const cleanups: (() => Promise<void> | void)[] = [];
+    try {
+      const fixture = makeFixtureRepo('node-calc');
+      cleanups.push(() => {
+        fixture.cleanup();
+      });
+      const redis = await startRedis();
+      cleanups.push(() => redis.stop());
+      const sim = await startGitHubSimulator();
+      cleanups.push(() => sim.close());
+      await sim.createRepo({ owner: 'acme', name: 'calc', sourceDir: fixture.dir });
+      sim.addUser({ login: 'maria' });
+      sim.setPermission('acme', 'calc', 'maria', 'write');
+      let hung = false;
+      const model = await startModelSimulator({
+        apiKey: MODEL_KEY,
+        policy: (request) => {
+          const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+          if (assistants === 0) {
+            return reply().text('Looking.').tool('bash', { command: 'ls' }, { id: 'toolu_docker_stop_0001' });
+          }
+          hung = true;
+          return hang();
+        },
+      });
+      cleanups.push(() => model.close());
+      const pipeline = await startPipeline({
+        sim,
+        modelUrl: model.url,
+        modelKey: MODEL_KEY,
+        redisUrl: redis.url,
+        sandbox: 'docker',
+      });
+      cleanups.push(() => pipeline.stop());
+
+      const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
+      await sim.label('acme', 'calc', n, 'agent', 'maria');
+      await sim.waitFor(() => hung, 120_000, `the model to hang\n${pipeline.logs()}`);
+      const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
+      assert.ok(job);
+      const running = await docker.listContainers({
+        all: true,
+        filters: { label: [`issue-agent.job=${job}`] },
+      });
+      assert.equal(running.length, 1, 'the job runs in a container');
+      const t0 = Date.now();
+      await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
+      const progress = () =>
+        sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+      await sim.waitFor(
+        () => /cancel/i.test(progress()) && progress().includes('maria'),
+        30_000,
+        `the cancel\n${pipeline.logs()}`,
+      );
+      assert.ok(Date.now() - t0 < 15_000);
+      await sim.waitFor(
+        async () =>
+          (await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } }))
+            .length === 0,
+        15_000,
+        'the container to be removed',
+      );
+      assert.equal(sim.pulls('acme', 'calc').length, 0);
+    } finally {
+      for (const stop of cleanups.reverse()) await stop();
+    }
+  },
+  { timeout: 300_000 },
+);
