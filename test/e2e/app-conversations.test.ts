@@ -63,6 +63,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   const pushWindow = slowOnce(oracle(followUpPatch), 4);
   const busy = slowOnce(finishAt('busy round'), 4, 0);
   const busy2 = slowOnce(finishAt('busy round'), 5, 0);
+  const busy3 = slowOnce(finishAt('busy round'), 5, 0);
   let stopHung = false;
   let unlabelHung = false;
   let replaceHung = false;
@@ -104,6 +105,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
         }
         if (text.includes('[busy]') && !isFollowUp) return busy.policy(request, ctx);
         if (text.includes('[busy2]') && !isFollowUp) return busy2.policy(request, ctx);
+        if (text.includes('[busy3]') && !isFollowUp) return busy3.policy(request, ctx);
         if (!isFollowUp) return fix(request, ctx);
         if (text.includes('[pushed]')) return pushWindow.policy(request, ctx);
         if (text.includes('[queue]')) return finishAt('handled the request')(request, ctx);
@@ -456,5 +458,31 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     );
     const prompts = model.requests.map((r) => requestText(r.body)).filter((t) => t.includes('[replace]'));
     assert.ok(prompts.some((t) => t.includes('do it with a helper module instead')));
+  });
+
+  it('a PR closed while its follow-up is queued → the follow-up is dropped with a note, nothing pushed', async () => {
+    const { issue, pr } = await withPr('[prclosed]');
+    const busyIssue = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [busy3]',
+      body: 'x',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, busyIssue, 'agent', MAINTAINER);
+    await sim.waitFor(() => busy3.slowed(), 60_000, 'the busy job to start');
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent rename the helper');
+    await sim.waitFor(
+      () => botComments(pr).some((c) => /queued/i.test(c.body)),
+      30_000,
+      'the queued follow-up',
+    );
+    await sim.deliver(
+      sim.buildWebhook('pull_request', 'closed', { owner: OWNER, repo: REPO, pull: pr, sender: MAINTAINER }),
+    );
+    await sim.waitFor(
+      () => botComments(pr).some((c) => /closed/i.test(c.body) && /dropped/i.test(c.body)),
+      120_000,
+      `the note\n${pipeline.logs()}`,
+    );
+    assert.equal(branchLog(issue).length, 2, 'nothing pushed');
   });
 });
