@@ -1,12 +1,13 @@
 import { existsSync } from 'node:fs';
-import { Queue, Worker } from 'bullmq';
+import { Queue, Worker, type Job } from 'bullmq';
 import { pino } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
 import { readAppEnv } from '../src/config/app-env.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
 import { AnthropicModel } from '../src/model/anthropic-model.js';
 import type { FixJob } from '../src/queue/payloads.js';
-import { FIX_QUEUE, connectionOptions, redisClient } from '../src/queue/queues.js';
+import { handOff } from '../src/queue/control.js';
+import { FIX_QUEUE, connectionOptions, issueKey, redisClient } from '../src/queue/queues.js';
 import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
 
 /**
@@ -85,11 +86,33 @@ async function main(): Promise<void> {
       'job started',
     );
   });
+  // Once a job is marked finished (its deduplication key released), the next request waiting for
+  // the same issue or PR starts. Also runs when BullMQ fails a job for stalling too often, where the
+  // processor never ran its own cleanup.
+  const next = (job: Job<FixJob>): void => {
+    const target = issueKey(job.data.repo.id, job.data.issue.number);
+    handOff(redis, fixQueue, settings, target).then(
+      (id) => {
+        if (id !== null) logger.info({ job: job.id, next: id }, 'next waiting request queued');
+      },
+      (error: unknown) => {
+        logger.error({ err: error, target }, 'could not start the next waiting request');
+      },
+    );
+  };
   worker.on('completed', (job, result) => {
     logger.info({ job: job.id, outcome: result.outcome, pr: result.pullRequest?.url }, 'job completed');
+    next(job);
   });
   worker.on('failed', (job, error) => {
     logger.warn({ job: job?.id, err: error.message, attempts: job?.attemptsMade }, 'job failed');
+    if (job === undefined) return;
+    void job.getState().then(
+      (state) => {
+        if (state === 'failed') next(job);
+      },
+      () => undefined,
+    );
   });
   worker.on('stalled', (jobId) => {
     logger.warn({ job: jobId }, 'job stalled; it will be resumed');

@@ -11,7 +11,16 @@ import {
 } from '../config/repo-config.js';
 import { findProgressMarker, renderProgress, type ProgressState } from '../publish/progress.js';
 import { Redactor } from '../publish/redact.js';
-import { addPending, dropPending, lockKey, pendingKey, requestCancel } from '../queue/control.js';
+import {
+  addPending,
+  dropPending,
+  handOffLocked,
+  liveJobFor,
+  lockKey,
+  pendingCount,
+  pendingKey,
+  requestCancel,
+} from '../queue/control.js';
 import { firstTime, withIssueLock } from '../queue/issue-lock.js';
 import type { FixJob, ReviewContext } from '../queue/payloads.js';
 import { fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
@@ -62,7 +71,6 @@ export type IntakeResult =
   | { readonly status: 'config_error'; readonly problems: readonly string[] };
 
 const ROLE_RANK: Readonly<Record<string, number>> = { read: 1, triage: 2, write: 3, maintain: 4, admin: 5 };
-const LIVE_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused']);
 const STOP = /^(stop|cancel)\b/i;
 
 type Where = { readonly owner: string; readonly repo: string };
@@ -173,16 +181,26 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
     // Typed as always present, but null on GitHub when the fork was deleted.
     const headRepo = nullable(pr.head.repo);
     const fork = headRepo?.full_name !== pr.base.repo.full_name;
-    if (fork && !config.allowForkPullRequests) {
-      await comment(
-        octokit,
-        deps,
-        where,
-        trigger.issue.number,
-        `I don't work on pull requests from forks here (this one's branch is in \`${headRepo?.full_name ?? 'a deleted fork'}\`): ` +
-          `I could not push to it, and its code is not the repository's. A maintainer can allow it with \`allowForkPullRequests: true\` in \`${REPO_CONFIG_PATH}\`.`,
-      );
-      return { status: 'refused', reason: 'pull request from a fork' };
+    const mine = !fork && pr.head.ref.startsWith('issue-agent/issue-');
+    if (!mine) {
+      // Pushing to someone else's branch (or a fork, or `main` behind a PR from it) is never done.
+      const key = `${prefix}:not-mine:${issueKey(trigger.repo.id, target.number)}`;
+      if (await firstTime(deps.redis, key, 24 * 3600)) {
+        await comment(
+          octokit,
+          deps,
+          where,
+          trigger.issue.number,
+          fork
+            ? `I don't work on pull requests from forks (this one's branch is in \`${headRepo?.full_name ?? 'a deleted fork'}\`): ` +
+                "I could not push there, and I won't run a fork's code. Ask me on the issue instead and I'll open my own pull request."
+            : "I only push to pull requests I opened (branches named `issue-agent/issue-<n>`). Ask me on the issue instead and I'll open my own pull request.",
+        );
+      }
+      return {
+        status: 'refused',
+        reason: fork ? 'pull request from a fork' : 'not one of the App pull requests',
+      };
     }
     reviewComments = await reviewContext(octokit, where, target.number, trigger);
   }
@@ -224,24 +242,27 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
   return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
     const live = await liveJobFor(deps.fixQueue, targetKey);
     if (live === jobId) return { status: 'queued', jobId, position: 0 } as const;
+    // Requests already waiting keep their turn even if nothing runs this instant (a job just ended
+    // and its worker has not handed over yet).
+    const waiting = await pendingCount(deps.redis, prefix, targetKey);
     if (live !== null && job.instructions.length === 0 && job.reviewComments.length === 0) {
       // A second label, or a bare mention, asks for nothing the live job is not already doing.
       log.info({ job: live }, 'a job for this issue or PR is already queued or running');
       return { status: 'duplicate', jobId: live } as const;
     }
-    if (live !== null) {
+    if (live !== null || waiting > 0) {
       // Busy: the request waits for the running job (or replaces it), and is never dropped.
       const pendingAlready = (await deps.redis.lrange(pendingKey(prefix, targetKey), 0, -1)).some((r) =>
         r.includes(`"jobId":"${jobId}"`),
       );
       if (!pendingAlready) {
-        if (config.onBusy === 'replace')
+        if (config.onBusy === 'replace' && live !== null)
           await requestCancel(deps.redis, prefix, live, `${trigger.sender.login} (a newer request)`);
         const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
           kind: 'queued',
           jobId,
           position: null,
-          ...(config.onBusy === 'replace' ? { replaces: live } : { after: live }),
+          ...(live === null ? {} : config.onBusy === 'replace' ? { replaces: live } : { after: live }),
         });
         const n = await addPending(deps.redis, prefix, targetKey, {
           jobId,
@@ -252,7 +273,8 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
           'request queued behind the running job',
         );
       }
-      return { status: 'queued_after', jobId, after: live } as const;
+      if (live === null) await handOffLocked(deps.redis, deps.fixQueue, deps.settings, targetKey);
+      return { status: 'queued_after', jobId, after: live ?? 'earlier requests' } as const;
     }
     const position = (await deps.fixQueue.getWaitingCount()) + (await deps.fixQueue.getActiveCount()) + 1;
     const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
@@ -423,13 +445,6 @@ async function mayTrigger(
 function roleOf(roleName: string | undefined, permission: string): string {
   if (roleName !== undefined && roleName in ROLE_RANK) return roleName;
   return permission in ROLE_RANK ? permission : 'none';
-}
-
-async function liveJobFor(queue: Queue<FixJob>, dedupId: string): Promise<string | null> {
-  const id = await queue.getDeduplicationJobId(dedupId);
-  if (id === null) return null;
-  const state = await queue.getJobState(id);
-  return LIVE_STATES.has(state) ? id : null;
 }
 
 async function react(

@@ -28,8 +28,6 @@ export const repoConfigSchema = z
      * `replace` cancels the running one and runs the new request next.
      */
     onBusy: z.enum(['queue', 'replace']).default('queue'),
-    /** Act on PRs whose head is in a fork (the App can push there only if the author allowed it). */
-    allowForkPullRequests: z.boolean().default(false),
     /** Open the PR as a draft unless the outcome is `resolved` (default), or always. */
     draft: z.enum(['unless-resolved', 'always']).default('unless-resolved'),
     budgets: z

@@ -44,35 +44,56 @@ export async function dropPending(redis: Redis, prefix: string, target: string):
   });
 }
 
+const LIVE_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused']);
+
+/** The job that holds the target now (waiting or running), or null. */
+export async function liveJobFor(queue: Queue<FixJob>, target: string): Promise<string | null> {
+  const id = await queue.getDeduplicationJobId(target);
+  if (id === null) return null;
+  const state = await queue.getJobState(id);
+  return LIVE_STATES.has(state) ? id : null;
+}
+
+export async function pendingCount(redis: Redis, prefix: string, target: string): Promise<number> {
+  return redis.llen(pendingKey(prefix, target));
+}
+
 /**
- * Called by a worker when its job for `target` has ended: the oldest waiting request becomes the
- * target's job. Idempotent across a crash in the middle: the job id is the request's own, so adding
- * it twice is a no-op, and the request leaves the list only after it is in the queue.
+ * Starts the oldest waiting request of a target if no job holds it. Called with the target's lock
+ * held: by a worker once its job is marked finished (completed, or failed for good, also when BullMQ
+ * failed it for stalling), and by intake when it adds a request while nothing runs. Idempotent across
+ * a crash in the middle: the job id is the request's own, so adding it twice is a no-op, and the
+ * request leaves the list only after it is in the queue.
  */
+export async function handOffLocked(
+  redis: Redis,
+  queue: Queue<FixJob>,
+  settings: QueueSettings,
+  target: string,
+): Promise<string | null> {
+  if ((await liveJobFor(queue, target)) !== null) return null;
+  const key = pendingKey(settings.prefix, target);
+  const head = await redis.lindex(key, 0);
+  if (head === null) return null;
+  const parsed = pendingJobSchema.safeParse(JSON.parse(head));
+  if (!parsed.success) {
+    await redis.lpop(key);
+    return null;
+  }
+  // A finished job's key may linger (BullMQ clears it only if it still names that job).
+  await queue.removeDeduplicationKey(target);
+  await queue.add(parsed.data.job.kind, parsed.data.job, fixJobOptions(settings, target, parsed.data.jobId));
+  await redis.lpop(key);
+  return parsed.data.jobId;
+}
+
 export async function handOff(
   redis: Redis,
   queue: Queue<FixJob>,
   settings: QueueSettings,
   target: string,
 ): Promise<string | null> {
-  return withIssueLock(redis, lockKey(settings.prefix, target), async () => {
-    const key = pendingKey(settings.prefix, target);
-    const head = await redis.lindex(key, 0);
-    if (head === null) return null;
-    const parsed = pendingJobSchema.safeParse(JSON.parse(head));
-    if (!parsed.success) {
-      await redis.lpop(key);
-      return null;
-    }
-    // The running job still holds the target's deduplication key until it is marked finished;
-    // hand the key to the next job now (BullMQ only clears a key that still names the finished job).
-    await queue.removeDeduplicationKey(target);
-    await queue.add(
-      parsed.data.job.kind,
-      parsed.data.job,
-      fixJobOptions(settings, target, parsed.data.jobId),
-    );
-    await redis.lpop(key);
-    return parsed.data.jobId;
-  });
+  return withIssueLock(redis, lockKey(settings.prefix, target), () =>
+    handOffLocked(redis, queue, settings, target),
+  );
 }

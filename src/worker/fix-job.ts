@@ -25,9 +25,9 @@ import { checkPolicy, parseNumstat } from '../publish/policy.js';
 import { findTrajectoryMarker } from '../publish/markers.js';
 import { renderPullRequest } from '../publish/pr-body.js';
 import { Redactor } from '../publish/redact.js';
-import { cancelRequest, handOff } from '../queue/control.js';
+import { cancelRequest } from '../queue/control.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
-import { issueKey, type QueueSettings } from '../queue/queues.js';
+import type { QueueSettings } from '../queue/queues.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { trajectoryUrl } from '../app/run-routes.js';
@@ -76,24 +76,7 @@ export async function runFixJob(
   if (!parsed.success) throw new UnrecoverableError(`invalid fix job payload: ${parsed.error.message}`);
   const p = parsed.data;
   const jobId = job.id ?? '';
-  const target = issueKey(p.repo.id, p.issue.number);
-  const finalAttempt = (): boolean => job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-  let handOffNext = true;
-  try {
-    return await runAttempt(job, p, jobId, deps, signal);
-  } catch (error) {
-    handOffNext = isPermanent(error) || finalAttempt();
-    throw error;
-  } finally {
-    // The next request for this issue or PR (one that arrived while this job ran) starts now.
-    if (handOffNext) {
-      const next = await handOff(deps.redis, deps.fixQueue, deps.settings, target).catch((error: unknown) => {
-        deps.logger.error({ err: error, target }, 'could not start the next waiting request');
-        return null;
-      });
-      if (next !== null) deps.logger.info({ job: jobId, next }, 'next waiting request queued');
-    }
-  }
+  return runAttempt(job, p, jobId, deps, signal);
 }
 
 async function runAttempt(
@@ -183,6 +166,13 @@ async function runAttempt(
     let pull: PullInfo | null = null;
     if (p.kind === 'follow-up' && p.pull !== null) {
       const { data: pr } = await gh.rest.pulls.get({ ...where, pull_number: p.pull.number });
+      // Follow-ups only ever push to a branch of the App's own, in this repository: a PR from a fork
+      // or from any other branch (even `main` into `release`) is never written to.
+      // (`head.repo` is typed as present but is null on GitHub when the fork was deleted.)
+      const headRepo = orNull(pr.head.repo);
+      if (headRepo?.full_name !== pr.base.repo.full_name || !pr.head.ref.startsWith('issue-agent/issue-')) {
+        throw new UnrecoverableError(`pull request #${pr.number} is not one of the App's own pull requests`);
+      }
       pull = {
         number: pr.number,
         title: pr.title,
@@ -237,7 +227,7 @@ async function runAttempt(
                   instructions: p.instructions,
                   source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
                 }
-              : followUpTask(p, pull, priorRounds(deps.app.workDir, pull.body));
+              : followUpTask(p, pull, priorRounds(deps.app.workDir, pull.body, p.repo.id, pull.number));
           const base = await newBaseState({
             task,
             sandbox,
@@ -324,11 +314,17 @@ function roundIds(body: string): string[] {
 }
 
 /** The stores of the PR's earlier rounds that this host still has (trajectories live with the workers). */
-function priorRounds(workDir: string, body: string): FileEventStore[] {
-  return roundIds(body).flatMap((id) => {
-    const store = openStore(join(workDir, 'jobs', id, 'trajectory'));
-    return store === null ? [] : [store];
-  });
+function priorRounds(workDir: string, body: string, repoId: number, pull: number): FileEventStore[] {
+  // Only rounds of this PR (follow-ups) or of the issue it fixes (the first round): a marker edited
+  // to name another repository's job must not pull that job's trajectory in.
+  const issue = /^Fixes #(\d+)$/m.exec(body)?.[1];
+  const allowed = [`r${repoId}-i${pull}-`, ...(issue === undefined ? [] : [`r${repoId}-i${issue}-`])];
+  return roundIds(body)
+    .filter((id) => allowed.some((prefix) => id.startsWith(prefix)))
+    .flatMap((id) => {
+      const store = openStore(join(workDir, 'jobs', id, 'trajectory'));
+      return store === null ? [] : [store];
+    });
 }
 
 /**
@@ -566,7 +562,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
   const prior =
     pull === null
       ? []
-      : priorRounds(input.workDir, pull.body).filter(
+      : priorRounds(input.workDir, pull.body, p.repo.id, pull.number).filter(
           (r) => r.base.conversationId !== store.base.conversationId,
         );
   const rounds = [...prior, store];
@@ -727,6 +723,10 @@ async function postTrajectoryComments(
     if (m !== null && posted.has(m.part)) continue;
     await gh.rest.issues.createComment({ ...where, issue_number: pr, body: part });
   }
+}
+
+function orNull<T>(value: T): T | null {
+  return value;
 }
 
 function oneLine(text: string): string {

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { createAppAuth } from '@octokit/auth-app';
+import { request } from '@octokit/request';
+import { Octokit } from '@octokit/rest';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -484,5 +487,48 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       `the note\n${pipeline.logs()}`,
     );
     assert.equal(branchLog(issue).length, 2, 'nothing pushed');
+  });
+
+  it('a mention on a pull request the App did not open → one reply, no job, nothing pushed anywhere', async () => {
+    const bare = sim.bareRepoPath(OWNER, REPO);
+    const work = mkdtempSync(join(tmpdir(), 'ia-human-pr-'));
+    try {
+      execFileSync(
+        'bash',
+        [
+          '-c',
+          `git clone -q "${bare}" r && cd r && echo "# human" >> README.md && git add -A && git -c user.name=Hu -c user.email=hu@example.invalid commit -qm "human change" && git push -q origin HEAD:refs/heads/human-feature`,
+        ],
+        { cwd: work },
+      );
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+    const featureTip = gitOutput(bare, 'rev-parse', 'human-feature').trim();
+    const auth = createAppAuth({
+      appId: sim.app.id,
+      privateKey: sim.app.privateKeyPem,
+      request: request.defaults({ baseUrl: sim.url }),
+    });
+    const { token } = await auth({ type: 'installation', installationId: sim.installationId });
+    const gh = new Octokit({ auth: token, baseUrl: sim.url });
+    const { data: pr } = await gh.rest.pulls.create({
+      owner: OWNER,
+      repo: REPO,
+      head: 'human-feature',
+      base: 'main',
+      title: 'A human change',
+    });
+    const before = model.requests.length;
+    const mainTip = gitOutput(bare, 'rev-parse', 'main').trim();
+    await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent please fix the lint errors');
+    await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent and again');
+    await sim.waitFor(() => botComments(pr.number).length > 0, 20_000, `the reply\n${pipeline.logs()}`);
+    await delay(1500);
+    assert.equal(botComments(pr.number).length, 1, 'one reply, not one per mention');
+    assert.match(botComments(pr.number)[0]?.body ?? '', /only push to pull requests I opened/);
+    assert.equal(model.requests.length, before, 'no job ran');
+    assert.equal(gitOutput(bare, 'rev-parse', 'main').trim(), mainTip);
+    assert.equal(gitOutput(bare, 'rev-parse', 'human-feature').trim(), featureTip);
   });
 });
