@@ -282,11 +282,21 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
       jobId,
       position,
     });
-    await deps.fixQueue.add(
+    const added = await deps.fixQueue.add(
       job.kind,
       { ...job, progressCommentId: commentId },
       fixJobOptions(deps.settings, targetKey, jobId),
     );
+    if (added.id !== jobId) {
+      // Deduplicated against a job that took the target after our check (only if the lock expired
+      // under us): wait behind it rather than vanish.
+      await addPending(deps.redis, prefix, targetKey, {
+        jobId,
+        job: { ...job, progressCommentId: commentId },
+      });
+      log.warn({ job: jobId, holder: added.id }, 'the target was taken meanwhile; request queued behind it');
+      return { status: 'queued_after', jobId, after: added.id ?? 'another job' } as const;
+    }
     log.info({ job: jobId, position, kind: job.kind }, 'job queued');
     return { status: 'queued', jobId, position } as const;
   });

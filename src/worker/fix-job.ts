@@ -276,6 +276,7 @@ async function runAttempt(
       runLink,
       workDir: deps.app.workDir,
       log,
+      cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
     });
   } catch (error) {
     const unrecoverable = isPermanent(error);
@@ -409,6 +410,8 @@ interface PublishInput {
   readonly runLink: string | null;
   readonly workDir: string;
   readonly log: Logger;
+  /** Who asked to stop the job since it started, or null. */
+  readonly cancelled: () => Promise<string | null>;
 }
 
 /**
@@ -524,6 +527,12 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
     },
   );
   const head = await git.revParse(paths.pristine, 'HEAD');
+  // A stop that arrived after the agent finished still wins: the push is the last thing to undo.
+  const stoppedBy = await input.cancelled();
+  if (stoppedBy !== null) {
+    await progress.update({ kind: 'cancelled', by: stoppedBy });
+    return { ...none, outcome: 'cancelled' };
+  }
   const token = (await tokens.get()).token;
   const remoteTip = await git.remoteBranch(paths.pristine, branch, token);
   if (remoteTip !== head) {
