@@ -8,20 +8,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { gitOutput, makeFixtureRepo, FIXTURES, type FixtureRepo } from '../support/fixture-repo.js';
-import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+import { gitOutput, makeFixtureRepo, FIXTURES } from '../support/fixture-repo.js';
+import type { GitHubSim } from '../support/github-sim/index.js';
 import {
   hang,
   httpError,
   oracle,
   reply,
-  startModelSimulator,
   type ModelSimulator,
   type Policy,
 } from '../support/model-sim/index.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
-import { requestText, taskText } from '../support/pipeline-fixtures.js';
-import { redisSkipReason, startRedis, type TestRedis } from '../support/redis-server.js';
+import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
+import { faultOnceAt, requestText, routeByTag, taskText } from '../support/pipeline-fixtures.js';
+import { redisSkipReason } from '../support/redis-server.js';
 
 const skip = redisSkipReason();
 const OWNER = 'acme';
@@ -35,21 +34,9 @@ const finishAt =
   () =>
     reply().text('Nothing else to change.').tool('finish', { summary });
 
-/** The first request at `turn` of a follow-up gets a 529 with retry-after: a window while the job runs. */
-function slowOnce(inner: Policy, seconds: number, turn = 1): { policy: Policy; slowed: () => boolean } {
-  let slowed = false;
-  return {
-    policy: (request, ctx) => {
-      const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-      if (!slowed && assistants === turn) {
-        slowed = true;
-        return httpError(529, { retryAfterSeconds: seconds, message: 'Overloaded' });
-      }
-      return inner(request, ctx);
-    },
-    slowed: () => slowed,
-  };
-}
+/** A 529 with retry-after: the client waits, which gives a test a window while the job runs. */
+const overloaded = (seconds: number) => () =>
+  httpError(529, { retryAfterSeconds: seconds, message: 'Overloaded' });
 
 /**
  * Conversations on the App's pull requests against the simulators: follow-ups from PR comments,
@@ -57,71 +44,54 @@ function slowOnce(inner: Policy, seconds: number, turn = 1): { policy: Policy; s
  * issues. One worker, so "while a job runs" is deterministic.
  */
 describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, () => {
-  let redis: TestRedis;
+  let stack: Stack | undefined;
   let sim: GitHubSim;
   let model: ModelSimulator;
   let pipeline: Pipeline;
-  let fixture: FixtureRepo;
   const followUpPatch = readFileSync(join(FIXTURES, 'node-calc.followup.patch'), 'utf8');
-  const pushWindow = slowOnce(oracle(followUpPatch), 4);
-  const busy = slowOnce(finishAt('busy round'), 4, 0);
-  const busy2 = slowOnce(finishAt('busy round'), 5, 0);
-  const busy3 = slowOnce(finishAt('busy round'), 5, 0);
-  let stopHung = false;
-  let unlabelHung = false;
-  let replaceHung = false;
-  const cleanups: (() => Promise<void> | void)[] = [];
+  const pushWindow = faultOnceAt(1, overloaded(4), oracle(followUpPatch));
+  const busy = faultOnceAt(0, overloaded(4), finishAt('busy round'));
+  const busy2 = faultOnceAt(0, overloaded(5), finishAt('busy round'));
+  const busy3 = faultOnceAt(0, overloaded(5), finishAt('busy round'));
+  let stopHang: ReturnType<typeof faultOnceAt>;
+  let unlabelHang: ReturnType<typeof faultOnceAt>;
+  let replaceHang: ReturnType<typeof faultOnceAt>;
 
   before(async () => {
-    fixture = makeFixtureRepo('node-calc');
-    cleanups.push(() => {
-      fixture.cleanup();
-    });
-    redis = await startRedis();
-    cleanups.push(() => redis.stop());
-    sim = await startGitHubSimulator();
-    cleanups.push(() => sim.close());
-    await sim.createRepo({ owner: OWNER, name: REPO, sourceDir: fixture.dir });
-    sim.addUser({ login: MAINTAINER });
-    sim.setPermission(OWNER, REPO, MAINTAINER, 'write');
-    const fix = oracle(fixture.patch);
-    const followUp = oracle(followUpPatch);
-    model = await startModelSimulator({
-      apiKey: MODEL_KEY,
-      policy: (request, ctx) => {
-        const text = taskText(request);
-        const isFollowUp = text.includes(FOLLOW_UP);
-        if (text.includes('[replace]') && !isFollowUp && !replaceHung) {
-          const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-          if (assistants === 2) {
-            replaceHung = true;
-            return hang();
-          }
-        }
-        if ((text.includes('[stop]') || text.includes('[unlabel]')) && !isFollowUp) {
-          const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-          if (assistants === 2) {
-            if (text.includes('[stop]')) stopHung = true;
-            else unlabelHung = true;
-            return hang();
-          }
-        }
-        if (text.includes('[busy]') && !isFollowUp) return busy.policy(request, ctx);
-        if (text.includes('[busy2]') && !isFollowUp) return busy2.policy(request, ctx);
-        if (text.includes('[busy3]') && !isFollowUp) return busy3.policy(request, ctx);
-        if (!isFollowUp) return fix(request, ctx);
-        if (text.includes('[pushed]')) return pushWindow.policy(request, ctx);
-        if (text.includes('[queue]')) return finishAt('handled the request')(request, ctx);
-        return followUp(request, ctx);
+    stack = await startStack({
+      owner: OWNER,
+      repo: REPO,
+      maintainer: { login: MAINTAINER, permission: 'write' },
+      modelKey: MODEL_KEY,
+      policy: (fixture) => {
+        const fix = oracle(fixture.patch);
+        stopHang = faultOnceAt(2, hang, fix);
+        unlabelHang = faultOnceAt(2, hang, fix);
+        replaceHang = faultOnceAt(2, hang, fix);
+        const firstRound = routeByTag(
+          {
+            '[replace]': replaceHang.policy,
+            '[stop]': stopHang.policy,
+            '[unlabel]': unlabelHang.policy,
+            '[busy]': busy.policy,
+            '[busy2]': busy2.policy,
+            '[busy3]': busy3.policy,
+          },
+          fix,
+        );
+        const followUps = routeByTag(
+          { '[pushed]': pushWindow.policy, '[queue]': finishAt('handled the request') },
+          oracle(followUpPatch),
+        );
+        return (request, ctx) =>
+          taskText(request).includes(FOLLOW_UP) ? followUps(request, ctx) : firstRound(request, ctx);
       },
     });
-    cleanups.push(() => model.close());
-    pipeline = await startPipeline({ sim, modelUrl: model.url, modelKey: MODEL_KEY, redisUrl: redis.url });
-    cleanups.push(() => pipeline.stop());
+    ({ sim, model, pipeline } = stack);
   });
 
   after(async () => {
-    for (const stop of cleanups.reverse()) await stop();
+    await stack?.stop();
   });
 
   const prFor = (issue: number) =>
@@ -241,7 +211,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   it('4. someone pushes to the branch while a follow-up runs → no push, their commit kept, the reply explains', async () => {
     const { issue, pr } = await withPr('[pushed]');
     await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent rename the helper');
-    await sim.waitFor(() => pushWindow.slowed(), 60_000, `the follow-up to start\n${pipeline.logs()}`);
+    await sim.waitFor(() => pushWindow.fired(), 60_000, `the follow-up to start\n${pipeline.logs()}`);
     // A maintainer pushes a commit of their own to the PR branch meanwhile.
     const work = mkdtempSync(join(tmpdir(), 'ia-human-'));
     try {
@@ -276,7 +246,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
-    await sim.waitFor(() => stopHung, 60_000, `the model to hang\n${pipeline.logs()}`);
+    await sim.waitFor(() => stopHang.fired(), 60_000, `the model to hang\n${pipeline.logs()}`);
     const t0 = Date.now();
     await sim.comment(OWNER, REPO, issue, MAINTAINER, '@agent stop');
     await sim.waitFor(
@@ -302,7 +272,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, other, 'agent', MAINTAINER);
-    await sim.waitFor(() => busy.slowed(), 60_000, 'the busy job to start');
+    await sim.waitFor(() => busy.fired(), 60_000, 'the busy job to start');
     await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent first request: add a comment');
     const running = followUpRequests('[queue]').length;
     await delay(100);
@@ -344,7 +314,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, busyIssue, 'agent', MAINTAINER);
-    await sim.waitFor(() => busy2.slowed(), 60_000, 'the busy job to start');
+    await sim.waitFor(() => busy2.fired(), 60_000, 'the busy job to start');
     await sim.label(OWNER, REPO, queued, 'agent', MAINTAINER);
     await sim.waitFor(
       () => botComments(queued).some((c) => /queued/i.test(c.body)),
@@ -390,7 +360,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
-    await sim.waitFor(() => unlabelHung, 60_000, `the model to hang\n${pipeline.logs()}`);
+    await sim.waitFor(() => unlabelHang.fired(), 60_000, `the model to hang\n${pipeline.logs()}`);
     await sim.deliver(
       sim.buildWebhook('issues', 'unlabeled', {
         owner: OWNER,
@@ -442,7 +412,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, 'calc-replace', n, 'agent', MAINTAINER);
-    await sim.waitFor(() => replaceHung, 60_000, `the first job to hang\n${pipeline.logs()}`);
+    await sim.waitFor(() => replaceHang.fired(), 60_000, `the first job to hang\n${pipeline.logs()}`);
     await sim.comment(OWNER, 'calc-replace', n, MAINTAINER, '@agent do it with a helper module instead');
     const bot = () => sim.comments(OWNER, 'calc-replace', n).filter((c) => c.user === sim.app.botLogin);
     await sim.waitFor(
@@ -471,7 +441,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, busyIssue, 'agent', MAINTAINER);
-    await sim.waitFor(() => busy3.slowed(), 60_000, 'the busy job to start');
+    await sim.waitFor(() => busy3.fired(), 60_000, 'the busy job to start');
     await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent rename the helper');
     await sim.waitFor(
       () => botComments(pr).some((c) => /queued/i.test(c.body)),

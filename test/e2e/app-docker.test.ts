@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeFixtureRepo } from '../support/fixture-repo.js';
-import { startGitHubSimulator } from '../support/github-sim/index.js';
-import { hang, reply, startModelSimulator } from '../support/model-sim/index.js';
-import { startPipeline } from '../support/pipeline.js';
+import { hang, reply } from '../support/model-sim/index.js';
+import { startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
-import { redisSkipReason, startRedis } from '../support/redis-server.js';
+import { redisSkipReason } from '../support/redis-server.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const MODEL_KEY = 'sk-ant-docker-canary-0123456789abcdef';
@@ -25,36 +23,20 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    const cleanups: (() => Promise<void> | void)[] = [];
-    try {
-      const fixture = makeFixtureRepo('node-calc');
-      cleanups.push(() => {
-        fixture.cleanup();
-      });
-      const redis = await startRedis();
-      cleanups.push(() => redis.stop());
-      const sim = await startGitHubSimulator();
-      cleanups.push(() => sim.close());
-      await sim.createRepo({ owner: 'acme', name: 'calc', sourceDir: fixture.dir });
-      sim.addUser({ login: 'maria' });
-      sim.setPermission('acme', 'calc', 'maria', 'maintain');
-      const model = await startModelSimulator({
-        apiKey: MODEL_KEY,
-        policy: bashThenOracle(
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'calc',
+      maintainer: { login: 'maria', permission: 'maintain' },
+      modelKey: MODEL_KEY,
+      sandbox: 'docker',
+      policy: (fixture) =>
+        bashThenOracle(
           'id -u; env; cat /proc/1/environ | tr "\\0" "\\n"; cat .git/config; ls /sys/class/net',
           fixture.patch,
         ),
-      });
-      cleanups.push(() => model.close());
-      const pipeline = await startPipeline({
-        sim,
-        modelUrl: model.url,
-        modelKey: MODEL_KEY,
-        redisUrl: redis.url,
-        sandbox: 'docker',
-      });
-      cleanups.push(() => pipeline.stop());
-
+    });
+    try {
+      const { sim, model, pipeline } = stack;
       const n = sim.createIssue('acme', 'calc', {
         title: 'Average rounds wrong',
         body: '1.67 expected',
@@ -96,7 +78,7 @@ dockerTest(
       const left = await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
       assert.equal(left.length, 0);
     } finally {
-      for (const stop of cleanups.reverse()) await stop();
+      await stack.stop();
     }
   },
   { timeout: 400_000 },
@@ -117,41 +99,24 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    const cleanups: (() => Promise<void> | void)[] = [];
+    let hung = false;
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'calc',
+      maintainer: { login: 'maria', permission: 'write' },
+      modelKey: MODEL_KEY,
+      sandbox: 'docker',
+      policy: () => (request) => {
+        const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+        if (assistants === 0) {
+          return reply().text('Looking.').tool('bash', { command: 'ls' }, { id: 'toolu_docker_stop_0001' });
+        }
+        hung = true;
+        return hang();
+      },
+    });
     try {
-      const fixture = makeFixtureRepo('node-calc');
-      cleanups.push(() => {
-        fixture.cleanup();
-      });
-      const redis = await startRedis();
-      cleanups.push(() => redis.stop());
-      const sim = await startGitHubSimulator();
-      cleanups.push(() => sim.close());
-      await sim.createRepo({ owner: 'acme', name: 'calc', sourceDir: fixture.dir });
-      sim.addUser({ login: 'maria' });
-      sim.setPermission('acme', 'calc', 'maria', 'write');
-      let hung = false;
-      const model = await startModelSimulator({
-        apiKey: MODEL_KEY,
-        policy: (request) => {
-          const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-          if (assistants === 0) {
-            return reply().text('Looking.').tool('bash', { command: 'ls' }, { id: 'toolu_docker_stop_0001' });
-          }
-          hung = true;
-          return hang();
-        },
-      });
-      cleanups.push(() => model.close());
-      const pipeline = await startPipeline({
-        sim,
-        modelUrl: model.url,
-        modelKey: MODEL_KEY,
-        redisUrl: redis.url,
-        sandbox: 'docker',
-      });
-      cleanups.push(() => pipeline.stop());
-
+      const { sim, pipeline } = stack;
       const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
       await sim.label('acme', 'calc', n, 'agent', 'maria');
       await sim.waitFor(() => hung, 120_000, `the model to hang\n${pipeline.logs()}`);
@@ -181,7 +146,7 @@ dockerTest(
       );
       assert.equal(sim.pulls('acme', 'calc').length, 0);
     } finally {
-      for (const stop of cleanups.reverse()) await stop();
+      await stack.stop();
     }
   },
   { timeout: 300_000 },

@@ -5,10 +5,10 @@ import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import { makeFixtureRepo, gitOutput, type FixtureRepo } from '../support/fixture-repo.js';
-import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
-import { httpError, oracle, startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { makeFixtureRepo, gitOutput } from '../support/fixture-repo.js';
+import type { GitHubSim } from '../support/github-sim/index.js';
+import { httpError, oracle, type ModelSimulator } from '../support/model-sim/index.js';
+import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import {
   bashThenOracle,
   requestText,
@@ -16,7 +16,7 @@ import {
   taskText,
   withWorkflowFile,
 } from '../support/pipeline-fixtures.js';
-import { redisSkipReason, startRedis, type TestRedis } from '../support/redis-server.js';
+import { redisSkipReason, type TestRedis } from '../support/redis-server.js';
 import { redisOptions } from '../../src/queue/queues.js';
 
 const skip = redisSkipReason();
@@ -31,45 +31,36 @@ const MAINTAINER = 'maria';
  * simulator, and the PR published back over the simulator's REST API and git smart-HTTP.
  */
 describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
-  let redis: TestRedis;
+  let stack: Stack | undefined;
   let sim: GitHubSim;
   let model: ModelSimulator;
   let pipeline: Pipeline;
-  let fixture: FixtureRepo;
-
-  const cleanups: (() => Promise<void> | void)[] = [];
+  let redis: TestRedis;
 
   before(async () => {
-    fixture = makeFixtureRepo('node-calc');
-    cleanups.push(() => {
-      fixture.cleanup();
+    stack = await startStack({
+      owner: OWNER,
+      repo: REPO,
+      maintainer: { login: MAINTAINER, permission: 'write' },
+      modelKey: MODEL_KEY,
+      policy: (fixture) =>
+        routeByTag(
+          {
+            '[workflow]': oracle(withWorkflowFile(fixture.patch)),
+            '[authfail]': () => httpError(401, { message: 'invalid x-api-key' }),
+            '[canary]': bashThenOracle(
+              'env; cat .git/config; git config --list --show-origin',
+              fixture.patch,
+            ),
+          },
+          oracle(fixture.patch),
+        ),
     });
-    redis = await startRedis();
-    cleanups.push(() => redis.stop());
-    sim = await startGitHubSimulator();
-    cleanups.push(() => sim.close());
-    await sim.createRepo({ owner: OWNER, name: REPO, sourceDir: fixture.dir });
-    sim.addUser({ login: MAINTAINER });
-    sim.setPermission(OWNER, REPO, MAINTAINER, 'write');
-    model = await startModelSimulator({
-      apiKey: MODEL_KEY,
-      policy: routeByTag(
-        {
-          '[workflow]': oracle(withWorkflowFile(fixture.patch)),
-          '[authfail]': () => httpError(401, { message: 'invalid x-api-key' }),
-          '[canary]': bashThenOracle('env; cat .git/config; git config --list --show-origin', fixture.patch),
-        },
-        oracle(fixture.patch),
-      ),
-    });
-    cleanups.push(() => model.close());
-    pipeline = await startPipeline({ sim, modelUrl: model.url, modelKey: MODEL_KEY, redisUrl: redis.url });
-    cleanups.push(() => pipeline.stop());
+    ({ sim, model, pipeline, redis } = stack);
   });
 
   after(async () => {
-    // In reverse order of start; whatever before() got to.
-    for (const stop of cleanups.reverse()) await stop();
+    await stack?.stop();
   });
 
   const issueWith = (

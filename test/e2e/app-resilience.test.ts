@@ -3,18 +3,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
-import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
-import {
-  hang,
-  oracle,
-  startModelSimulator,
-  type ModelSimulator,
-  type Policy,
-} from '../support/model-sim/index.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
-import { requestText, routeByTag } from '../support/pipeline-fixtures.js';
-import { redisSkipReason, startRedis, type TestRedis } from '../support/redis-server.js';
+import type { GitHubSim } from '../support/github-sim/index.js';
+import { hang, oracle, type ModelSimulator } from '../support/model-sim/index.js';
+import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
+import { faultOnceAt, requestText, routeByTag } from '../support/pipeline-fixtures.js';
+import { redisSkipReason, type TestRedis } from '../support/redis-server.js';
 
 const skip = redisSkipReason();
 const OWNER = 'acme';
@@ -22,63 +15,31 @@ const REPO = 'calc';
 const MODEL_KEY = 'sk-ant-resilience-key-0123456789';
 const MAINTAINER = 'maria';
 
-/** Hangs the first request made at `turn` (until the client goes away), answers like the oracle after. */
-function hangOnceAt(turn: number, inner: Policy): { policy: Policy; hung: () => boolean } {
-  let hung = false;
-  return {
-    policy: (request, ctx) => {
-      const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-      if (assistants === turn && !hung) {
-        hung = true;
-        return hang();
-      }
-      return inner(request, ctx);
-    },
-    hung: () => hung,
-  };
-}
-
 describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600_000 }, () => {
-  let redis: TestRedis;
+  let stack: Stack | undefined;
   let sim: GitHubSim;
   let model: ModelSimulator;
   let pipeline: Pipeline;
-  let fixture: FixtureRepo;
-  let crash: ReturnType<typeof hangOnceAt>;
-
-  const cleanups: (() => Promise<void> | void)[] = [];
+  let redis: TestRedis;
+  let crash: ReturnType<typeof faultOnceAt>;
 
   before(async () => {
-    fixture = makeFixtureRepo('node-calc');
-    cleanups.push(() => {
-      fixture.cleanup();
-    });
-    redis = await startRedis();
-    cleanups.push(() => redis.stop());
-    sim = await startGitHubSimulator();
-    cleanups.push(() => sim.close());
-    await sim.createRepo({ owner: OWNER, name: REPO, sourceDir: fixture.dir });
-    sim.addUser({ login: MAINTAINER });
-    sim.setPermission(OWNER, REPO, MAINTAINER, 'admin');
-    crash = hangOnceAt(3, oracle(fixture.patch));
-    model = await startModelSimulator({
-      apiKey: MODEL_KEY,
-      policy: routeByTag({ '[crash]': crash.policy }, oracle(fixture.patch)),
-    });
-    cleanups.push(() => model.close());
-    pipeline = await startPipeline({
-      sim,
-      modelUrl: model.url,
+    stack = await startStack({
+      owner: OWNER,
+      repo: REPO,
+      maintainer: { login: MAINTAINER, permission: 'admin' },
       modelKey: MODEL_KEY,
-      redisUrl: redis.url,
       workers: 2,
+      policy: (fixture) => {
+        crash = faultOnceAt(3, hang, oracle(fixture.patch));
+        return routeByTag({ '[crash]': crash.policy }, oracle(fixture.patch));
+      },
     });
-    cleanups.push(() => pipeline.stop());
+    ({ sim, model, pipeline, redis } = stack);
   });
 
   after(async () => {
-    // In reverse order of start; whatever before() got to.
-    for (const stop of cleanups.reverse()) await stop();
+    await stack?.stop();
   });
 
   const prFor = (issue: number) =>
@@ -91,7 +52,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
-    await sim.waitFor(() => crash.hung(), 60_000, `the job to reach turn 3\n${pipeline.logs()}`);
+    await sim.waitFor(() => crash.fired(), 60_000, `the job to reach turn 3\n${pipeline.logs()}`);
     // The worker whose request hangs is the one running the job: find it by its log.
     const victim = pipeline.workers.find((w) =>
       readFileSync(w.log, 'utf8')

@@ -4,8 +4,10 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { GitHubSim } from './github-sim/index.js';
-import { freePort } from './redis-server.js';
+import { makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
+import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
+import { startModelSimulator, type ModelSimulator, type Policy } from './model-sim/index.js';
+import { freePort, startRedis, type TestRedis } from './redis-server.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 /** Resolved here: the processes run in a scratch folder (no stray .env), where `tsx` is not resolvable. */
@@ -154,4 +156,66 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       if (process.env.ISSUE_AGENT_KEEP_TEST_DIRS !== '1') rmSync(workDir, { recursive: true, force: true });
     },
   };
+}
+
+export interface Stack {
+  readonly fixture: FixtureRepo;
+  readonly redis: TestRedis;
+  readonly sim: GitHubSim;
+  readonly model: ModelSimulator;
+  readonly pipeline: Pipeline;
+  /** Stops everything, newest first. */
+  stop(): Promise<void>;
+}
+
+export interface StackOptions {
+  /** The model simulator's policy; given the fixture so it can use its fix patch. */
+  readonly policy: (fixture: FixtureRepo) => Policy;
+  readonly modelKey: string;
+  readonly owner: string;
+  readonly repo: string;
+  /** A user with this role on the repository. */
+  readonly maintainer: { readonly login: string; readonly permission: RepoPermission };
+  readonly workers?: number;
+  readonly sandbox?: 'local' | 'docker';
+}
+
+/**
+ * The whole test stack for App end-to-end tests: the node-calc fixture as a repository in the GitHub
+ * simulator, a private Redis, the model simulator and the pipeline processes. Whatever started is
+ * stopped again if a later part fails to start.
+ */
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const stop = async (): Promise<void> => {
+    for (const c of cleanups.reverse()) await c();
+  };
+  try {
+    const fixture = makeFixtureRepo('node-calc');
+    cleanups.push(() => {
+      fixture.cleanup();
+    });
+    const redis = await startRedis();
+    cleanups.push(() => redis.stop());
+    const sim = await startGitHubSimulator();
+    cleanups.push(() => sim.close());
+    await sim.createRepo({ owner: options.owner, name: options.repo, sourceDir: fixture.dir });
+    sim.addUser({ login: options.maintainer.login });
+    sim.setPermission(options.owner, options.repo, options.maintainer.login, options.maintainer.permission);
+    const model = await startModelSimulator({ apiKey: options.modelKey, policy: options.policy(fixture) });
+    cleanups.push(() => model.close());
+    const pipeline = await startPipeline({
+      sim,
+      modelUrl: model.url,
+      modelKey: options.modelKey,
+      redisUrl: redis.url,
+      ...(options.workers === undefined ? {} : { workers: options.workers }),
+      ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
+    });
+    cleanups.push(() => pipeline.stop());
+    return { fixture, redis, sim, model, pipeline, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 }

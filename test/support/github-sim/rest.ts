@@ -455,6 +455,46 @@ function sortedPulls(repo: RepoRecord, ctx: HandlerContext): IssueRecord[] {
   return direction === 'asc' ? pulls : pulls.reverse();
 }
 
+/** Create and list reactions on a target (an issue or a comment): the same rules for both. */
+function reactionHandlers(
+  name: 'issue' | 'issue-comment',
+  target: (
+    ctx: Parameters<Handler['run']>[0],
+    host: Parameters<Handler['run']>[1],
+  ) => { reactions: Parameters<Host['world']['react']>[0]; path: string },
+): Record<string, Handler> {
+  return {
+    [`reactions/create-for-${name}`]: {
+      auth: 'installation',
+      needs: ISSUES_WRITE,
+      run(ctx, host) {
+        const { reaction, created } = host.world.react(
+          target(ctx, host).reactions,
+          actor(ctx),
+          text(ctx.body, 'content') ?? '',
+        );
+        return ok(host.wire.reaction(reaction), created ? 201 : 200);
+      },
+    },
+    [`reactions/list-for-${name}`]: {
+      auth: 'installation',
+      needs: ISSUES_READ,
+      run(ctx, host) {
+        const { reactions, path } = target(ctx, host);
+        const list = reactions.filter(
+          (r) => ctx.query.content === undefined || r.content === ctx.query.content,
+        );
+        const { page, headers } = paginate(list, ctx, host, path);
+        return ok(
+          page.map((r) => host.wire.reaction(r)),
+          200,
+          headers,
+        );
+      },
+    },
+  };
+}
+
 export const HANDLERS: Readonly<Record<string, Handler>> = {
   'apps/create-installation-access-token': {
     auth: 'app',
@@ -690,74 +730,20 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
       return { status: 204 };
     },
   },
-  'reactions/create-for-issue': {
-    auth: 'installation',
-    needs: ISSUES_WRITE,
-    run(ctx, host) {
-      const issue = issueOf(ctx, host);
-      const { reaction, created } = host.world.react(
-        issue.reactions,
-        actor(ctx),
-        text(ctx.body, 'content') ?? '',
-      );
-      return ok(host.wire.reaction(reaction), created ? 201 : 200);
-    },
-  },
-  'reactions/list-for-issue': {
-    auth: 'installation',
-    needs: ISSUES_READ,
-    run(ctx, host) {
-      const issue = issueOf(ctx, host);
-      const list = issue.reactions.filter(
-        (r) => ctx.query.content === undefined || r.content === ctx.query.content,
-      );
-      const { page, headers } = paginate(
-        list,
-        ctx,
-        host,
-        `/repos/${issue.repo.owner.login}/${issue.repo.name}/issues/${issue.number}/reactions`,
-      );
-      return ok(
-        page.map((r) => host.wire.reaction(r)),
-        200,
-        headers,
-      );
-    },
-  },
-  'reactions/create-for-issue-comment': {
-    auth: 'installation',
-    needs: ISSUES_WRITE,
-    run(ctx, host) {
-      const comment = commentOf(ctx, host);
-      const { reaction, created } = host.world.react(
-        comment.reactions,
-        actor(ctx),
-        text(ctx.body, 'content') ?? '',
-      );
-      return ok(host.wire.reaction(reaction), created ? 201 : 200);
-    },
-  },
-  'reactions/list-for-issue-comment': {
-    auth: 'installation',
-    needs: ISSUES_READ,
-    run(ctx, host) {
-      const comment = commentOf(ctx, host);
-      const list = comment.reactions.filter(
-        (r) => ctx.query.content === undefined || r.content === ctx.query.content,
-      );
-      const { page, headers } = paginate(
-        list,
-        ctx,
-        host,
-        `/repos/${comment.repo.owner.login}/${comment.repo.name}/issues/comments/${comment.id}/reactions`,
-      );
-      return ok(
-        page.map((r) => host.wire.reaction(r)),
-        200,
-        headers,
-      );
-    },
-  },
+  ...reactionHandlers('issue', (ctx, host) => {
+    const issue = issueOf(ctx, host);
+    return {
+      reactions: issue.reactions,
+      path: `/repos/${issue.repo.owner.login}/${issue.repo.name}/issues/${issue.number}/reactions`,
+    };
+  }),
+  ...reactionHandlers('issue-comment', (ctx, host) => {
+    const comment = commentOf(ctx, host);
+    return {
+      reactions: comment.reactions,
+      path: `/repos/${comment.repo.owner.login}/${comment.repo.name}/issues/comments/${comment.id}/reactions`,
+    };
+  }),
   'issues/list-labels-on-issue': {
     auth: 'installation',
     needs: ISSUES_READ,
