@@ -247,6 +247,9 @@ export class ShellSession {
     const delimiter = `__IA_EOF_${nonce}`;
     transport.write(
       `IFS= read -r -d '' __ia_cmd <<'${delimiter}'\n${command}\n${delimiter}\n` +
+        // `jobs` consumes the shell's pending notices about earlier background jobs (e.g. "Killed"
+        // after a timeout), which would otherwise be printed into this command's output.
+        `jobs >/dev/null 2>&1\n` +
         `eval "$__ia_cmd" </dev/null 2>&1\n` +
         `__ia_ec=$?; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
         `printf '\\n__IA_DONE_${nonce}_%d_%s__IA_END_${nonce}\\n' "$__ia_ec" "$PWD"\n`,
