@@ -67,7 +67,20 @@ export interface AdoptParams {
 
 const STATE_SETTLE_POLLS = 10;
 const STATE_SETTLE_INTERVAL_MS = 200;
-const FORK_FAILURE = /fork: (retry: )?Resource temporarily unavailable|Cannot fork|fork failed|EAGAIN/;
+/**
+ * Output that may mean a fork failed. Only a reason to look: whether the pids limit was hit is
+ * decided by the kernel's own count (see pidsExhausted), so a broad pattern costs one helper exec at
+ * most (bash's `fork: retry: Resource temporarily unavailable`, Python's `BlockingIOError: [Errno 11]
+ * Resource temporarily unavailable`, Node's `spawn EAGAIN`, dash's `Cannot fork`, busybox's `can't fork`).
+ */
+const FORK_FAILURE = /Resource temporarily unavailable|Cannot fork|can't fork|fork failed|EAGAIN/i;
+/**
+ * The pids controller's event file: its `max` line counts forks refused because of the limit, for
+ * the whole life of the container's cgroup (cgroup v2 path first, then v1). Read with `cat` as the
+ * exec's own process, so the read needs no fork inside a container whose pids are exhausted; cat
+ * fails on the path that does not exist and prints the other.
+ */
+const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/pids/pids.events'];
 
 /**
  * One hardened container per job (see container-spec.ts): non-root, no network in the agent phase,
@@ -86,6 +99,8 @@ export class DockerSandbox implements Sandbox {
   private failure: SandboxError | null = null;
   private isolated: boolean;
   private oomKills = 0;
+  /** The cgroup's count of forks refused by the pids limit, as of the last reading. */
+  private pidsMaxEvents = 0;
 
   private constructor(
     private readonly docker: Docker,
@@ -338,7 +353,7 @@ export class DockerSandbox implements Sandbox {
     if (!suspicious) return result;
     const state = await this.containerState();
     if (state !== 'running') throw await this.fail(new SandboxError(state.code, state.message));
-    if (await this.pidsExhausted()) throw await this.fail(null);
+    if (await this.pidsExhausted()) throw await this.failPidsExhausted(null);
     if (result.exitCode === 137 || (result.killed !== null && result.killed !== 'cancelled')) {
       const kills = await this.readOomKills();
       if (kills !== null && kills > this.oomKills) {
@@ -354,28 +369,33 @@ export class DockerSandbox implements Sandbox {
   private async fail(cause: unknown): Promise<SandboxError> {
     if (this.failure !== null) return this.failure;
     if (this.closed) return new SandboxError('closed', 'the sandbox is closed', { cause });
-    let failure: SandboxError;
     // The engine reports a killed container as running for a short while after its shell's exec
     // already failed; without waiting that out, a dead container would be misreported as a failed
     // shell start.
-    const state = cause === null ? await this.containerState() : await this.settledContainerState();
+    const state = await this.settledContainerState();
     if (state !== 'running') {
-      failure = new SandboxError(state.code, state.message, { cause });
-    } else if (await this.pidsExhausted()) {
-      failure = new SandboxError(
-        'pids_exhausted',
-        `the container reached its process limit (${this.limits.pids}); a fork bomb or runaway process tree`,
-        { cause },
-      );
-      // Nothing can run in it any more: stop it so it costs nothing until close().
-      await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
-    } else if (cause instanceof SandboxError) {
-      return cause;
-    } else {
-      return new SandboxError('shell_died', `the sandbox shell failed: ${errorMessage(cause)}`, { cause });
+      const failure = new SandboxError(state.code, state.message, { cause });
+      this.failure = failure;
+      this.logger?.warn({ code: failure.code }, failure.message);
+      return failure;
     }
+    if (await this.pidsExhausted()) return this.failPidsExhausted(cause);
+    if (cause instanceof SandboxError) return cause;
+    return new SandboxError('shell_died', `the sandbox shell failed: ${errorMessage(cause)}`, { cause });
+  }
+
+  /** The pids limit was hit: the sandbox's terminal error. */
+  private async failPidsExhausted(cause: unknown): Promise<SandboxError> {
+    if (this.failure !== null) return this.failure;
+    const failure = new SandboxError(
+      'pids_exhausted',
+      `the container reached its process limit (${this.limits.pids}); a fork bomb or runaway process tree`,
+      { cause },
+    );
     this.failure = failure;
     this.logger?.warn({ code: failure.code }, failure.message);
+    // Nothing can run in it any more: stop it so it costs nothing until close().
+    await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
     return failure;
   }
 
@@ -406,13 +426,41 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
+  /**
+   * Whether the pids limit refused a fork since the last reading. The kernel counts every refusal
+   * (pids.events `max`), so the answer does not depend on when it is asked: a fork bomb's process
+   * count churns (its processes exit and respawn, are killed with the command) and a sample of the
+   * current count can land anywhere below the limit, while a command that merely ran many processes
+   * below the limit never moves the counter. Only where the counter cannot be read does this fall
+   * back to sampling the current count.
+   */
   private async pidsExhausted(): Promise<boolean> {
+    const events = await this.readPidsMaxEvents();
+    if (typeof events === 'number') {
+      const hit = events > this.pidsMaxEvents;
+      this.pidsMaxEvents = Math.max(events, this.pidsMaxEvents);
+      return hit;
+    }
+    // The helper itself could not fork into the container: its process table is full.
+    if (events.forkRefused) return true;
     try {
       const stats = await this.container.stats({ stream: false, 'one-shot': true });
       const current = stats.pids_stats?.current ?? 0;
       return current >= this.limits.pids - 2;
     } catch {
       return false;
+    }
+  }
+
+  /** The cgroup's pids.events `max` counter, or why it could not be read. */
+  private async readPidsMaxEvents(): Promise<number | { forkRefused: boolean }> {
+    try {
+      const r = await runOneOff(this.docker, this.container, PIDS_EVENTS_READ, { timeoutMs: 5000 });
+      const m = /^max (\d+)$/m.exec(r.stdout);
+      if (m?.[1] !== undefined) return Number(m[1]);
+      return { forkRefused: FORK_FAILURE.test(r.stderr) };
+    } catch (error) {
+      return { forkRefused: FORK_FAILURE.test(errorMessage(error)) };
     }
   }
 

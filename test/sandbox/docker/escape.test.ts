@@ -4,6 +4,9 @@ import { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { SandboxError } from '../../../src/sandbox/sandbox.js';
 import { dockerTest, execFileAsync, tempWorkspace, testOwner } from './docker-test-support.js';
 
+/** Sets $f to the container's pids.events (cgroup v2, else v1): `max N`, the forks the limit refused. */
+const PIDS_EVENTS = 'f=/sys/fs/cgroup/pids.events; [ -r "$f" ] || f=/sys/fs/cgroup/pids/pids.events';
+
 async function sandboxFor(
   docker: Parameters<Parameters<typeof dockerTest>[1]>[0],
   t: Parameters<Parameters<typeof dockerTest>[1]>[1],
@@ -114,7 +117,15 @@ dockerTest(
   async (docker, t) => {
     const sandbox = await sandboxFor(docker, t, { limits: { pids: 128 } });
     const hostBefore = await execFileAsync('bash', ['-c', 'ps -e --no-headers | wc -l']);
-    const error = await sandbox.exec(':(){ :|:& };:; sleep 2; echo done', { timeoutMs: 10_000 }).then(
+    const bomb = [
+      PIDS_EVENTS,
+      ':(){ :|:& };:',
+      // No fixed sleep: however slow the machine, the command goes on until the bomb has hit the
+      // limit (the kernel counted a refused fork), then forks once more itself.
+      'until read -r _ n <"$f" && [ "$n" -gt 0 ]; do true; done',
+      'sleep 1; echo done',
+    ].join('\n');
+    const error = await sandbox.exec(bomb, { timeoutMs: 30_000 }).then(
       () => null,
       (e: unknown) => e,
     );
@@ -129,6 +140,35 @@ dockerTest(
     await assert.rejects(docker.getContainer(sandbox.containerId).inspect(), { statusCode: 404 });
   },
   { timeout: 60_000 },
+);
+
+dockerTest(
+  'escape: many processes just below the pids limit, with fork errors in the output, are not pids_exhausted',
+  async (docker, t) => {
+    const sandbox = await sandboxFor(docker, t, { limits: { pids: 128 } });
+    const base = await sandbox.exec(
+      `${PIDS_EVENTS}; read -r _ n <"$f"; echo "$n"; cat /sys/fs/cgroup/pids.current /sys/fs/cgroup/pids/pids.current 2>/dev/null`,
+      {
+        timeoutMs: 10_000,
+      },
+    );
+    const [refused, current] = base.output.trim().split('\n').map(Number);
+    assert.equal(refused, 0);
+    assert.ok(current !== undefined && current > 0 && current < 10, base.output);
+    // Up to limit - 2 processes (the old sampled threshold), plus the text of a fork failure: the
+    // limit never refused a fork, so the command is an ordinary result.
+    const sleepers = 128 - 2 - (current - 1);
+    const r = await sandbox.exec(
+      `for i in $(seq ${sleepers}); do sleep 120 & done; echo 'bash: fork: retry: Resource temporarily unavailable'`,
+      { timeoutMs: 20_000 },
+    );
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.killed, null);
+    const stats = await docker.getContainer(sandbox.containerId).stats({ stream: false });
+    assert.ok((stats.pids_stats?.current ?? 0) >= 126, `pids ${String(stats.pids_stats?.current)}`);
+    const next = await sandbox.exec('echo alive', { timeoutMs: 10_000 });
+    assert.equal(next.output, 'alive\n');
+  },
 );
 
 dockerTest(
