@@ -16,6 +16,26 @@ const forbiddenInAgent = [
   },
 ];
 
+/**
+ * What the Action's code and the fix core it shares with the App must not load: the queue and
+ * Probot. The Action has neither (one run per workflow job, the workflow's token), and the bundle
+ * must not carry them.
+ */
+const forbiddenInActionPath = [
+  { group: ['bullmq', 'bullmq/*', 'ioredis'], message: 'the Action and the fix core run without a queue.' },
+  { group: ['probot', 'probot/*'], message: 'the Action and the fix core run without Probot.' },
+  {
+    group: [
+      '**/queue/queues.js',
+      '**/queue/control.js',
+      '**/queue/issue-lock.js',
+      '**/app/intake.js',
+      '**/app/main.js',
+    ],
+    message: 'queue-bound modules; use queue/ids.js and app/trigger-rules.js.',
+  },
+];
+
 export default tseslint.config(
   {
     ignores: [
@@ -24,7 +44,7 @@ export default tseslint.config(
       'node_modules/**',
       'coverage/**',
       'test-artifacts/**',
-      'action/dist/**',
+      'dist-action/**',
     ],
   },
   js.configs.recommended,
@@ -54,6 +74,10 @@ export default tseslint.config(
   {
     files: ['src/agent/**/*.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInAgent }] },
+  },
+  {
+    files: ['src/action/**/*.ts', 'src/worker/fix-run.ts', 'src/app/trigger-rules.ts', 'src/app/triggers.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInActionPath }] },
   },
   {
     // Entry points and test support talk to a terminal.

@@ -228,6 +228,7 @@ async function main(): Promise<void> {
     console.log(`| harness overhead per step, Docker sandbox (p95) | ${dockerStep.p95.toFixed(3)} |`);
   }
   if (process.argv.includes('--webhooks')) await (await import('./webhook-ack.js')).webhookBench();
+  if (process.argv.includes('--run-view')) await (await import('./run-view.js')).runViewBench();
 }
 
 await main();

@@ -2,7 +2,6 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ProbotOctokit } from 'probot';
-import { stripHiddenText } from '../agent/untrusted-text.js';
 import {
   parseRepoConfig,
   REPO_CONFIG_PATH,
@@ -24,7 +23,18 @@ import {
 import { firstTime, withIssueLock } from '../queue/issue-lock.js';
 import type { FixJob, ReviewContext } from '../queue/payloads.js';
 import { fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
-import { extractMention, type Trigger } from './triggers.js';
+import {
+  buildFixJob,
+  matches,
+  mayTrigger,
+  notOursReply,
+  pullOwnership,
+  react,
+  reviewContext,
+  STOP,
+  targetOf,
+} from './trigger-rules.js';
+import type { Trigger } from './triggers.js';
 
 export type Octokit = InstanceType<typeof ProbotOctokit>;
 
@@ -69,9 +79,6 @@ export type IntakeResult =
   | { readonly status: 'ignored'; readonly reason: string }
   | { readonly status: 'refused'; readonly reason: string }
   | { readonly status: 'config_error'; readonly problems: readonly string[] };
-
-const ROLE_RANK: Readonly<Record<string, number>> = { read: 1, triage: 2, write: 3, maintain: 4, admin: 5 };
-const STOP = /^(stop|cancel)\b/i;
 
 type Where = { readonly owner: string; readonly repo: string };
 
@@ -128,10 +135,10 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
 
   const ours = matches(trigger, config);
   if (ours === null) return ignored(log, 'not our label or handle');
-  const cancel = trigger.kind === 'unlabel' || STOP.test(ours.instruction);
+  const cancel = trigger.kind === 'unlabel' || (trigger.kind !== 'manual' && STOP.test(ours.instruction));
   if (trigger.issue.state !== 'open' && !cancel) return ignored(log, 'the issue or PR is closed');
 
-  const who = await mayTrigger(trigger, config, octokit, deps);
+  const who = await mayTrigger(trigger, config, octokit, deps.botUserId);
   if (who.allowed === 'self') return ignored(log, 'the App itself');
   if (!who.allowed) {
     log.info({ sender: trigger.sender.login, reason: who.reason }, 'trigger refused');
@@ -145,12 +152,7 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
 
   // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
   // a second PR), or the issue itself.
-  const openPr = trigger.issue.isPullRequest ? null : await openPullFor(octokit, where, trigger.issue.number);
-  const target = trigger.issue.isPullRequest
-    ? { kind: 'pull' as const, number: trigger.issue.number }
-    : openPr !== null
-      ? { kind: 'pull' as const, number: openPr }
-      : { kind: 'issue' as const, number: trigger.issue.number };
+  const target = await targetOf(octokit, where, trigger);
   const targetKey = issueKey(trigger.repo.id, target.number);
 
   if (cancel) {
@@ -178,66 +180,23 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
   if (target.kind === 'pull') {
     const { data: pr } = await octokit.rest.pulls.get({ ...where, pull_number: target.number });
     if (pr.state !== 'open') return ignored(log, 'the pull request is closed');
-    // Typed as always present, but null on GitHub when the fork was deleted.
-    const headRepo = nullable(pr.head.repo);
-    const fork = headRepo?.full_name !== pr.base.repo.full_name;
-    const mine = !fork && pr.head.ref.startsWith('issue-agent/issue-');
-    if (!mine) {
+    const owner = pullOwnership(pr, await deps.botUserId());
+    if (!owner.ours) {
       // Pushing to someone else's branch (or a fork, or `main` behind a PR from it) is never done.
       const key = `${prefix}:not-mine:${issueKey(trigger.repo.id, target.number)}`;
       if (await firstTime(deps.redis, key, 24 * 3600)) {
-        await comment(
-          octokit,
-          deps,
-          where,
-          trigger.issue.number,
-          fork
-            ? `I don't work on pull requests from forks (this one's branch is in \`${headRepo?.full_name ?? 'a deleted fork'}\`): ` +
-                "I could not push there, and I won't run a fork's code. Ask me on the issue instead and I'll open my own pull request."
-            : "I only push to pull requests I opened (branches named `issue-agent/issue-<n>`). Ask me on the issue instead and I'll open my own pull request.",
-        );
+        await comment(octokit, deps, where, trigger.issue.number, notOursReply(owner));
       }
       return {
         status: 'refused',
-        reason: fork ? 'pull request from a fork' : 'not one of the App pull requests',
+        reason: owner.fork ? 'pull request from a fork' : 'not one of the App pull requests',
       };
     }
     reviewComments = await reviewContext(octokit, where, target.number, trigger);
   }
 
   const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
-  const replyTo =
-    trigger.kind === 'review_comment' && trigger.comment !== undefined
-      ? {
-          kind: 'review_thread' as const,
-          commentId: trigger.reviewComment?.inReplyToId ?? trigger.comment.id,
-        }
-      : target.kind === 'pull'
-        ? { kind: 'conversation' as const, commentId: trigger.comment?.id ?? 1 }
-        : null;
-  const job: FixJob = {
-    v: 1,
-    kind: target.kind === 'pull' ? 'follow-up' : 'fix-issue',
-    installationId: trigger.installationId,
-    repo: { id: trigger.repo.id, owner: trigger.repo.owner, name: trigger.repo.name },
-    issue: {
-      number: target.number,
-      title: target.number === trigger.issue.number ? trigger.issue.title : `#${target.number}`,
-    },
-    pull: target.kind === 'pull' ? { number: target.number } : null,
-    instructions: ours.instruction === '' ? [] : [ours.instruction],
-    reviewComments,
-    trigger: {
-      kind: trigger.kind,
-      deliveryId: trigger.deliveryId,
-      sender: { login: trigger.sender.login, id: trigger.sender.id },
-      commentId: trigger.comment?.id ?? null,
-      replyTo,
-    },
-    config: { ...config },
-    progressCommentId: null,
-    requestedAt: trigger.receivedAt,
-  };
+  const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
 
   return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
     const live = await liveJobFor(deps.fixQueue, targetKey);
@@ -345,138 +304,6 @@ async function cancelTarget(
   });
 }
 
-async function openPullFor(octokit: Octokit, where: Where, issue: number): Promise<number | null> {
-  const { data } = await octokit.rest.pulls.list({
-    ...where,
-    state: 'open',
-    head: `${where.owner}:issue-agent/issue-${issue}`,
-    per_page: 1,
-  });
-  return data[0]?.number ?? null;
-}
-
-/**
- * The review comments a request is about: the commented line itself for a review comment (and the
- * thread it replies to), or every comment of a submitted review.
- */
-async function reviewContext(
-  octokit: Octokit,
-  where: Where,
-  pull: number,
-  trigger: Trigger,
-): Promise<ReviewContext[]> {
-  if (
-    trigger.kind === 'review_comment' &&
-    trigger.reviewComment !== undefined &&
-    trigger.comment !== undefined
-  ) {
-    return [
-      {
-        path: trigger.reviewComment.path,
-        line: trigger.reviewComment.line,
-        diffHunk: trigger.reviewComment.diffHunk,
-        body: stripHiddenText(trigger.comment.body),
-        author: trigger.sender.login,
-      },
-    ];
-  }
-  if (trigger.kind !== 'review' || trigger.comment === undefined) return [];
-  const reviewId = trigger.comment.id;
-  const all = await octokit.paginate(octokit.rest.pulls.listReviewComments, {
-    ...where,
-    pull_number: pull,
-    per_page: 100,
-  });
-  return all
-    .filter((c) => c.pull_request_review_id === reviewId)
-    .map((c) => ({
-      path: c.path,
-      line: c.line ?? c.original_line ?? null,
-      diffHunk: c.diff_hunk,
-      body: stripHiddenText(c.body),
-      author: c.user.login,
-    }));
-}
-
-function matches(
-  trigger: Trigger,
-  config: { label: string; handle: string },
-): { instruction: string } | null {
-  if (trigger.kind === 'label' || trigger.kind === 'unlabel') {
-    return trigger.label === config.label ? { instruction: '' } : null;
-  }
-  const m = extractMention(trigger.comment?.body ?? '', config.handle);
-  return m === null ? null : { instruction: stripHiddenText(m.instruction).trim() };
-}
-
-type Permission = { allowed: true } | { allowed: 'self' } | { allowed: false; reason: string; reply: string };
-
-/**
- * Who may start a job: a bot only when its numeric id is trusted by the repo (a `[bot]` login proves
- * nothing); a person only when their role on the repository, asked of the API now, is allowed.
- */
-async function mayTrigger(
-  trigger: Trigger,
-  config: RepoConfig,
-  octokit: Octokit,
-  deps: IntakeDeps,
-): Promise<Permission> {
-  const sender = trigger.sender;
-  if (sender.type === 'Bot' || sender.login.endsWith('[bot]')) {
-    if (sender.id === (await deps.botUserId())) return { allowed: 'self' };
-    if (sender.type === 'Bot' && config.trustedBots.includes(sender.id)) return { allowed: true };
-    return {
-      allowed: false,
-      reason: `bot ${sender.login} (id ${sender.id}) is not trusted`,
-      reply:
-        `I don't take instructions from other bots (\`${sender.login}\`, id ${sender.id}). ` +
-        `A maintainer can allow one by its numeric id in \`trustedBots\` in \`${REPO_CONFIG_PATH}\`.`,
-    };
-  }
-  const { data } = await octokit.rest.repos.getCollaboratorPermissionLevel({
-    owner: trigger.repo.owner,
-    repo: trigger.repo.name,
-    username: sender.login,
-  });
-  const role = roleOf(data.role_name, data.permission);
-  const allowed = config.allowedPermissions.some((p) => p === role);
-  if (allowed) return { allowed: true };
-  const needed =
-    [...config.allowedPermissions].sort((a, b) => (ROLE_RANK[a] ?? 0) - (ROLE_RANK[b] ?? 0))[0] ?? 'write';
-  return {
-    allowed: false,
-    reason: `${sender.login} has role ${role}`,
-    reply:
-      `Thanks for the request, @${sender.login}. I only take instructions from people with ${needed} access ` +
-      `or more to this repository, so I won't start on this. A maintainer can ask me instead.`,
-  };
-}
-
-function roleOf(roleName: string | undefined, permission: string): string {
-  if (roleName !== undefined && roleName in ROLE_RANK) return roleName;
-  return permission in ROLE_RANK ? permission : 'none';
-}
-
-async function react(
-  octokit: Octokit,
-  where: { owner: string; repo: string },
-  trigger: Trigger,
-): Promise<void> {
-  if (trigger.kind === 'mention' && trigger.comment !== undefined) {
-    await octokit.rest.reactions.createForIssueComment({
-      ...where,
-      comment_id: trigger.comment.id,
-      content: 'eyes',
-    });
-  } else {
-    await octokit.rest.reactions.createForIssue({
-      ...where,
-      issue_number: trigger.issue.number,
-      content: 'eyes',
-    });
-  }
-}
-
 /** Finds the progress comment of this job (an intake retry) or posts it. */
 async function progressComment(
   octokit: Octokit,
@@ -515,10 +342,6 @@ async function comment(
     issue_number: issue,
     body: deps.redactor.redact(body),
   });
-}
-
-function nullable<T>(value: T): T | null {
-  return value;
 }
 
 function ignored(log: Logger, reason: string): IntakeResult {

@@ -4,9 +4,9 @@ import { pino } from 'pino';
 import { Probot, Server, run } from 'probot';
 import { hasAppCredentials, readAppEnv } from '../config/app-env.js';
 import { Redactor } from '../publish/redact.js';
+import { createAgentServer } from '../server/server.js';
 import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
 import { issueAgentApp } from './app.js';
-import { trajectoryHandler } from './run-routes.js';
 import { ConfigCache, processTrigger, type Octokit } from './intake.js';
 import { triggerSchema, type Trigger } from './triggers.js';
 
@@ -60,12 +60,33 @@ async function main(): Promise<void> {
     return probot.auth(installationId);
   };
   let botId: number | null = null;
-  const redactor = new Redactor([
+  const secrets = [
     env.privateKey,
     env.webhookSecret,
-    ...(env.adminToken === null ? [] : [env.adminToken]),
-  ]);
-  server.addHandler(trajectoryHandler({ workDir: env.workDir, adminToken: env.adminToken, redactor }));
+    ...[env.adminToken, env.sessionSecret, env.githubClientSecret].filter((s) => s !== null),
+  ];
+  const redactor = new Redactor(secrets);
+  // The run server (API, streams, sign-in, metrics, bull-board, browser client) on the same port.
+  const runServer = createAgentServer({
+    workDir: env.workDir,
+    publicUrl: env.publicUrl,
+    adminToken: env.adminToken,
+    sessionSecret: env.sessionSecret,
+    github: {
+      apiUrl: env.githubApiUrl,
+      webUrl: env.githubWebUrl,
+      clientId: env.githubClientId,
+      clientSecret: env.githubClientSecret,
+    },
+    app: { appId: env.appId, privateKey: env.privateKey, apiUrl: env.githubApiUrl },
+    queues,
+    redis,
+    settings,
+    secrets,
+    ...(env.webAssetsDir === null ? {} : { webAssetsDir: env.webAssetsDir }),
+    logger: logger.child({ name: 'run-server' }),
+  });
+  server.addHandler(runServer.handler);
   const configCache = new ConfigCache(env.configCacheMs);
   const intakeWorker = new Worker<Trigger>(
     INTAKE_QUEUE,
@@ -109,12 +130,14 @@ async function main(): Promise<void> {
     logger.error({ err: error }, 'intake worker error');
   });
   await server.start();
+  runServer.start();
   logger.info(
     { port: server.port, host: server.host, webhookPath: env.webhookPath },
     'issue-agent App listening',
   );
   const stop = async (signal: string): Promise<void> => {
     logger.info({ signal }, 'shutting down');
+    runServer.close();
     await server.stop();
     await intakeWorker.close();
     await queues.close();

@@ -11,11 +11,13 @@ export const triggerSchema = z.object({
   /**
    * label / unlabel: the issue's label was added / removed. mention: a conversation comment (issue
    * or PR) that may name the handle. review_comment: a comment on a line of a PR's diff. review: a
-   * submitted PR review whose body may name the handle.
+   * submitted PR review whose body may name the handle. manual: a request made through the run
+   * server's API (never parsed from a webhook).
    */
-  kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review']),
+  kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual']),
   deliveryId: z.string().min(1),
-  installationId: z.number().int().positive(),
+  /** 0 for an event without an installation (a workflow's event under the Action). */
+  installationId: z.number().int().nonnegative(),
   repo: z.object({
     id: z.number().int().positive(),
     owner: z.string().min(1),
@@ -40,6 +42,11 @@ export const triggerSchema = z.object({
       inReplyToId: z.number().int().nullable(),
     })
     .optional(),
+  /**
+   * A manual request's instructions; `admin` when the run server's admin asked (sender is then the
+   * App's bot, and no role is checked: only the run server writes manual triggers).
+   */
+  manual: z.object({ instructions: z.string(), admin: z.boolean() }).optional(),
   receivedAt: z.string(),
 });
 export type Trigger = z.infer<typeof triggerSchema>;
@@ -58,7 +65,7 @@ const issue = z.object({
   pull_request: z.unknown().optional(),
 });
 const pullRequest = z.object({ number: z.number().int().positive(), title: z.string(), state: z.string() });
-const installation = z.object({ id: z.number().int().positive() });
+const installation = z.object({ id: z.number().int().positive() }).optional();
 const viaApp = z.object({ id: z.number() }).nullable().optional();
 
 const labeledPayload = z.object({
@@ -121,15 +128,30 @@ export function parseTrigger(
   payload: unknown,
   appId: number,
   now: Date = new Date(),
+  options: { readonly requireInstallation?: boolean } = {},
+): TriggerParse {
+  const parsed = parseAny(event, deliveryId, payload, appId, now);
+  // A webhook always names the installation it is for; only a workflow's event file may lack it.
+  if (parsed.ok && parsed.trigger.installationId === 0 && (options.requireInstallation ?? true))
+    return { ok: false, reason: `${event} payload is missing or has a wrong field: installation` };
+  return parsed;
+}
+
+function parseAny(
+  event: string,
+  deliveryId: string,
+  payload: unknown,
+  appId: number,
+  now: Date,
 ): TriggerParse {
   const common = (p: {
     repository: z.infer<typeof repository>;
     sender: z.infer<typeof user>;
-    installation: { id: number };
+    installation?: { id: number } | undefined;
   }) => ({
     v: 1 as const,
     deliveryId,
-    installationId: p.installation.id,
+    installationId: p.installation?.id ?? 0,
     repo: repoOf(p.repository),
     sender: p.sender,
     receivedAt: now.toISOString(),

@@ -41,8 +41,17 @@ export interface AppEnv {
   readonly githubRetryBaseMs: number;
   /** How long the App trusts a repo's `.github/issue-agent.yml` it has read (0: read it every time). */
   readonly configCacheMs: number;
-  /** Bearer token for the App's run routes (full trajectories); null disables them. */
+  /** Bearer token for the run server (API, streams, metrics, bull-board); null: no admin access. */
   readonly adminToken: string | null;
+  /** The run server's sign-in with GitHub (the App's OAuth client); null: no GitHub sign-in. */
+  readonly githubClientId: string | null;
+  readonly githubClientSecret: string | null;
+  /** GitHub's web origin, where users authorize (GitHub Enterprise: https://host). */
+  readonly githubWebUrl: string;
+  /** Signs the run server's session cookies; null: a random secret per process (sessions end on restart anyway). */
+  readonly sessionSecret: string | null;
+  /** Folder of the built browser client (index.html + assets/); null: `<package>/dist/web`. */
+  readonly webAssetsDir: string | null;
 }
 
 const int = (min: number) => z.coerce.number().int().min(min);
@@ -77,6 +86,11 @@ const schema = z.object({
   ISSUE_AGENT_ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ISSUE_AGENT_GITHUB_RETRY_BASE_MS: int(1).default(1000),
   ISSUE_AGENT_CONFIG_CACHE_MS: int(0).default(60_000),
+  ISSUE_AGENT_GITHUB_CLIENT_ID: z.string().min(1).optional(),
+  ISSUE_AGENT_GITHUB_CLIENT_SECRET: z.string().min(1).optional(),
+  ISSUE_AGENT_GITHUB_WEB_URL: z.url().default('https://github.com'),
+  ISSUE_AGENT_SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  ISSUE_AGENT_WEB_DIR: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });
 
@@ -142,6 +156,89 @@ export function readAppEnv(
     logLevel: v.LOG_LEVEL,
     githubRetryBaseMs: v.ISSUE_AGENT_GITHUB_RETRY_BASE_MS,
     configCacheMs: v.ISSUE_AGENT_CONFIG_CACHE_MS,
+    ...serverSettings(v),
+  });
+}
+
+function serverSettings(v: z.infer<typeof serverSchema>) {
+  if ((v.ISSUE_AGENT_GITHUB_CLIENT_ID === undefined) !== (v.ISSUE_AGENT_GITHUB_CLIENT_SECRET === undefined)) {
+    throw new ConfigError(
+      'ISSUE_AGENT_GITHUB_CLIENT_ID and ISSUE_AGENT_GITHUB_CLIENT_SECRET go together (set both or neither)',
+    );
+  }
+  return {
     adminToken: v.ISSUE_AGENT_ADMIN_TOKEN ?? null,
+    githubClientId: v.ISSUE_AGENT_GITHUB_CLIENT_ID ?? null,
+    githubClientSecret: v.ISSUE_AGENT_GITHUB_CLIENT_SECRET ?? null,
+    githubWebUrl: v.ISSUE_AGENT_GITHUB_WEB_URL.replace(/\/+$/, ''),
+    sessionSecret: v.ISSUE_AGENT_SESSION_SECRET ?? null,
+    webAssetsDir: v.ISSUE_AGENT_WEB_DIR ?? null,
+  };
+}
+
+/** The settings the run server needs; the App's credentials are optional (without them it cannot start runs). */
+export interface ServerEnv {
+  readonly app: AppEnv | null;
+  readonly githubApiUrl: string;
+  readonly redisUrl: string;
+  readonly queuePrefix: string;
+  readonly port: number;
+  readonly host: string;
+  readonly workDir: string;
+  readonly publicUrl: string | null;
+  readonly logLevel: string;
+  readonly adminToken: string | null;
+  readonly githubClientId: string | null;
+  readonly githubClientSecret: string | null;
+  readonly githubWebUrl: string;
+  readonly sessionSecret: string | null;
+  readonly webAssetsDir: string | null;
+}
+
+const serverSchema = schema.pick({
+  ISSUE_AGENT_GITHUB_API_URL: true,
+  REDIS_URL: true,
+  ISSUE_AGENT_QUEUE_PREFIX: true,
+  PORT: true,
+  HOST: true,
+  ISSUE_AGENT_WORK_DIR: true,
+  ISSUE_AGENT_PUBLIC_URL: true,
+  ISSUE_AGENT_ADMIN_TOKEN: true,
+  ISSUE_AGENT_GITHUB_CLIENT_ID: true,
+  ISSUE_AGENT_GITHUB_CLIENT_SECRET: true,
+  ISSUE_AGENT_GITHUB_WEB_URL: true,
+  ISSUE_AGENT_SESSION_SECRET: true,
+  ISSUE_AGENT_WEB_DIR: true,
+  LOG_LEVEL: true,
+});
+
+/**
+ * `npm run server` on its own: the run server's settings, with the App's (APP_ID, key, secret) only
+ * when they are all there.
+ */
+export function readServerEnv(
+  env: NodeJS.ProcessEnv = process.env,
+  workDirDefault = '/var/lib/issue-agent',
+): ServerEnv {
+  const e = withoutEmpty(env);
+  const parsed = serverSchema.safeParse(e);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid server settings: ${issues}`);
+  }
+  const v = parsed.data;
+  const app =
+    hasAppCredentials(env) && e.WEBHOOK_SECRET !== undefined ? readAppEnv(env, workDirDefault) : null;
+  return deepFreeze({
+    app,
+    githubApiUrl: v.ISSUE_AGENT_GITHUB_API_URL.replace(/\/+$/, ''),
+    redisUrl: v.REDIS_URL,
+    queuePrefix: v.ISSUE_AGENT_QUEUE_PREFIX,
+    port: v.PORT,
+    host: v.HOST,
+    workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
+    publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
+    logLevel: v.LOG_LEVEL,
+    ...serverSettings(v),
   });
 }

@@ -85,12 +85,28 @@ export function installationClient(
   credentials: AppCredentials,
   tokens: InstallationTokens,
   logger: Logger,
-  options: { maxRateLimitRetries?: number; retryBaseMs?: number } = {},
+  options: ClientOptions = {},
+): GitHubClient {
+  return tokenClient(credentials.baseUrl, async () => (await tokens.get()).token, logger, options);
+}
+
+export interface ClientOptions {
+  readonly maxRateLimitRetries?: number;
+  readonly retryBaseMs?: number;
+  readonly userAgent?: string;
+}
+
+/** The same client for a token from elsewhere (the Action's GITHUB_TOKEN, or an App token input). */
+export function tokenClient(
+  baseUrl: string,
+  token: () => Promise<string>,
+  logger: Logger,
+  options: ClientOptions = {},
 ): GitHubClient {
   const maxRetries = options.maxRateLimitRetries ?? 3;
   const octokit = new WorkerOctokit({
-    baseUrl: credentials.baseUrl,
-    userAgent: 'issue-agent-worker',
+    baseUrl,
+    userAgent: options.userAgent ?? 'issue-agent-worker',
     log: {
       debug: () => undefined,
       info: () => undefined,
@@ -118,8 +134,7 @@ export function installationClient(
     },
   });
   octokit.hook.before('request', async (opts) => {
-    const { token } = await tokens.get();
-    opts.headers.authorization = `token ${token}`;
+    opts.headers.authorization = `token ${await token()}`;
   });
   return octokit;
 }
@@ -145,7 +160,11 @@ export async function botIdentity(credentials: AppCredentials, client: GitHubCli
   });
   const slug = app?.slug;
   if (slug === undefined) throw new Error('GET /app returned no slug');
-  const login = `${slug}[bot]`;
+  return botUser(client, `${slug}[bot]`);
+}
+
+/** A bot account by login (`<slug>[bot]`), with the noreply address GitHub attributes its commits to. */
+export async function botUser(client: GitHubClient, login: string): Promise<BotIdentity> {
   const { data: user } = await client.rest.users.getByUsername({ username: login });
   return { login, id: user.id, name: login, email: `${user.id}+${login}@users.noreply.github.com` };
 }

@@ -306,7 +306,7 @@ function renderHead(
   head.push(`### Run\n\n${statsSection(views, redactor, caps)}`);
   head.push(`Fixes #${input.issue.number}`);
   head.push(
-    `📄 The full trajectory, every event as JSON: ${truncateEnd(redactor.redact(input.trajectoryLink), 2000)}`,
+    `📄 The full trajectory, step by step: ${truncateEnd(redactor.redact(input.trajectoryLink), 2000)}`,
   );
   return head.join('\n\n');
 }

@@ -150,6 +150,15 @@ export class Redactor {
     this.known = sorted.length === 0 ? null : new RegExp(sorted.map(escapeRegExp).join('|'), 'g');
   }
 
+  /** Whether the text holds one of the secrets this redactor was given (in any encoded form it knows). */
+  containsKnownSecret(text: string): boolean {
+    if (this.known === null) return false;
+    this.known.lastIndex = 0;
+    const found = this.known.test(text);
+    this.known.lastIndex = 0;
+    return found;
+  }
+
   redact(text: string): string {
     let out = this.known === null ? text : text.replace(this.known, REDACTED);
     out = redactPrivateKeys(out);

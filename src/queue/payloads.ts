@@ -21,7 +21,8 @@ export const fixJobSchema = z.object({
   v: z.literal(1),
   /** fix-issue: a first change for an issue; follow-up: more commits on the App's open PR. */
   kind: z.enum(['fix-issue', 'follow-up']),
-  installationId: z.number().int().positive(),
+  /** The App installation whose token the worker mints; 0 under the Action, which brings its own token. */
+  installationId: z.number().int().nonnegative(),
   repo: z.object({
     id: z.number().int().positive(),
     owner: z.string().min(1),
@@ -36,7 +37,7 @@ export const fixJobSchema = z.object({
   /** Review comments the request refers to, with their file and line. */
   reviewComments: z.array(reviewContextSchema).default([]),
   trigger: z.object({
-    kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review']),
+    kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual']),
     deliveryId: z.string(),
     sender: z.object({ login: z.string(), id: z.number().int() }),
     commentId: z.number().int().positive().nullable(),

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Trigger } from '../app/triggers.js';
@@ -43,21 +42,8 @@ export function connectionOptions(url: string, name: string): ConnectionOptions 
   return redisOptions(url, name);
 }
 
-/** Keys may not contain ':' (BullMQ's separator); ids are stable per repo (renames keep the id). */
-export function issueKey(repoId: number, issue: number): string {
-  return `r${repoId}-i${issue}`;
-}
-
-/** The intake job of a delivery: GitHub's delivery id, so redeliveries collapse into one. */
-export function intakeJobId(deliveryId: string): string {
-  return `d-${deliveryId.replace(/[^A-Za-z0-9-]/g, '')}`;
-}
-
-/** The fix job started by one trigger; deterministic so an intake retry finds its own job again. */
-export function fixJobId(repoId: number, issue: number, deliveryId: string): string {
-  const d = createHash('sha256').update(deliveryId).digest('hex').slice(0, 12);
-  return `${issueKey(repoId, issue)}-${d}`;
-}
+export { fixJobId, intakeJobId, issueKey } from './ids.js';
+import { intakeJobId } from './ids.js';
 
 export interface Queues {
   readonly intake: Queue<Trigger>;

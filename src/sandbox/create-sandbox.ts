@@ -10,12 +10,18 @@ export interface CreateSandboxOptions {
   readonly path: string;
   /** A label for the job (container labels, logs). */
   readonly jobId: string;
+  /** For `local`: run in namespaces with these host paths hidden (see LocalSandboxOptions.isolate). */
+  readonly isolate?: { readonly hide: readonly string[] };
 }
 
 /** Docker is loaded only when asked for, so the CLI and the Action do not need dockerode at start. */
 export async function createSandbox(options: CreateSandboxOptions): Promise<Sandbox> {
   if (options.kind === 'local')
-    return LocalSandbox.create({ workspace: options.workspace, path: options.path });
+    return LocalSandbox.create({
+      workspace: options.workspace,
+      path: options.path,
+      ...(options.isolate === undefined ? {} : { isolate: options.isolate }),
+    });
   const { DockerSandbox } = await import('./docker/docker-sandbox.js');
   // No setup phase runs here, so the container never needs a network: it is created without one.
   return DockerSandbox.create({ workspace: options.workspace, jobId: options.jobId, setupNetwork: 'none' });

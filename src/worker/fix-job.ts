@@ -1,17 +1,9 @@
-import { existsSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { newBaseState } from '../agent/new-run.js';
-import { runAgent, type Outcome } from '../agent/run-agent.js';
-import { stripHiddenText } from '../agent/untrusted-text.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import type { AppEnv } from '../config/app-env.js';
-import { FileEventStore } from '../events/file-event-store.js';
-import { reduceState } from '../events/reduce-state.js';
-import type { Limits, Task } from '../events/schema.js';
 import {
   InstallationTokens,
   installationClient,
@@ -19,19 +11,14 @@ import {
   type BotIdentity,
   type GitHubClient,
 } from '../github/app-client.js';
-import { HostGit, HostGitError } from '../github/host-git.js';
 import type { Model } from '../model/model.js';
-import { checkPolicy, parseNumstat } from '../publish/policy.js';
-import { findTrajectoryMarker } from '../publish/markers.js';
-import { renderPullRequest } from '../publish/pr-body.js';
-import { Redactor } from '../publish/redact.js';
 import { cancelRequest } from '../queue/control.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
 import type { QueueSettings } from '../queue/queues.js';
-import { createSandbox } from '../sandbox/create-sandbox.js';
-import type { Sandbox } from '../sandbox/sandbox.js';
 import { trajectoryUrl } from '../app/run-routes.js';
-import { ProgressReporter } from './progress-reporter.js';
+import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
+
+export { branchFor, type FixJobResult } from './fix-run.js';
 
 export interface WorkerDeps {
   readonly app: AppEnv;
@@ -46,26 +33,10 @@ export interface WorkerDeps {
   readonly progressIntervalMs?: number;
 }
 
-export interface FixJobResult {
-  readonly outcome: Outcome['outcome'];
-  readonly pullRequest: { readonly number: number; readonly url: string } | null;
-  readonly pushed: boolean;
-  readonly trajectory: string;
-}
-
-export const branchFor = (issue: number): string => `issue-agent/issue-${issue}`;
-
-/** Job ids are made of [A-Za-z0-9-] (see queues.ts); anything else is refused rather than escaped. */
-function jobFolder(workDir: string, jobId: string): string {
-  if (!/^[A-Za-z0-9-]+$/.test(jobId)) throw new UnrecoverableError(`unexpected job id ${jobId}`);
-  return join(workDir, 'jobs', jobId);
-}
-
 /**
- * One fix job, start to PR. Every stage can be re-entered after a crash: the trajectory folder is
- * keyed by the job id, so a second worker (after BullMQ's stall detection) resumes the event log
- * instead of starting again; publishing finds its commit (deterministic), its branch and its PR
- * again instead of duplicating them.
+ * The App's side of a fix job: a BullMQ job run with an installation token scoped to the one
+ * repository, stop requests read from Redis, and BullMQ's retries (a permanent failure, or the last
+ * attempt, becomes an UnrecoverableError so BullMQ does not try again).
  */
 export async function runFixJob(
   job: Job<FixJob>,
@@ -76,27 +47,7 @@ export async function runFixJob(
   if (!parsed.success) throw new UnrecoverableError(`invalid fix job payload: ${parsed.error.message}`);
   const p = parsed.data;
   const jobId = job.id ?? '';
-  return runAttempt(job, p, jobId, deps, signal);
-}
-
-async function runAttempt(
-  job: Job<FixJob>,
-  p: FixJob,
-  jobId: string,
-  deps: WorkerDeps,
-  signal: AbortSignal | undefined,
-): Promise<FixJobResult> {
-  const dir = jobFolder(deps.app.workDir, jobId);
-  const paths = {
-    trajectory: join(dir, 'trajectory'),
-    pristine: join(dir, 'origin'),
-    workspace: join(dir, 'workspace'),
-  };
-  const log = deps.logger.child({
-    job: jobId,
-    repo: `${p.repo.owner}/${p.repo.name}`,
-    issue: p.issue.number,
-  });
+  const log = deps.logger.child({ job: jobId });
   const credentials: AppCredentials = {
     appId: deps.app.appId,
     privateKey: deps.app.privateKey,
@@ -104,644 +55,44 @@ async function runAttempt(
   };
   const tokens = new InstallationTokens(credentials, p.installationId, [p.repo.id]);
   const gh = installationClient(credentials, tokens, log, { retryBaseMs: deps.app.githubRetryBaseMs });
-  const redactor = (): Redactor =>
-    new Redactor([
-      ...tokens.issued,
-      deps.app.privateKey,
-      deps.app.webhookSecret,
-      ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
-    ]);
-  const git = new HostGit(deps.agent.sandboxPath, (t) => redactor().redact(t));
-  const where = { owner: p.repo.owner, repo: p.repo.name };
-  const bot = await deps.bot(gh, credentials);
+  // The run view needs someone who can sign in: the admin token, or GitHub sign-in.
   const runLink =
-    deps.app.publicUrl === null || deps.app.adminToken === null
+    deps.app.publicUrl === null || (deps.app.adminToken === null && deps.app.githubClientId === null)
       ? null
       : trajectoryUrl(deps.app.publicUrl, jobId);
-  const progress = new ProgressReporter(
-    gh,
-    where,
-    p.issue.number,
-    p.progressCommentId,
-    jobId,
-    redactor,
-    log,
-    runLink,
-    bot.login,
-    deps.progressIntervalMs,
-  );
-  const none = (outcome: Outcome['outcome']): FixJobResult => ({
-    outcome,
-    pullRequest: null,
-    pushed: false,
-    trajectory: paths.trajectory,
-  });
-
-  // `@agent stop` reaches the job through Redis: the agent stops at its next step boundary (the
-  // running command and a pending model call are aborted through the same signal).
-  const cancel = new AbortController();
-  let cancelledBy: string | null = await cancelRequest(deps.redis, deps.settings.prefix, jobId);
-  const poll = setInterval(() => {
-    void cancelRequest(deps.redis, deps.settings.prefix, jobId).then(
-      (by) => {
-        if (by !== null && !cancel.signal.aborted) {
-          cancelledBy = by;
-          cancel.abort(new Error(`cancelled by ${by}`));
-        }
-      },
-      () => undefined,
-    );
-  }, 500);
-  const runSignal = signal === undefined ? cancel.signal : AbortSignal.any([signal, cancel.signal]);
-
-  const finalAttempt = (): boolean => job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+  const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   try {
-    const { data: repo } = await gh.rest.repos.get(where);
-    let store = openStore(paths.trajectory);
-    let outcome = store === null ? null : reduceState(store.events).outcome;
-    if (outcome === null && cancelledBy !== null) {
-      await progress.update({ kind: 'cancelled', by: cancelledBy });
-      return none('cancelled');
-    }
-    let pull: PullInfo | null = null;
-    if (p.kind === 'follow-up' && p.pull !== null) {
-      const { data: pr } = await gh.rest.pulls.get({ ...where, pull_number: p.pull.number });
-      // Follow-ups only ever push to a branch of the App's own, in this repository: a PR from a fork
-      // or from any other branch (even `main` into `release`) is never written to.
-      // (`head.repo` is typed as present but is null on GitHub when the fork was deleted.)
-      const headRepo = orNull(pr.head.repo);
-      if (headRepo?.full_name !== pr.base.repo.full_name || !pr.head.ref.startsWith('issue-agent/issue-')) {
-        throw new UnrecoverableError(`pull request #${pr.number} is not one of the App's own pull requests`);
-      }
-      pull = {
-        number: pr.number,
-        title: pr.title,
-        body: pr.body ?? '',
-        headRef: pr.head.ref,
-        headSha: pr.head.sha,
-        url: pr.html_url,
-      };
-      if (outcome === null && pr.state !== 'open') {
-        await progress.update({
-          kind: 'ended',
-          outcome: 'cancelled',
-          reason: `pull request #${pr.number} was ${pr.merged ? 'merged' : 'closed'} before the job started, so the request was dropped`,
-          summary: '',
-        });
-        return none('cancelled');
-      }
-    }
-    if (outcome === null) {
-      const { data: issue } = await gh.rest.issues.get({ ...where, issue_number: p.issue.number });
-      if (store === null && issue.state !== 'open') {
-        await progress.update({
-          kind: 'ended',
-          outcome: 'cancelled',
-          reason: 'the issue was closed before the job started, so the request was dropped',
-          summary: '',
-        });
-        return none('cancelled');
-      }
-      await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
-      const branch = pull?.headRef ?? repo.default_branch;
-      if (!existsSync(join(paths.pristine, '.git'))) {
-        await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, branch);
-      }
-      const baseCommit = store?.base.workspace.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
-      await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
-      const sandbox: Sandbox = await createSandbox({
-        kind: deps.app.sandbox,
-        workspace: paths.workspace,
-        path: deps.agent.sandboxPath,
-        jobId,
-      });
-      try {
-        if (store === null) {
-          // A half-written folder (crash before base_state.json) holds nothing worth keeping.
-          await rm(paths.trajectory, { recursive: true, force: true });
-          const task =
-            pull === null
-              ? {
-                  title: stripHiddenText(issue.title),
-                  body: stripHiddenText(issue.body ?? ''),
-                  instructions: p.instructions,
-                  source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
-                }
-              : followUpTask(p, pull, priorRounds(deps.app.workDir, pull.body, p.repo.id, pull.number));
-          const base = await newBaseState({
-            task,
-            sandbox,
-            model: deps.agent.model,
-            limits: limitsFor(deps.agent.limits, p.config.budgets),
-            testCommand: p.config.testCommand,
-            conversationId: jobId,
-          });
-          store = FileEventStore.create(paths.trajectory, base);
-        }
-        const s = store;
-        outcome = await runAgent({
-          store: s,
-          sandbox,
-          model: deps.model(s.base.model),
-          prices: deps.agent.prices,
-          signal: runSignal,
-          logger: log,
-          onEvent: (e) => {
-            progress.onEvent(e, s);
-          },
-        });
-      } finally {
-        await sandbox.close();
-      }
-    }
-    if (store === null) throw new Error('no trajectory after the run');
-    if (outcome.outcome === 'cancelled') {
-      await progress.update({ kind: 'cancelled', by: cancelledBy });
-      return none('cancelled');
-    }
-    return await publish({
+    return await runFix(
       p,
-      jobId,
-      store,
-      outcome,
-      gh,
-      git,
-      tokens,
-      repo,
-      pull,
-      paths,
-      bot,
-      progress,
-      redactor,
-      runLink,
-      workDir: deps.app.workDir,
-      log,
-      cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
-    });
-  } catch (error) {
-    const unrecoverable = isPermanent(error);
-    const reason = redactor().redact(error instanceof Error ? error.message : String(error));
-    log.error({ err: error, attempt: job.attemptsMade + 1 }, 'fix job failed');
-    if (unrecoverable || finalAttempt()) {
-      await progress.update({ kind: 'ended', outcome: 'failed', reason, summary: '' });
-      if (!(error instanceof UnrecoverableError)) throw new UnrecoverableError(reason);
-    } else {
-      await progress.update({ kind: 'retrying', attempt: job.attemptsMade + 1, reason });
-    }
-    throw error;
-  } finally {
-    clearInterval(poll);
-  }
-}
-
-interface PullInfo {
-  readonly number: number;
-  readonly title: string;
-  readonly body: string;
-  readonly headRef: string;
-  readonly headSha: string;
-  readonly url: string;
-}
-
-/** The rounds a PR already holds, by conversation id, from the hidden marker in its body. */
-const ROUNDS_MARKER = /<!-- issue-agent:rounds ([A-Za-z0-9,-]+) -->/;
-
-function roundIds(body: string): string[] {
-  return (
-    ROUNDS_MARKER.exec(body)?.[1]
-      ?.split(',')
-      .filter((id) => /^[A-Za-z0-9-]+$/.test(id)) ?? []
-  );
-}
-
-/** The stores of the PR's earlier rounds that this host still has (trajectories live with the workers). */
-function priorRounds(workDir: string, body: string, repoId: number, pull: number): FileEventStore[] {
-  // Only rounds of this PR (follow-ups) or of the issue it fixes (the first round): a marker edited
-  // to name another repository's job must not pull that job's trajectory in.
-  const issue = /^Fixes #(\d+)$/m.exec(body)?.[1];
-  const allowed = [`r${repoId}-i${pull}-`, ...(issue === undefined ? [] : [`r${repoId}-i${issue}-`])];
-  return roundIds(body)
-    .filter((id) => allowed.some((prefix) => id.startsWith(prefix)))
-    .flatMap((id) => {
-      const store = openStore(join(workDir, 'jobs', id, 'trajectory'));
-      return store === null ? [] : [store];
-    });
-}
-
-/**
- * The task of a follow-up round: the request, the review comments it refers to with their file, line
- * and diff hunk, and what earlier rounds did. All of it is untrusted text and is fenced as such.
- */
-function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[]): Task {
-  const parts: string[] = [
-    `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
-      `A maintainer (@${p.trigger.sender.login}) asked for more changes on its branch \`${pull.headRef}\`, ` +
-      'which is checked out in the workspace.',
-  ];
-  for (const [i, store] of prior.entries()) {
-    const o = reduceState(store.events).outcome;
-    parts.push(
-      `Round ${i + 1} (${o?.outcome ?? 'unfinished'}): ${stripHiddenText(o?.summary ?? store.base.task.title)}`,
-    );
-  }
-  for (const c of p.reviewComments) {
-    parts.push(
-      [
-        `Review comment by @${c.author} on ${c.path}${c.line === null ? '' : `, line ${c.line}`}:`,
-        '```diff',
-        c.diffHunk.replace(/```/g, '``\u200b`'),
-        '```',
-        stripHiddenText(c.body),
-      ].join('\n'),
-    );
-  }
-  return {
-    title: `Follow-up on pull request #${pull.number}: ${stripHiddenText(pull.title)}`,
-    body: parts.join('\n\n'),
-    instructions: p.instructions,
-    source: `${p.repo.owner}/${p.repo.name}#${pull.number}`,
-  };
-}
-
-/**
- * Failures a retry cannot fix: a refused request (4xx other than timeouts, conflicts and rate limits,
- * which the client has already waited out), a git error that is not about the network, anything
- * marked unrecoverable. Everything else (5xx after the client's own retries, connection errors) is
- * retried by BullMQ with backoff.
- */
-function isPermanent(error: unknown): boolean {
-  if (error instanceof UnrecoverableError) return true;
-  if (error instanceof HostGitError) return !error.transient;
-  const status = typeof error === 'object' && error !== null && 'status' in error ? error.status : undefined;
-  return typeof status === 'number' && status >= 400 && status < 500 && ![408, 409, 429].includes(status);
-}
-
-function openStore(dir: string): FileEventStore | null {
-  if (!existsSync(join(dir, 'base_state.json'))) return null;
-  return FileEventStore.open(dir);
-}
-
-function limitsFor(
-  defaults: Limits,
-  budgets: { maxSteps?: number | undefined; maxUsd?: number | undefined; maxMinutes?: number | undefined },
-): Limits {
-  return {
-    ...defaults,
-    ...(budgets.maxSteps === undefined ? {} : { maxSteps: budgets.maxSteps }),
-    ...(budgets.maxUsd === undefined ? {} : { maxUsd: budgets.maxUsd }),
-    ...(budgets.maxMinutes === undefined ? {} : { maxWallMs: Math.round(budgets.maxMinutes * 60_000) }),
-  };
-}
-
-interface PublishInput {
-  readonly p: FixJob;
-  readonly jobId: string;
-  readonly store: FileEventStore;
-  readonly outcome: Outcome;
-  readonly gh: GitHubClient;
-  readonly git: HostGit;
-  readonly tokens: InstallationTokens;
-  readonly repo: { clone_url: string; default_branch: string };
-  readonly pull: PullInfo | null;
-  readonly paths: { trajectory: string; pristine: string; workspace: string };
-  readonly bot: BotIdentity;
-  readonly progress: ProgressReporter;
-  readonly redactor: () => Redactor;
-  readonly runLink: string | null;
-  readonly workDir: string;
-  readonly log: Logger;
-  /** Who asked to stop the job since it started, or null. */
-  readonly cancelled: () => Promise<string | null>;
-}
-
-/**
- * On the host, after the sandbox is gone: the agent's change comes back as the diff recorded in the
- * event log (data, never the workspace's .git), is applied to the pristine clone, checked against
- * the repo's policy, committed as the App's bot and pushed; then the PR is opened or updated.
- */
-async function publish(input: PublishInput): Promise<FixJobResult> {
-  const { p, store, outcome, gh, git, tokens, repo, pull, paths, bot, progress, log } = input;
-  const where = { owner: p.repo.owner, repo: p.repo.name };
-  const state = reduceState(store.events);
-  const checkpoint = state.lastCheckpoint;
-  const none = {
-    outcome: outcome.outcome,
-    pullRequest: null,
-    pushed: false,
-    trajectory: paths.trajectory,
-  } as const;
-  const publishable = outcome.outcome === 'resolved' || outcome.outcome === 'unverified';
-  if (!publishable || checkpoint === null || checkpoint.tree === store.base.workspace.baseTree) {
-    await progress.update({
-      kind: 'ended',
-      outcome: outcome.outcome,
-      reason: outcome.reason,
-      summary: outcome.summary ?? '',
-      ...(outcome.limit === undefined ? {} : { limit: outcome.limit }),
-      ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
-    });
-    await replyInThread(input, `I made no change this time: ${outcome.reason}`);
-    return none;
-  }
-  if (checkpoint.diff === null) {
-    await progress.update({
-      kind: 'ended',
-      outcome: 'failed',
-      reason: 'the change was too large to record in the trajectory, so it cannot be published',
-      summary: outcome.summary,
-    });
-    return none;
-  }
-  await progress.update({ kind: 'publishing' });
-  const branch = pull?.headRef ?? branchFor(p.issue.number);
-  const baseCommit = store.base.workspace.baseCommit;
-  if (!existsSync(join(paths.pristine, '.git'))) {
-    await git.clone(
-      repo.clone_url,
-      paths.pristine,
-      (await tokens.get()).token,
-      pull?.headRef ?? repo.default_branch,
-    );
-  }
-  await git.run(['-C', paths.pristine, 'checkout', '--quiet', '--force', '-B', branch, baseCommit]);
-  await git.run(['-C', paths.pristine, 'clean', '-q', '-fdx']);
-  await git.run(['-C', paths.pristine, 'apply', '--index', '--binary', '--whitespace=nowarn', '-'], {
-    input: checkpoint.diff,
-  });
-  const numstat = await git.run([
-    '-C',
-    paths.pristine,
-    'diff',
-    '--cached',
-    '--numstat',
-    '-z',
-    '-M',
-    baseCommit,
-  ]);
-  const verdict = checkPolicy(parseNumstat(numstat.stdout), p.config.policy);
-  if (!verdict.ok) {
-    log.warn({ violations: verdict.violations }, 'push refused by policy');
-    await progress.update({
-      kind: 'refused',
-      reason: "the change breaks this repository's push policy, so nothing was pushed",
-      violations: verdict.violations,
-    });
-    await replyInThread(
-      input,
-      "I did not push: the change breaks this repository's push policy (see the progress comment).",
-    );
-    return none;
-  }
-  const subject =
-    pull === null
-      ? `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`
-      : `Follow-up on #${pull.number}: ${oneLine(p.instructions[0] ?? p.reviewComments[0]?.body ?? 'review comments')}`;
-  const message = input
-    .redactor()
-    .redact(
-      [
-        subject.slice(0, 200),
-        '',
-        oneParagraph(outcome.summary ?? ''),
-        '',
-        ...(pull === null ? [`Fixes #${p.issue.number}`, ''] : []),
-        `Issue-Agent-Job: ${input.jobId}`,
-        `Issue-Agent-Outcome: ${outcome.outcome}`,
-      ].join('\n'),
-    );
-  // The commit is a function of the run (author, dates, message, tree, parent), so a retry after a
-  // crash produces the same commit id and its push is a no-op.
-  const at = store.events.at(-1)?.ts ?? store.base.createdAt;
-  await git.run(
-    ['-C', paths.pristine, 'commit', '--quiet', '--no-verify', '--allow-empty-message', '-F', '-'],
-    {
-      input: message,
-      env: {
-        GIT_AUTHOR_NAME: bot.name,
-        GIT_AUTHOR_EMAIL: bot.email,
-        GIT_COMMITTER_NAME: bot.name,
-        GIT_COMMITTER_EMAIL: bot.email,
-        GIT_AUTHOR_DATE: at,
-        GIT_COMMITTER_DATE: at,
-      },
-    },
-  );
-  const head = await git.revParse(paths.pristine, 'HEAD');
-  // A stop that arrived after the agent finished still wins: the push is the last thing to undo.
-  const stoppedBy = await input.cancelled();
-  if (stoppedBy !== null) {
-    await progress.update({ kind: 'cancelled', by: stoppedBy });
-    return { ...none, outcome: 'cancelled' };
-  }
-  const token = (await tokens.get()).token;
-  const remoteTip = await git.remoteBranch(paths.pristine, branch, token);
-  if (remoteTip !== head) {
-    if (pull !== null) {
-      // A follow-up builds on the branch as it was when the job started. Anything else on it now was
-      // pushed by someone else: never overwrite it.
-      if (remoteTip !== baseCommit) {
-        const reason =
-          remoteTip === null
-            ? `the branch \`${branch}\` was deleted while I worked, so I did not push`
-            : `someone pushed to \`${branch}\` while I worked (it is now at ${remoteTip.slice(0, 12)}, I started from ${baseCommit.slice(0, 12)}); I did not push, so nothing of theirs is lost. Ask again to build on top of their commits`;
-        log.warn({ remoteTip, baseCommit }, 'branch moved during the follow-up; not pushing');
-        await progress.update({ kind: 'ended', outcome: outcome.outcome, reason, summary: outcome.summary });
-        await replyInThread(input, `I did not push: ${reason}.`);
-        return none;
-      }
-      await pushOrExplain(input, branch, head, token, []);
-    } else {
-      const open = await gh.rest.pulls.list({
-        ...where,
-        state: 'open',
-        head: `${p.repo.owner}:${branch}`,
-        per_page: 1,
-      });
-      if (remoteTip !== null && open.data.length > 0 && open.data[0]?.user?.login !== bot.login) {
-        throw new UnrecoverableError(`branch ${branch} already has an open pull request by someone else`);
-      }
-      // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
-      // only if nobody pushed to it since we looked (lease).
-      const lease = remoteTip === null ? [] : [`--force-with-lease=refs/heads/${branch}:${remoteTip}`];
-      await pushOrExplain(input, branch, head, token, lease);
-    }
-    log.info({ branch, commit: head }, 'pushed');
-  }
-
-  const prior =
-    pull === null
-      ? []
-      : priorRounds(input.workDir, pull.body, p.repo.id, pull.number).filter(
-          (r) => r.base.conversationId !== store.base.conversationId,
-        );
-  const rounds = [...prior, store];
-  const rendered = renderPullRequest({
-    runs: rounds.map((r, i) => ({ base: r.base, events: r.events, label: `Round ${i + 1}` })),
-    issue: {
-      number: pull === null ? p.issue.number : issueNumberOf(pull.body, p.issue.number),
-      title: pull?.title ?? p.issue.title,
-    },
-    redactor: input.redactor(),
-    conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
-    trajectoryLink:
-      (input.runLink === null ? null : `${input.runLink} (GET with the App's admin token)`) ??
-      `the App host keeps it in ${paths.trajectory} (job ${input.jobId}); \`issue-agent replay <folder> --json\` prints it`,
-  });
-  const roundsMarker = `<!-- issue-agent:rounds ${rounds.map((r) => r.base.conversationId).join(',')} -->`;
-  const title = pull?.title ?? input.redactor().redact(rendered.title);
-  const body = `${input.redactor().redact(rendered.body)}\n${roundsMarker}\n`;
-  const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
-  let pr: { number: number; html_url: string };
-  if (pull !== null) {
-    const { data } = await gh.rest.pulls.update({ ...where, pull_number: pull.number, body });
-    pr = data;
-  } else {
-    const existing = await gh.rest.pulls.list({
-      ...where,
-      state: 'open',
-      head: `${p.repo.owner}:${branch}`,
-      per_page: 1,
-    });
-    const found = existing.data[0];
-    if (found !== undefined) {
-      const { data } = await gh.rest.pulls.update({ ...where, pull_number: found.number, title, body });
-      pr = data;
-    } else {
-      const { data } = await gh.rest.pulls.create({
-        ...where,
-        title,
-        body,
-        head: branch,
-        base: repo.default_branch,
-        draft,
-      });
-      pr = data;
-    }
-  }
-  await postTrajectoryComments(
-    gh,
-    where,
-    pr.number,
-    store.base.conversationId,
-    rendered.trajectoryComments
-      .filter(
-        (c) => findTrajectoryMarker(c)?.conversationId === store.base.conversationId || rounds.length === 1,
-      )
-      .map((c) => input.redactor().redact(c)),
-    bot.login,
-  );
-  await progress.update({
-    kind: 'pr_opened',
-    url: pr.html_url,
-    number: pr.number,
-    outcome: outcome.outcome,
-    draft,
-    ...(pull === null ? {} : { updated: true }),
-  });
-  await replyInThread(
-    input,
-    `Pushed ${head.slice(0, 12)} to \`${branch}\` (${outcome.outcome}). ${oneParagraph(outcome.summary ?? '').slice(0, 500)}`,
-  );
-  log.info({ pr: pr.number }, 'pull request ready');
-  return {
-    outcome: outcome.outcome,
-    pullRequest: { number: pr.number, url: pr.html_url },
-    pushed: true,
-    trajectory: paths.trajectory,
-  };
-}
-
-async function pushOrExplain(
-  input: PublishInput,
-  branch: string,
-  head: string,
-  token: string,
-  extra: readonly string[],
-): Promise<void> {
-  try {
-    await input.git.run(
-      ['-C', input.paths.pristine, 'push', '--quiet', ...extra, 'origin', `HEAD:refs/heads/${branch}`],
       {
-        token,
+        jobId,
+        jobsDir: join(deps.app.workDir, 'jobs'),
+        gh,
+        tokens,
+        secrets: [
+          deps.app.privateKey,
+          deps.app.webhookSecret,
+          ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
+        ],
+        bot: await deps.bot(gh, credentials),
+        agent: deps.agent,
+        model: deps.model,
+        sandbox: deps.app.sandbox,
+        runLink,
+        trajectoryLink: (dir) =>
+          (runLink === null ? null : `${runLink} (sign in with GitHub, or use the admin token)`) ??
+          `the App host keeps it in ${dir} (job ${jobId}); \`issue-agent replay <folder> --json\` prints it`,
+        cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
+        attempt: { number: job.attemptsMade + 1, final },
+        logger: deps.logger,
+        ...(deps.progressIntervalMs === undefined ? {} : { progressIntervalMs: deps.progressIntervalMs }),
       },
+      signal,
     );
   } catch (error) {
-    // Rejected as non-fast-forward: someone pushed between our check and our push.
-    if (
-      error instanceof HostGitError &&
-      /rejected|non-fast-forward|fetch first|stale info/i.test(error.message)
-    ) {
-      throw new UnrecoverableError(
-        `the push of ${head.slice(0, 12)} to ${branch} was refused because the branch moved; nothing was overwritten`,
-      );
+    if (error instanceof FixRunError && (error.permanent || final)) {
+      throw new UnrecoverableError(error.message);
     }
     throw error;
   }
-}
-
-/** The issue a PR fixes, from its body's `Fixes #n` line (the PR's own number if none). */
-function issueNumberOf(body: string, fallback: number): number {
-  const m = /^Fixes #(\d+)$/m.exec(body);
-  return m?.[1] === undefined ? fallback : Number(m[1]);
-}
-
-/**
- * The answer in the thread that asked: a reply in the review thread for a review comment. For a PR
- * conversation request the progress comment is that reply (it is edited to the result).
- */
-async function replyInThread(input: PublishInput, text: string): Promise<void> {
-  const to = input.p.trigger.replyTo;
-  if (to?.kind !== 'review_thread' || input.pull === null) return;
-  try {
-    await input.gh.rest.pulls.createReplyForReviewComment({
-      owner: input.p.repo.owner,
-      repo: input.p.repo.name,
-      pull_number: input.pull.number,
-      comment_id: to.commentId,
-      body: input.redactor().redact(text),
-    });
-  } catch (error) {
-    input.log.warn({ err: error }, 'could not reply in the review thread');
-  }
-}
-
-/** The trajectory parts that did not fit the PR body; each part once, found again by its marker. */
-async function postTrajectoryComments(
-  gh: GitHubClient,
-  where: { owner: string; repo: string },
-  pr: number,
-  conversationId: string,
-  parts: readonly string[],
-  botLogin: string,
-): Promise<void> {
-  if (parts.length === 0) return;
-  const posted = new Set<number>();
-  for await (const page of gh.paginate.iterator(gh.rest.issues.listComments, {
-    ...where,
-    issue_number: pr,
-    per_page: 100,
-  })) {
-    for (const c of page.data) {
-      if (c.user?.login !== botLogin) continue;
-      const m = findTrajectoryMarker(c.body ?? '');
-      if (m?.conversationId === conversationId) posted.add(m.part);
-    }
-  }
-  for (const part of parts) {
-    const m = findTrajectoryMarker(part);
-    if (m !== null && posted.has(m.part)) continue;
-    await gh.rest.issues.createComment({ ...where, issue_number: pr, body: part });
-  }
-}
-
-function orNull<T>(value: T): T | null {
-  return value;
-}
-
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, ' ').trim();
-}
-
-function oneParagraph(text: string): string {
-  return text.trim().slice(0, 2000);
 }

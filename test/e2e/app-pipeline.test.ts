@@ -124,18 +124,21 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.ok(edits.length >= 3, `queued → working → PR, got ${edits.length} versions`);
     assert.match(edits[0] ?? '', /queued/i);
     assert.deepEqual(sim.violations, [], 'every request the App made is valid per the OpenAPI description');
-    // The full JSON trajectory the PR links to, from the App, with the admin token only.
-    const link = /(http:\/\/127\.0\.0\.1:\d+\/issue-agent\/runs\/[A-Za-z0-9-]+\/trajectory\.json)/.exec(
-      pr.body,
-    )?.[1];
+    // The run view the PR links to is served by the App; its JSON needs a sign-in or the admin token.
+    const link = /(http:\/\/127\.0\.0\.1:\d+\/runs\/[A-Za-z0-9-]+)/.exec(pr.body)?.[1];
     assert.ok(link, 'the PR says where the full trajectory is');
-    assert.equal((await fetch(link)).status, 401);
-    assert.equal(
-      (await fetch(link, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status,
-      401,
-    );
+    const page = await fetch(link);
+    assert.equal(page.status, 200, 'the run page loads (it asks to sign in)');
+    const api = link.replace('/runs/', '/api/runs/');
+    for (const url of [api, `${api}/events`]) {
+      assert.equal((await fetch(url)).status, 401);
+      assert.equal(
+        (await fetch(url, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status,
+        401,
+      );
+    }
     const full = (await (
-      await fetch(link, { headers: { authorization: `Bearer ${pipeline.adminToken}` } })
+      await fetch(`${api}/events?limit=1000`, { headers: { authorization: `Bearer ${pipeline.adminToken}` } })
     ).json()) as {
       events: { kind: string }[];
     };

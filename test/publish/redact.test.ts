@@ -158,3 +158,15 @@ test('redaction is linear on large inputs', () => {
   new Redactor(['some-known-secret']).redact(`${big}-----END PRIVATE KEY-----`);
   assert.ok(performance.now() - started < 5000);
 });
+
+test('containsKnownSecret finds the known secrets in any encoding, and nothing else', () => {
+  const token = 'ghs_knownKNOWNknown0123456789abcdefghij';
+  const r = new Redactor([token, 'sk-ant-known-model-key-0123456789']);
+  assert.equal(r.containsKnownSecret(`+const t = "${token}";`), true);
+  assert.equal(r.containsKnownSecret(`+${Buffer.from(`x-access-token:${token}`).toString('base64')}`), true);
+  assert.equal(r.containsKnownSecret('+key=sk-ant-known-model-key-0123456789'), true);
+  // Token-shaped text that is not one of ours (a fixture in a test, say) is not a reason to refuse.
+  assert.equal(r.containsKnownSecret('+const sample = "ghs_0000000000000000000000000000000000000";'), false);
+  assert.equal(r.containsKnownSecret('+ordinary change'), false);
+  assert.equal(new Redactor([]).containsKnownSecret(token), false);
+});

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ShellSession, type ShellHost, type ShellTransport } from '../shell-session.js';
 import { SandboxError, type ExecOptions, type ExecResult, type Sandbox } from '../sandbox.js';
-import { descendantsRss, killDescendants } from './proc-tree.js';
+import { childrenOf, descendantsRss, killDescendants } from './proc-tree.js';
 
 export interface LocalSandboxOptions {
   /** The repository on the host; commands start here. */
@@ -15,14 +15,60 @@ export interface LocalSandboxOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** In-memory capture per command before spilling to a file: head and tail, bytes each. */
   readonly captureBytes?: number;
+  /**
+   * Run the shell in its own user, PID, mount and network namespaces (`unshare`, no privileges
+   * needed where the kernel allows unprivileged user namespaces): it sees no host process (so no
+   * other process's environment or memory), has no network, and finds each `hide` path covered by an
+   * empty read-only tmpfs. Files stay those of the host user otherwise; Docker remains the boundary
+   * for untrusted repositories when the host can run it.
+   */
+  readonly isolate?: { readonly hide: readonly string[] };
 }
 
 /**
- * A child-process bash confined to the workspace by convention, not by the kernel: it starts there,
- * gets a scrubbed environment (no token or key from the host process reaches it) and a private
- * HOME and TMPDIR. It is the sandbox for the CLI, the Action runner and tests; the Docker sandbox is
- * the security boundary for untrusted repositories.
+ * Whether `unshare` can give an unprivileged process the namespaces `isolate` needs here (it fails
+ * where user namespaces are disabled or restricted). Asked once per process.
  */
+export function canIsolate(): Promise<boolean> {
+  isolationProbe ??= new Promise((resolve) => {
+    const child = spawn('unshare', [...UNSHARE_ARGS, 'true'], { stdio: 'ignore' });
+    child.once('error', () => {
+      resolve(false);
+    });
+    child.once('exit', (code) => {
+      resolve(code === 0);
+    });
+  });
+  return isolationProbe;
+}
+let isolationProbe: Promise<boolean> | undefined;
+
+const UNSHARE_ARGS = [
+  '--user',
+  '--map-root-user',
+  '--net',
+  '--pid',
+  '--fork',
+  '--mount-proc',
+  '--kill-child',
+  '--',
+];
+
+/**
+ * Run as the namespaced child before the session's shell: covers each hidden path that exists (a
+ * folder with an empty read-only tmpfs, a file with /dev/null; symbolic links are skipped, since a
+ * mount would cover their target), then becomes the shell. A path that cannot be covered ends the
+ * start: the sandbox never runs with a secret it was meant to hide.
+ */
+const ISOLATED_SHELL = [
+  'for d in "$@"; do',
+  '  if [ -L "$d" ] || [ ! -e "$d" ]; then continue; fi',
+  '  if [ -d "$d" ]; then mount -t tmpfs -o ro,size=4k,mode=0555 ia-hidden "$d" || exit 97;',
+  '  else mount --bind /dev/null "$d" || exit 97; fi',
+  'done',
+  'exec bash --noprofile --norc',
+].join('\n');
+
 export class LocalSandbox implements Sandbox {
   readonly kind = 'local';
   private constructor(
@@ -30,6 +76,7 @@ export class LocalSandbox implements Sandbox {
     readonly hostWorkspace: string,
     private readonly session: ShellSession,
     private readonly scratch: string,
+    private readonly host: ShellHost,
   ) {}
 
   static async create(options: LocalSandboxOptions): Promise<LocalSandbox> {
@@ -61,7 +108,14 @@ export class LocalSandbox implements Sandbox {
       PYTHONUNBUFFERED: '1',
       ...options.env,
     };
-    const host = localShellHost(workspace, env);
+    if (options.isolate !== undefined && !(await canIsolate())) {
+      await rm(scratch, { recursive: true, force: true });
+      throw new SandboxError(
+        'start_failed',
+        'this host does not allow unprivileged user namespaces (unshare), which the isolated local sandbox needs',
+      );
+    }
+    const host = localShellHost(workspace, env, options.isolate);
     const captureBytes = options.captureBytes ?? 256 * 1024;
     const session = new ShellSession(host, {
       workdir: workspace,
@@ -74,7 +128,7 @@ export class LocalSandbox implements Sandbox {
       await rm(scratch, { recursive: true, force: true });
       throw error;
     }
-    return new LocalSandbox(workspace, workspace, session, scratch);
+    return new LocalSandbox(workspace, workspace, session, scratch, host);
   }
 
   exec(command: string, options: ExecOptions): Promise<ExecResult> {
@@ -83,21 +137,43 @@ export class LocalSandbox implements Sandbox {
 
   async close(): Promise<void> {
     const pid = this.session.pid;
-    if (pid > 0) await killDescendants(pid).catch(() => undefined);
+    // Through the host, which maps a namespaced shell's `$$` to its host pid.
+    if (pid > 0) await this.host.killDescendants(pid).catch(() => undefined);
     this.session.close();
     await rm(this.scratch, { recursive: true, force: true });
   }
 }
 
-export function localShellHost(cwd: string, env: Record<string, string>): ShellHost {
+export function localShellHost(
+  cwd: string,
+  env: Record<string, string>,
+  isolate?: { readonly hide: readonly string[] },
+): ShellHost {
+  // In a PID namespace the shell's `$$` is 1; the host knows the shell as unshare's child. Kills and
+  // memory readings go by that host pid (`$$` = 1 would name the host's init).
+  let namespacedShell: Promise<number> | null = null;
+  const hostPid = (reported: number): Promise<number> => namespacedShell ?? Promise.resolve(reported);
   return {
     spawn(): Promise<ShellTransport> {
       return new Promise((resolve, reject) => {
-        const child = spawn('bash', ['--noprofile', '--norc'], {
-          cwd,
-          env,
-          stdio: ['pipe', 'pipe', 'pipe'],
-        });
+        const child =
+          isolate === undefined
+            ? spawn('bash', ['--noprofile', '--norc'], { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] })
+            : spawn(
+                'unshare',
+                [
+                  ...UNSHARE_ARGS,
+                  'bash',
+                  '--noprofile',
+                  '--norc',
+                  '-c',
+                  ISOLATED_SHELL,
+                  'ia-sandbox',
+                  ...isolate.hide,
+                ],
+                { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] },
+              );
+        if (isolate !== undefined) namespacedShell = shellUnder(child.pid);
         child.once('error', (error) => {
           reject(
             new SandboxError('start_failed', `could not start bash: ${error.message}`, { cause: error }),
@@ -128,9 +204,20 @@ export function localShellHost(cwd: string, env: Record<string, string>): ShellH
         });
       });
     },
-    killDescendants: (pid) => killDescendants(pid),
-    descendantsRssBytes: (pid) => descendantsRss(pid),
+    killDescendants: async (pid) => killDescendants(await hostPid(pid)),
+    descendantsRssBytes: async (pid) => descendantsRss(await hostPid(pid)),
   };
+}
+
+/** The host pid of the shell that `unshare --fork` started (its only child), once it exists. */
+async function shellUnder(unsharePid: number | undefined): Promise<number> {
+  if (unsharePid === undefined) throw new Error('unshare did not start');
+  for (let i = 0; i < 200; i++) {
+    const [first] = await childrenOf(unsharePid);
+    if (first !== undefined) return first;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('the namespaced shell did not appear');
 }
 
 function signalNumber(signal: NodeJS.Signals): number {

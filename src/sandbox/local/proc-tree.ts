@@ -25,6 +25,11 @@ async function parentMap(): Promise<Map<number, number[]>> {
   return children;
 }
 
+/** The direct children of `pid`. */
+export async function childrenOf(pid: number): Promise<number[]> {
+  return (await parentMap()).get(pid) ?? [];
+}
+
 /** Every descendant of `root` (not root itself), found by walking parent links in /proc. */
 export async function descendantsOf(root: number): Promise<number[]> {
   const children = await parentMap();

@@ -20,6 +20,8 @@ export interface InstallationToken {
   /** The repositories the token is limited to; null for all of the installation's. */
   readonly repositoryIds: ReadonlySet<number> | null;
   readonly permissions: Readonly<Record<string, string>>;
+  /** The login the token acts as: the App's bot, or `github-actions[bot]` for a workflow's GITHUB_TOKEN. */
+  readonly actor?: string;
 }
 
 export type TokenLookup =
@@ -87,6 +89,7 @@ export class TokenStore {
     repositoryIds: ReadonlySet<number> | null,
     permissions: Readonly<Record<string, string>>,
     nowMs: number,
+    actor?: string,
   ): InstallationToken {
     const token: InstallationToken = {
       token: `ghs_${randomAlphanumeric(36)}`,
@@ -95,6 +98,7 @@ export class TokenStore {
       expiresAt: Math.floor(nowMs / 1000) * 1000 + this.ttlSeconds * 1000,
       repositoryIds,
       permissions,
+      ...(actor === undefined ? {} : { actor }),
     };
     this.tokens.set(token.token, token);
     return token;

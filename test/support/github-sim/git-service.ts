@@ -80,7 +80,10 @@ export class GitService {
         return;
       }
       if (!allows(token, [['contents', writing ? 'write' : 'read']])) {
-        text(403, `Permission to ${repo.owner.login}/${repo.name}.git denied to ${this.options.botLogin}.`);
+        text(
+          403,
+          `Permission to ${repo.owner.login}/${repo.name}.git denied to ${token.actor ?? this.options.botLogin}.`,
+        );
         return;
       }
     }
@@ -88,7 +91,7 @@ export class GitService {
       projectRoot: this.options.projectRoot,
       pathInfo: `/${repo.owner.login}/${repo.name}.git/${action}`,
       query: rawQuery,
-      remoteUser: token === null ? null : this.options.botLogin,
+      remoteUser: token === null ? null : (token.actor ?? this.options.botLogin),
     };
     const hooks = {
       track: (child: ChildProcess): void => {

@@ -13,7 +13,9 @@ import { permissionFlags, type AppInfo, type DiffStats, type JsonObject, type Wi
 export type Caller =
   | { readonly kind: 'anonymous' }
   | { readonly kind: 'app' }
-  | { readonly kind: 'installation'; readonly token: InstallationToken; readonly user: UserRecord };
+  | { readonly kind: 'installation'; readonly token: InstallationToken; readonly user: UserRecord }
+  /** A user access token from the OAuth web flow (`ghu_…`), acting as that user. */
+  | { readonly kind: 'user'; readonly user: UserRecord };
 
 export interface Reply {
   readonly status: number;
@@ -69,6 +71,8 @@ export interface Handler {
   readonly auth: 'app' | 'installation' | 'any';
   /** Installation permissions of which the token needs at least one (any-of). */
   readonly needs?: Need;
+  /** Whether user tokens may call it (otherwise they get 403, as most App-only routes here). */
+  readonly users?: boolean;
   run(ctx: HandlerContext, host: Host): Reply | Promise<Reply>;
 }
 
@@ -115,6 +119,9 @@ function repoOf(ctx: HandlerContext, host: Host): RepoRecord {
     const ids = ctx.caller.token.repositoryIds;
     if (ids !== null && !ids.has(repo.id)) throw notFound();
   }
+  // A user sees a private repository only with some role on it; GitHub answers 404, not 403.
+  if (ctx.caller.kind === 'user' && host.world.permission(repo, ctx.caller.user.login) === 'none')
+    throw notFound();
   return repo;
 }
 
@@ -143,8 +150,9 @@ function commentOf(ctx: HandlerContext, host: Host) {
   return comment;
 }
 
-/** The user a write is attributed to: the app's bot for installation tokens. */
+/** The user a write is attributed to: the token's actor (the app's bot) or the user of a user token. */
 function actor(ctx: HandlerContext): UserRecord {
+  if (ctx.caller.kind === 'user') return ctx.caller.user;
   if (ctx.caller.kind !== 'installation') throw new HttpError(401, 'Bad credentials');
   return ctx.caller.user;
 }
@@ -601,7 +609,23 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
   'repos/get': {
     auth: 'installation',
     needs: METADATA,
-    run: (ctx, host) => ok(host.wire.repository(repoOf(ctx, host), 'write')),
+    users: true,
+    run(ctx, host) {
+      const repo = repoOf(ctx, host);
+      // For a user the permissions are theirs; for the App's installation, what the simulator has always sent.
+      const permission =
+        ctx.caller.kind === 'user' ? host.world.permission(repo, ctx.caller.user.login) : 'write';
+      return ok(host.wire.repository(repo, permission));
+    },
+  },
+  'users/get-authenticated': {
+    auth: 'any',
+    users: true,
+    run(ctx, host) {
+      if (ctx.caller.kind === 'anonymous') throw new HttpError(401, 'Requires authentication');
+      if (ctx.caller.kind !== 'user') throw new HttpError(403, 'Resource not accessible by integration');
+      return ok(host.wire.publicUser(ctx.caller.user));
+    },
   },
   'repos/get-content': { auth: 'installation', needs: [['contents', 'read']], run: getContent },
   'repos/get-collaborator-permission-level': {
@@ -793,7 +817,8 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
       return ok(issue.labels.map((l) => host.wire.label(issue.repo, l)));
     },
   },
-  'pulls/create': { auth: 'installation', needs: PULLS_WRITE, run: createPull },
+  // People open pull requests too (user tokens); installation tokens need pull_requests: write.
+  'pulls/create': { auth: 'installation', users: true, needs: PULLS_WRITE, run: createPull },
   'pulls/list': {
     auth: 'installation',
     needs: PULLS_READ,

@@ -14,9 +14,10 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { checkAppJwt, generateAppKey, isJwtShaped, TokenStore } from './auth.js';
 import { GitService, GIT_PATH } from './git-service.js';
+import { OAuthService, OAUTH_PATH } from './oauth.js';
 import { createBareRepo, diffStats, readRefs, readRefsSync } from './git.js';
 import { buildPayload } from './payloads.js';
-import { allows, HANDLERS, HttpError, type Caller, type Host, type Reply } from './rest.js';
+import { allows, HANDLERS, HttpError, type Caller, type Handler, type Host, type Reply } from './rest.js';
 import { loadSpec, type OpenApiSpec, type Operation } from './spec.js';
 import { isoNow, syncPull, World, type IssueRecord, type ReactionRecord, type RepoRecord } from './state.js';
 import {
@@ -56,6 +57,8 @@ import { Wire, type AppInfo } from './wire.js';
 const APP_ID = 314_159;
 const INSTALLATION_ID = 27_182_818;
 const BOT_USER_ID = 141_421_356;
+/** The account a workflow's GITHUB_TOKEN acts as, with its id on github.com. */
+const ACTIONS_BOT = { login: 'github-actions[bot]', id: 41898282 } as const;
 const HOOK: Omit<HookIdentity, 'appId'> = { hookId: 4_242_424, userAgent: 'GitHub-Hookshot/5a1c0e3' };
 const APP_PERMISSIONS = {
   contents: 'write',
@@ -144,6 +147,7 @@ class Simulator implements GitHubSim {
   readonly responseViolations: ResponseViolation[] = [];
   readonly deliveries: Delivery[] = [];
   readonly pushes: Push[] = [];
+  readonly oauth: OAuthService;
   private readonly world = new World();
   private readonly wire: Wire;
   private readonly host: Host;
@@ -182,7 +186,9 @@ class Simulator implements GitHubSim {
       botLogin: `${slug}[bot]`,
       botUserId: BOT_USER_ID,
       clientId: `Iv1.${randomBytes(8).toString('hex')}`,
+      clientSecret: randomBytes(20).toString('hex'),
     };
+    this.oauth = new OAuthService(this.world, this.app);
     this.world.addUser(this.app.botLogin, 'Bot', BOT_USER_ID);
     const appInfo: AppInfo = {
       id: APP_ID,
@@ -269,6 +275,21 @@ class Simulator implements GitHubSim {
     };
     this.world.repos.set(`${owner.login}/${r.name}`.toLowerCase(), repo);
     return repoSnapshot(repo, this.url);
+  }
+
+  actionsToken(owner: string, repo: string): string {
+    const record = this.world.requireRepo(owner, repo);
+    if (this.world.user(ACTIONS_BOT.login) === undefined)
+      this.world.addUser(ACTIONS_BOT.login, 'Bot', ACTIONS_BOT.id);
+    // A workflow's GITHUB_TOKEN: one repository, the permissions of a `permissions:` block that asks
+    // for contents, issues and pull-requests write, acting as github-actions[bot].
+    return this.tokens.issue(
+      INSTALLATION_ID,
+      new Set([record.id]),
+      { contents: 'write', issues: 'write', pull_requests: 'write', metadata: 'read' },
+      Date.now(),
+      ACTIONS_BOT.login,
+    ).token;
   }
 
   setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void {
@@ -473,7 +494,8 @@ class Simulator implements GitHubSim {
     for (const [name, value] of target.searchParams) query[name] = value;
     const headers = flattenHeaders(req);
     const gitMatch = GIT_PATH.exec(path);
-    const route = gitMatch === null ? this.spec.match(method, path) : null;
+    const oauthMatch = OAUTH_PATH.test(path);
+    const route = gitMatch === null && !oauthMatch ? this.spec.match(method, path) : null;
     const entry: MutableRequest = {
       method,
       path,
@@ -498,6 +520,10 @@ class Simulator implements GitHubSim {
     }
     if (gitMatch !== null) {
       await this.git.serve(req, res, gitMatch, target.search.slice(1), query);
+      return;
+    }
+    if (oauthMatch) {
+      await this.oauth.serve(req, res, target);
       return;
     }
 
@@ -537,7 +563,7 @@ class Simulator implements GitHubSim {
       fail(caller);
       return;
     }
-    const refusal = refuse(handler.auth, caller);
+    const refusal = refuse(handler, caller);
     if (refusal !== null) {
       fail(refusal);
       return;
@@ -610,9 +636,15 @@ class Simulator implements GitHubSim {
       const check = checkAppJwt(credential, this.publicKey, APP_ID, Date.now());
       return check.ok ? { kind: 'app' } : new HttpError(401, check.message);
     }
+    const user = this.oauth.userFor(credential);
+    if (user !== null) return { kind: 'user', user };
     const lookup = this.tokens.lookup(credential, Date.now());
     if (lookup.kind !== 'valid') return new HttpError(401, 'Bad credentials');
-    return { kind: 'installation', token: lookup.token, user: this.world.ensureUser(this.app.botLogin) };
+    return {
+      kind: 'installation',
+      token: lookup.token,
+      user: this.world.ensureUser(lookup.token.actor ?? this.app.botLogin),
+    };
   }
 
   private respond(res: ServerResponse, operation: Operation, reply: Reply): void {
@@ -752,7 +784,11 @@ class Simulator implements GitHubSim {
 }
 
 /** Why a caller may not use an operation needing that credential, or null. */
-function refuse(auth: 'app' | 'installation' | 'any', caller: Caller): HttpError | null {
+function refuse(handler: Handler, caller: Caller): HttpError | null {
+  const auth = handler.auth;
+  // User tokens (OAuth) work only where the handler says it serves users.
+  if (caller.kind === 'user')
+    return handler.users === true ? null : new HttpError(403, 'Resource not accessible by integration');
   if (auth === 'any' || caller.kind === auth) return null;
   if (auth === 'app') return new HttpError(401, 'A JSON web token could not be decoded');
   return new HttpError(401, caller.kind === 'anonymous' ? 'Requires authentication' : 'Bad credentials');

@@ -202,12 +202,37 @@ export interface SimApp {
   readonly botLogin: string;
   readonly botUserId: number;
   readonly clientId: string;
+  /** The App's OAuth client secret (its user authorization: sign-in with GitHub). */
+  readonly clientSecret: string;
+}
+
+/** The App's user authorization (OAuth web flow); see oauth.ts. */
+export interface SimOAuth {
+  /** Whose browser session approves `GET /login/oauth/authorize` (null: nobody is signed in). */
+  authorizeAs(login: string | null): void;
+  /** redirect_uri must start with this (as GitHub checks the registered callback URL). */
+  setCallbackUrl(url: string | null): void;
+  /** A user token (`ghu_…`) for the login, without the browser flow. */
+  issueToken(login: string): string;
+  revoke(token: string): void;
+  readonly authorizations: readonly {
+    readonly clientId: string;
+    readonly redirectUri: string;
+    readonly login: string | null;
+  }[];
+  readonly exchanges: readonly {
+    readonly code: string;
+    readonly ok: boolean;
+    readonly error: string | null;
+  }[];
 }
 
 export interface GitHubSim {
   /** `http://127.0.0.1:<port>`: REST base URL and git base (`${url}/${owner}/${repo}.git`). */
   readonly url: string;
   readonly app: SimApp;
+  /** Sign-in with GitHub: the authorize page, the code exchange and user tokens the REST API accepts. */
+  readonly oauth: SimOAuth;
   /** The app's single installation; every created repository belongs to it. */
   readonly installationId: number;
   setWebhookTarget(url: string): void;
@@ -221,6 +246,11 @@ export interface GitHubSim {
     private?: boolean;
   }): Promise<SimRepo>;
   setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void;
+  /**
+   * A token like a workflow's GITHUB_TOKEN: limited to this repository, contents/issues/pull-requests
+   * write, acting as `github-actions[bot]` (id 41898282) in the API and in git.
+   */
+  actionsToken(owner: string, repo: string): string;
   createIssue(
     owner: string,
     repo: string,

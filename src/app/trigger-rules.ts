@@ -1,0 +1,259 @@
+import type { GitHubClient } from '../github/app-client.js';
+import { stripHiddenText } from '../agent/untrusted-text.js';
+import { REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
+import type { FixJob, ReviewContext } from '../queue/payloads.js';
+import { extractMention, type Trigger } from './triggers.js';
+
+/**
+ * The rules of a trigger that the App (intake) and the Action share: is the label or mention ours,
+ * may its sender start a job, which open PR of ours an issue already has, and which review comments
+ * a request is about. Only REST reads and a reaction; nothing about queues.
+ */
+
+/** What both Probot's Octokit and the worker's client offer (the same REST methods). */
+export type RestClient = Pick<GitHubClient, 'rest' | 'paginate'>;
+
+type Where = { readonly owner: string; readonly repo: string };
+
+const ROLE_RANK: Readonly<Record<string, number>> = { read: 1, triage: 2, write: 3, maintain: 4, admin: 5 };
+/** `@agent stop` / `@agent cancel`. */
+export const STOP = /^(stop|cancel)\b/i;
+
+export async function openPullFor(octokit: RestClient, where: Where, issue: number): Promise<number | null> {
+  return (await openPullOn(octokit, where, `issue-agent/issue-${issue}`))?.number ?? null;
+}
+
+/** The open PR whose head is `branch` in this repository, with who opened it, or null. */
+export async function openPullOn(
+  octokit: RestClient,
+  where: Where,
+  branch: string,
+): Promise<{ readonly number: number; readonly author: string | null } | null> {
+  const { data } = await octokit.rest.pulls.list({
+    ...where,
+    state: 'open',
+    head: `${where.owner}:${branch}`,
+    per_page: 1,
+  });
+  const pr = data[0];
+  return pr === undefined ? null : { number: pr.number, author: pr.user?.login ?? null };
+}
+
+/**
+ * The review comments a request is about: the commented line itself for a review comment (and the
+ * thread it replies to), or every comment of a submitted review.
+ */
+export async function reviewContext(
+  octokit: RestClient,
+  where: Where,
+  pull: number,
+  trigger: Trigger,
+): Promise<ReviewContext[]> {
+  if (
+    trigger.kind === 'review_comment' &&
+    trigger.reviewComment !== undefined &&
+    trigger.comment !== undefined
+  ) {
+    return [
+      {
+        path: trigger.reviewComment.path,
+        line: trigger.reviewComment.line,
+        diffHunk: trigger.reviewComment.diffHunk,
+        body: stripHiddenText(trigger.comment.body),
+        author: trigger.sender.login,
+      },
+    ];
+  }
+  if (trigger.kind !== 'review' || trigger.comment === undefined) return [];
+  const reviewId = trigger.comment.id;
+  const all = await octokit.paginate(octokit.rest.pulls.listReviewComments, {
+    ...where,
+    pull_number: pull,
+    per_page: 100,
+  });
+  return all
+    .filter((c) => c.pull_request_review_id === reviewId)
+    .map((c) => ({
+      path: c.path,
+      line: c.line ?? c.original_line ?? null,
+      diffHunk: c.diff_hunk,
+      body: stripHiddenText(c.body),
+      author: c.user.login,
+    }));
+}
+
+export function matches(
+  trigger: Trigger,
+  config: { label: string; handle: string },
+): { instruction: string } | null {
+  if (trigger.kind === 'label' || trigger.kind === 'unlabel') {
+    return trigger.label === config.label ? { instruction: '' } : null;
+  }
+  // A request made through the run server: no label or handle to match; its text is the instruction.
+  if (trigger.kind === 'manual')
+    return { instruction: stripHiddenText(trigger.manual?.instructions ?? '').trim() };
+  const m = extractMention(trigger.comment?.body ?? '', config.handle);
+  return m === null ? null : { instruction: stripHiddenText(m.instruction).trim() };
+}
+
+export type Permission =
+  { allowed: true } | { allowed: 'self' } | { allowed: false; reason: string; reply: string };
+
+/**
+ * Who may start a job: a bot only when its numeric id is trusted by the repo (a `[bot]` login proves
+ * nothing); a person only when their role on the repository, asked of the API now, is allowed.
+ */
+export async function mayTrigger(
+  trigger: Trigger,
+  config: RepoConfig,
+  octokit: RestClient,
+  botUserId: () => Promise<number>,
+): Promise<Permission> {
+  const sender = trigger.sender;
+  // The run server's admin (authenticated there by the admin token); webhooks never produce this.
+  if (trigger.kind === 'manual' && trigger.manual?.admin === true) return { allowed: true };
+  if (sender.type === 'Bot' || sender.login.endsWith('[bot]')) {
+    if (sender.id === (await botUserId())) return { allowed: 'self' };
+    if (sender.type === 'Bot' && config.trustedBots.includes(sender.id)) return { allowed: true };
+    return {
+      allowed: false,
+      reason: `bot ${sender.login} (id ${sender.id}) is not trusted`,
+      reply:
+        `I don't take instructions from other bots (\`${sender.login}\`, id ${sender.id}). ` +
+        `A maintainer can allow one by its numeric id in \`trustedBots\` in \`${REPO_CONFIG_PATH}\`.`,
+    };
+  }
+  const { data } = await octokit.rest.repos.getCollaboratorPermissionLevel({
+    owner: trigger.repo.owner,
+    repo: trigger.repo.name,
+    username: sender.login,
+  });
+  const role = roleOf(data.role_name, data.permission);
+  const allowed = config.allowedPermissions.some((p) => p === role);
+  if (allowed) return { allowed: true };
+  const needed =
+    [...config.allowedPermissions].sort((a, b) => (ROLE_RANK[a] ?? 0) - (ROLE_RANK[b] ?? 0))[0] ?? 'write';
+  return {
+    allowed: false,
+    reason: `${sender.login} has role ${role}`,
+    reply:
+      `Thanks for the request, @${sender.login}. I only take instructions from people with ${needed} access ` +
+      `or more to this repository, so I won't start on this. A maintainer can ask me instead.`,
+  };
+}
+
+function roleOf(roleName: string | undefined, permission: string): string {
+  if (roleName !== undefined && roleName in ROLE_RANK) return roleName;
+  return permission in ROLE_RANK ? permission : 'none';
+}
+
+export async function react(
+  octokit: RestClient,
+  where: { owner: string; repo: string },
+  trigger: Trigger,
+): Promise<void> {
+  if (trigger.kind === 'mention' && trigger.comment !== undefined) {
+    await octokit.rest.reactions.createForIssueComment({
+      ...where,
+      comment_id: trigger.comment.id,
+      content: 'eyes',
+    });
+  } else {
+    await octokit.rest.reactions.createForIssue({
+      ...where,
+      issue_number: trigger.issue.number,
+      content: 'eyes',
+    });
+  }
+}
+
+/** Where a request goes: the issue itself, or a PR (its own conversation, or the App's PR for the issue). */
+export type Target = { readonly kind: 'issue' | 'pull'; readonly number: number };
+
+/** Which open PR of the App's a trigger is about, if any; the issue itself otherwise. */
+export async function targetOf(octokit: RestClient, where: Where, trigger: Trigger): Promise<Target> {
+  if (trigger.issue.isPullRequest) return { kind: 'pull', number: trigger.issue.number };
+  const openPr = await openPullFor(octokit, where, trigger.issue.number);
+  return openPr === null ? { kind: 'issue', number: trigger.issue.number } : { kind: 'pull', number: openPr };
+}
+
+/** The fix job a trigger asks for (without its progress comment, which the caller posts). */
+export function buildFixJob(
+  trigger: Trigger,
+  target: Target,
+  config: RepoConfig,
+  instruction: string,
+  reviewComments: readonly ReviewContext[],
+): FixJob {
+  const replyTo =
+    trigger.kind === 'review_comment' && trigger.comment !== undefined
+      ? {
+          kind: 'review_thread' as const,
+          commentId: trigger.reviewComment?.inReplyToId ?? trigger.comment.id,
+        }
+      : target.kind === 'pull'
+        ? { kind: 'conversation' as const, commentId: trigger.comment?.id ?? 1 }
+        : null;
+  return {
+    v: 1,
+    kind: target.kind === 'pull' ? 'follow-up' : 'fix-issue',
+    installationId: trigger.installationId,
+    repo: { id: trigger.repo.id, owner: trigger.repo.owner, name: trigger.repo.name },
+    issue: {
+      number: target.number,
+      title: target.number === trigger.issue.number ? trigger.issue.title : `#${target.number}`,
+    },
+    pull: target.kind === 'pull' ? { number: target.number } : null,
+    instructions: instruction === '' ? [] : [instruction],
+    reviewComments: [...reviewComments],
+    trigger: {
+      kind: trigger.kind,
+      deliveryId: trigger.deliveryId,
+      sender: { login: trigger.sender.login, id: trigger.sender.id },
+      commentId: trigger.comment?.id ?? null,
+      replyTo,
+    },
+    config: { ...config },
+    progressCommentId: null,
+    requestedAt: trigger.receivedAt,
+  };
+}
+
+export interface PullOwnership {
+  /** Opened by the App's bot, from a branch of its own (`issue-agent/issue-<n>`) in this repository. */
+  readonly ours: boolean;
+  readonly fork: boolean;
+  readonly headRepo: string | null;
+}
+
+/**
+ * Whether a PR is one the App may push to. Follow-ups only ever push to a PR the App's bot opened,
+ * from a branch of its own in this repository: a PR from a fork, from any other branch (even `main`
+ * into `release`), or opened by a person from a branch they named like ours, is never written to, and
+ * a fork's code is never run with this repository's credentials.
+ */
+export function pullOwnership(
+  pr: {
+    readonly user: { readonly id: number } | null;
+    readonly head: { readonly ref: string; readonly repo: { readonly full_name: string } | null };
+    readonly base: { readonly repo: { readonly full_name: string } };
+  },
+  botId: number,
+): PullOwnership {
+  // Typed as always present by some clients, but null on GitHub when the fork was deleted.
+  const headRepo = nullable(pr.head.repo)?.full_name ?? null;
+  const fork = headRepo !== pr.base.repo.full_name;
+  const byBot = nullable(pr.user)?.id === botId;
+  return { ours: !fork && byBot && pr.head.ref.startsWith('issue-agent/issue-'), fork, headRepo };
+}
+
+export function notOursReply(o: PullOwnership): string {
+  return o.fork
+    ? `I don't work on pull requests from forks (this one's branch is in \`${o.headRepo ?? 'a deleted fork'}\`): ` +
+        "I could not push there, and I won't run a fork's code. Ask me on the issue instead and I'll open my own pull request."
+    : "I only push to pull requests I opened (branches named `issue-agent/issue-<n>`). Ask me on the issue instead and I'll open my own pull request.";
+}
+
+function nullable<T>(value: T): T | null {
+  return value;
+}

@@ -1,0 +1,163 @@
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { FinishedRun } from './runs.js';
+
+const STEP_BUCKETS = [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600];
+const LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120];
+const START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120];
+const WAIT_BUCKETS = [0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600];
+
+export interface QueueSources {
+  readonly queues: readonly Queue[];
+  readonly redis: Redis | null;
+  readonly prefix: string;
+}
+
+/**
+ * The server's Prometheus registry. Run metrics are recorded once per run, when the run index sees it
+ * finish (ids it has recorded are remembered, so a run is never counted twice); queue depth is read
+ * at scrape time. Default process metrics are included.
+ */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  private readonly recorded = new Set<string>();
+  private readonly runs: Counter<'outcome'>;
+  private readonly stepDuration: Histogram;
+  private readonly modelLatency: Histogram;
+  private readonly tokens: Counter<'kind'>;
+  private readonly cost: Counter;
+  private readonly sandboxStart: Histogram;
+  private readonly queueWait: Histogram;
+
+  constructor(sources: QueueSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.runs = new Counter({
+      name: 'issue_agent_runs_total',
+      help: 'Runs that finished, by outcome (failed also for jobs that failed without an outcome event).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.stepDuration = new Histogram({
+      name: 'issue_agent_step_duration_seconds',
+      help: 'Wall time of one agent step: from a model response to the next one (or the outcome).',
+      buckets: STEP_BUCKETS,
+      registers,
+    });
+    this.modelLatency = new Histogram({
+      name: 'issue_agent_model_latency_seconds',
+      help: 'Latency of answered model calls (model_response.latencyMs).',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.tokens = new Counter({
+      name: 'issue_agent_tokens_total',
+      help: 'Model tokens of finished runs, by kind (input, output, cache_read, cache_write).',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.cost = new Counter({
+      name: 'issue_agent_cost_usd_total',
+      help: 'Model cost of finished runs in US dollars.',
+      registers,
+    });
+    this.sandboxStart = new Histogram({
+      name: 'issue_agent_sandbox_start_seconds',
+      help:
+        'From the worker starting the job to the trajectory base state (clone, sandbox copy and sandbox start); ' +
+        'derived from run timing: the event log has no sandbox-start event.',
+      buckets: START_BUCKETS,
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'issue_agent_queue_wait_seconds',
+      help: 'From the request being queued to a worker starting the job.',
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
+    const queueDepth = new Gauge({
+      name: 'issue_agent_queue_depth',
+      help: 'Jobs in each queue by state, read at scrape time (fix/pending: requests waiting behind a running job).',
+      labelNames: ['queue', 'state'],
+      registers,
+      collect: async () => {
+        queueDepth.reset();
+        for (const q of sources.queues) {
+          const counts = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
+          for (const [state, n] of Object.entries(counts)) queueDepth.set({ queue: q.name, state }, n);
+        }
+        if (sources.redis !== null) {
+          let pending = 0;
+          let cursor = '0';
+          do {
+            const [next, keys] = await sources.redis.scan(
+              cursor,
+              'MATCH',
+              `${sources.prefix}:pending:*`,
+              'COUNT',
+              500,
+            );
+            cursor = next;
+            for (const key of keys) pending += await sources.redis.llen(key);
+          } while (cursor !== '0');
+          queueDepth.set({ queue: 'fix', state: 'pending' }, pending);
+        }
+      },
+    });
+    // Every outcome starts at 0, so a rate over the series exists before the first run of a kind.
+    for (const outcome of [
+      'resolved',
+      'unverified',
+      'no_change',
+      'stuck',
+      'budget_exhausted',
+      'cancelled',
+      'failed',
+    ])
+      this.runs.inc({ outcome }, 0);
+  }
+
+  /** Records a finished run once. */
+  recordRun(run: FinishedRun): void {
+    if (this.recorded.has(run.summary.id)) return;
+    this.recorded.add(run.summary.id);
+    this.runs.inc({ outcome: run.summary.outcome ?? 'unknown' });
+    if (run.queuedAt !== null && run.startedAt !== null && run.startedAt >= run.queuedAt) {
+      this.queueWait.observe((run.startedAt - run.queuedAt) / 1000);
+    }
+    const reader = run.reader;
+    if (reader === null) return;
+    const events = reader.events;
+    const base = reader.base;
+    if (base !== null && run.startedAt !== null && !events.some((e) => e.kind === 'run_resumed')) {
+      const s = (Date.parse(base.createdAt) - run.startedAt) / 1000;
+      if (Number.isFinite(s) && s >= 0) this.sandboxStart.observe(s);
+    }
+    let stepStart: number | null = null;
+    for (const e of events) {
+      const t = Date.parse(e.ts);
+      if (e.kind === 'model_response' || e.kind === 'outcome') {
+        if (stepStart !== null && t >= stepStart) this.stepDuration.observe((t - stepStart) / 1000);
+        stepStart = e.kind === 'model_response' ? t : null;
+      }
+      if (e.kind === 'run_resumed') stepStart = null;
+      if (e.kind === 'model_response') {
+        this.modelLatency.observe(e.latencyMs / 1000);
+        this.tokens.inc({ kind: 'input' }, e.usage.inputTokens);
+        this.tokens.inc({ kind: 'output' }, e.usage.outputTokens);
+        this.tokens.inc({ kind: 'cache_read' }, e.usage.cacheReadTokens);
+        this.tokens.inc({ kind: 'cache_write' }, e.usage.cacheWriteTokens);
+        if (e.usd > 0) this.cost.inc(e.usd);
+      }
+    }
+  }
+
+  async text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
