@@ -9,28 +9,9 @@ import type { Redactor } from '../publish/redact.js';
 import { pendingJobSchema, fixJobSchema, type FixJob } from '../queue/payloads.js';
 import { TrajectoryReader } from './trajectory-reader.js';
 
-export type RunPhase = 'queued' | 'active' | 'finished';
+import type { RunPhase, RunSummary } from './run-summary.js';
 
-/** One run (one fix job) as the API lists it. See API.md. */
-export interface RunSummary {
-  readonly id: string;
-  readonly repo: string;
-  readonly issue: number;
-  readonly pull: number | null;
-  readonly kind: 'fix-issue' | 'follow-up';
-  readonly title: string;
-  readonly state: RunPhase;
-  readonly outcome: string | null;
-  readonly steps: number;
-  readonly tokens: number;
-  readonly costUsd: number;
-  readonly durationMs: number | null;
-  readonly queuedAt: string | null;
-  readonly startedAt: string | null;
-  readonly finishedAt: string | null;
-  readonly lastEventId: number;
-  readonly prUrl: string | null;
-}
+export type { RunPhase, RunSummary };
 
 /** What the queue says about a job. */
 interface QueueInfo {

@@ -7,28 +7,10 @@ import type { RunState } from '../../events/reduce-state.js';
 
 export type { AgentEvent, BaseState, EventOf, RunState };
 
-export type RunStateName = 'queued' | 'active' | 'finished';
+import type { RunPhase, RunSummary } from '../run-summary.js';
 
-export interface RunSummary {
-  readonly id: string;
-  /** owner/name */
-  readonly repo: string;
-  readonly issue: number;
-  readonly pull: number | null;
-  readonly kind: 'fix-issue' | 'follow-up';
-  readonly title: string;
-  readonly state: RunStateName;
-  readonly outcome: string | null;
-  readonly steps: number;
-  readonly tokens: number;
-  readonly costUsd: number;
-  readonly durationMs: number | null;
-  readonly queuedAt: string | null;
-  readonly startedAt: string | null;
-  readonly finishedAt: string | null;
-  readonly lastEventId: number;
-  readonly prUrl: string | null;
-}
+export type { RunSummary };
+export type RunStateName = RunPhase;
 
 export interface Me {
   readonly login: string | null;

@@ -1,0 +1,27 @@
+/*
+ * The run summary the API sends, shared by the server and the browser client (type-only, no
+ * imports: the client's project has no Node types).
+ */
+
+export type RunPhase = 'queued' | 'active' | 'finished';
+
+/** One run (one fix job) as the API lists it. See API.md. */
+export interface RunSummary {
+  readonly id: string;
+  readonly repo: string;
+  readonly issue: number;
+  readonly pull: number | null;
+  readonly kind: 'fix-issue' | 'follow-up';
+  readonly title: string;
+  readonly state: RunPhase;
+  readonly outcome: string | null;
+  readonly steps: number;
+  readonly tokens: number;
+  readonly costUsd: number;
+  readonly durationMs: number | null;
+  readonly queuedAt: string | null;
+  readonly startedAt: string | null;
+  readonly finishedAt: string | null;
+  readonly lastEventId: number;
+  readonly prUrl: string | null;
+}
