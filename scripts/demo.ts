@@ -131,6 +131,20 @@ async function main(): Promise<number> {
   );
   console.log(`\n--- PR body (first lines) ---\n${pr.body.split('\n').slice(0, 24).join('\n')}\n...`);
   console.log(`\ntrajectory: ${trajectory}\n  read it with: npx tsx src/cli/main.ts replay ${trajectory}`);
+  const jobId = readdirSync(keep)[0] ?? '';
+  console.log(
+    `\nrun view: ${pipeline.appUrl}/runs/${jobId} (sign in with the admin token ${pipeline.adminToken})`,
+  );
+  if (process.argv.includes('--keep')) {
+    console.log('  --keep: everything stays up until Ctrl-C');
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => {
+        resolve();
+      });
+    });
+  } else {
+    console.log('  (npm run demo -- --keep leaves the App up to open it in a browser)');
+  }
   return 0;
 }
 
