@@ -28,6 +28,12 @@ export interface AgentDeps {
   readonly onEvent?: ((event: AgentEvent) => void) | undefined;
   readonly tools?: ReadonlyMap<string, Tool> | undefined;
   readonly stuck?: StuckThresholds | undefined;
+  /**
+   * Applied to every command and test output before it is stored or shown to the model: the host's
+   * redactor, so a secret that a command should never have seen (in a weak sandbox) still never
+   * reaches the model, the trajectory or a PR. Default: outputs as they are.
+   */
+  readonly scrub?: ((text: string) => string) | undefined;
 }
 
 export type Outcome = EventOf<'outcome'>;
@@ -55,6 +61,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   const system = systemPrompt(sandbox.workdir);
   const editHistory = new Map<string, string[]>();
   const price = findPrice(deps.prices, model.name);
+  const scrub = deps.scrub ?? ((text: string) => text);
 
   const append = async (event: NewEvent): Promise<AgentEvent> => {
     const stored = await store.append(event);
@@ -122,7 +129,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
         killed: r.killed,
         durationMs: r.durationMs,
         summary: r.summary,
-        output: cap(r.output),
+        output: scrub(cap(r.output)),
         outputBytes: r.outputBytes,
       });
     }
@@ -145,11 +152,11 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           toolUseId: use.id,
           tool: use.name,
           isError: result.isError,
-          content: result.content,
+          content: scrub(result.content),
           ...(fullContentFile === undefined ? {} : { fullContentFile }),
           ...(result.fullText === undefined || fullContentFile !== undefined
             ? {}
-            : { fullContent: result.fullText }),
+            : { fullContent: scrub(result.fullText) }),
           ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
           ...(result.killed === undefined ? {} : { killed: result.killed }),
           durationMs: result.durationMs,
@@ -276,7 +283,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       killed: r.killed,
       durationMs: r.durationMs,
       summary: r.summary,
-      output: cap(r.output),
+      output: scrub(cap(r.output)),
       outputBytes: r.outputBytes,
     });
     return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);

@@ -262,6 +262,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
           prices: rt.agent.prices,
           signal: runSignal,
           logger: log,
+          // Known secrets never reach the model or the log, even if a command saw one.
+          scrub: (text) => redactor().redact(text),
           onEvent: (e) => {
             progress.onEvent(e, s);
           },

@@ -86,7 +86,7 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
         '[cancel]': cancelHang.policy,
         // Unconfined, a command can read the action's environment; it writes the token into the change.
         '[leak]': bashThenOracle(
-          'grep -aho "ghs_[A-Za-z0-9]*" /proc/*/environ 2>/dev/null | head -1 > leaked.txt; wc -c leaked.txt',
+          'grep -aho "ghs_[A-Za-z0-9]*" /proc/*/environ 2>/dev/null | head -1 > leaked.txt; cat leaked.txt',
           fixture.patch,
         ),
         '[authfail]': () => httpError(401, { message: 'invalid x-api-key' }),
@@ -366,6 +366,14 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
         .join('\n'),
       /contains a secret/,
     );
+    // The command printed the token; what the model and the trajectory got is scrubbed.
+    const seen = requestsFor('[leak]').map((r) => requestText(r.body));
+    assert.ok(
+      seen.some((t) => t.includes('[REDACTED]')),
+      'the printed token was replaced',
+    );
+    for (const t of seen) assert.doesNotMatch(t, /ghs_[A-Za-z0-9]{36}/);
+    assert.doesNotMatch(readFileSync(run.outputs.trajectory ?? '', 'utf8'), /ghs_[A-Za-z0-9]{36}/);
   });
 
   it('3. an untrusted sender → a clean exit, no model request, no comment', async () => {
