@@ -34,6 +34,7 @@ interface PendingLogin {
 const SESSION_TTL_MS = 8 * 3600 * 1000;
 const STATE_TTL_MS = 10 * 60 * 1000;
 const MAX_SESSIONS = 10_000;
+const MAX_SESSIONS_PER_LOGIN = 20;
 /** Sign-ins started and not finished (each holds only its `next` path, at most MAX_NEXT_LENGTH). */
 const MAX_PENDING_LOGINS = 5_000;
 const MAX_NEXT_LENGTH = 2_000;
@@ -88,6 +89,7 @@ export class Sessions {
     now = Date.now(),
   ): string {
     if (this.sessions.size >= MAX_SESSIONS) this.sweep(now);
+    if (principal.kind === 'user') this.limitPerLogin(principal.id);
     const id = randomBytes(24).toString('base64url');
     const full: Principal =
       principal.kind === 'admin' ? { kind: 'admin', sessionId: id } : { ...principal, sessionId: id };
@@ -165,6 +167,18 @@ export class Sessions {
     if (dot <= 0) return null;
     const value = cookie.slice(0, dot);
     return equalStrings(cookie.slice(dot + 1), this.sign(value)) ? value : null;
+  }
+
+  /**
+   * One GitHub account holds at most MAX_SESSIONS_PER_LOGIN sessions (its oldest goes), so signing in
+   * over and over cannot fill the table and push everyone else, the admin included, out.
+   */
+  private limitPerLogin(userId: number): void {
+    const mine = [...this.sessions.values()].filter(
+      (x) => x.principal.kind === 'user' && x.principal.id === userId,
+    );
+    for (const old of mine.slice(0, Math.max(0, mine.length - MAX_SESSIONS_PER_LOGIN + 1)))
+      this.sessions.delete(old.id);
   }
 
   private sweep(now: number): void {

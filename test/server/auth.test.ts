@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { safeNext } from '../../src/server/auth.js';
+import { IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
+import { safeNext, SESSION_COOKIE, Sessions } from '../../src/server/auth.js';
 import type { RunSummary } from '../../src/server/runs.js';
 import { makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
@@ -303,5 +305,25 @@ describe('run server: authentication and per-user access', () => {
     assert.equal(safeNext('/\tevil'), '/');
     assert.equal(safeNext('evil'), '/');
     assert.equal(safeNext(`/runs/${'x'.repeat(5000)}`), '/', 'an overlong next is dropped');
+  });
+});
+
+describe('sessions', () => {
+  const asRequest = (cookie: string): IncomingMessage => {
+    const req = new IncomingMessage(new Socket());
+    req.headers = { cookie: `${SESSION_COOKIE}=${encodeURIComponent(cookie)}` };
+    return req;
+  };
+
+  it('one GitHub account keeps at most 20 sessions (its oldest go), the admin is not pushed out', () => {
+    const sessions = new Sessions({ secret: 'session-secret-0123456789', adminToken: ADMIN_TOKEN });
+    const adminCookie = sessions.create({ kind: 'admin' });
+    const cookies = Array.from({ length: 25 }, () =>
+      sessions.create({ kind: 'user', login: 'mallory', id: 66, token: 'ghu_x' }),
+    );
+    const live = cookies.filter((c) => sessions.authenticate(asRequest(c)) !== null);
+    assert.equal(live.length, 20);
+    assert.deepEqual(live, cookies.slice(5), 'the newest stay');
+    assert.equal(sessions.authenticate(asRequest(adminCookie))?.kind, 'admin');
   });
 });
