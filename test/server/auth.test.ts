@@ -9,18 +9,20 @@ import { safeNext, SESSION_COOKIE, Sessions } from '../../src/server/auth.js';
 import type { RunSummary } from '../../src/server/runs.js';
 import { makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
-import { admin, ADMIN_TOKEN, makeRun, readSse, serverOptions, startServer } from './helpers.js';
+import {
+  admin,
+  ADMIN_TOKEN,
+  cookiesOf,
+  makeRun,
+  readSse,
+  serverOptions,
+  signInWithGitHub,
+  startServer,
+} from './helpers.js';
 
 type Started = Awaited<ReturnType<typeof startServer>>;
 
 /** Pulls `name=value` of each Set-Cookie header into a Cookie header value. */
-function cookiesOf(res: Response): string {
-  return res.headers
-    .getSetCookie()
-    .map((c) => c.split(';')[0] ?? '')
-    .filter((c) => !c.endsWith('='))
-    .join('; ');
-}
 
 /**
  * Must-show 2: nothing is readable without a valid token or session, and a person signed in with
@@ -175,27 +177,7 @@ describe('run server: authentication and per-user access', () => {
   });
 
   /** The browser's part of the web flow: login → GitHub's authorize page → callback. */
-  const signIn = async (login: string, next: string): Promise<{ cookie: string; location: string }> => {
-    const start = await fetch(`${server.url}/auth/github/login?next=${encodeURIComponent(next)}`, {
-      redirect: 'manual',
-    });
-    assert.equal(start.status, 302);
-    const authorize = new URL(start.headers.get('location') ?? '');
-    assert.equal(`${authorize.origin}${authorize.pathname}`, `${sim.url}/login/oauth/authorize`);
-    assert.equal(authorize.searchParams.get('client_id'), sim.app.clientId);
-    assert.equal(authorize.searchParams.get('redirect_uri'), `${server.url}/auth/github/callback`);
-    const stateCookie = cookiesOf(start);
-    assert.match(stateCookie, /^ia_oauth_state=/);
-    sim.oauth.authorizeAs(login);
-    const approved = await fetch(authorize, { redirect: 'manual' });
-    assert.equal(approved.status, 302);
-    const callback = await fetch(approved.headers.get('location') ?? '', {
-      redirect: 'manual',
-      headers: { cookie: stateCookie },
-    });
-    assert.equal(callback.status, 302, await callback.clone().text());
-    return { cookie: cookiesOf(callback), location: callback.headers.get('location') ?? '' };
-  };
+  const signIn = (login: string, next: string) => signInWithGitHub(server.url, sim, login, next);
 
   it('2. a user signed in with GitHub sees only runs of repositories they can read (404 elsewhere)', async () => {
     const { cookie, location } = await signIn('maria', '/runs/run-calc');

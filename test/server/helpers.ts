@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -5,6 +6,7 @@ import { parseRepoConfig } from '../../src/config/repo-config.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { SCHEMA_VERSION, type BaseState, type NewEvent } from '../../src/events/schema.js';
 import type { FixJob } from '../../src/queue/payloads.js';
+import type { GitHubSim } from '../support/github-sim/index.js';
 import { startAgentServer, type AgentServerOptions } from '../../src/server/server.js';
 
 export const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
@@ -214,4 +216,45 @@ export interface SseMessage {
   data: string;
   id: string | null;
   comment: boolean;
+}
+
+/** The cookies a response sets, as a Cookie header (cleared ones left out). */
+export function cookiesOf(res: Response): string {
+  return res.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0] ?? '')
+    .filter((c) => !c.endsWith('='))
+    .join('; ');
+}
+
+/**
+ * "Sign in with GitHub" the way a browser does it, against the GitHub simulator: the server's
+ * redirect, the simulator's approval as `login`, the callback with the state cookie. Returns the
+ * session cookie and where the server sends the browser next.
+ */
+export async function signInWithGitHub(
+  serverUrl: string,
+  sim: GitHubSim,
+  login: string,
+  next: string,
+): Promise<{ cookie: string; location: string }> {
+  const start = await fetch(`${serverUrl}/auth/github/login?next=${encodeURIComponent(next)}`, {
+    redirect: 'manual',
+  });
+  assert.equal(start.status, 302);
+  const authorize = new URL(start.headers.get('location') ?? '');
+  assert.equal(`${authorize.origin}${authorize.pathname}`, `${sim.url}/login/oauth/authorize`);
+  assert.equal(authorize.searchParams.get('client_id'), sim.app.clientId);
+  assert.equal(authorize.searchParams.get('redirect_uri'), `${serverUrl}/auth/github/callback`);
+  const stateCookie = cookiesOf(start);
+  assert.match(stateCookie, /^ia_oauth_state=/);
+  sim.oauth.authorizeAs(login);
+  const approved = await fetch(authorize, { redirect: 'manual' });
+  assert.equal(approved.status, 302);
+  const callback = await fetch(approved.headers.get('location') ?? '', {
+    redirect: 'manual',
+    headers: { cookie: stateCookie },
+  });
+  assert.equal(callback.status, 302, await callback.clone().text());
+  return { cookie: cookiesOf(callback), location: callback.headers.get('location') ?? '' };
 }

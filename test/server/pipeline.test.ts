@@ -5,6 +5,7 @@ import { oracle } from '../support/model-sim/index.js';
 import { startStack, type Stack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import type { RunSummary } from '../../src/server/runs.js';
+import { signInWithGitHub } from './helpers.js';
 import { parsePrometheusText, valueOf } from './prometheus-text.js';
 
 const skip = redisSkipReason();
@@ -28,7 +29,10 @@ describe('run server in the App pipeline', { skip, timeout: 300_000 }, () => {
       maintainer: { login: 'maria', permission: 'write' },
       modelKey: 'sk-ant-server-test-0123456789abcdef',
       policy: (fixture) => oracle(fixture.patch),
+      githubSignIn: true,
     });
+    stack.sim.addUser({ login: 'bob' });
+    stack.sim.setPermission(OWNER, REPO, 'bob', 'read');
     url = stack.pipeline.appUrl;
     auth = { authorization: `Bearer ${stack.pipeline.adminToken}` };
   });
@@ -36,6 +40,20 @@ describe('run server in the App pipeline', { skip, timeout: 300_000 }, () => {
   after(async () => {
     await stack?.stop();
   });
+
+  /** Polls the run until it is finished, as whoever `headers` authenticate. */
+  const finished = async (id: string, headers: Record<string, string>): Promise<RunSummary> => {
+    let run: RunSummary | undefined;
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      const r = await fetch(`${url}/api/runs/${id}`, { headers });
+      if (r.status === 200) run = ((await r.json()) as { run: RunSummary }).run;
+      if (run?.state === 'finished') return run;
+      if (Date.now() > deadline)
+        throw new Error(`the run did not finish: ${JSON.stringify(run)}\n${stack?.pipeline.logs() ?? ''}`);
+      await delay(200);
+    }
+  };
 
   const metrics = async () => {
     const res = await fetch(`${url}/metrics`, { headers: auth });
@@ -64,16 +82,7 @@ describe('run server in the App pipeline', { skip, timeout: 300_000 }, () => {
     assert.equal(res.status, 202, `${JSON.stringify(started)}\n${pipeline.logs()}`);
     assert.match(started.id, /^[A-Za-z0-9-]+$/);
     assert.equal(started.status, 'queued');
-    let run: RunSummary | undefined;
-    const deadline = Date.now() + 180_000;
-    for (;;) {
-      const r = await fetch(`${url}/api/runs/${started.id}`, { headers: auth });
-      if (r.status === 200) run = ((await r.json()) as { run: RunSummary }).run;
-      if (run?.state === 'finished') break;
-      if (Date.now() > deadline)
-        throw new Error(`the run did not finish: ${JSON.stringify(run)}\n${pipeline.logs()}`);
-      await delay(200);
-    }
+    const run = await finished(started.id, auth);
     assert.equal(run.outcome, 'resolved');
     assert.equal(run.repo, `${OWNER}/${REPO}`);
     assert.equal(run.issue, issue);
@@ -112,6 +121,34 @@ describe('run server in the App pipeline', { skip, timeout: 300_000 }, () => {
       1,
     );
     assert.deepEqual(sim.violations, []);
+  });
+
+  it('a maintainer signed in with GitHub starts a run from the browser; a reader may not', async () => {
+    if (stack === undefined) throw new Error('no stack');
+    const { sim, pipeline } = stack;
+    const issue = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [signed-in]',
+      body: 'average() truncates instead of rounding: average([1, 2, 2]) should be 1.67.',
+      author: 'maria',
+    }).number;
+    const start = (cookie: string) =>
+      fetch(`${url}/api/runs`, {
+        method: 'POST',
+        // What a browser sends for a same-origin fetch.
+        headers: { cookie, origin: url, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' },
+        body: JSON.stringify({ repo: `${OWNER}/${REPO}`, issue }),
+      });
+    const reader = await signInWithGitHub(url, sim, 'bob', '/');
+    assert.equal((await start(reader.cookie)).status, 403, 'read access is not enough to start a run');
+    const { cookie } = await signInWithGitHub(url, sim, 'maria', '/');
+    const res = await start(cookie);
+    const started = (await res.json()) as { id: string; status: string };
+    assert.equal(res.status, 202, `${JSON.stringify(started)}\n${pipeline.logs()}`);
+    const run = await finished(started.id, { cookie });
+    assert.equal(run.outcome, 'resolved');
+    assert.match(run.prUrl ?? '', /\/pull\/\d+$/);
+    // Intake checked maria's role and answered her as the requester.
+    assert.ok(sim.comments(OWNER, REPO, issue).some((c) => c.body.includes('issue-agent:progress')));
   });
 
   it('the run page URL the PR links to is served, and a bad start request is refused', async () => {

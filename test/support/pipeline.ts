@@ -178,6 +178,8 @@ export interface StackOptions {
   readonly maintainer: { readonly login: string; readonly permission: RepoPermission };
   readonly workers?: number;
   readonly sandbox?: 'local' | 'docker';
+  /** Configure the App's "Sign in with GitHub" (its OAuth client) against the simulator. */
+  readonly githubSignIn?: boolean;
 }
 
 /**
@@ -211,6 +213,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       redisUrl: redis.url,
       ...(options.workers === undefined ? {} : { workers: options.workers }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
+      ...(options.githubSignIn === true
+        ? {
+            env: {
+              ISSUE_AGENT_GITHUB_CLIENT_ID: sim.app.clientId,
+              ISSUE_AGENT_GITHUB_CLIENT_SECRET: sim.app.clientSecret,
+              ISSUE_AGENT_GITHUB_WEB_URL: sim.url,
+            },
+          }
+        : {}),
     });
     cleanups.push(() => pipeline.stop());
     return { fixture, redis, sim, model, pipeline, stop };
