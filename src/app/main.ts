@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { Probot, Server, run } from 'probot';
 import { hasAppCredentials, readAppEnv } from '../config/app-env.js';
 import { Redactor } from '../publish/redact.js';
-import { createAgentServer } from '../server/server.js';
+import { createAgentServer, serverOptionsFromEnv } from '../server/server.js';
 import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
 import { issueAgentApp } from './app.js';
 import { ConfigCache, processTrigger, type Octokit } from './intake.js';
@@ -60,30 +60,17 @@ async function main(): Promise<void> {
     return probot.auth(installationId);
   };
   let botId: number | null = null;
-  const secrets = [
-    env.privateKey,
-    env.webhookSecret,
-    ...[env.adminToken, env.sessionSecret, env.githubClientSecret].filter((s) => s !== null),
-  ];
+  const { serverSecrets, ...fromEnv } = serverOptionsFromEnv(env);
+  const secrets = [env.privateKey, env.webhookSecret, ...serverSecrets];
   const redactor = new Redactor(secrets);
   // The run server (API, streams, sign-in, metrics, bull-board, browser client) on the same port.
   const runServer = createAgentServer({
-    workDir: env.workDir,
-    publicUrl: env.publicUrl,
-    adminToken: env.adminToken,
-    sessionSecret: env.sessionSecret,
-    github: {
-      apiUrl: env.githubApiUrl,
-      webUrl: env.githubWebUrl,
-      clientId: env.githubClientId,
-      clientSecret: env.githubClientSecret,
-    },
+    ...fromEnv,
     app: { appId: env.appId, privateKey: env.privateKey, apiUrl: env.githubApiUrl },
     queues,
     redis,
     settings,
     secrets,
-    ...(env.webAssetsDir === null ? {} : { webAssetsDir: env.webAssetsDir }),
     logger: logger.child({ name: 'run-server' }),
   });
   server.addHandler(runServer.handler);

@@ -101,6 +101,16 @@ function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   return out;
 }
 
+/** The environment through `schema`, or a ConfigError that names every variable that is wrong. */
+function parseSettings<T>(schema: z.ZodType<T>, e: Record<string, string>, what: string): T {
+  const parsed = schema.safeParse(e);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid ${what}: ${issues}`);
+  }
+  return parsed.data;
+}
+
 export function hasAppCredentials(env: NodeJS.ProcessEnv = process.env): boolean {
   const e = withoutEmpty(env);
   return e.APP_ID !== undefined && (e.PRIVATE_KEY !== undefined || e.PRIVATE_KEY_PATH !== undefined);
@@ -111,12 +121,7 @@ export function readAppEnv(
   workDirDefault = '/var/lib/issue-agent',
 ): AppEnv {
   const e = withoutEmpty(env);
-  const parsed = schema.safeParse(e);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new ConfigError(`invalid App settings: ${issues}`);
-  }
-  const v = parsed.data;
+  const v = parseSettings(schema, e, 'App settings');
   let privateKey = e.PRIVATE_KEY;
   if (privateKey === undefined && e.PRIVATE_KEY_PATH !== undefined) {
     try {
@@ -221,12 +226,7 @@ export function readServerEnv(
   workDirDefault = '/var/lib/issue-agent',
 ): ServerEnv {
   const e = withoutEmpty(env);
-  const parsed = serverSchema.safeParse(e);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new ConfigError(`invalid server settings: ${issues}`);
-  }
-  const v = parsed.data;
+  const v = parseSettings(serverSchema, e, 'server settings');
   const app =
     hasAppCredentials(env) && e.WEBHOOK_SECRET !== undefined ? readAppEnv(env, workDirDefault) : null;
   return deepFreeze({

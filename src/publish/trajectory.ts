@@ -17,6 +17,7 @@
  */
 import type { AgentEvent, BaseState, EventOf } from '../events/schema.js';
 import { stripAnsi } from '../agent/testing/parse-test-output.js';
+import { toolArgument } from '../events/tool-argument.js';
 import {
   balanceFences,
   blockquote,
@@ -72,31 +73,6 @@ export const DETAIL_LEVELS: readonly TrajectoryDetail[] = [
   { outputChars: 200, textChars: 400, names: 3, argumentChars: 80 },
   { outputChars: 0, textChars: 160, names: 0, argumentChars: 60 },
 ];
-
-function record(input: unknown): Record<string, unknown> {
-  return typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : {};
-}
-
-/** The one argument that says what a tool call did (the command, the file, the pattern). */
-export function toolArgument(tool: string, input: unknown): string {
-  const o = record(input);
-  const str = (k: string): string => (typeof o[k] === 'string' ? o[k] : '');
-  switch (tool) {
-    case 'bash':
-      return str('command');
-    case 'editor':
-      return `${str('command')} ${str('path')}`.trim();
-    case 'search':
-      return `/${str('pattern')}/${str('path') === '' ? '' : ` ${str('path')}`}`;
-    case 'run_tests':
-      return str('filter');
-    case 'finish':
-      return str('summary');
-    default:
-      // Inputs come from JSON (the event log), so stringify always gives a string for them.
-      return input === undefined ? '' : JSON.stringify(input);
-  }
-}
 
 function testCounts(s: EventOf<'test_run'>['summary']): string {
   if (s.passed === null && s.failed === null && s.skipped === null) return 'counts unknown';

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { pino } from 'pino';
 import { readServerEnv } from '../config/app-env.js';
 import { openQueues, redisClient } from '../queue/queues.js';
-import { startAgentServer } from './server.js';
+import { serverOptionsFromEnv, startAgentServer } from './server.js';
 
 /**
  * `npm run server`: the run server on its own (the App serves it too, on its port). Reads the same
@@ -24,29 +24,17 @@ async function main(): Promise<void> {
     logger.warn({ err: error.message }, 'redis');
   });
   const app = env.app;
-  const secrets = [
-    ...[env.adminToken, env.sessionSecret, env.githubClientSecret].filter((s) => s !== null),
-    ...(app === null ? [] : [app.privateKey, app.webhookSecret]),
-  ];
+  const { serverSecrets, ...fromEnv } = serverOptionsFromEnv(env);
+  const secrets = [...serverSecrets, ...(app === null ? [] : [app.privateKey, app.webhookSecret])];
   const running = await startAgentServer({
     port: env.port,
     host: env.host,
-    workDir: env.workDir,
-    publicUrl: env.publicUrl,
-    adminToken: env.adminToken,
-    sessionSecret: env.sessionSecret,
-    github: {
-      apiUrl: env.githubApiUrl,
-      webUrl: env.githubWebUrl,
-      clientId: env.githubClientId,
-      clientSecret: env.githubClientSecret,
-    },
+    ...fromEnv,
     app: app === null ? null : { appId: app.appId, privateKey: app.privateKey, apiUrl: env.githubApiUrl },
     queues,
     redis,
     settings,
     secrets,
-    ...(env.webAssetsDir === null ? {} : { webAssetsDir: env.webAssetsDir }),
     logger,
   });
   logger.info(

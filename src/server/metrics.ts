@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { eventSchemas } from '../events/schema.js';
 import type { FinishedRun } from './runs.js';
 
 const STEP_BUCKETS = [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600];
@@ -106,16 +107,7 @@ export class ServerMetrics {
       },
     });
     // Every outcome starts at 0, so a rate over the series exists before the first run of a kind.
-    for (const outcome of [
-      'resolved',
-      'unverified',
-      'no_change',
-      'stuck',
-      'budget_exhausted',
-      'cancelled',
-      'failed',
-    ])
-      this.runs.inc({ outcome }, 0);
+    for (const outcome of eventSchemas.outcome.shape.outcome.options) this.runs.inc({ outcome }, 0);
   }
 
   /** Records a finished run once. */

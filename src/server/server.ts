@@ -68,6 +68,44 @@ export interface AgentServerOptions {
   readonly accessCacheMs?: number;
 }
 
+/** The run server's settings as the App and `npm run server` both read them from the environment. */
+export interface RunServerEnv {
+  readonly workDir: string;
+  readonly publicUrl: string | null;
+  readonly adminToken: string | null;
+  readonly sessionSecret: string | null;
+  readonly githubApiUrl: string;
+  readonly githubWebUrl: string;
+  readonly githubClientId: string | null;
+  readonly githubClientSecret: string | null;
+  readonly webAssetsDir: string | null;
+}
+
+/** The options that come from the environment alone; the caller adds queues, Redis, App and logger. */
+export function serverOptionsFromEnv(
+  env: RunServerEnv,
+): Pick<
+  AgentServerOptions,
+  'workDir' | 'publicUrl' | 'adminToken' | 'sessionSecret' | 'github' | 'webAssetsDir'
+> & { readonly serverSecrets: readonly string[] } {
+  return {
+    workDir: env.workDir,
+    publicUrl: env.publicUrl,
+    adminToken: env.adminToken,
+    sessionSecret: env.sessionSecret,
+    github: {
+      apiUrl: env.githubApiUrl,
+      webUrl: env.githubWebUrl,
+      clientId: env.githubClientId,
+      clientSecret: env.githubClientSecret,
+    },
+    ...(env.webAssetsDir === null ? {} : { webAssetsDir: env.webAssetsDir }),
+    serverSecrets: [env.adminToken, env.sessionSecret, env.githubClientSecret].filter(
+      (x): x is string => x !== null,
+    ),
+  };
+}
+
 export interface AgentServer {
   /** A Probot-style handler: true when it answered the request. */
   readonly handler: (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;

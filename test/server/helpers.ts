@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { parseRepoConfig } from '../../src/config/repo-config.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { SCHEMA_VERSION, type BaseState, type NewEvent } from '../../src/events/schema.js';
@@ -48,18 +49,7 @@ function baseState(id: string, repo: string, issue: number): BaseState {
     sandbox: 'local',
     testCommand: 'npm test',
     testCommandSource: 'package.json',
-    limits: {
-      maxSteps: 60,
-      maxTokens: 4_000_000,
-      maxUsd: 5,
-      maxWallMs: 45 * 60_000,
-      contextTokens: 150_000,
-      commandTimeoutMs: 120_000,
-      testTimeoutMs: 900_000,
-      testMemoryBytes: 4 * 1024 ** 3,
-      observationChars: 20_000,
-      maxOutputTokens: 8192,
-    },
+    limits: DEFAULT_LIMITS,
   };
 }
 

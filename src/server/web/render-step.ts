@@ -4,6 +4,7 @@
  * Long outputs are cut to a head and a tail; the whole text is built only when asked for, so a
  * 1,000-step run does not build megabytes of DOM up front.
  */
+import { toolArgument } from '../../events/tool-argument.js';
 import { parseAnsi } from './ansi.js';
 import { classifyDiff, diffFiles, editAsDiff, type DiffLine } from './diff.js';
 import { h, type Child } from './dom.js';
@@ -25,28 +26,6 @@ type TestSummary = EventOf<'test_run'>['summary'];
 
 function record(input: unknown): Record<string, unknown> {
   return typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : {};
-}
-
-/** The one argument that says what a tool call did (the command, the file, the pattern). */
-export function toolArgument(tool: string, input: unknown): string {
-  const o = record(input);
-  const str = (k: string): string => (typeof o[k] === 'string' ? o[k] : '');
-  switch (tool) {
-    case 'bash':
-      return str('command');
-    case 'editor': {
-      const range = Array.isArray(o.view_range) ? ` [${o.view_range.map(String).join(', ')}]` : '';
-      return `${str('command')} ${str('path')}${range}`.trim();
-    }
-    case 'search':
-      return `/${str('pattern')}/${str('path') === '' ? '' : ` ${str('path')}`}${str('glob') === '' ? '' : ` (${str('glob')})`}`;
-    case 'run_tests':
-      return str('filter');
-    case 'finish':
-      return '';
-    default:
-      return input === undefined ? '' : JSON.stringify(input);
-  }
 }
 
 /** Appends `text` to `el` as spans (colours) and text nodes. */
@@ -219,7 +198,8 @@ function statusOf(o: EventOf<'observation'>): { text: string; ok: boolean } {
 
 function renderCall(call: ToolCall): HTMLElement {
   const o = call.observation;
-  const arg = toolArgument(call.tool, call.input);
+  // finish's summary is shown as the step's conclusion, not as an argument.
+  const arg = call.tool === 'finish' ? '' : toolArgument(call.tool, call.input);
   const multiline = arg.includes('\n') || arg.length > 160;
   const status = o === null ? null : statusOf(o);
   const line = h(
