@@ -155,9 +155,10 @@ dockerTest(
     const [refused, current] = base.output.trim().split('\n').map(Number);
     assert.equal(refused, 0);
     assert.ok(current !== undefined && current > 0 && current < 10, base.output);
-    // Up to limit - 2 processes (the old sampled threshold), plus the text of a fork failure: the
-    // limit never refused a fork, so the command is an ordinary result.
-    const sleepers = 128 - 2 - (current - 1);
+    // Many processes, plus the text of a fork failure: the limit never refused a fork, so the command
+    // is an ordinary result. Headroom of 12 below the limit: the session's own helpers (the exec that
+    // reads the counter, `$(seq)`) need forks too, and a real refusal would rightly count.
+    const sleepers = 128 - 12 - (current - 1);
     const r = await sandbox.exec(
       `for i in $(seq ${sleepers}); do sleep 120 & done; echo 'bash: fork: retry: Resource temporarily unavailable'`,
       { timeoutMs: 20_000 },
@@ -165,7 +166,7 @@ dockerTest(
     assert.equal(r.exitCode, 0);
     assert.equal(r.killed, null);
     const stats = await docker.getContainer(sandbox.containerId).stats({ stream: false });
-    assert.ok((stats.pids_stats?.current ?? 0) >= 126, `pids ${String(stats.pids_stats?.current)}`);
+    assert.ok((stats.pids_stats?.current ?? 0) >= 110, `pids ${String(stats.pids_stats?.current)}`);
     const next = await sandbox.exec('echo alive', { timeoutMs: 10_000 });
     assert.equal(next.output, 'alive\n');
   },
