@@ -8,8 +8,9 @@ export const REPO_CONFIG_PATH = '.github/issue-agent.yml';
 const permission = z.enum(['admin', 'maintain', 'write', 'triage', 'read']);
 
 /**
- * `.github/issue-agent.yml`. Strict: an unknown key is almost always a typo that would otherwise
- * silently keep a default (a misspelt `blockedPaths` must not quietly allow everything).
+ * `.github/issue-agent.yml`. Strict at every level (the top, `budgets`, and `policy` in
+ * repoPolicySchema): an unknown key is almost always a typo that would otherwise silently keep a
+ * default (a misspelt `blockedPaths` must not quietly allow everything).
  */
 export const repoConfigSchema = z
   .object({

@@ -1,14 +1,23 @@
 /**
- * Push-time policy: what a repository allows the App to push. Checked on the host against the diff
- * between the base commit and the agent's commit (`git diff --numstat -z -M base HEAD`), never
- * against anything the sandbox reports.
+ * Push-time policy: what a repository allows the App to push. Checked on the host against the
+ * pristine clone's index after the agent's diff is applied (`git diff --cached --raw --numstat -z -M
+ * base`), never against anything the sandbox reports: the index is exactly what gets committed, file
+ * modes included, whereas the diff text is what the agent wrote.
+ *
+ * Why the defaults are strict: the App pushes its branch into the base repository, and a branch there
+ * runs the repository's `push` and same-repository `pull_request` workflows with its secrets. So what
+ * decides what CI runs, or who must review, is refused unless the repository opts in:
+ * - `.github/workflows/**` (and `.github/workflows` itself) unless allowWorkflowChanges;
+ * - everything else GitHub reads from `.github/` (local actions, CODEOWNERS, dependabot.yml, …) and
+ *   `CODEOWNERS` at the root or in `docs/` unless allowGithubChanges;
+ * - a gitlink (submodule) that is added, moved or pointed at another commit unless allowGitlinks: it
+ *   makes a checkout with submodules fetch code the diff never shows. Removing one is allowed.
  *
  * Path rules:
  * - A rename or copy counts with both paths: moving a workflow out of `.github/workflows/` changes
  *   the workflows as surely as editing one.
- * - `.github/workflows/**` (and `.github/workflows` itself) is blocked unless allowWorkflowChanges.
  * - `.github/` is compared case-insensitively at the repository root (GitHub treats `.GitHub/` as
- *   `.github/`); everything else is case-sensitive, as git is.
+ *   `.github/`); so is the name `CODEOWNERS`; everything else is case-sensitive, as git is.
  * - Globs: `*` and `?` stay within a path segment, `**` spans segments (`a/**` = everything under
  *   a; `**` alone = everything). A pattern with no `/` except a trailing one matches at any depth
  *   (`*.pem`, `secrets/`), like .gitignore; a pattern with a `/` is anchored at the root (a leading
@@ -18,30 +27,46 @@
  */
 import { z } from 'zod';
 
-export const repoPolicySchema = z.object({
-  /** Globs of paths the App may not push changes to. Default: none. */
-  blockedPaths: z.array(z.string().regex(/[^/\s]/, 'a pattern needs a name, not only slashes')).default([]),
-  /** Whether the App may change `.github/workflows/**`. Default: false. */
-  allowWorkflowChanges: z.boolean().default(false),
-  /** Most lines added + deleted in one push. Default: 2000. */
-  maxChangedLines: z.number().int().nonnegative().default(2000),
-  /** Most files changed (added, deleted, modified, renamed) in one push. Default: 50. */
-  maxChangedFiles: z.number().int().nonnegative().default(50),
-});
+/** Strict, like the rest of the repo config: a misspelt key must not silently keep a permissive value. */
+export const repoPolicySchema = z
+  .object({
+    /** Globs of paths the App may not push changes to, on top of the rules below. Default: none. */
+    blockedPaths: z.array(z.string().regex(/[^/\s]/, 'a pattern needs a name, not only slashes')).default([]),
+    /** Whether the App may change `.github/workflows/**`. Default: false. */
+    allowWorkflowChanges: z.boolean().default(false),
+    /** Whether the App may change the rest of `.github/**` and CODEOWNERS. Default: false. */
+    allowGithubChanges: z.boolean().default(false),
+    /** Whether the App may add, move or retarget a gitlink (submodule). Default: false. */
+    allowGitlinks: z.boolean().default(false),
+    /** Most lines added + deleted in one push. Default: 2000. */
+    maxChangedLines: z.number().int().nonnegative().default(2000),
+    /** Most files changed (added, deleted, modified, renamed) in one push. Default: 50. */
+    maxChangedFiles: z.number().int().nonnegative().default(50),
+  })
+  .strict();
 export type RepoPolicy = z.output<typeof repoPolicySchema>;
 /** What a repository writes (every field optional); parse with repoPolicySchema to get a RepoPolicy. */
 export type RepoPolicyInput = z.input<typeof repoPolicySchema>;
+
+/** The git mode of a gitlink: an entry that names a commit of another repository (a submodule). */
+export const GITLINK_MODE = '160000';
 
 export interface FileChange {
   readonly path: string;
   /** The path before a rename or copy. */
   readonly oldPath?: string;
+  /**
+   * The git mode of `path` after the change (`100644`, `100755`, `120000` for a symlink, `160000` for
+   * a gitlink; `000000` when deleted). Required: without it a new gitlink could not be told apart.
+   */
+  readonly mode: string;
   readonly added: number;
   readonly deleted: number;
   readonly binary?: boolean;
 }
 
-export type PolicyRule = 'workflow' | 'blocked_path' | 'max_lines' | 'max_files';
+export type PolicyRule =
+  'workflow' | 'github_config' | 'gitlink' | 'blocked_path' | 'max_lines' | 'max_files';
 
 export interface PolicyViolation {
   readonly rule: PolicyRule;
@@ -98,6 +123,16 @@ function isWorkflowPath(path: string): boolean {
   return /^\.github\/workflows(?:\/|$)/.test(foldGithub(path));
 }
 
+/**
+ * What GitHub itself reads with the repository's authority, workflows aside: all of `.github/` (local
+ * actions, CODEOWNERS, dependabot.yml, this App's own settings) and CODEOWNERS at the other two places
+ * GitHub looks for it.
+ */
+function isGithubConfigPath(path: string): boolean {
+  const p = foldGithub(path.replace(/^\/+/, ''));
+  return /^\.github(?:\/|$)/.test(p) || /^(?:docs\/)?codeowners$/i.test(p);
+}
+
 export function checkPolicy(changes: readonly FileChange[], policy: RepoPolicy): PolicyResult {
   const violations: PolicyViolation[] = [];
   const seen = new Set<string>();
@@ -115,11 +150,19 @@ export function checkPolicy(changes: readonly FileChange[], policy: RepoPolicy):
         : [change.oldPath, change.path];
     for (const path of paths) {
       const role = path === change.oldPath && path !== change.path ? ' (the source of a rename or copy)' : '';
-      if (!policy.allowWorkflowChanges && isWorkflowPath(path)) {
+      if (isWorkflowPath(path)) {
+        if (!policy.allowWorkflowChanges) {
+          add({
+            rule: 'workflow',
+            path,
+            detail: `changes to GitHub Actions workflows are not allowed${role}; set allowWorkflowChanges to allow them`,
+          });
+        }
+      } else if (!policy.allowGithubChanges && isGithubConfigPath(path)) {
         add({
-          rule: 'workflow',
+          rule: 'github_config',
           path,
-          detail: `changes to GitHub Actions workflows are not allowed${role}; set allowWorkflowChanges to allow them`,
+          detail: `changes to files GitHub reads (.github/, CODEOWNERS) are not allowed${role}; set allowGithubChanges to allow them`,
         });
       }
       const normalized = foldGithub(path.replace(/^\/+/, ''));
@@ -131,6 +174,14 @@ export function checkPolicy(changes: readonly FileChange[], policy: RepoPolicy):
           detail: `the path matches the blocked pattern "${hit.glob}"${role}`,
         });
       }
+    }
+    if (!policy.allowGitlinks && change.mode === GITLINK_MODE) {
+      add({
+        rule: 'gitlink',
+        path: change.path,
+        detail:
+          'adding, moving or retargeting a submodule (gitlink) is not allowed; set allowGitlinks to allow it',
+      });
     }
   }
   const lines = changes.reduce((n, c) => n + c.added + c.deleted, 0);
@@ -197,4 +248,57 @@ export function parseNumstat(text: string): NumstatEntry[] {
     i += 2;
   }
   return out;
+}
+
+/**
+ * One record of `git diff --raw -z`: `:srcmode dstmode srcsha dstsha status[score]` then the path,
+ * or for a rename or copy (R, C) the old and the new path.
+ */
+const RAW_HEADER = /^:([0-7]{6}) ([0-7]{6}) [0-9a-f]+(?:\.\.\.)? [0-9a-f]+(?:\.\.\.)? ([ACDMRTUX])(\d*)$/;
+
+/**
+ * Parses `git diff --raw --numstat -z [-M]`: git writes every raw record, then every numstat record,
+ * for the same file pairs in the same order. The raw half gives each file's new mode (which numstat
+ * lacks: a new gitlink looks like a one-line text file there); the numstat half gives line counts.
+ * The two halves must name the same paths one for one, or this throws NumstatParseError: a record
+ * the policy never saw would be let through.
+ */
+export function parseRawNumstat(text: string): FileChange[] {
+  if (text === '') return [];
+  const fields = text.split('\0');
+  if (fields.at(-1) !== '') {
+    throw new NumstatParseError('diff output does not end with NUL: run git with -z, and pass all of it');
+  }
+  const raw: { path: string; oldPath?: string; mode: string }[] = [];
+  let i = 0;
+  for (; i < fields.length - 1; i++) {
+    const m = RAW_HEADER.exec(fields[i] ?? '');
+    if (m === null) break;
+    const [, , mode = '', status = ''] = m;
+    const twoPaths = status === 'R' || status === 'C';
+    const first = fields[i + 1];
+    const second = twoPaths ? fields[i + 2] : undefined;
+    if (first === undefined || first === '' || (twoPaths && (second === undefined || second === ''))) {
+      throw new NumstatParseError('a raw diff record without its path: the output was cut short');
+    }
+    raw.push(
+      twoPaths && second !== undefined ? { path: second, oldPath: first, mode } : { path: first, mode },
+    );
+    i += twoPaths ? 2 : 1;
+  }
+  const numstat = parseNumstat(fields.slice(i).join('\0'));
+  if (numstat.length !== raw.length) {
+    throw new NumstatParseError(
+      `${raw.length} raw records but ${numstat.length} numstat records: run git diff with both --raw and --numstat`,
+    );
+  }
+  return numstat.map((n, k) => {
+    const r = raw[k];
+    if (r === undefined || r.path !== n.path || r.oldPath !== n.oldPath) {
+      throw new NumstatParseError(
+        `raw and numstat records disagree at ${JSON.stringify((r?.path ?? '').slice(0, 200))} / ${JSON.stringify(n.path.slice(0, 200))}`,
+      );
+    }
+    return { ...n, mode: r.mode };
+  });
 }

@@ -12,7 +12,7 @@ import type { Limits, Task } from '../events/schema.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import { HostGit, HostGitError } from '../github/host-git.js';
 import type { Model } from '../model/model.js';
-import { checkPolicy, parseNumstat } from '../publish/policy.js';
+import { checkPolicy, parseRawNumstat } from '../publish/policy.js';
 import { findTrajectoryMarker } from '../publish/markers.js';
 import { renderPullRequest } from '../publish/pr-body.js';
 import { Redactor } from '../publish/redact.js';
@@ -499,17 +499,19 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
   await git.run(['-C', paths.pristine, 'apply', '--index', '--binary', '--whitespace=nowarn', '-'], {
     input: checkpoint.diff,
   });
-  const numstat = await git.run([
+  // The index is what will be committed: its modes (gitlinks) and paths, not the diff's text, are judged.
+  const changes = await git.run([
     '-C',
     paths.pristine,
     'diff',
     '--cached',
+    '--raw',
     '--numstat',
     '-z',
     '-M',
     baseCommit,
   ]);
-  const verdict = checkPolicy(parseNumstat(numstat.stdout), p.config.policy);
+  const verdict = checkPolicy(parseRawNumstat(changes.stdout), p.config.policy);
   if (!verdict.ok) {
     log.warn({ violations: verdict.violations }, 'push refused by policy');
     await progress.update({

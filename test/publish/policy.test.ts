@@ -8,6 +8,7 @@ import {
   checkPolicy,
   matchesGlob,
   parseNumstat,
+  parseRawNumstat,
   repoPolicySchema,
   type FileChange,
   type PolicyResult,
@@ -16,6 +17,7 @@ import {
 const defaults = repoPolicySchema.parse({});
 const change = (path: string, extra: Partial<FileChange> = {}): FileChange => ({
   path,
+  mode: '100644',
   added: 1,
   deleted: 0,
   ...extra,
@@ -27,6 +29,8 @@ test('the policy schema has documented defaults and refuses nonsense', () => {
   assert.deepEqual(defaults, {
     blockedPaths: [],
     allowWorkflowChanges: false,
+    allowGithubChanges: false,
+    allowGitlinks: false,
     maxChangedLines: 2000,
     maxChangedFiles: 50,
   });
@@ -56,7 +60,10 @@ test('workflow changes are blocked, by either side of a rename and whatever the 
     { ok: true },
   );
   assert.deepEqual(
-    checkPolicy([change('.github/dependabot.yml'), change('src/.github/workflows/x.yml')], defaults),
+    checkPolicy([change('.github/dependabot.yml'), change('src/.github/workflows/x.yml')], {
+      ...defaults,
+      allowGithubChanges: true,
+    }),
     { ok: true },
   );
 });
@@ -188,19 +195,27 @@ test('the output of real git feeds straight into checkPolicy', () => {
     write('tab\there.txt', 'y\n');
     git(dir, 'add', '-A');
     git(dir, 'commit', '-qm', 'change');
-    const changes = parseNumstat(git(dir, 'diff', '--numstat', '-z', '-M', base, 'HEAD'));
+    const changes = parseRawNumstat(git(dir, 'diff', '--raw', '--numstat', '-z', '-M', base, 'HEAD'));
     const byPath = new Map(changes.map((c) => [c.path, c]));
     assert.deepEqual(byPath.get('ci-disabled.yml'), {
       path: 'ci-disabled.yml',
       oldPath: '.github/workflows/ci.yml',
+      mode: '100644',
       added: 0,
       deleted: 0,
       binary: false,
     });
     assert.equal(byPath.get('logo.png')?.binary, true);
-    assert.deepEqual(byPath.get('src/a.ts'), { path: 'src/a.ts', added: 2, deleted: 0, binary: false });
+    assert.deepEqual(byPath.get('src/a.ts'), {
+      path: 'src/a.ts',
+      mode: '100644',
+      added: 2,
+      deleted: 0,
+      binary: false,
+    });
     assert.deepEqual(byPath.get('tab\there.txt'), {
       path: 'tab\there.txt',
+      mode: '100644',
       added: 1,
       deleted: 1,
       binary: false,
