@@ -109,7 +109,7 @@ export async function runDockerBench(options: DockerBenchOptions = {}): Promise<
         await timed(() => execFileAsync('docker', ['run', '--rm', '--network', 'none', image, 'true'])),
       );
     }
-    const pool = new WarmPool({ docker, images: { [image]: 2 }, root: join(scratch, 'pool') });
+    const pool = new WarmPool({ docker, images: { [image]: 2 } });
     try {
       await pool.start();
       for (let i = 0; i < starts; i++) {

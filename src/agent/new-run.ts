@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { SCHEMA_VERSION, type BaseState, type Limits, type Task } from '../events/schema.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { detectTestCommand } from './testing/detect-test-command.js';
-import { nodeFsProbe } from './testing/fs-probe.js';
+import { SandboxFiles } from '../sandbox/sandbox-files.js';
+import { sandboxProbe } from './testing/sandbox-probe.js';
 import { WorkspaceGit } from './workspace-git.js';
 
 export interface NewRunOptions {
@@ -13,6 +14,13 @@ export interface NewRunOptions {
   /** A configured test command wins over detection. */
   readonly testCommand?: string | undefined;
   readonly conversationId?: string | undefined;
+  /**
+   * Where the repository the run works on lives, as a label for people and for `resume` (the CLI's
+   * checkout). Default: the sandbox's workspace root.
+   */
+  readonly workspacePath?: string | undefined;
+  /** The sandbox as recorded (e.g. `unconfined` for a local one without isolation). Default: its kind. */
+  readonly sandboxLabel?: string | undefined;
 }
 
 /**
@@ -30,7 +38,7 @@ export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
     testCommand = options.testCommand;
     testCommandSource = 'configured';
   } else {
-    const detected = await detectTestCommand(nodeFsProbe(options.sandbox.hostWorkspace));
+    const detected = await detectTestCommand(sandboxProbe(new SandboxFiles(options.sandbox)));
     if (detected !== null) {
       testCommand = detected.command;
       testCommandSource = detected.source;
@@ -41,9 +49,13 @@ export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
     conversationId: options.conversationId ?? randomUUID(),
     createdAt: new Date().toISOString(),
     task: options.task,
-    workspace: { path: options.sandbox.hostWorkspace, baseCommit: head.commit, baseTree },
+    workspace: {
+      path: options.workspacePath ?? options.sandbox.workdir,
+      baseCommit: head.commit,
+      baseTree,
+    },
     model: options.model,
-    sandbox: options.sandbox.kind,
+    sandbox: options.sandboxLabel ?? options.sandbox.kind,
     testCommand,
     testCommandSource,
     limits: options.limits,

@@ -5,7 +5,7 @@ import { reduceState, totalTokens, type RunState } from '../events/reduce-state.
 import { ModelError, type Model, type ModelRequest } from '../model/model.js';
 import { costUsd, findPrice, type PriceTable } from '../model/pricing.js';
 import { SandboxError, type Sandbox } from '../sandbox/sandbox.js';
-import { WorkspaceFiles } from '../sandbox/workspace-files.js';
+import { SandboxFiles } from '../sandbox/sandbox-files.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { buildMessages, estimateTokens } from './conversation.js';
 import { systemPrompt } from './prompt.js';
@@ -75,11 +75,10 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   const segmentStart = Date.now();
   const elapsed = (): number => priorMs + (Date.now() - segmentStart);
 
+  const files = new SandboxFiles(sandbox);
   let git: WorkspaceGit;
-  let files: WorkspaceFiles;
   try {
     git = await WorkspaceGit.open(sandbox);
-    files = await WorkspaceFiles.open(sandbox.hostWorkspace, sandbox.workdir);
   } catch (error) {
     return finishWith(
       append,
@@ -120,7 +119,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     // Baseline: the tests before any edit, run by the harness, not the model.
     if (base.testCommand !== null && existing.baseline === null) {
       throwIfCancelled(deps.signal);
-      const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal);
+      const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
       await append({
         kind: 'test_run',
         phase: 'baseline',
@@ -274,7 +273,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       );
     }
     throwIfCancelled(deps.signal);
-    const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal);
+    const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
     const final = await append({
       kind: 'test_run',
       phase: 'final',

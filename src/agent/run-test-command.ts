@@ -19,15 +19,21 @@ export interface TestRunResult {
  * Runs the test command from the workspace root in a subshell (the persistent shell's cwd and
  * variables are untouched), bounded in time and memory. A hang or a memory blow-up is a result with
  * `killed` set, never an exception: the loop reports it and goes on.
+ *
+ * `via`: the harness's verification runs (baseline, final) go through the harness shell, which the
+ * agent's commands never touch, so a function, alias or variable the agent set in its own shell
+ * (`npm() { echo 'ok'; }`) cannot fake a verdict; the agent's own run_tests goes through its shell.
  */
 export async function runTestCommand(
   sandbox: Sandbox,
   command: string,
   limits: Limits,
   signal: AbortSignal | undefined,
+  via: 'agent' | 'harness',
   runner?: RunnerKind,
 ): Promise<TestRunResult> {
-  const r = await sandbox.exec(`(cd ${shellQuote(sandbox.workdir)} && ${command})`, {
+  const run = via === 'harness' ? sandbox.harnessExec.bind(sandbox) : sandbox.exec.bind(sandbox);
+  const r = await run(`(cd ${shellQuote(sandbox.workdir)} && ${command})`, {
     timeoutMs: limits.testTimeoutMs,
     memoryLimitBytes: limits.testMemoryBytes,
     signal,

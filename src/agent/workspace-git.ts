@@ -13,8 +13,9 @@ export interface Snapshot {
 }
 
 /**
- * Checkpoints of the workspace as git trees, taken inside the sandbox (so repository content is only
- * ever interpreted where untrusted code already runs). A private index file keeps `git add -A` cheap:
+ * Checkpoints of the workspace as git trees, taken inside the sandbox by the harness shell (so
+ * repository content, and the repository's own git config, is only ever interpreted where
+ * untrusted code already runs; what comes out is data). A private index file keeps `git add -A` cheap:
  * only files whose stat data changed are hashed again. Ignored files (build output, node_modules)
  * are not part of a checkpoint.
  */
@@ -50,7 +51,7 @@ export class WorkspaceGit {
   }
 
   async diff(fromTree: string, toTree: string): Promise<{ diff: string; truncated: boolean; files: number }> {
-    const r = await this.sandbox.exec(
+    const r = await this.sandbox.harnessExec(
       `(cd ${shellQuote(this.sandbox.workdir)} && ${GIT} diff --no-ext-diff --no-textconv --binary ${fromTree} ${toTree})`,
       { timeoutMs: 60_000 },
     );
@@ -72,7 +73,10 @@ export class WorkspaceGit {
    */
   async restore(baseTree: string, tree: string, diff: string | null): Promise<void> {
     const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
-    const has = await this.sandbox.exec(
+    // A fresh copy of the same base (another host, the CLI's new copy) has the base's files but not
+    // its tree object when the base held uncommitted changes: a snapshot writes it.
+    await this.snapshot();
+    const has = await this.sandbox.harnessExec(
       `(cd ${shellQuote(this.sandbox.workdir)} && ${GIT} cat-file -e ${tree}^{tree})`,
       {
         timeoutMs: 30_000,
@@ -87,9 +91,12 @@ export class WorkspaceGit {
         `checkpoint ${tree} is not in this repository and its diff was too large to record`,
       );
     await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
-    const r = await this.sandbox.exec(
-      `(cd ${shellQuote(this.sandbox.workdir)} && ${GIT} apply --binary --whitespace=nowarn -) <<'__IA_PATCH_EOF__'\n${diff}\n__IA_PATCH_EOF__`,
-      { timeoutMs: 60_000 },
+    // The diff is data from the event log: it travels on stdin, never inside the command text.
+    const patch = Buffer.from(diff.endsWith('\n') ? diff : `${diff}\n`, 'utf8');
+    const r = await this.sandbox.harnessExec(
+      // `cat` drains what git apply left unread, so no patch byte is ever read as shell input.
+      `head -c ${patch.length} | { (cd ${shellQuote(this.sandbox.workdir)} && ${GIT} apply --binary --whitespace=nowarn -); __ia_s=$?; cat >/dev/null; exit $__ia_s; }`,
+      { timeoutMs: 60_000, stdin: patch },
     );
     if (r.exitCode !== 0)
       throw new WorkspaceGitError(`could not re-apply the checkpoint diff: ${r.output.slice(0, 500)}`);
@@ -97,7 +104,9 @@ export class WorkspaceGit {
 }
 
 async function run(sandbox: Sandbox, command: string): Promise<string> {
-  const r = await sandbox.exec(`(cd ${shellQuote(sandbox.workdir)} && ${command})`, { timeoutMs: 60_000 });
+  const r = await sandbox.harnessExec(`(cd ${shellQuote(sandbox.workdir)} && ${command})`, {
+    timeoutMs: 60_000,
+  });
   if (r.exitCode !== 0)
     throw new WorkspaceGitError(
       `${command.split(' ').slice(0, 8).join(' ')} failed: ${r.output.slice(0, 500)}`,

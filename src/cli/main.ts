@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs, promisify, type ParseArgsConfig } from 'node:util';
 import { pino } from 'pino';
@@ -11,8 +12,9 @@ import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { Limits, Task } from '../events/schema.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
-import { createSandbox, type SandboxKind } from '../sandbox/create-sandbox.js';
+import { createSandbox } from '../sandbox/create-sandbox.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
+import { applyToCheckout, cliHidePaths, copyCheckout, WorkspaceCopyError } from './workspace-copy.js';
 import { ProgressPrinter } from './progress.js';
 import { renderTrajectory } from './render-trajectory.js';
 
@@ -20,9 +22,9 @@ const run = promisify(execFile);
 
 const USAGE = `usage:
   issue-agent resolve <repo-dir> (--task TEXT | --task-file FILE) [--title TEXT] [--max-steps N]
-                      [--max-usd X] [--max-minutes M] [--out DIR] [--sandbox local|docker]
+                      [--max-usd X] [--max-minutes M] [--out DIR] [--sandbox local|docker|unconfined]
                       [--test-command CMD] [--allow-dirty] [--json]
-  issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker] [--json]
+  issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker|unconfined] [--json]
   issue-agent replay <trajectory-dir> [--json]
 
 environment: ANTHROPIC_API_KEY (required to run), ANTHROPIC_BASE_URL, ISSUE_AGENT_MODEL,
@@ -85,10 +87,83 @@ function positiveNumber(name: string, raw: string | undefined, integer: boolean)
   return n;
 }
 
-function sandboxKind(raw: string | undefined): SandboxKind {
+/**
+ * local: a shell in namespaces (no network, no host processes, the user's checkout, home and
+ * trajectories hidden); docker: a hardened container; unconfined: a plain child process of the
+ * user (it can read everything the user can, the network included): only for trusted work.
+ */
+type CliSandbox = 'local' | 'docker' | 'unconfined';
+
+function sandboxKind(raw: string | undefined): CliSandbox {
   if (raw === undefined || raw === 'local') return 'local';
-  if (raw === 'docker') return 'docker';
-  throw new UsageError(`--sandbox must be local or docker, got "${raw}"`);
+  if (raw === 'docker' || raw === 'unconfined') return raw;
+  throw new UsageError(`--sandbox must be local, docker or unconfined, got "${raw}"`);
+}
+
+/** Recorded in the trajectory: what resume uses when --sandbox is not given. */
+function recordedKind(kind: string, confined: boolean): CliSandbox {
+  if (kind === 'docker') return 'docker';
+  return confined ? 'local' : 'unconfined';
+}
+
+interface CliWorkspace {
+  readonly copy: string;
+  readonly sandbox: Sandbox;
+  close(): Promise<void>;
+}
+
+/** A copy of the checkout and a sandbox over it (see workspace-copy.ts). */
+async function openWorkspace(
+  repo: string,
+  kind: CliSandbox,
+  env: AgentEnv,
+  trajectory: string,
+  runId: string,
+): Promise<CliWorkspace> {
+  let copy: Awaited<ReturnType<typeof copyCheckout>>;
+  try {
+    copy = await copyCheckout(repo, runId);
+  } catch (error) {
+    if (error instanceof WorkspaceCopyError) throw new UsageError(`${repo}: ${error.message}`);
+    throw error;
+  }
+  try {
+    const sandbox = await createSandbox({
+      kind: kind === 'docker' ? 'docker' : 'local',
+      workspace: copy.dir,
+      path: env.sandboxPath,
+      jobId: 'cli',
+      ...(kind === 'local'
+        ? {
+            isolate: {
+              hide: cliHidePaths({
+                repo,
+                copy: copy.dir,
+                trajectory,
+                runsDir: env.runsDir,
+                home: process.env.HOME,
+                path: env.sandboxPath,
+              }),
+            },
+          }
+        : {}),
+    });
+    return {
+      copy: copy.dir,
+      sandbox,
+      close: async () => {
+        await sandbox.close();
+        await copy.cleanup();
+      },
+    };
+  } catch (error) {
+    await copy.cleanup();
+    if (error instanceof Error && error.name === 'SandboxError' && kind === 'local')
+      throw new UsageError(
+        `${error.message}. Use --sandbox docker, or --sandbox unconfined to run without isolation (trusted work only).`,
+      );
+    throw error;
+  }
 }
 
 async function git(dir: string, args: readonly string[]): Promise<string> {
@@ -192,14 +267,24 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
     throw new UsageError(`${out} already holds a trajectory; use issue-agent resume ${out}`);
   }
 
-  const sandbox = await createSandbox({ kind, workspace: repo, path: env.sandboxPath, jobId: 'cli' });
+  const conversationId = randomUUID();
+  const dir = out ?? resolve(env.runsDir, conversationId);
+  const ws = await openWorkspace(repo, kind, env, dir, conversationId);
   try {
-    const base = await newBaseState({ task, sandbox, model: m.name, limits, testCommand });
-    const dir = out ?? resolve(env.runsDir, base.conversationId);
+    const base = await newBaseState({
+      task,
+      sandbox: ws.sandbox,
+      model: m.name,
+      limits,
+      testCommand,
+      conversationId,
+      workspacePath: repo,
+      sandboxLabel: recordedKind(ws.sandbox.kind, kind === 'local'),
+    });
     const store = FileEventStore.create(dir, base);
-    return await execute(store, sandbox, m, env, values.json === true);
+    return await execute(store, ws.sandbox, m, env, values.json === true, repo);
   } finally {
-    await sandbox.close();
+    await ws.close();
   }
 }
 
@@ -215,11 +300,11 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
   const m = model(env, store.base.model);
   const repo = await checkRepo(resolve(values.repo ?? store.base.workspace.path), true);
   const kind = sandboxKind(values.sandbox ?? store.base.sandbox);
-  const sandbox = await createSandbox({ kind, workspace: repo, path: env.sandboxPath, jobId: 'cli' });
+  const ws = await openWorkspace(repo, kind, env, store.location, store.base.conversationId);
   try {
-    return await execute(store, sandbox, m, env, values.json === true);
+    return await execute(store, ws.sandbox, m, env, values.json === true, repo);
   } finally {
-    await sandbox.close();
+    await ws.close();
   }
 }
 
@@ -251,6 +336,7 @@ async function execute(
   m: AnthropicModel,
   env: AgentEnv,
   json: boolean,
+  repo: string,
 ): Promise<number> {
   const progressOut = json ? process.stderr : process.stdout;
   const printer = new ProgressPrinter((line) => progressOut.write(`${line}\n`));
@@ -284,6 +370,26 @@ async function execute(
   }
   const state = reduceState(store.events);
   const tokens = totalTokens(state.usage);
+  // The change comes back as data: the last checkpoint's diff, applied to the user's working tree.
+  let applied = 'no change';
+  const checkpoint = state.lastCheckpoint;
+  if (
+    outcome.outcome !== 'cancelled' &&
+    checkpoint !== null &&
+    checkpoint.tree !== store.base.workspace.baseTree
+  ) {
+    if (checkpoint.diff === null) {
+      applied = `not applied: the change was too large to record; see ${store.location}`;
+    } else {
+      const r = await applyToCheckout(repo, checkpoint.diff);
+      if (r.applied) applied = `applied to ${repo}`;
+      else {
+        const patch = resolve(store.location, 'change.patch');
+        writeFileSync(patch, checkpoint.diff);
+        applied = `not applied (${r.reason}); the change is in ${patch}`;
+      }
+    }
+  }
   if (json) {
     console.log(
       JSON.stringify({
@@ -298,12 +404,14 @@ async function execute(
         usd: Number(state.usd.toFixed(6)),
         diffStat: outcome.diffStat,
         summary: outcome.summary,
+        change: applied,
       }),
     );
   } else {
     console.log('');
     console.log(`outcome: ${outcome.outcome} — ${outcome.reason}`);
     if (outcome.diffStat !== '') console.log(outcome.diffStat);
+    console.log(`change: ${applied}`);
     console.log(`steps: ${state.steps}  tokens: ${tokens}  cost: $${state.usd.toFixed(4)}`);
     console.log(`trajectory: ${store.location}`);
   }

@@ -1,4 +1,4 @@
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, constants, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -7,9 +7,21 @@ export interface CaptureLimits {
   readonly headBytes: number;
   /** Bytes kept from the end of the output. */
   readonly tailBytes: number;
-  /** Directory for the spill file that receives the complete output once it passes head + tail. */
+  /**
+   * Host directory for the spill file that receives the output once it passes head + tail. It must
+   * be one no sandbox process can write (the file is created there by name).
+   */
   readonly spillDir: string;
+  /**
+   * Bytes the spill file keeps at most (default DEFAULT_SPILL_LIMIT). Past it the output is still
+   * counted, and read so the command is never blocked, but dropped: a command printing forever
+   * costs the host no disk beyond this.
+   */
+  readonly spillLimitBytes?: number;
 }
+
+/** Bytes of one command's output kept on the host at most. */
+export const DEFAULT_SPILL_LIMIT = 64 * 1024 * 1024;
 
 export interface CapturedOutput {
   readonly text: string;
@@ -31,13 +43,14 @@ export class OutputCapture {
   private total = 0;
   private spillFd: number | null = null;
   private spillPath: string | null = null;
+  private spilled = 0;
 
   constructor(private readonly limits: CaptureLimits) {}
 
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
     this.total += chunk.length;
-    if (this.spillFd !== null) writeSync(this.spillFd, chunk);
+    if (this.spillFd !== null) this.spill(chunk);
     let rest = chunk;
     if (this.headLen < this.limits.headBytes) {
       const take = Math.min(this.limits.headBytes - this.headLen, rest.length);
@@ -56,6 +69,12 @@ export class OutputCapture {
 
   finish(): CapturedOutput {
     if (this.spillFd !== null) {
+      const dropped = this.total - this.spilled;
+      if (dropped > 0)
+        writeSync(
+          this.spillFd,
+          `\n[... ${dropped} more bytes of output were dropped: only the first ${this.spilled} are kept ...]\n`,
+        );
       closeSync(this.spillFd);
       this.spillFd = null;
     }
@@ -74,9 +93,23 @@ export class OutputCapture {
   /** Writes what is held so far (everything, since nothing was dropped yet) and switches to spilling. */
   private openSpill(): void {
     this.spillPath = join(this.limits.spillDir, `output-${randomBytes(6).toString('hex')}.log`);
-    this.spillFd = openSync(this.spillPath, 'w', 0o600);
-    for (const b of this.head) writeSync(this.spillFd, b);
-    for (const b of this.tail) writeSync(this.spillFd, b);
+    // O_EXCL | O_NOFOLLOW: a fresh file, never one (or a link) someone put there first.
+    this.spillFd = openSync(
+      this.spillPath,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
+    for (const b of this.head) this.spill(b);
+    for (const b of this.tail) this.spill(b);
+  }
+
+  private spill(chunk: Buffer): void {
+    if (this.spillFd === null) return;
+    const room = (this.limits.spillLimitBytes ?? DEFAULT_SPILL_LIMIT) - this.spilled;
+    if (room <= 0) return;
+    const part = chunk.length <= room ? chunk : chunk.subarray(0, room);
+    writeSync(this.spillFd, part);
+    this.spilled += part.length;
   }
 
   private trimTail(): void {

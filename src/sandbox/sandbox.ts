@@ -1,7 +1,13 @@
 /**
  * The seam between the agent loop and wherever commands run. The loop cannot tell a local child
- * process from a Docker container: both run one persistent bash per sandbox and expose the workspace
- * through the same confined file API.
+ * process from a Docker container: both run one persistent bash per sandbox for the agent's
+ * commands and a second one for the harness (file tools, checkpoints, detection).
+ *
+ * The boundary this seam keeps: the workspace belongs to the sandbox. Nothing outside it is given a
+ * host path of the workspace, so no host process can open, stat, create or remove a file in it by
+ * name (a process left running in the sandbox could swap any component for a link between a check
+ * and a use). Every file operation runs inside, as the sandbox user (see SandboxFiles), and
+ * everything that comes out — command output, file content, diffs — is untrusted data.
  */
 
 export interface ExecOptions {
@@ -11,6 +17,11 @@ export interface ExecOptions {
   readonly signal?: AbortSignal | undefined;
   /** Kill the command when the resident memory of its process tree passes this many bytes. */
   readonly memoryLimitBytes?: number | undefined;
+}
+
+export interface HarnessExecOptions extends ExecOptions {
+  /** Bytes the script reads from its standard input. */
+  readonly stdin?: Buffer | undefined;
 }
 
 /** Why a command did not end on its own. */
@@ -46,6 +57,8 @@ export type SandboxErrorCode =
   | 'container_died'
   | 'oom_killed'
   | 'pids_exhausted'
+  /** The workspace (or the sandbox's tmp or home) reached its size limit. */
+  | 'disk_limit'
   | 'closed'
   | 'engine_unavailable';
 
@@ -66,9 +79,15 @@ export interface Sandbox {
   readonly kind: string;
   /** The workspace root as commands inside the sandbox see it (e.g. /workspace). */
   readonly workdir: string;
-  /** The workspace root on the host, where file tools and checkpoints operate. */
-  readonly hostWorkspace: string;
+  /** Runs a command of the agent in its persistent shell. */
   exec(command: string, options: ExecOptions): Promise<ExecResult>;
+  /**
+   * Runs a harness command (constant script text; untrusted data only on `stdin`, which the script
+   * must consume exactly) in the harness's own shell: same user, limits and view as the agent's
+   * shell, but never shared with the agent's commands, so `cd`, `exit`, functions or traps the agent
+   * set cannot change what a file operation does. It starts in `workdir`.
+   */
+  harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult>;
   /** Releases every resource (processes, containers, temp files). Safe to call twice. */
   close(): Promise<void>;
 }

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { OutputCapture, type CaptureLimits } from './output-capture.js';
-import { SandboxError, type ExecOptions, type ExecResult, type KillReason } from './sandbox.js';
+import { SandboxError, type ExecResult, type HarnessExecOptions, type KillReason } from './sandbox.js';
 
 /** A running `bash` whose stdin we write and whose stdout (and stderr) we read. */
 export interface ShellTransport {
-  write(data: string): void;
+  write(data: string | Buffer): void;
   onData(listener: (chunk: Buffer) => void): void;
   onExit(listener: (code: number | null) => void): void;
   /** Ends the shell and everything it started. */
@@ -94,8 +94,14 @@ export class ShellSession {
     await this.spawnShell(false);
   }
 
-  /** Commands run one at a time, in call order. */
-  exec(command: string, options: ExecOptions): Promise<ExecResult> {
+  /**
+   * Commands run one at a time, in call order. With `stdin`, the command reads those bytes from the
+   * shell's own input, which it must consume exactly (e.g. `head -c N`): bash reads a script from a
+   * pipe one byte at a time, so whatever the command leaves unread would be parsed as shell input.
+   * This is how untrusted data (file content, paths) reaches a command without ever being quoted
+   * into it.
+   */
+  exec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
     const run = this.queue.then(() => this.execNow(command, options));
     this.queue = run.catch(() => undefined);
     return run;
@@ -217,7 +223,7 @@ export class ShellSession {
     p.resolve({ exitCode, cwd });
   }
 
-  private async execNow(command: string, options: ExecOptions): Promise<ExecResult> {
+  private async execNow(command: string, options: HarnessExecOptions): Promise<ExecResult> {
     // A kill of the previous command still in flight must land before the next command starts.
     if (this.killing !== null) await this.killing;
     if (this.closed) throw new SandboxError('closed', 'the sandbox is closed');
@@ -245,13 +251,17 @@ export class ShellSession {
     );
 
     const delimiter = `__IA_EOF_${nonce}`;
+    const stdin = options.stdin;
     transport.write(
       `IFS= read -r -d '' __ia_cmd <<'${delimiter}'\n${command}\n${delimiter}\n` +
         // `jobs` consumes the shell's pending notices about earlier background jobs (e.g. "Killed"
         // after a timeout), which would otherwise be printed into this command's output.
         `jobs >/dev/null 2>&1\n` +
-        `eval "$__ia_cmd" </dev/null 2>&1\n` +
-        `__ia_ec=$?; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
+        (stdin === undefined ? `eval "$__ia_cmd" </dev/null 2>&1\n` : `eval "$__ia_cmd" 2>&1\n`),
+    );
+    if (stdin !== undefined && stdin.length > 0) transport.write(stdin);
+    transport.write(
+      `__ia_ec=$?; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
         `printf '\\n__IA_DONE_${nonce}_%d_%s__IA_END_${nonce}\\n' "$__ia_ec" "$PWD"\n`,
     );
 

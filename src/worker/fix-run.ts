@@ -232,6 +232,9 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
           : { isolate: { hide: [paths.pristine, paths.trajectory, ...rt.isolateLocal.hide] } }),
       });
       try {
+        // A container got its own copy of the files (the host copy was never seen by any sandbox
+        // process, so removing it by name is safe); a local sandbox works in the copy itself.
+        if (sandbox.kind === 'docker') await rm(paths.workspace, { recursive: true, force: true });
         if (store === null) {
           // A half-written folder (crash before base_state.json) holds nothing worth keeping.
           await rm(paths.trajectory, { recursive: true, force: true });

@@ -15,7 +15,7 @@ import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { defaultTools } from '../../src/agent/tools/index.js';
 import { runToolCall, type ToolContext } from '../../src/agent/tools/tool.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
-import { WorkspaceFiles } from '../../src/sandbox/workspace-files.js';
+import { SandboxFiles } from '../../src/sandbox/sandbox-files.js';
 
 let root: string;
 let ws: string;
@@ -36,7 +36,7 @@ before(async () => {
   symlinkSync(outside, join(ws, 'link-dir'));
   symlinkSync('inside.txt', join(ws, 'ok-link'));
   sandbox = await LocalSandbox.create({ workspace: ws, path: process.env.PATH ?? '/usr/bin:/bin' });
-  const files = await WorkspaceFiles.open(ws, ws);
+  const files = new SandboxFiles(sandbox);
   ctx = {
     sandbox,
     files,

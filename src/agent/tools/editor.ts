@@ -1,4 +1,4 @@
-import { PathRefused, type ResolvedPath } from '../../sandbox/workspace-files.js';
+import { FileOpFailed, PathRefused, type FileStat } from '../../sandbox/sandbox-files.js';
 import { findLazyPlaceholder } from './lazy-edit.js';
 import { editorInput, type EditorInput } from './schemas.js';
 import { defineTool, truncateMiddle, type ToolContext, type ToolOutput } from './tool.js';
@@ -33,36 +33,44 @@ function snippet(text: string, startLine: number, lineCount: number): string {
   return numbered(lines.slice(from - 1, to), from);
 }
 
-async function readText(ctx: ToolContext, p: ResolvedPath): Promise<string | ToolOutput> {
-  const kind = await ctx.files.kind(p);
-  if (kind === 'missing') return fail(`${p.rel} does not exist. Use the create command to make a new file.`);
-  if (kind !== 'file') return fail(`${p.rel} is not a regular file.`);
-  const buf = await ctx.files.readFile(p);
-  if (buf.subarray(0, 8000).includes(0))
-    return fail(`${p.rel} is a binary file; the editor only handles text.`);
-  return buf.toString('utf8');
+/**
+ * The text of a file as the sandbox reads it (one round trip), with what it is. Every read and write
+ * happens inside the sandbox (see SandboxFiles); `path` is the model's, resolved there.
+ */
+async function readText(
+  ctx: ToolContext,
+  path: string,
+): Promise<{ readonly stat: FileStat; readonly text: string } | ToolOutput> {
+  const { stat, data } = await ctx.files.read(path);
+  if (stat.kind === 'missing')
+    return fail(`${stat.rel} does not exist. Use the create command to make a new file.`);
+  if (stat.kind !== 'file') return fail(`${stat.rel} is not a regular file.`);
+  if (data.subarray(0, 8000).includes(0))
+    return fail(`${stat.rel} is a binary file; the editor only handles text.`);
+  return { stat, text: data.toString('utf8') };
 }
 
-async function save(ctx: ToolContext, p: ResolvedPath, before: string | null, after: string): Promise<void> {
-  const history = ctx.editHistory.get(p.rel) ?? [];
+async function save(ctx: ToolContext, rel: string, before: string | null, after: string): Promise<void> {
+  await ctx.files.write(rel, after);
+  const history = ctx.editHistory.get(rel) ?? [];
   // An empty-string sentinel cannot stand for "did not exist"; a null marker is kept as '\0'.
   history.push(before ?? '\0');
-  ctx.editHistory.set(p.rel, history);
-  await ctx.files.writeFile(p, after);
+  ctx.editHistory.set(rel, history);
 }
 
-async function view(input: EditorInput, ctx: ToolContext, p: ResolvedPath): Promise<ToolOutput> {
-  const kind = await ctx.files.kind(p);
-  if (kind === 'directory') {
-    const entries = await ctx.files.list(p);
+async function view(input: EditorInput, ctx: ToolContext): Promise<ToolOutput> {
+  const read = await readText(ctx, input.path);
+  if ('content' in read) {
+    // Not a file: a directory gets a listing, anything else the error.
+    const { stat, entries } = await ctx.files.list(input.path);
+    if (stat.kind !== 'directory') return read;
     return {
-      content: `Files in ${p.rel} (two levels):\n${entries.join('\n')}`,
+      content: `Files in ${stat.rel} (two levels):\n${entries.join('\n')}`,
       isError: false,
       mutates: false,
     };
   }
-  const text = await readText(ctx, p);
-  if (typeof text !== 'string') return text;
+  const { stat: p, text } = read;
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();
   const [first, requestedLast] = input.view_range ?? [1, lines.length];
@@ -95,102 +103,105 @@ export const editorTool = defineTool({
     'Always write complete code: placeholders such as "... rest of code ..." are refused.',
   schema: editorInput,
   async run(input, ctx) {
-    let p: ResolvedPath;
     try {
-      p = await ctx.files.resolve(input.path);
+      return await runEditor(input, ctx);
     } catch (error) {
-      if (error instanceof PathRefused) return fail(error.message);
+      if (error instanceof PathRefused || error instanceof FileOpFailed) return fail(error.message);
       throw error;
-    }
-    switch (input.command) {
-      case 'view':
-        return view(input, ctx, p);
-      case 'create': {
-        if (input.file_text === undefined)
-          return fail('create needs file_text: the whole content of the new file.');
-        const lazy = findLazyPlaceholder(input.file_text);
-        if (lazy !== null)
-          return fail(
-            `Refused: the file text contains the placeholder "${lazy}". Write the complete content.`,
-          );
-        const kind = await ctx.files.kind(p);
-        if (kind === 'directory' || kind === 'other')
-          return fail(`${p.rel} exists and is not a regular file.`);
-        const before = kind === 'file' ? (await ctx.files.readFile(p)).toString('utf8') : null;
-        await save(ctx, p, before, input.file_text);
-        const verb = before === null ? 'Created' : 'Overwrote';
-        return {
-          content: `${verb} ${p.rel} (${input.file_text.split('\n').length} lines).`,
-          isError: false,
-          mutates: true,
-        };
-      }
-      case 'str_replace': {
-        if (input.old_str === undefined || input.old_str === '')
-          return fail('str_replace needs a non-empty old_str.');
-        const text = await readText(ctx, p);
-        if (typeof text !== 'string') return text;
-        const newStr = input.new_str ?? '';
-        const lazy = findLazyPlaceholder(newStr, input.old_str);
-        if (lazy !== null)
-          return fail(`Refused: new_str contains the placeholder "${lazy}". Write the complete replacement.`);
-        const at = occurrences(text, input.old_str);
-        if (at.length === 0) {
-          return fail(
-            `old_str was not found in ${p.rel}. It must match exactly, including whitespace and indentation; view the file first.`,
-          );
-        }
-        if (at.length > 1) {
-          const lines = at.map((i) => lineOf(text, i)).join(', ');
-          return fail(
-            `old_str occurs ${at.length} times in ${p.rel} (lines ${lines}); include more surrounding context so it is unique.`,
-          );
-        }
-        const index = at[0] ?? 0;
-        const after = text.slice(0, index) + newStr + text.slice(index + input.old_str.length);
-        await save(ctx, p, text, after);
-        const line = lineOf(after, index);
-        return {
-          content: `Edited ${p.rel}. The changed region now reads:\n${snippet(after, line, newStr.split('\n').length)}`,
-          isError: false,
-          mutates: true,
-        };
-      }
-      case 'insert': {
-        if (input.insert_line === undefined || input.new_str === undefined)
-          return fail('insert needs insert_line and new_str.');
-        const text = await readText(ctx, p);
-        if (typeof text !== 'string') return text;
-        const lazy = findLazyPlaceholder(input.new_str);
-        if (lazy !== null)
-          return fail(`Refused: new_str contains the placeholder "${lazy}". Write the complete text.`);
-        const lines = text.split('\n');
-        const count = text.endsWith('\n') ? lines.length - 1 : lines.length;
-        if (input.insert_line > count)
-          return fail(`insert_line ${input.insert_line} is past the end of ${p.rel} (${count} lines).`);
-        const inserted = input.new_str.endsWith('\n')
-          ? input.new_str.slice(0, -1).split('\n')
-          : input.new_str.split('\n');
-        lines.splice(input.insert_line, 0, ...inserted);
-        const after = lines.join('\n');
-        await save(ctx, p, text, after);
-        return {
-          content: `Inserted ${inserted.length} lines into ${p.rel} after line ${input.insert_line}:\n${snippet(after, input.insert_line + 1, inserted.length)}`,
-          isError: false,
-          mutates: true,
-        };
-      }
-      case 'undo_edit': {
-        const history = ctx.editHistory.get(p.rel);
-        const previous = history?.pop();
-        if (previous === undefined) return fail(`No edit of ${p.rel} to undo in this session.`);
-        if (previous === '\0') {
-          await ctx.files.remove(p);
-          return { content: `Undid the creation of ${p.rel} (removed it).`, isError: false, mutates: true };
-        }
-        await ctx.files.writeFile(p, previous);
-        return { content: `Reverted the last edit of ${p.rel}.`, isError: false, mutates: true };
-      }
     }
   },
 });
+
+async function runEditor(input: EditorInput, ctx: ToolContext): Promise<ToolOutput> {
+  switch (input.command) {
+    case 'view':
+      return view(input, ctx);
+    case 'create': {
+      if (input.file_text === undefined)
+        return fail('create needs file_text: the whole content of the new file.');
+      const lazy = findLazyPlaceholder(input.file_text);
+      if (lazy !== null)
+        return fail(`Refused: the file text contains the placeholder "${lazy}". Write the complete content.`);
+      const { stat, data } = await ctx.files.read(input.path);
+      if (stat.kind === 'directory' || stat.kind === 'other')
+        return fail(`${stat.rel} exists and is not a regular file.`);
+      const before = stat.kind === 'file' ? data.toString('utf8') : null;
+      await save(ctx, stat.rel, before, input.file_text);
+      const verb = before === null ? 'Created' : 'Overwrote';
+      return {
+        content: `${verb} ${stat.rel} (${input.file_text.split('\n').length} lines).`,
+        isError: false,
+        mutates: true,
+      };
+    }
+    case 'str_replace': {
+      if (input.old_str === undefined || input.old_str === '')
+        return fail('str_replace needs a non-empty old_str.');
+      const read = await readText(ctx, input.path);
+      if ('content' in read) return read;
+      const { stat: p, text } = read;
+      const newStr = input.new_str ?? '';
+      const lazy = findLazyPlaceholder(newStr, input.old_str);
+      if (lazy !== null)
+        return fail(`Refused: new_str contains the placeholder "${lazy}". Write the complete replacement.`);
+      const at = occurrences(text, input.old_str);
+      if (at.length === 0) {
+        return fail(
+          `old_str was not found in ${p.rel}. It must match exactly, including whitespace and indentation; view the file first.`,
+        );
+      }
+      if (at.length > 1) {
+        const lines = at.map((i) => lineOf(text, i)).join(', ');
+        return fail(
+          `old_str occurs ${at.length} times in ${p.rel} (lines ${lines}); include more surrounding context so it is unique.`,
+        );
+      }
+      const index = at[0] ?? 0;
+      const after = text.slice(0, index) + newStr + text.slice(index + input.old_str.length);
+      await save(ctx, p.rel, text, after);
+      const line = lineOf(after, index);
+      return {
+        content: `Edited ${p.rel}. The changed region now reads:\n${snippet(after, line, newStr.split('\n').length)}`,
+        isError: false,
+        mutates: true,
+      };
+    }
+    case 'insert': {
+      if (input.insert_line === undefined || input.new_str === undefined)
+        return fail('insert needs insert_line and new_str.');
+      const read = await readText(ctx, input.path);
+      if ('content' in read) return read;
+      const { stat: p, text } = read;
+      const lazy = findLazyPlaceholder(input.new_str);
+      if (lazy !== null)
+        return fail(`Refused: new_str contains the placeholder "${lazy}". Write the complete text.`);
+      const lines = text.split('\n');
+      const count = text.endsWith('\n') ? lines.length - 1 : lines.length;
+      if (input.insert_line > count)
+        return fail(`insert_line ${input.insert_line} is past the end of ${p.rel} (${count} lines).`);
+      const inserted = input.new_str.endsWith('\n')
+        ? input.new_str.slice(0, -1).split('\n')
+        : input.new_str.split('\n');
+      lines.splice(input.insert_line, 0, ...inserted);
+      const after = lines.join('\n');
+      await save(ctx, p.rel, text, after);
+      return {
+        content: `Inserted ${inserted.length} lines into ${p.rel} after line ${input.insert_line}:\n${snippet(after, input.insert_line + 1, inserted.length)}`,
+        isError: false,
+        mutates: true,
+      };
+    }
+    case 'undo_edit': {
+      const { rel } = await ctx.files.stat(input.path);
+      const history = ctx.editHistory.get(rel);
+      const previous = history?.pop();
+      if (previous === undefined) return fail(`No edit of ${rel} to undo in this session.`);
+      if (previous === '\0') {
+        await ctx.files.remove(rel);
+        return { content: `Undid the creation of ${rel} (removed it).`, isError: false, mutates: true };
+      }
+      await ctx.files.write(rel, previous);
+      return { content: `Reverted the last edit of ${rel}.`, isError: false, mutates: true };
+    }
+  }
+}

@@ -18,7 +18,7 @@ export const runTestsTool = defineTool({
       };
     }
     const command = input.filter === undefined ? ctx.testCommand : `${ctx.testCommand} ${input.filter}`;
-    const r = await runTestCommand(ctx.sandbox, command, ctx.limits, ctx.signal);
+    const r = await runTestCommand(ctx.sandbox, command, ctx.limits, ctx.signal, 'agent');
     const head = `$ ${command}\n${describeTestRun(r, ctx.limits)}`;
     return {
       content: `${head}\n\n${truncateMiddle(r.output, ctx.limits.observationChars)}`,

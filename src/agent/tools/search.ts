@@ -1,5 +1,5 @@
 import { shellQuote } from '../../sandbox/shell-session.js';
-import { PathRefused } from '../../sandbox/workspace-files.js';
+import { FileOpFailed, PathRefused } from '../../sandbox/sandbox-files.js';
 import { searchInput } from './schemas.js';
 import { defineTool, truncateMiddle } from './tool.js';
 
@@ -13,9 +13,10 @@ export const searchTool = defineTool({
     let dir = '.';
     if (input.path !== undefined) {
       try {
-        dir = (await ctx.files.resolve(input.path)).rel;
+        dir = (await ctx.files.stat(input.path)).rel;
       } catch (error) {
-        if (error instanceof PathRefused) return { content: error.message, isError: true, mutates: false };
+        if (error instanceof PathRefused || error instanceof FileOpFailed)
+          return { content: error.message, isError: true, mutates: false };
         throw error;
       }
     }

@@ -2,11 +2,12 @@ import { z } from 'zod';
 import type { Limits, TestSummarySnapshot } from '../../events/schema.js';
 import type { ToolSpec } from '../../model/model.js';
 import type { KillReason, Sandbox } from '../../sandbox/sandbox.js';
-import type { WorkspaceFiles } from '../../sandbox/workspace-files.js';
+import type { SandboxFiles } from '../../sandbox/sandbox-files.js';
 
 export interface ToolContext {
   readonly sandbox: Sandbox;
-  readonly files: WorkspaceFiles;
+  /** File operations, carried out inside the sandbox. */
+  readonly files: SandboxFiles;
   readonly limits: Limits;
   readonly signal: AbortSignal | undefined;
   readonly testCommand: string | null;

@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { SandboxError } from '../sandbox.js';
 
@@ -13,12 +13,20 @@ export interface OneOffOptions {
   readonly user?: string | undefined;
   /** Bound on the whole exec (create, start, output, inspect). */
   readonly timeoutMs?: number | undefined;
+  /**
+   * Piped to the command's stdin, which is closed when it ends. The command must print one byte
+   * first (e.g. `printf R; exec tar -x`): input is sent only once that byte arrived, because the
+   * engine may not have attached the process's stdin yet when the exec starts, and input (or its
+   * end) sent before that is lost. The byte is not part of the returned stdout.
+   */
+  readonly input?: Readable | undefined;
 }
 
 /**
- * Runs one short helper command in a running container through the exec API and collects its
- * output. Used for the rare out-of-band operations (killing a command's process tree, reading the
- * cgroup's OOM counter), never for the agent's commands, which go through the persistent shell.
+ * Runs one helper command in a running container through the exec API and collects its output.
+ * Used for the out-of-band operations (copying the repository in, killing a command's process tree,
+ * reading the cgroup's counters), never for the agent's commands, which go through the persistent
+ * shell.
  */
 export async function runOneOff(
   docker: Docker,
@@ -34,18 +42,34 @@ export async function runOneOff(
   try {
     const exec = await container.exec({
       Cmd: [...cmd],
-      AttachStdin: false,
+      AttachStdin: options.input !== undefined,
       AttachStdout: true,
       AttachStderr: true,
       Tty: false,
       ...(options.user === undefined ? {} : { User: options.user }),
     });
-    const stream = await exec.start({ hijack: true, stdin: false, abortSignal: abort.signal });
+    const input = options.input;
+    const stream = await exec.start({
+      hijack: true,
+      stdin: input !== undefined,
+      abortSignal: abort.signal,
+    });
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     const out = new PassThrough();
     const err = new PassThrough();
-    out.on('data', (c: Buffer) => stdout.push(c));
+    let waitingForReady = input !== undefined;
+    out.on('data', (c: Buffer) => {
+      if (waitingForReady && input !== undefined && c.length > 0) {
+        waitingForReady = false;
+        // Ending the write side half-closes the hijacked connection: the engine closes the
+        // command's stdin and keeps sending its output.
+        input.pipe(stream);
+        input.once('error', () => stream.end());
+        c = c.subarray(1);
+      }
+      stdout.push(c);
+    });
     err.on('data', (c: Buffer) => stderr.push(c));
     docker.modem.demuxStream(stream, out, err);
     await new Promise<void>((resolve, reject) => {

@@ -3,7 +3,10 @@ import { LABEL_JOB, LABEL_OWNER, LABEL_POOL, LABEL_SANDBOX } from './owner.js';
 
 /** Resource limits of a sandbox container. Every field documents its default. */
 export interface SandboxLimits {
-  /** Memory limit in bytes; swap is disabled (MemorySwap = Memory). Default 2 GiB. */
+  /**
+   * Memory limit in bytes; swap is disabled (MemorySwap = Memory). It covers the processes AND
+   * what is stored in the tmpfs mounts (workspace, /tmp, home). Default 4 GiB.
+   */
   readonly memoryBytes?: number;
   /** CPUs (fractional allowed). Default 2. */
   readonly cpus?: number;
@@ -13,14 +16,20 @@ export interface SandboxLimits {
   readonly tmpBytes?: number;
   /** Size of the tmpfs HOME. Default 512 MiB. */
   readonly homeBytes?: number;
+  /**
+   * Size of the workspace, a tmpfs at /workspace. The kernel refuses writes past it (ENOSPC), and
+   * the sandbox then ends with `disk_limit`. Default 2 GiB.
+   */
+  readonly workspaceBytes?: number;
 }
 
 export const DEFAULT_LIMITS: Required<SandboxLimits> = {
-  memoryBytes: 2 * 1024 ** 3,
+  memoryBytes: 4 * 1024 ** 3,
   cpus: 2,
   pids: 512,
   tmpBytes: 1024 ** 3,
   homeBytes: 512 * 1024 ** 2,
+  workspaceBytes: 2 * 1024 ** 3,
 };
 
 /** Where the workspace appears inside the container. */
@@ -58,8 +67,6 @@ export interface ContainerSpecInput {
   /** `uid:gid` of the container's processes; never 0. */
   readonly uid: number;
   readonly gid: number;
-  /** Host directory bind-mounted read-write at /workspace: the only host path in the container. */
-  readonly hostWorkspace: string;
   /** NetworkMode at creation: `none`, or the setup network (disconnected before the agent phase). */
   readonly network: string;
   readonly limits: Required<SandboxLimits>;
@@ -106,16 +113,13 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Privileged: false,
       ReadonlyRootfs: true,
       IpcMode: 'private',
-      Mounts: [
-        {
-          Type: 'bind',
-          Source: input.hostWorkspace,
-          Target: CONTAINER_WORKDIR,
-          ReadOnly: false,
-          BindOptions: { Propagation: 'rprivate' },
-        },
-      ],
+      // No host path at all: the workspace is a tmpfs the repository is copied into (see
+      // DockerSandbox.copyIn), so no host process ever has a name for a file the agent can change,
+      // and its size is a limit the kernel enforces. Every writable place is a sized tmpfs, so a
+      // job cannot use the host's disk.
+      Mounts: [],
       Tmpfs: {
+        [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0755`,
         '/tmp': `rw,nosuid,nodev,size=${limits.tmpBytes},mode=1777`,
         [CONTAINER_HOME]: `rw,nosuid,nodev,size=${limits.homeBytes},uid=${input.uid},gid=${input.gid},mode=0700`,
       },

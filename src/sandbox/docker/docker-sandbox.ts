@@ -1,22 +1,41 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
+import { HARNESS_CAPTURE, HarnessShell } from '../harness-shell.js';
 import { ShellSession } from '../shell-session.js';
-import { SandboxError, type ExecOptions, type ExecResult, type Sandbox } from '../sandbox.js';
+import {
+  SandboxError,
+  type ExecOptions,
+  type ExecResult,
+  type HarnessExecOptions,
+  type Sandbox,
+} from '../sandbox.js';
 import { chooseImage } from './choose-image.js';
 import { runOneOff } from './container-exec.js';
-import { CONTAINER_WORKDIR, DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
+import {
+  CONTAINER_HOME,
+  CONTAINER_WORKDIR,
+  DEFAULT_LIMITS,
+  containerSpec,
+  type SandboxLimits,
+} from './container-spec.js';
 import { DockerShellHost, errorMessage } from './docker-shell.js';
 import { ownerId } from './owner.js';
 import { reapOrphans, type ReapOptions, type ReapResult } from './reap.js';
-import { prepareWorkspaceOwnership, type ContainerIdentity } from './workspace-ownership.js';
+import { AGENT_GID, AGENT_UID } from './agent-user.js';
 
 export interface DockerSandboxOptions {
-  /** The repository the worker cloned on the host; bind-mounted at /workspace. */
+  /**
+   * A host directory holding the job's copy of the repository, made before the sandbox exists. Its
+   * content is copied into the container's workspace at start (a tar stream the sandbox user
+   * unpacks); the directory itself is never mounted, and never read again.
+   */
   readonly workspace: string;
   /** Job id, recorded as the container label issue-agent.job. */
   readonly jobId: string;
@@ -53,8 +72,6 @@ export interface AdoptParams {
   readonly container: Docker.Container;
   readonly image: string;
   readonly jobId: string;
-  readonly hostWorkspace: string;
-  readonly identity: ContainerIdentity;
   readonly limits: Required<SandboxLimits>;
   readonly network: string;
   readonly captureBytes?: number | undefined;
@@ -82,10 +99,13 @@ const FORK_FAILURE = /Resource temporarily unavailable|Cannot fork|can't fork|fo
  */
 const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/pids/pids.events'];
 
+/** Output that may mean a tmpfs is full; whether it is, `df` inside the container decides. */
+const DISK_FULL = /No space left on device|ENOSPC|Disk quota exceeded|EDQUOT/i;
+
 /**
  * One hardened container per job (see container-spec.ts): non-root, no network in the agent phase,
- * no capabilities, no-new-privileges, read-only root with a writable /workspace and tmpfs /tmp and
- * HOME, memory (no swap), CPU and pids limits, no host path but the workspace, no host environment.
+ * no capabilities, no-new-privileges, read-only root, the workspace, /tmp and HOME on sized tmpfs
+ * mounts, memory (no swap), CPU and pids limits, no host path at all, no host environment.
  *
  * Commands go through one persistent bash per container (ShellSession over DockerShellHost). A
  * container that died (killed, OOM) or whose pids are exhausted by a fork bomb turns into a
@@ -107,12 +127,11 @@ export class DockerSandbox implements Sandbox {
     private readonly container: Docker.Container,
     readonly image: string,
     private job: string,
-    readonly hostWorkspace: string,
-    private readonly identity: ContainerIdentity,
     private readonly limits: Required<SandboxLimits>,
     private readonly network: string,
     private readonly host: DockerShellHost,
     private readonly session: ShellSession,
+    private readonly harness: HarnessShell,
     private readonly scratch: string,
     private logger: Logger | undefined,
     private afterClose: (() => Promise<void>) | undefined,
@@ -128,9 +147,8 @@ export class DockerSandbox implements Sandbox {
    * Gives a warm sandbox (shell already running) to a job: used by the warm pool, whose sandboxes
    * are started before the job is known.
    */
-  handOver(jobId: string, afterClose: () => Promise<void>, logger?: Logger): void {
+  handOver(jobId: string, logger?: Logger): void {
     this.job = jobId;
-    this.afterClose = afterClose;
     this.logger = logger?.child({ jobId, container: this.container.id.slice(0, 12) });
   }
 
@@ -138,9 +156,9 @@ export class DockerSandbox implements Sandbox {
     return this.container.id;
   }
 
-  /** `uid:gid` the container's processes run as (see workspace-ownership.ts). */
+  /** `uid:gid` the container's processes run as: the image's unprivileged `agent`. */
   get user(): string {
-    return `${this.identity.uid}:${this.identity.gid}`;
+    return CONTAINER_USER;
   }
 
   /** Creates, starts and attaches a new container for the job. */
@@ -158,16 +176,14 @@ export class DockerSandbox implements Sandbox {
     const image = options.image ?? (await chooseImage(workspace));
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     const network = options.setupNetwork ?? 'default';
-    const identity = await prepareWorkspaceOwnership(workspace);
     let container: Docker.Container;
     try {
       container = await docker.createContainer(
         containerSpec({
           name: containerName(options.jobId),
           image,
-          uid: identity.uid,
-          gid: identity.gid,
-          hostWorkspace: workspace,
+          uid: AGENT_UID,
+          gid: AGENT_GID,
           network,
           limits,
           labels: { job: options.jobId, owner: options.owner ?? ownerId() },
@@ -191,13 +207,11 @@ export class DockerSandbox implements Sandbox {
         cause: error,
       });
     }
-    return DockerSandbox.adopt({
+    const sandbox = await DockerSandbox.adopt({
       docker,
       container,
       image,
       jobId: options.jobId,
-      hostWorkspace: workspace,
-      identity,
       limits,
       network,
       captureBytes: options.captureBytes,
@@ -205,6 +219,13 @@ export class DockerSandbox implements Sandbox {
       scratchParent: options.scratchParent,
       logger: options.logger,
     });
+    try {
+      await sandbox.copyIn(workspace);
+    } catch (error) {
+      await sandbox.close();
+      throw error;
+    }
+    return sandbox;
   }
 
   /** Attaches the persistent shell to a running container. On failure the container is removed. */
@@ -214,7 +235,7 @@ export class DockerSandbox implements Sandbox {
     try {
       scratch = await mkdtemp(join(params.scratchParent ?? tmpdir(), 'issue-agent-docker-'));
       const host = new DockerShellHost(docker, container, {
-        user: `${params.identity.uid}:${params.identity.gid}`,
+        user: CONTAINER_USER,
         workdir: CONTAINER_WORKDIR,
       });
       const captureBytes = params.captureBytes ?? 256 * 1024;
@@ -225,26 +246,38 @@ export class DockerSandbox implements Sandbox {
         capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: scratch },
         ...(params.startTimeoutMs === undefined ? {} : { startTimeoutMs: params.startTimeoutMs }),
       });
+      const spill = scratch;
+      const harness = new HarnessShell(
+        () =>
+          new ShellSession(host, {
+            workdir: CONTAINER_WORKDIR,
+            // Nothing of the harness shell's state is worth keeping across a restart.
+            stateFile: '/dev/null',
+            capture: { ...HARNESS_CAPTURE, spillDir: spill },
+            ...(params.startTimeoutMs === undefined ? {} : { startTimeoutMs: params.startTimeoutMs }),
+          }),
+      );
       const sandbox = new DockerSandbox(
         docker,
         container,
         params.image,
         params.jobId,
-        params.hostWorkspace,
-        params.identity,
         params.limits,
         params.network,
         host,
         session,
+        harness,
         scratch,
         params.logger?.child({ jobId: params.jobId, container: container.id.slice(0, 12) }),
         params.afterClose,
       );
       try {
         await session.start();
+        await harness.start();
       } catch (error) {
         host.dispose();
         session.close();
+        harness.close();
         throw error;
       }
       return sandbox;
@@ -307,6 +340,76 @@ export class DockerSandbox implements Sandbox {
     return this.execChecked(command, options);
   }
 
+  async harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
+    this.assertUsable();
+    if (!this.isolated) await this.isolate();
+    let result: ExecResult;
+    try {
+      result = await this.harness.exec(command, options);
+    } catch (error) {
+      throw await this.fail(error);
+    }
+    return this.review(result);
+  }
+
+  /**
+   * Copies a host directory into the workspace: the host's `tar` reads the directory (made by the
+   * host before any sandbox process existed) and the sandbox user unpacks the stream inside, so the
+   * files belong to the sandbox from the start. Used once per sandbox, before the first command.
+   */
+  async copyIn(hostDir: string): Promise<void> {
+    this.assertUsable();
+    const tar = spawn('tar', ['-c', '-f', '-', '-C', hostDir, '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Read at once into a buffer stream (backpressure still holds tar back): a child's stdout left
+    // unread while the exec starts was seen to lose its data.
+    const body = new PassThrough();
+    tar.stdout.pipe(body);
+    const tarErr: Buffer[] = [];
+    tar.stderr.on('data', (c: Buffer) => tarErr.push(c));
+    const tarDone = new Promise<number | null>((resolve) => {
+      tar.once('error', () => {
+        resolve(null);
+      });
+      tar.once('close', (code) => {
+        resolve(code);
+      });
+    });
+    let r: Awaited<ReturnType<typeof runOneOff>>;
+    try {
+      r = await runOneOff(
+        this.docker,
+        this.container,
+        [
+          '/bin/sh',
+          '-c',
+          'printf R; exec tar -x -f - -C "$1" --no-same-owner --no-overwrite-dir',
+          'ia-copy-in',
+          CONTAINER_WORKDIR,
+        ],
+        { user: CONTAINER_USER, timeoutMs: 30 * 60_000, input: body },
+      );
+    } finally {
+      if (tar.exitCode === null) tar.kill('SIGKILL');
+    }
+    const tarCode = await tarDone;
+    if (r.exitCode !== 0) {
+      if (DISK_FULL.test(r.stderr) && (await this.diskFull()) !== null) {
+        throw await this.failDiskLimit(
+          `the repository does not fit the workspace limit (${this.limits.workspaceBytes} bytes)`,
+        );
+      }
+      throw new SandboxError(
+        'start_failed',
+        `could not copy the repository into the sandbox: ${r.stderr.trim().slice(0, 500)}`,
+      );
+    }
+    if (tarCode !== 0)
+      throw new SandboxError(
+        'start_failed',
+        `could not read the repository copy: ${Buffer.concat(tarErr).toString('utf8').trim().slice(0, 500)}`,
+      );
+  }
+
   /** Removes the container (and its anonymous volumes) and the host scratch directory. Safe twice. */
   close(): Promise<void> {
     this.closing ??= this.doClose();
@@ -317,6 +420,7 @@ export class DockerSandbox implements Sandbox {
     this.closed = true;
     this.host.dispose();
     this.session.close();
+    this.harness.close();
     try {
       await this.container.remove({ force: true, v: true });
     } catch (error) {
@@ -349,11 +453,16 @@ export class DockerSandbox implements Sandbox {
       result.shellRestarted ||
       result.killed !== null ||
       result.exitCode === 137 ||
-      FORK_FAILURE.test(result.output);
+      FORK_FAILURE.test(result.output) ||
+      DISK_FULL.test(result.output);
     if (!suspicious) return result;
     const state = await this.containerState();
     if (state !== 'running') throw await this.fail(new SandboxError(state.code, state.message));
     if (await this.pidsExhausted()) throw await this.failPidsExhausted(null);
+    if (DISK_FULL.test(result.output)) {
+      const full = await this.diskFull();
+      if (full !== null) throw await this.failDiskLimit(`${full} is full`);
+    }
     if (result.exitCode === 137 || (result.killed !== null && result.killed !== 'cancelled')) {
       const kills = await this.readOomKills();
       if (kills !== null && kills > this.oomKills) {
@@ -397,6 +506,45 @@ export class DockerSandbox implements Sandbox {
     // Nothing can run in it any more: stop it so it costs nothing until close().
     await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
     return failure;
+  }
+
+  /** A full disk: the sandbox's terminal error (the job cannot be checkpointed or verified). */
+  private async failDiskLimit(what: string): Promise<SandboxError> {
+    if (this.failure !== null) return this.failure;
+    const failure = new SandboxError(
+      'disk_limit',
+      `the sandbox ran out of space: ${what} (workspace limit ${this.limits.workspaceBytes} bytes, /tmp ${this.limits.tmpBytes}, home ${this.limits.homeBytes})`,
+    );
+    this.failure = failure;
+    this.logger?.warn({ code: failure.code }, failure.message);
+    await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
+    return failure;
+  }
+
+  /**
+   * Which of the sandbox's writable mounts is full, or null. Asked of the kernel (`df` as a fresh
+   * exec from the read-only image), not of anything the agent could fake.
+   */
+  private async diskFull(): Promise<string | null> {
+    try {
+      const r = await runOneOff(
+        this.docker,
+        this.container,
+        ['df', '-P', '-B1', CONTAINER_WORKDIR, '/tmp', CONTAINER_HOME],
+        { timeoutMs: 5000 },
+      );
+      for (const line of r.stdout.split('\n').slice(1)) {
+        const cols = line.trim().split(/\s+/);
+        const size = Number(cols[1]);
+        const avail = Number(cols[3]);
+        const mount = cols[5];
+        if (mount === undefined || !Number.isFinite(size) || !Number.isFinite(avail)) continue;
+        if (avail < Math.max(64 * 1024, size / 1000)) return mount;
+      }
+      return null;
+    } catch {
+      return null;
+    }
   }
 
   private async settledContainerState(): Promise<Awaited<ReturnType<DockerSandbox['containerState']>>> {
@@ -529,6 +677,9 @@ async function assertEngine(docker: Docker): Promise<void> {
     });
   }
 }
+
+/** The image's non-root `agent`, owner of the workspace tmpfs. */
+const CONTAINER_USER = `${AGENT_UID}:${AGENT_GID}`;
 
 export function containerName(jobId: string): string {
   const slug = jobId

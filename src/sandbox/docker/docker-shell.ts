@@ -84,8 +84,7 @@ export class DockerShellHost implements ShellHost {
     let stream: Duplex;
     try {
       exec = await this.container.exec({
-        // umask 002: files the agent creates stay group-writable (see workspace-ownership.ts).
-        Cmd: ['/bin/bash', '-c', `umask 0002; exec -a ${marker} /bin/bash --noprofile --norc`],
+        Cmd: ['/bin/bash', '-c', `umask 0022; exec -a ${marker} /bin/bash --noprofile --norc`],
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
@@ -186,7 +185,7 @@ class DockerShellTransport implements ShellTransport {
     });
   }
 
-  write(data: string): void {
+  write(data: string | Buffer): void {
     if (!this.ended && this.stream.writable) this.stream.write(data);
   }
 

@@ -1,26 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, realpath, rename, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
 import { DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
 import { DockerSandbox, containerName } from './docker-sandbox.js';
+import { AGENT_GID, AGENT_UID } from './agent-user.js';
 import { errorMessage } from './docker-shell.js';
 import { ownerId } from './owner.js';
-import { openToGroup, prepareWorkspaceOwnership, type ContainerIdentity } from './workspace-ownership.js';
 
 export interface WarmPoolOptions {
   /** Images to keep warm containers of, and how many of each. */
   readonly images: Readonly<Record<string, number>>;
   readonly docker?: Docker | undefined;
   readonly limits?: SandboxLimits | undefined;
-  /**
-   * Where the pool keeps the host directories its containers bind at /workspace. Put it on the
-   * filesystem of the job workspaces so handing one over is a rename. Default: a new temp dir.
-   */
-  readonly root?: string | undefined;
   readonly env?: Readonly<Record<string, string>> | undefined;
   readonly captureBytes?: number | undefined;
   readonly owner?: string | undefined;
@@ -28,23 +20,21 @@ export interface WarmPoolOptions {
 }
 
 export interface AcquireOptions {
+  /** The job's copy of the repository on the host, copied into the container's workspace. */
   readonly workspace: string;
   readonly jobId: string;
   readonly image: string;
 }
 
 interface WarmContainer {
-  /** Started, with its shell attached and ready. */
+  /** Started, with its shells attached and ready, and an empty workspace. */
   readonly sandbox: DockerSandbox;
-  readonly slot: string;
 }
 
 /**
  * Keeps N started, hardened containers per image (network `none`), so a job gets a sandbox without a
- * cold start. A bind mount is fixed when a container is created, so each warm container binds its
- * own empty slot directory; acquire() moves the job workspace's entries into the slot (a rename on
- * the same filesystem), and close() of the sandbox moves them back, so the caller's workspace path
- * holds the result afterwards. While the sandbox lives, sandbox.hostWorkspace is the slot.
+ * cold start. A warm container's workspace is an empty tmpfs; acquire() copies the job's repository
+ * into it, as a cold start does.
  *
  * Pool containers carry the sandbox labels (and issue-agent.pool=<image>), so a worker that dies
  * leaves nothing the reaper does not collect. Setup that needs a network cannot use the pool.
@@ -56,8 +46,6 @@ export class WarmPool {
   private readonly ready = new Map<string, WarmContainer[]>();
   private readonly filling = new Map<string, number>();
   private readonly inflight = new Set<Promise<void>>();
-  private root: string | null = null;
-  private identity: ContainerIdentity | null = null;
   private closed = false;
 
   constructor(private readonly options: WarmPoolOptions) {
@@ -68,7 +56,6 @@ export class WarmPool {
 
   /** Fills the pool and resolves when every image has its N containers ready. */
   async start(): Promise<void> {
-    await this.ensureRoot();
     for (const image of Object.keys(this.options.images)) this.refill(image);
     await this.drain();
   }
@@ -80,34 +67,27 @@ export class WarmPool {
 
   /**
    * A sandbox for the job from a warm container of `image` (a cold one when none is ready); the pool
-   * refills in the background. The job workspace moves into the container's slot until close().
+   * refills in the background.
    */
   async acquire(options: AcquireOptions): Promise<DockerSandbox> {
     if (this.closed) throw new SandboxError('closed', 'the warm pool is closed');
     const warm = this.ready.get(options.image)?.shift();
     if (options.image in this.options.images) this.refill(options.image);
     const entry = warm ?? (await this.createWarm(options.image));
-    const workspace = await realpath(options.workspace);
-    const giveBack = async (): Promise<void> => {
-      await moveEntries(entry.slot, workspace);
-      await rm(entry.slot, { recursive: true, force: true });
-    };
     try {
-      await moveEntries(workspace, entry.slot);
-      const identity = await this.ensureIdentity();
-      if (identity.sharedGroup) await openToGroup(entry.slot, identity.gid);
+      await entry.sandbox.copyIn(options.workspace);
     } catch (error) {
       await entry.sandbox.close();
-      await giveBack();
+      if (error instanceof SandboxError) throw error;
       throw new SandboxError(
         'start_failed',
-        `warm pool: could not hand over the workspace: ${errorMessage(error)}`,
+        `warm pool: could not copy the workspace in: ${errorMessage(error)}`,
         {
           cause: error,
         },
       );
     }
-    entry.sandbox.handOver(options.jobId, giveBack, this.options.logger);
+    entry.sandbox.handOver(options.jobId, this.options.logger);
     // Pool containers are created before the job is known; the name says which job holds one.
     void this.docker
       .getContainer(entry.sandbox.containerId)
@@ -121,7 +101,7 @@ export class WarmPool {
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
   }
 
-  /** Removes every warm container and the slot directories. */
+  /** Removes every warm container. */
   async close(): Promise<void> {
     this.closed = true;
     await this.drain();
@@ -130,11 +110,8 @@ export class WarmPool {
     await Promise.all(
       all.map(async (w) => {
         await w.sandbox.close();
-        await rm(w.slot, { recursive: true, force: true });
       }),
     );
-    if (this.root !== null && this.options.root === undefined)
-      await rm(this.root, { recursive: true, force: true });
   }
 
   private refill(image: string): void {
@@ -147,7 +124,6 @@ export class WarmPool {
         .then(async (w) => {
           if (this.closed) {
             await w.sandbox.close();
-            await rm(w.slot, { recursive: true, force: true });
             return;
           }
           const list = this.ready.get(image) ?? [];
@@ -166,18 +142,14 @@ export class WarmPool {
   }
 
   private async createWarm(image: string): Promise<WarmContainer> {
-    const root = await this.ensureRoot();
-    const slot = await mkdtemp(join(root, 'slot-'));
-    const identity = await this.ensureIdentity();
     let container: Docker.Container | null = null;
     try {
       container = await this.docker.createContainer(
         containerSpec({
           name: `issue-agent-pool-${randomBytes(6).toString('hex')}`,
           image,
-          uid: identity.uid,
-          gid: identity.gid,
-          hostWorkspace: slot,
+          uid: AGENT_UID,
+          gid: AGENT_GID,
           network: 'none',
           limits: this.limits,
           labels: { job: 'pool', owner: this.owner, pool: image },
@@ -187,49 +159,19 @@ export class WarmPool {
       await container.start();
     } catch (error) {
       await container?.remove({ force: true, v: true }).catch(() => undefined);
-      await rm(slot, { recursive: true, force: true });
       throw new SandboxError('start_failed', `warm pool: ${errorMessage(error)}`, { cause: error });
     }
-    try {
-      const sandbox = await DockerSandbox.adopt({
-        docker: this.docker,
-        container,
-        image,
-        jobId: 'pool',
-        hostWorkspace: slot,
-        identity,
-        limits: this.limits,
-        network: 'none',
-        captureBytes: this.options.captureBytes,
-        logger: this.options.logger,
-      });
-      return { sandbox, slot };
-    } catch (error) {
-      // adopt() removed the container.
-      await rm(slot, { recursive: true, force: true });
-      throw error;
-    }
+    // adopt() removes the container when it fails.
+    const sandbox = await DockerSandbox.adopt({
+      docker: this.docker,
+      container,
+      image,
+      jobId: 'pool',
+      limits: this.limits,
+      network: 'none',
+      captureBytes: this.options.captureBytes,
+      logger: this.options.logger,
+    });
+    return { sandbox };
   }
-
-  private async ensureRoot(): Promise<string> {
-    if (this.root === null) {
-      if (this.options.root !== undefined) {
-        await mkdir(this.options.root, { recursive: true });
-        this.root = await realpath(this.options.root);
-      } else {
-        this.root = await mkdtemp(join(tmpdir(), 'issue-agent-pool-'));
-      }
-    }
-    return this.root;
-  }
-
-  private async ensureIdentity(): Promise<ContainerIdentity> {
-    this.identity ??= await prepareWorkspaceOwnership(await this.ensureRoot());
-    return this.identity;
-  }
-}
-
-/** Moves every entry of `from` into `to` (renames; a copy would lose the point of the pool). */
-async function moveEntries(from: string, to: string): Promise<void> {
-  for (const name of await readdir(from)) await rename(join(from, name), join(to, name));
 }

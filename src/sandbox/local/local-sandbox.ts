@@ -2,8 +2,15 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, realpath, rm, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { HARNESS_CAPTURE, HarnessShell } from '../harness-shell.js';
 import { ShellSession, type ShellHost, type ShellTransport } from '../shell-session.js';
-import { SandboxError, type ExecOptions, type ExecResult, type Sandbox } from '../sandbox.js';
+import {
+  SandboxError,
+  type ExecOptions,
+  type ExecResult,
+  type HarnessExecOptions,
+  type Sandbox,
+} from '../sandbox.js';
 import { childrenOf, descendantsRss, killDescendants } from './proc-tree.js';
 
 export interface LocalSandboxOptions {
@@ -73,10 +80,11 @@ export class LocalSandbox implements Sandbox {
   readonly kind = 'local';
   private constructor(
     readonly workdir: string,
-    readonly hostWorkspace: string,
     private readonly session: ShellSession,
+    private readonly harness: HarnessShell,
+    private readonly hosts: readonly ShellHost[],
     private readonly scratch: string,
-    private readonly host: ShellHost,
+    private readonly spill: string,
   ) {}
 
   static async create(options: LocalSandboxOptions): Promise<LocalSandbox> {
@@ -88,7 +96,10 @@ export class LocalSandbox implements Sandbox {
         cause: error,
       });
     }
+    // `scratch` holds the shell's HOME and TMPDIR (the sandbox writes there); `spill` holds what the
+    // host writes by name (spilled output), so it is a separate folder, hidden from an isolated shell.
     const scratch = await mkdtemp(join(tmpdir(), 'issue-agent-sandbox-'));
+    const spill = await mkdtemp(join(tmpdir(), 'issue-agent-spill-'));
     const home = join(scratch, 'home');
     const tmp = join(scratch, 'tmp');
     await Promise.all([mkdir(home), mkdir(tmp)]);
@@ -108,39 +119,65 @@ export class LocalSandbox implements Sandbox {
       PYTHONUNBUFFERED: '1',
       ...options.env,
     };
-    if (options.isolate !== undefined && !(await canIsolate())) {
+    const cleanup = async (): Promise<void> => {
       await rm(scratch, { recursive: true, force: true });
+      await rm(spill, { recursive: true, force: true });
+    };
+    if (options.isolate !== undefined && !(await canIsolate())) {
+      await cleanup();
       throw new SandboxError(
         'start_failed',
         'this host does not allow unprivileged user namespaces (unshare), which the isolated local sandbox needs',
       );
     }
-    const host = localShellHost(workspace, env, options.isolate);
+    const isolate = options.isolate === undefined ? undefined : { hide: [...options.isolate.hide, spill] };
+    // Two shells, each from its own launcher (a namespaced shell's host pid is tracked per launcher):
+    // the agent's, and the harness's for file operations and checkpoints.
+    const host = localShellHost(workspace, env, isolate);
+    const harnessHost = localShellHost(workspace, env, isolate);
     const captureBytes = options.captureBytes ?? 256 * 1024;
     const session = new ShellSession(host, {
       workdir: workspace,
       stateFile: join(scratch, 'shell-state.sh'),
-      capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: scratch },
+      capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: spill },
     });
+    const harness = new HarnessShell(
+      () =>
+        new ShellSession(harnessHost, {
+          workdir: workspace,
+          stateFile: '/dev/null',
+          capture: { ...HARNESS_CAPTURE, spillDir: spill },
+        }),
+    );
     try {
       await session.start();
+      await harness.start();
     } catch (error) {
-      await rm(scratch, { recursive: true, force: true });
+      session.close();
+      harness.close();
+      await cleanup();
       throw error;
     }
-    return new LocalSandbox(workspace, workspace, session, scratch, host);
+    return new LocalSandbox(workspace, session, harness, [host, harnessHost], scratch, spill);
   }
 
   exec(command: string, options: ExecOptions): Promise<ExecResult> {
     return this.session.exec(command, options);
   }
 
+  harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
+    return this.harness.exec(command, options);
+  }
+
   async close(): Promise<void> {
     const pid = this.session.pid;
     // Through the host, which maps a namespaced shell's `$$` to its host pid.
-    if (pid > 0) await this.host.killDescendants(pid).catch(() => undefined);
+    const [host] = this.hosts;
+    if (pid > 0 && host !== undefined) await host.killDescendants(pid).catch(() => undefined);
     this.session.close();
+    this.harness.close();
     await rm(this.scratch, { recursive: true, force: true });
+    await rm(this.spill, { recursive: true, force: true });
   }
 }
 

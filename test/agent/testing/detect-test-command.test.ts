@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +11,18 @@ import {
   hasTestTarget,
 } from '../../../src/agent/testing/detect-test-command.js';
 import type { WorkspaceProbe } from '../../../src/agent/testing/detect-test-command.js';
-import { nodeFsProbe } from '../../../src/agent/testing/fs-probe.js';
+import { sandboxProbe } from '../../../src/agent/testing/sandbox-probe.js';
+import { LocalSandbox } from '../../../src/sandbox/local/local-sandbox.js';
+import { SandboxFiles } from '../../../src/sandbox/sandbox-files.js';
+
+async function withProbe<T>(root: string, fn: (probe: WorkspaceProbe) => Promise<T>): Promise<T> {
+  const sandbox = await LocalSandbox.create({ workspace: root, path: process.env.PATH ?? '/usr/bin:/bin' });
+  try {
+    return await fn(sandboxProbe(new SandboxFiles(sandbox)));
+  } finally {
+    await sandbox.close();
+  }
+}
 
 /** A probe over an in-memory tree: keys are file paths; their parent dirs exist implicitly. */
 function memoryProbe(files: Record<string, string>): WorkspaceProbe {
@@ -166,16 +177,17 @@ void describe('go, cargo, make', () => {
   });
 });
 
-void describe('nodeFsProbe', () => {
+void describe('sandboxProbe', () => {
   const repos = new URL('../../fixtures/repos/', import.meta.url);
 
   void test('detects the fixture repositories', async () => {
-    assert.deepEqual(await detectTestCommand(nodeFsProbe(fileURLToPath(new URL('node-calc/', repos)))), {
+    const node = await withProbe(fileURLToPath(new URL('node-calc/', repos)), detectTestCommand);
+    assert.deepEqual(node, {
       command: 'npm test',
       runner: 'node-test',
       source: 'package.json scripts.test',
     });
-    const python = await detectTestCommand(nodeFsProbe(fileURLToPath(new URL('python-inventory/', repos))));
+    const python = await withProbe(fileURLToPath(new URL('python-inventory/', repos)), detectTestCommand);
     assert.deepEqual(python, {
       command: 'python3 -m unittest discover -v -s tests',
       runner: 'unittest',
@@ -183,21 +195,24 @@ void describe('nodeFsProbe', () => {
     });
   });
 
-  void test('reads, lists and refuses paths outside the root', async () => {
-    const root = mkdtempSync(path.join(tmpdir(), 'fs-probe-'));
+  void test('reads, lists and refuses paths outside the root, links leading out included', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'sandbox-probe-'));
     try {
       writeFileSync(path.join(root, 'a.txt'), 'hello');
-      const probe = nodeFsProbe(root);
-      assert.equal(await probe.readText('a.txt'), 'hello');
-      assert.equal(await probe.readText('missing.txt'), null);
-      assert.equal(await probe.readText('.'), null);
-      assert.deepEqual(await probe.listDir('.'), ['a.txt']);
-      assert.equal(await probe.listDir('a.txt'), null);
-      assert.equal(await probe.exists('a.txt'), true);
-      assert.equal(await probe.exists('../'), false);
-      assert.equal(await probe.readText(`../${path.basename(root)}/a.txt`), 'hello');
-      assert.equal(await probe.readText('/etc/hostname'), null);
-      assert.equal(await probe.listDir('..'), null);
+      symlinkSync('/etc/hostname', path.join(root, 'package.json'));
+      await withProbe(root, async (probe) => {
+        assert.equal(await probe.readText('a.txt'), 'hello');
+        assert.equal(await probe.readText('missing.txt'), null);
+        assert.equal(await probe.readText('.'), null);
+        assert.deepEqual(await probe.listDir('.'), ['a.txt', 'package.json']);
+        assert.equal(await probe.listDir('a.txt'), null);
+        assert.equal(await probe.exists('a.txt'), true);
+        assert.equal(await probe.exists('../'), false);
+        assert.equal(await probe.readText(`../${path.basename(root)}/a.txt`), 'hello');
+        assert.equal(await probe.readText('/etc/hostname'), null);
+        assert.equal(await probe.readText('package.json'), null);
+        assert.equal(await probe.listDir('..'), null);
+      });
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

@@ -102,10 +102,11 @@ dockerTest(
     assert.match(r.output, / on \/ type overlay \(ro,/);
     const info = await docker.getContainer(sandbox.containerId).inspect();
     assert.deepEqual(
-      info.Mounts.filter((m) => m.Type === 'bind').map((m) => m.Destination),
-      ['/workspace'],
-      'the workspace is the only host path',
+      info.Mounts.filter((m) => m.Type === 'bind' || m.Type === 'volume'),
+      [],
+      'no host path and no volume: the workspace is a tmpfs',
     );
+    assert.match(r.output, /^tmpfs on \/workspace type tmpfs \(rw,nosuid,nodev,/m);
     assert.equal(info.HostConfig.ReadonlyRootfs, true);
     assert.equal(info.HostConfig.Memory, info.HostConfig.MemorySwap, 'no swap');
     assert.ok((info.HostConfig.PidsLimit ?? 0) > 0);

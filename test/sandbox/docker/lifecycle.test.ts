@@ -78,7 +78,6 @@ dockerTest(
     );
     const deadOwner = ownerId(deadPid).replace(/:\d+$/, ':12345');
     const liveOwner = ownerId();
-    const workspace = await tempWorkspace(t);
     const make = async (owner: string, job: string): Promise<string> => {
       const c = await docker.createContainer(
         containerSpec({
@@ -86,7 +85,6 @@ dockerTest(
           image: 'issue-agent/base:latest',
           uid: 1000,
           gid: 1000,
-          hostWorkspace: workspace,
           network: 'none',
           limits: DEFAULT_LIMITS,
           labels: { job, owner },

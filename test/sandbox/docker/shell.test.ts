@@ -106,6 +106,7 @@ dockerTest(
     const next = await sandbox.exec('pwd; echo "$KEEP"; ps -e -o args= | grep -c "^ia-shell" ', {
       timeoutMs: 10_000,
     });
-    assert.deepEqual(next.output.trim().split('\n'), ['/tmp', 'busy', '1']);
+    // Two shells: the agent's (replaced, not duplicated) and the harness's.
+    assert.deepEqual(next.output.trim().split('\n'), ['/tmp', 'busy', '2']);
   },
 );

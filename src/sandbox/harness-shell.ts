@@ -1,0 +1,41 @@
+import { ShellSession } from './shell-session.js';
+import type { ExecResult, HarnessExecOptions } from './sandbox.js';
+
+/** Capture of a harness command: enough for a whole file the editor accepts plus its status line. */
+export const HARNESS_CAPTURE = { headBytes: 6 * 1024 * 1024, tailBytes: 1024 * 1024 } as const;
+
+/**
+ * The harness's own persistent shell in a sandbox (see Sandbox.harnessExec). A harness command that
+ * had to be killed may have left bytes of its stdin unread, which the shell would go on to read as
+ * commands: such a shell is replaced before the next harness command.
+ */
+export class HarnessShell {
+  private session: ShellSession;
+  private replacing: Promise<void> | null = null;
+
+  constructor(private readonly make: () => ShellSession) {
+    this.session = make();
+  }
+
+  start(): Promise<void> {
+    return this.session.start();
+  }
+
+  async exec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
+    if (this.replacing !== null) await this.replacing;
+    const r = await this.session.exec(command, options);
+    if (r.killed !== null && options.stdin !== undefined) {
+      this.session.close();
+      this.session = this.make();
+      this.replacing = this.session.start().finally(() => {
+        this.replacing = null;
+      });
+      await this.replacing;
+    }
+    return r;
+  }
+
+  close(): void {
+    this.session.close();
+  }
+}
