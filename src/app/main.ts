@@ -6,7 +6,7 @@ import { hasAppCredentials, readAppEnv } from '../config/app-env.js';
 import { Redactor } from '../publish/redact.js';
 import { createAgentServer, serverOptionsFromEnv } from '../server/server.js';
 import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
-import { issueAgentApp } from './app.js';
+import { issueAgentApp, probotWithBodyLimit } from './app.js';
 import { ConfigCache, processTrigger, type Octokit } from './intake.js';
 import { triggerSchema, type Trigger } from './triggers.js';
 
@@ -33,13 +33,17 @@ async function main(): Promise<void> {
   const redis = redisClient(env.redisUrl, 'issue-agent-app');
   let probot: Probot | null = null;
   const server = new Server({
-    Probot: Probot.defaults({
-      appId: env.appId,
-      privateKey: env.privateKey,
-      secret: env.webhookSecret,
-      baseUrl: env.githubApiUrl,
-      log: logger.child({ name: 'probot' }),
-    }),
+    // Bodies on the webhook route are bounded before Probot buffers them to check the signature.
+    Probot: probotWithBodyLimit(
+      Probot.defaults({
+        appId: env.appId,
+        privateKey: env.privateKey,
+        secret: env.webhookSecret,
+        baseUrl: env.githubApiUrl,
+        log: logger.child({ name: 'probot' }),
+      }),
+      { path: env.webhookPath, maxBytes: env.webhookMaxBytes, logger: logger.child({ name: 'webhooks' }) },
+    ),
     host: env.host,
     port: env.port,
     webhookPath: env.webhookPath,

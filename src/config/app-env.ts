@@ -19,6 +19,8 @@ export interface AppEnv {
   readonly port: number;
   readonly host: string;
   readonly webhookPath: string;
+  /** Largest webhook body read before its signature is checked; a larger one is refused with 413. */
+  readonly webhookMaxBytes: number;
   readonly workerConcurrency: number;
   readonly intakeConcurrency: number;
   /** Where workers keep clones and trajectories (one folder per job). */
@@ -68,6 +70,8 @@ const schema = z.object({
   PORT: int(0).max(65535).default(3000),
   HOST: z.string().default('0.0.0.0'),
   WEBHOOK_PATH: z.string().startsWith('/').default('/api/github/webhooks'),
+  /** GitHub's own cap on a payload is 25 MiB, so the default refuses nothing GitHub sends. */
+  ISSUE_AGENT_WEBHOOK_MAX_BYTES: int(1).default(25 * 1024 * 1024),
   ISSUE_AGENT_WORKER_CONCURRENCY: int(1).default(1),
   ISSUE_AGENT_INTAKE_CONCURRENCY: int(1).default(8),
   ISSUE_AGENT_WORK_DIR: z.string().min(1).optional(),
@@ -146,6 +150,7 @@ export function readAppEnv(
     port: v.PORT,
     host: v.HOST,
     webhookPath: v.WEBHOOK_PATH,
+    webhookMaxBytes: v.ISSUE_AGENT_WEBHOOK_MAX_BYTES,
     workerConcurrency: v.ISSUE_AGENT_WORKER_CONCURRENCY,
     intakeConcurrency: v.ISSUE_AGENT_INTAKE_CONCURRENCY,
     workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
