@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { parse as parseYaml } from 'yaml';
@@ -12,6 +12,7 @@ import {
 import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import { botUser, tokenClient, type GitHubClient } from '../github/app-client.js';
+import { pristineRoot } from '../github/pristine-clone.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { formatUsd } from '../publish/markdown.js';
 import { renderPullRequest } from '../publish/pr-body.js';
@@ -168,6 +169,10 @@ async function handle(
   const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
   const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
   const jobsDir = join(inputs.workDir ?? join(runner.runnerTemp, 'issue-agent'), 'jobs');
+  // The host's clones and their seals (beside the jobs folder): hidden as a whole from the local
+  // sandbox. Created now, because only paths that exist can be covered.
+  const pristine = pristineRoot(jobsDir);
+  mkdirSync(pristine, { recursive: true, mode: 0o700 });
   const agent = readAgentEnv({
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -209,6 +214,7 @@ async function handle(
                   home: nonEmpty(env.HOME),
                   jobsDir,
                   extra: [
+                    pristine,
                     ...fileCommandPaths(env),
                     ...(nonEmpty(env.GITHUB_WORKSPACE) === null ? [] : [env.GITHUB_WORKSPACE ?? '']),
                   ],

@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
-import { mkdir, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { lstat, mkdir, rm } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
 export class HostGitError extends Error {
-  override readonly name = 'HostGitError';
+  override readonly name: string = 'HostGitError';
   constructor(
     message: string,
     readonly transient: boolean,
@@ -13,22 +14,101 @@ export class HostGitError extends Error {
 }
 
 /**
+ * The pristine clone is not what the host wrote (its `.git/config` or another sealed file changed,
+ * or its seal is gone): no git runs there again. Never transient: the job fails permanently.
+ */
+export class PristineTamperedError extends HostGitError {
+  override readonly name = 'PristineTamperedError';
+  constructor(
+    readonly dir: string,
+    readonly problem: string,
+  ) {
+    super(
+      `the host's clone at ${dir} was changed by something other than the host (${problem}); ` +
+        'refusing to run git there, so nothing from it is committed or pushed',
+      false,
+    );
+  }
+}
+
+/**
  * Git on the host, for clone, commit and push: the only place a token meets git. Invariants:
  * - never a shell: argv only, so no repository or issue text is ever parsed by a shell;
  * - the token travels in the environment of one git process as an `http.extraHeader` (git's
  *   GIT_CONFIG_COUNT mechanism), so it is written to no file and shown in no process list;
- * - no user or system git config, no hooks, no fsmonitor: the repository's content can configure
- *   nothing that runs here. Only the pristine clone, which no sandbox ever sees, is used here; the
- *   agent's workspace is a separate copy whose changes come back as a diff (data), never as a .git.
+ * - no system or global config and no system attributes (environment), and every key that names a
+ *   program git would run, or a file it would read as config or attributes, is pinned on the command
+ *   line (which git reads last, so it wins over the repository's config and anything it includes);
+ * - git runs in the pristine clone only through `inPristine`, which first checks the clone against
+ *   the seal taken when the host cloned it (see pristine-clone.ts); the only other repository it
+ *   touches is the sandbox copy, in `copyForSandbox`, fresh and before any sandbox has seen it. Pins cannot cover everything the
+ *   repository config can say (filter/diff/merge drivers named by attributes, `include.path`,
+ *   `includeIf`, `url.*.insteadOf`, `http.*` settings that would send the token elsewhere), so the
+ *   seal is what makes that config the host's own; the pins are the second line.
+ * The agent's workspace is a separate copy whose changes come back as a diff (data), never as a .git.
  */
-const SAFE = [
-  '-c',
-  'core.hooksPath=/dev/null',
-  '-c',
-  'core.fsmonitor=false',
-  '-c',
-  'protocol.file.allow=never',
+const PINNED: readonly (readonly [key: string, value: string])[] = [
+  ['core.hooksPath', '/dev/null'],
+  ['core.fsmonitor', 'false'],
+  ['core.sshCommand', '/bin/false'],
+  ['core.gitProxy', '/bin/false'],
+  ['core.pager', 'cat'],
+  ['core.editor', '/bin/false'],
+  ['core.askPass', '/bin/false'],
+  ['core.attributesFile', '/dev/null'],
+  ['core.excludesFile', '/dev/null'],
+  // Fails closed: a diff that would print a patch without --no-ext-diff errors instead of running
+  // anything (an empty value would not unset it; git would try to run "").
+  ['diff.external', '/bin/false'],
+  ['commit.gpgSign', 'false'],
+  ['tag.gpgSign', 'false'],
+  ['push.gpgSign', 'false'],
+  ['gpg.program', '/bin/false'],
+  ['gpg.openpgp.program', '/bin/false'],
+  ['gpg.ssh.program', '/bin/false'],
+  ['gpg.x509.program', '/bin/false'],
+  // An empty value empties the list of helpers, whatever the repository or an include added before.
+  ['credential.helper', ''],
+  ['submodule.recurse', 'false'],
+  ['fetch.recurseSubmodules', 'false'],
+  ['push.recurseSubmodules', 'no'],
+  // No background gc or maintenance started from a host command.
+  ['gc.auto', '0'],
+  ['maintenance.auto', 'false'],
+  // Every transport is refused by name (a repository's `protocol.<name>.allow` would override the
+  // general key) except https, and http only for a remote that is http (a GitHub on loopback).
+  ['protocol.allow', 'never'],
+  ['protocol.file.allow', 'never'],
+  ['protocol.git.allow', 'never'],
+  ['protocol.ssh.allow', 'never'],
+  ['protocol.ext.allow', 'never'],
+  ['protocol.https.allow', 'always'],
 ];
+
+/** The `-c` arguments every host git gets; `remoteUrl` decides whether plain http is allowed. */
+export function pinnedConfig(remoteUrl: string | null): string[] {
+  const http = remoteUrl !== null && /^http:\/\//i.test(remoteUrl) ? 'always' : 'never';
+  return [...PINNED, ['protocol.http.allow', http] as const].flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The subcommand, for messages: the first argument that is not an option or an option's value. */
+function verbOf(args: readonly string[]): string {
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] ?? '';
+    if (a === '-C' || a === '-c') i++;
+    else if (!a.startsWith('-')) return a;
+  }
+  return '';
+}
 
 export interface GitRun {
   readonly stdout: string;
@@ -39,8 +119,10 @@ export function baseGitEnv(path: string): NodeJS.ProcessEnv {
   return {
     PATH: path,
     HOME: '/nonexistent',
+    XDG_CONFIG_HOME: '/nonexistent',
     GIT_CONFIG_NOSYSTEM: '1',
     GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_ATTR_NOSYSTEM: '1',
     GIT_TERMINAL_PROMPT: '0',
     GIT_ASKPASS: '/bin/false',
     SSH_ASKPASS: '/bin/false',
@@ -57,22 +139,32 @@ function authEnv(token: string): NodeJS.ProcessEnv {
   };
 }
 
+export interface RunOptions {
+  readonly cwd?: string;
+  readonly token?: string;
+  readonly input?: string;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly timeoutMs?: number;
+  /** The remote this command talks to, if any (plain http is refused unless it is http). */
+  readonly remoteUrl?: string;
+}
+
+export interface Identity {
+  readonly name: string;
+  readonly email: string;
+}
+
 export class HostGit {
   constructor(
     private readonly path: string,
     private readonly redact: (text: string) => string,
   ) {}
 
-  run(
-    args: readonly string[],
-    options: {
-      cwd?: string;
-      token?: string;
-      input?: string;
-      env?: NodeJS.ProcessEnv;
-      timeoutMs?: number;
-    } = {},
-  ): Promise<GitRun> {
+  /**
+   * One git process with the pins and the clean environment. In a repository, use `inPristine`:
+   * this does not check any seal.
+   */
+  run(args: readonly string[], options: RunOptions = {}): Promise<GitRun> {
     const env = {
       ...baseGitEnv(this.path),
       ...(options.token === undefined ? {} : authEnv(options.token)),
@@ -81,7 +173,7 @@ export class HostGit {
     return new Promise((resolve, reject) => {
       const child = execFile(
         'git',
-        [...SAFE, ...args],
+        [...pinnedConfig(options.remoteUrl ?? null), ...args],
         {
           cwd: options.cwd,
           env,
@@ -100,24 +192,71 @@ export class HostGit {
             /Could not resolve host|Connection refused|timed out|HTTP 5\d\d|The requested URL returned error: 5\d\d|RPC failed|early EOF|Connection reset/i.test(
               stderr,
             );
-          reject(new HostGitError(`git ${args[0] ?? ''} failed: ${detail || error.message}`, transient));
+          reject(new HostGitError(`git ${verbOf(args)} failed: ${detail || error.message}`, transient));
         },
       );
+      // git may exit before reading all of its input (a refused diff): the broken pipe is not an
+      // error of its own, the exit status and stderr above report what happened.
+      child.stdin?.on('error', () => undefined);
       if (options.input !== undefined) child.stdin?.end(options.input);
     });
   }
 
-  /** Clones `url` into `dir` (replacing whatever is there) without writing the token anywhere. */
-  async clone(url: string, dir: string, token: string, branch: string): Promise<void> {
+  /**
+   * The pristine clone at `dir`, found again (after a crash or in a later stage) or cloned now.
+   * Found means sealed and unchanged; a clone with no seal (a crash between clone and seal) is
+   * replaced; a changed one is refused with PristineTamperedError. The token is asked for only when
+   * a clone is needed.
+   */
+  async ensurePristine(
+    dir: string,
+    source: { readonly url: string; readonly branch: string; readonly token: () => Promise<string> },
+  ): Promise<'found' | 'cloned'> {
+    if (await exists(sealPath(dir))) {
+      await this.verifyPristine(dir);
+      return 'found';
+    }
+    await this.clonePristine(dir, source.url, await source.token(), source.branch);
+    return 'cloned';
+  }
+
+  /** Clones `url` into `dir` (replacing whatever is there) without writing the token anywhere, and seals it. */
+  async clonePristine(dir: string, url: string, token: string, branch: string): Promise<void> {
+    await rm(sealPath(dir), { force: true });
     await rm(dir, { recursive: true, force: true });
     await mkdir(dirname(dir), { recursive: true });
     await this.run(['clone', '--quiet', '--no-tags', '--single-branch', '--branch', branch, '--', url, dir], {
       token,
+      remoteUrl: url,
+    });
+    await sealClone(dir, url);
+  }
+
+  /** The seal of the clone at `dir`, if the clone is still exactly what the host wrote. */
+  async verifyPristine(dir: string): Promise<Seal> {
+    const r = await checkSeal(dir);
+    if (!r.ok) throw new PristineTamperedError(dir, r.problem);
+    return r.seal;
+  }
+
+  /**
+   * Git in the pristine clone, after checking its seal. GIT_DIR and GIT_WORK_TREE name the clone
+   * outright, so no `.git` file or `core.worktree` can point git at another folder.
+   */
+  async inPristine(dir: string, args: readonly string[], options: RunOptions = {}): Promise<GitRun> {
+    const seal = await this.verifyPristine(dir);
+    const abs = resolve(dir);
+    return this.run(['-C', abs, ...args], {
+      ...options,
+      remoteUrl: seal.url,
+      env: { ...options.env, GIT_DIR: join(abs, '.git'), GIT_WORK_TREE: abs },
     });
   }
 
   /** A copy for the sandbox: its own object store (no hardlinks into the pristine clone). */
   async copyForSandbox(pristine: string, dir: string, commit: string, publicUrl: string): Promise<void> {
+    // The local clone runs upload-pack in the pristine clone, which reads its config: check it first.
+    await this.verifyPristine(pristine);
     await rm(dir, { recursive: true, force: true });
     // The one clone from a local path: allowed for this command only (submodules stay refused).
     await this.run([
@@ -135,15 +274,81 @@ export class HostGit {
   }
 
   async revParse(dir: string, rev: string): Promise<string> {
-    return (await this.run(['-C', dir, 'rev-parse', '--verify', `${rev}^{commit}`])).stdout.trim();
+    return (await this.inPristine(dir, ['rev-parse', '--verify', `${rev}^{commit}`])).stdout.trim();
   }
 
-  /** The tip of a remote branch, or null if the branch does not exist. */
+  /** The tip of a branch of the clone's remote (the URL it was cloned from), or null if there is none. */
   async remoteBranch(dir: string, branch: string, token: string): Promise<string | null> {
-    const r = await this.run(['-C', dir, 'ls-remote', '--heads', 'origin', `refs/heads/${branch}`], {
+    const { url } = await this.verifyPristine(dir);
+    const r = await this.inPristine(dir, ['ls-remote', '--heads', '--', url, `refs/heads/${branch}`], {
       token,
     });
     const line = r.stdout.trim().split('\n')[0] ?? '';
     return line === '' ? null : (line.split('\t')[0] ?? null);
+  }
+
+  /** `branch` at `commit`, checked out, with a working tree holding nothing else. */
+  async resetTo(dir: string, branch: string, commit: string): Promise<void> {
+    await this.inPristine(dir, ['checkout', '--quiet', '--force', '--no-track', '-B', branch, commit]);
+    await this.inPristine(dir, ['clean', '-q', '-fdx']);
+  }
+
+  /** Applies a diff (data from the event log) to the working tree and the index. */
+  async applyDiff(dir: string, diff: string): Promise<void> {
+    await this.inPristine(dir, ['apply', '--index', '--binary', '--whitespace=nowarn', '-'], { input: diff });
+  }
+
+  /**
+   * `git diff --cached --raw --numstat -z -M` against `base`: what the staged change touches, with
+   * modes (the index is what will be committed). No external diff or textconv driver runs.
+   */
+  async stagedChanges(dir: string, base: string): Promise<string> {
+    const r = await this.inPristine(dir, [
+      'diff',
+      '--cached',
+      '--no-ext-diff',
+      '--no-textconv',
+      '--raw',
+      '--numstat',
+      '-z',
+      '-M',
+      base,
+    ]);
+    return r.stdout;
+  }
+
+  /**
+   * Commits the index with this author and committer at `at` (ISO time), returning the commit id.
+   * Same inputs, same id: a retry after a crash makes the same commit.
+   */
+  async commit(dir: string, message: string, who: Identity, at: string): Promise<string> {
+    await this.inPristine(
+      dir,
+      ['commit', '--quiet', '--no-verify', '--no-gpg-sign', '--allow-empty-message', '-F', '-'],
+      {
+        input: message,
+        env: {
+          GIT_AUTHOR_NAME: who.name,
+          GIT_AUTHOR_EMAIL: who.email,
+          GIT_COMMITTER_NAME: who.name,
+          GIT_COMMITTER_EMAIL: who.email,
+          GIT_AUTHOR_DATE: at,
+          GIT_COMMITTER_DATE: at,
+        },
+      },
+    );
+    return this.revParse(dir, 'HEAD');
+  }
+
+  /**
+   * Pushes HEAD to `branch` of the clone's remote. `expect`: the tip the remote branch must still
+   * have (a lease), or undefined for a plain fast-forward push.
+   */
+  async push(dir: string, branch: string, token: string, expect?: string): Promise<void> {
+    const { url } = await this.verifyPristine(dir);
+    const lease = expect === undefined ? [] : [`--force-with-lease=refs/heads/${branch}:${expect}`];
+    await this.inPristine(dir, ['push', '--quiet', ...lease, '--', url, `HEAD:refs/heads/${branch}`], {
+      token,
+    });
   }
 }

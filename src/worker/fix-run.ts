@@ -11,6 +11,7 @@ import { reduceState } from '../events/reduce-state.js';
 import type { Limits, Task } from '../events/schema.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import { HostGit, HostGitError } from '../github/host-git.js';
+import { pristineDir } from '../github/pristine-clone.js';
 import type { Model } from '../model/model.js';
 import { checkPolicy, parseRawNumstat } from '../publish/policy.js';
 import { findTrajectoryMarker } from '../publish/markers.js';
@@ -113,7 +114,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
   const dir = jobFolder(rt.jobsDir, jobId);
   const paths = {
     trajectory: join(dir, 'trajectory'),
-    pristine: join(dir, 'origin'),
+    // Outside the job folder (which holds the workspace): see pristine-clone.ts.
+    pristine: pristineDir(rt.jobsDir, jobId),
     workspace: join(dir, 'workspace'),
   };
   const log = rt.logger.child({
@@ -217,9 +219,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       }
       await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
       const branch = pull?.headRef ?? repo.default_branch;
-      if (!existsSync(join(paths.pristine, '.git'))) {
-        await git.clone(repo.clone_url, paths.pristine, (await tokens.get()).token, branch);
-      }
+      await git.ensurePristine(paths.pristine, {
+        url: repo.clone_url,
+        branch,
+        token: async () => (await tokens.get()).token,
+      });
       const baseCommit = store?.base.workspace.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
       await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
       const sandbox: Sandbox = await createSandbox({
@@ -489,32 +493,17 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
   await progress.update({ kind: 'publishing' });
   const branch = pull?.headRef ?? branchFor(p.issue.number);
   const baseCommit = store.base.workspace.baseCommit;
-  if (!existsSync(join(paths.pristine, '.git'))) {
-    await git.clone(
-      repo.clone_url,
-      paths.pristine,
-      (await tokens.get()).token,
-      pull?.headRef ?? repo.default_branch,
-    );
-  }
-  await git.run(['-C', paths.pristine, 'checkout', '--quiet', '--force', '-B', branch, baseCommit]);
-  await git.run(['-C', paths.pristine, 'clean', '-q', '-fdx']);
-  await git.run(['-C', paths.pristine, 'apply', '--index', '--binary', '--whitespace=nowarn', '-'], {
-    input: checkpoint.diff,
+  // Every git call below checks the clone's seal first (PristineTamperedError: permanent).
+  await git.ensurePristine(paths.pristine, {
+    url: repo.clone_url,
+    branch: pull?.headRef ?? repo.default_branch,
+    token: async () => (await tokens.get()).token,
   });
+  await git.resetTo(paths.pristine, branch, baseCommit);
+  await git.applyDiff(paths.pristine, checkpoint.diff);
   // The index is what will be committed: its modes (gitlinks) and paths, not the diff's text, are judged.
-  const changes = await git.run([
-    '-C',
-    paths.pristine,
-    'diff',
-    '--cached',
-    '--raw',
-    '--numstat',
-    '-z',
-    '-M',
-    baseCommit,
-  ]);
-  const verdict = checkPolicy(parseRawNumstat(changes.stdout), p.config.policy);
+  const changes = await git.stagedChanges(paths.pristine, baseCommit);
+  const verdict = checkPolicy(parseRawNumstat(changes), p.config.policy);
   if (!verdict.ok) {
     log.warn({ violations: verdict.violations }, 'push refused by policy');
     await progress.update({
@@ -548,21 +537,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
   // The commit is a function of the run (author, dates, message, tree, parent), so a retry after a
   // crash produces the same commit id and its push is a no-op.
   const at = store.events.at(-1)?.ts ?? store.base.createdAt;
-  await git.run(
-    ['-C', paths.pristine, 'commit', '--quiet', '--no-verify', '--allow-empty-message', '-F', '-'],
-    {
-      input: message,
-      env: {
-        GIT_AUTHOR_NAME: bot.name,
-        GIT_AUTHOR_EMAIL: bot.email,
-        GIT_COMMITTER_NAME: bot.name,
-        GIT_COMMITTER_EMAIL: bot.email,
-        GIT_AUTHOR_DATE: at,
-        GIT_COMMITTER_DATE: at,
-      },
-    },
-  );
-  const head = await git.revParse(paths.pristine, 'HEAD');
+  const head = await git.commit(paths.pristine, message, bot, at);
   // A stop that arrived after the agent finished still wins: the push is the last thing to undo.
   const stoppedBy = await input.cancelled();
   if (stoppedBy !== null) {
@@ -585,7 +560,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
         await replyInThread(input, `I did not push: ${reason}.`);
         return none;
       }
-      await pushOrExplain(input, branch, head, token, []);
+      await pushOrExplain(input, branch, head, token, undefined);
     } else {
       const open = await openPullOn(gh, where, branch);
       if (remoteTip !== null && open !== null && open.author !== bot.login) {
@@ -593,8 +568,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
       }
       // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
       // only if nobody pushed to it since we looked (lease).
-      const lease = remoteTip === null ? [] : [`--force-with-lease=refs/heads/${branch}:${remoteTip}`];
-      await pushOrExplain(input, branch, head, token, lease);
+      await pushOrExplain(input, branch, head, token, remoteTip ?? undefined);
     }
     log.info({ branch, commit: head }, 'pushed');
   }
@@ -680,15 +654,10 @@ async function pushOrExplain(
   branch: string,
   head: string,
   token: string,
-  extra: readonly string[],
+  lease: string | undefined,
 ): Promise<void> {
   try {
-    await input.git.run(
-      ['-C', input.paths.pristine, 'push', '--quiet', ...extra, 'origin', `HEAD:refs/heads/${branch}`],
-      {
-        token,
-      },
-    );
+    await input.git.push(input.paths.pristine, branch, token, lease);
   } catch (error) {
     // Rejected as non-fast-forward: someone pushed between our check and our push.
     if (
