@@ -16,6 +16,7 @@ import { pristineRoot } from '../github/pristine-clone.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { formatUsd } from '../publish/markdown.js';
 import { renderPullRequest } from '../publish/pr-body.js';
+import { githubHosts, hostsIn, publishable, type Audience } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
 import { fixJobId } from '../queue/ids.js';
 import {
@@ -123,6 +124,12 @@ async function handle(
     return skip(io, write, `the event is about ${where.owner}/${where.repo}, not ${runner.repository}`);
   }
   const redactor = new Redactor([inputs.githubToken, inputs.anthropicApiKey]);
+  const runsUrl = `${runner.serverUrl}/${runner.repository}/actions/runs/${runner.runId}`;
+  // Everything posted goes through `publishable`: links may lead to GitHub and this workflow run.
+  const audience: Audience = {
+    redactor,
+    trustedHosts: [...githubHosts(runner.apiUrl), ...hostsIn(runsUrl)],
+  };
   const config = await repoConfig(gh, where, inputs);
   const ours = matches(trigger, config);
   if (ours === null) return skip(io, write, `not our label (${config.label}) or handle (${config.handle})`);
@@ -134,14 +141,14 @@ async function handle(
     return skip(io, write, `untrusted sender: ${who.reason}; no work done`);
   }
   if (trigger.kind === 'unlabel') return skip(io, write, 'the label was removed');
-  const runsUrl = `${runner.serverUrl}/${runner.repository}/actions/runs/${runner.runId}`;
   if (STOP.test(ours.instruction)) {
     await gh.rest.issues.createComment({
       ...where,
       issue_number: trigger.issue.number,
-      body: redactor.redact(
+      body: publishable(
         `@${trigger.sender.login} under GitHub Actions a running job is stopped by cancelling its workflow run ` +
           `(Actions tab → the run → Cancel workflow). This run (${runsUrl}) did nothing.`,
+        audience,
       ),
     });
     return skip(io, write, 'a stop request (cancel the workflow run instead)');
@@ -159,7 +166,7 @@ async function handle(
       await gh.rest.issues.createComment({
         ...where,
         issue_number: trigger.issue.number,
-        body: redactor.redact(notOursReply(owner)),
+        body: publishable(notOursReply(owner), audience),
       });
       return skip(io, write, owner.fork ? 'a pull request from a fork' : 'not a pull request of ours');
     }
@@ -379,12 +386,13 @@ async function fail(
         owner: ctx.trigger.repo.owner,
         repo: ctx.trigger.repo.name,
         issue_number: ctx.trigger.issue.number,
-        body: redactor.redact(
+        body: publishable(
           [
             `I could not work on this: the Issue Agent action failed (${runsUrl}).`,
             '',
             ...(problems.length > 1 ? problems.map((p) => `- ${p}`) : [`> ${text.replace(/\n/g, '\n> ')}`]),
           ].join('\n'),
+          { redactor, trustedHosts: [...githubHosts(ctx.runner.apiUrl), ...hostsIn(runsUrl)] },
         ),
       });
     } catch (error) {

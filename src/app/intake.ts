@@ -9,6 +9,7 @@ import {
   type RepoConfig,
 } from '../config/repo-config.js';
 import { findProgressMarker, renderProgress, type ProgressState } from '../publish/progress.js';
+import { githubHosts, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
 import {
   addPending,
@@ -278,7 +279,7 @@ async function cancelTarget(
         await octokit.rest.issues.updateComment({
           ...where,
           comment_id: p.job.progressCommentId,
-          body: deps.redactor.redact(renderProgress({ kind: 'cancelled', jobId: p.jobId, by })),
+          body: renderProgress({ kind: 'cancelled', jobId: p.jobId, by }, deps.redactor, hostsOf(octokit)),
         });
       }
     }
@@ -295,7 +296,7 @@ async function cancelTarget(
           await octokit.rest.issues.updateComment({
             ...where,
             comment_id: job.data.progressCommentId,
-            body: deps.redactor.redact(renderProgress({ kind: 'cancelled', jobId: live, by })),
+            body: renderProgress({ kind: 'cancelled', jobId: live, by }, deps.redactor, hostsOf(octokit)),
           });
         }
       }
@@ -314,7 +315,7 @@ async function progressComment(
   mayExist: boolean,
   state: ProgressState,
 ): Promise<number> {
-  const body = deps.redactor.redact(renderProgress(state));
+  const body = renderProgress(state, deps.redactor, hostsOf(octokit));
   if (mayExist) {
     const botId = await deps.botUserId();
     for await (const page of octokit.paginate.iterator(octokit.rest.issues.listComments, {
@@ -340,8 +341,13 @@ async function comment(
   await octokit.rest.issues.createComment({
     ...where,
     issue_number: issue,
-    body: deps.redactor.redact(body),
+    body: publishable(body, { redactor: deps.redactor, trustedHosts: hostsOf(octokit) }),
   });
+}
+
+/** GitHub's hosts for this client: links in what the App posts may lead there. */
+function hostsOf(octokit: Octokit): string[] {
+  return githubHosts(octokit.request.endpoint.DEFAULTS.baseUrl);
 }
 
 function ignored(log: Logger, reason: string): IntakeResult {

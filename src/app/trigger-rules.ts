@@ -2,7 +2,8 @@ import type { GitHubClient } from '../github/app-client.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
 import type { FixJob, ReviewContext } from '../queue/payloads.js';
-import { extractMention, type Trigger } from './triggers.js';
+import { codeSpan } from '../publish/markdown.js';
+import { capIssueBody, extractMention, type Trigger } from './triggers.js';
 
 /**
  * The rules of a trigger that the App (intake) and the Action share: is the label or mention ours,
@@ -202,6 +203,7 @@ export function buildFixJob(
     issue: {
       number: target.number,
       title: target.number === trigger.issue.number ? trigger.issue.title : `#${target.number}`,
+      body: target.kind === 'issue' ? (trigger.issue.body ?? null) : null,
     },
     pull: target.kind === 'pull' ? { number: target.number } : null,
     instructions: instruction === '' ? [] : [instruction],
@@ -217,6 +219,77 @@ export function buildFixJob(
     progressCommentId: null,
     requestedAt: trigger.receivedAt,
   };
+}
+
+/** The issue's text a fix job works from, or why it does not start. */
+export type ApprovedText =
+  | { readonly ok: true; readonly title: string; readonly body: string; readonly note: string | null }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * The title and body a fix job works from: the ones the job's payload captured when it was asked
+ * for, which is what the person who asked saw. The issue as it is now (`current`, read when the job
+ * starts) matters only when it differs:
+ * - when its author may start jobs here (a role in `allowedPermissions`), the captured text is used
+ *   and `note` says so (whoever edited it, the edit was by someone the repository trusts);
+ * - otherwise the job does not start: the author may have added instructions after the request.
+ * REST does not say who edited a body, so an edit is taken to be the author's: a maintainer who
+ * edits an outsider's issue after asking makes the job refuse too, and asking again starts it.
+ * A payload without a captured body (queued by an older version, or a manual request) falls back to
+ * the current text.
+ */
+export async function approvedIssueText(
+  octokit: RestClient,
+  job: FixJob,
+  current: {
+    readonly title: string;
+    readonly body?: string | null | undefined;
+    readonly user: { readonly login: string } | null;
+  },
+): Promise<ApprovedText> {
+  const captured = job.issue.body;
+  const now = capIssueBody(current.body);
+  if (captured === null || captured === undefined) {
+    return { ok: true, title: current.title, body: now, note: 'no text was captured with the request' };
+  }
+  if (current.title === job.issue.title && now === captured) {
+    return { ok: true, title: job.issue.title, body: captured, note: null };
+  }
+  const author = current.user?.login ?? null;
+  const trusted = author !== null && (await hasAllowedRole(octokit, job, author));
+  if (trusted) {
+    return {
+      ok: true,
+      title: job.issue.title,
+      body: captured,
+      note: 'the issue was edited after the request; working from its text at the time of the request',
+    };
+  }
+  const asker = job.trigger.sender.login;
+  return {
+    ok: false,
+    reason:
+      `the issue's text changed after ${codeSpan(asker)} asked me to work on it, and its author ` +
+      `(${author === null ? 'a deleted account' : codeSpan(author)}) cannot start jobs here, so I won't act on ` +
+      'text nobody who can approve it has seen. Ask me again to work from the issue as it is now',
+  };
+}
+
+async function hasAllowedRole(octokit: RestClient, job: FixJob, login: string): Promise<boolean> {
+  try {
+    const { data } = await octokit.rest.repos.getCollaboratorPermissionLevel({
+      owner: job.repo.owner,
+      repo: job.repo.name,
+      username: login,
+    });
+    const role = roleOf(data.role_name, data.permission);
+    return job.config.allowedPermissions.some((p) => p === role);
+  } catch (error) {
+    // Not a user GitHub knows (deleted, or a bot it has no collaborator record for): no role.
+    if (typeof error === 'object' && error !== null && 'status' in error && error.status === 404)
+      return false;
+    throw error;
+  }
 }
 
 export interface PullOwnership {

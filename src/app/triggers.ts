@@ -2,6 +2,22 @@ import { z } from 'zod';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 
 /**
+ * GitHub's limit for an issue body, in characters. A captured body is cut there: it travels in the
+ * trigger and the job payload, which live in Redis (at most 4 bytes a character, so 256 KiB).
+ */
+export const ISSUE_BODY_MAX_CHARS = 65_536;
+
+/** An issue body as it is stored in a trigger or a job: cut at GitHub's limit, never split in a pair. */
+export function capIssueBody(body: string | null | undefined): string {
+  const text = body ?? '';
+  if (text.length <= ISSUE_BODY_MAX_CHARS) return text;
+  const cut = /[\uD800-\uDBFF]/.test(text.charAt(ISSUE_BODY_MAX_CHARS - 1))
+    ? ISSUE_BODY_MAX_CHARS - 1
+    : ISSUE_BODY_MAX_CHARS;
+  return text.slice(0, cut);
+}
+
+/**
  * What a webhook delivery asks of the App, reduced to the fields the App acts on. Parsed with zod
  * from the payload, so a delivery missing a field is ignored with a reason instead of crashing a
  * handler; holds no secret, so it can sit in Redis.
@@ -26,9 +42,15 @@ export const triggerSchema = z.object({
   }),
   issue: z.object({
     number: z.number().int().positive(),
+    /** The title and body as the delivery gave them: what the person who asked saw. */
     title: z.string(),
     state: z.string(),
     isPullRequest: z.boolean(),
+    /**
+     * An issue's body (capIssueBody). Absent for a pull request (the App's PRs are its own text),
+     * for manual requests, and in triggers queued by versions that did not capture it.
+     */
+    body: z.string().max(ISSUE_BODY_MAX_CHARS).optional(),
   }),
   sender: z.object({ login: z.string().min(1), id: z.number().int().positive(), type: z.string() }),
   label: z.string().optional(),
@@ -61,6 +83,7 @@ const repository = z.object({
 const issue = z.object({
   number: z.number().int().positive(),
   title: z.string(),
+  body: z.string().nullable().optional(),
   state: z.string(),
   pull_request: z.unknown().optional(),
 });
@@ -236,7 +259,14 @@ function repoOf(r: z.infer<typeof repository>): Trigger['repo'] {
 }
 
 function issueOf(i: z.infer<typeof issue>): Trigger['issue'] {
-  return { number: i.number, title: i.title, state: i.state, isPullRequest: i.pull_request != null };
+  const isPullRequest = i.pull_request != null;
+  return {
+    number: i.number,
+    title: i.title,
+    state: i.state,
+    isPullRequest,
+    ...(isPullRequest ? {} : { body: capIssueBody(i.body) }),
+  };
 }
 
 function describe(event: string, payload: unknown, error: z.ZodError): string {

@@ -7,8 +7,10 @@
  *   run inside, so nothing inside can close it, and code is never rendered as HTML, mentions or
  *   issue references.
  * - Output of `neutralizeProse` contains no HTML tag, comment or declaration opener (`<` followed by
- *   a letter, `/`, `!` or `?`), no `@mention`, no `#123` / `GH-123` reference and no closing keyword
- *   followed by an issue URL. A zero-width joiner (U+200D) is inserted so the text reads the same.
+ *   a letter, `/`, `!` or `?`), no `@mention`, no `#123` / `GH-123` reference, no closing keyword
+ *   followed by an issue URL, no character reference (shown as typed) and no link, image or autolink
+ *   to another site (`neutralizeLinks`). A zero-width joiner (U+200D) is inserted so the text reads
+ *   the same.
  * - `balanceFences` closes a fenced block left open, so text placed in a container cannot swallow
  *   the Markdown that follows it.
  * Lengths that matter for GitHub's limits are measured in UTF-8 bytes (`byteLength`): GitHub counts
@@ -39,7 +41,7 @@ export function stripControls(text: string): string {
  * HTML (`<details>`, `</details>`, `<!-- -->`, `<img>`), ping anyone, reference or close an issue.
  */
 export function neutralizeProse(text: string): string {
-  return (
+  return neutralizeLinks(
     stripControls(text)
       // HTML tags, closing tags, comments, declarations and processing instructions.
       .replace(/<(?=[A-Za-z/!?])/g, `<${ZWJ}`)
@@ -55,7 +57,80 @@ export function neutralizeProse(text: string): string {
         (_m, stem: string, end: string | undefined) =>
           `${stem.slice(0, 1)}${ZWJ}${stem.slice(1)}${end ?? ''}`,
       )
+      .replace(CHARACTER_REFERENCE, '&amp;'),
   );
+}
+
+/**
+ * `&#64;`, `&commat;`, `&#58;`: GitHub shows the character, and pings or links what it spells. Shown
+ * as typed instead (`&amp;` is left as it is, so that neutralising twice changes nothing).
+ */
+export const CHARACTER_REFERENCE = /&(?!amp;)(?=#?[A-Za-z0-9]+;)/g;
+
+const NO_HOSTS: ReadonlySet<string> = new Set();
+/** Where a relative destination resolves in the check: a relative link stays on the page's site. */
+const RELATIVE_BASE = 'https://relative.invalid/';
+/** `](destination` of an inline link or image, `]: destination` of a reference definition. */
+const LINK_DESTINATION =
+  /\]([(:])([ \t]*\n?[ \t]*)(<[^<>\n]*>|(?:[^\s()<>\\]|\\[\s\S]|\((?:[^\s()<>\\]|\\[\s\S])*\))*)/g;
+/** The scheme and authority of a URL GitHub turns into a link on its own (GFM's extended autolinks). */
+const BARE_URL = /(?<![A-Za-z0-9+.-])(https?|ftp)(:\/\/)([^\s/?#<>"'`\\()[\]]*)/gi;
+const BARE_WWW = /(?<![A-Za-z0-9.\-/:@])(www)(\.[^\s/?#<>"'`\\()[\]]*)/gi;
+
+/**
+ * Links, images and autolinks that lead to a host not in `trusted` (`host` or `host:port`, lower
+ * case) become plain text: a joiner after the `]` of an inline link, image or reference definition,
+ * and inside a bare URL's scheme (`http‍://`) or after its `www`. What they say stays readable, nothing
+ * loads or opens. A relative destination resolves on GitHub and is left alone. Destinations are judged
+ * as a browser reads them: character references and backslash escapes decoded, tabs ignored; one that
+ * cannot be read as a URL counts as foreign.
+ */
+export function neutralizeLinks(text: string, trusted: ReadonlySet<string> = NO_HOSTS): string {
+  return text
+    .replace(LINK_DESTINATION, (m, open: string, space: string, destination: string) =>
+      trustedDestination(destination, trusted) ? m : `]${ZWJ}${open}${space}${destination}`,
+    )
+    .replace(BARE_URL, (m, scheme: string, sep: string, authority: string) =>
+      trustedDestination(`${scheme}${sep}${trimAuthority(authority)}/`, trusted)
+        ? m
+        : `${scheme}${ZWJ}${sep}${authority}`,
+    )
+    .replace(BARE_WWW, (m, www: string, rest: string) =>
+      trustedDestination(`https://${www}${trimAuthority(rest)}/`, trusted) ? m : `${www}${ZWJ}${rest}`,
+    );
+}
+
+/** GFM leaves trailing punctuation out of an autolink. */
+function trimAuthority(authority: string): string {
+  return authority.replace(/[.,;:!?*_~'"]+$/, '');
+}
+
+/** No host name is longer (253 characters, plus a port and user info); parsing more is wasted work. */
+const MAX_AUTHORITY = 320;
+
+function trustedDestination(raw: string, trusted: ReadonlySet<string>): boolean {
+  const bare = raw.startsWith('<') && raw.endsWith('>') ? raw.slice(1, -1) : raw;
+  const authority = /^[a-z][a-z0-9+.-]*:[\\/]*([^\\/?#]*)/i.exec(bare.trim())?.[1];
+  if (authority !== undefined && authority.length > MAX_AUTHORITY) return false;
+  const destination = bare
+    .replace(/&#(\d{1,7});/g, (_m, n: string) => codePoint(Number(n)))
+    .replace(/&#[xX]([0-9a-fA-F]{1,6});/g, (_m, n: string) => codePoint(parseInt(n, 16)))
+    .replace(/\\([!-/:-@[-`{-~])/g, '$1');
+  if (destination.trim() === '') return true;
+  // A named reference could spell a scheme or a slash; the table is not worth carrying for that.
+  if (/&[A-Za-z][A-Za-z0-9]*;/.test(destination)) return false;
+  let url: URL;
+  try {
+    url = new URL(destination, RELATIVE_BASE);
+  } catch {
+    return false;
+  }
+  if (url.host === new URL(RELATIVE_BASE).host) return true;
+  return (url.protocol === 'https:' || url.protocol === 'http:') && trusted.has(url.host.toLowerCase());
+}
+
+function codePoint(n: number): string {
+  return n > 0 && n <= 0x10ffff ? String.fromCodePoint(n) : '\uFFFD';
 }
 
 /** Untrusted text for one line (a list item, a heading, a table cell): prose without line breaks. */

@@ -7,7 +7,8 @@
  *   65,536 characters). The sections above the trajectory are capped field by field, so they leave
  *   room for it; the trajectory takes what is left and continues in `trajectoryComments`.
  * - Every text from the log is redacted, then shortened, then made inert (see markdown.ts); the
- *   assembled body and comments are redacted once more as a safety net.
+ *   assembled body and comments go through `publishable` as a safety net (links may lead to GitHub's
+ *   own host, given as `trustedHosts`, and to the hosts of `trajectoryLink`).
  * - The body's first line is the hidden marker `<!-- issue-agent:pr conversation=<id> -->`.
  */
 import { reduceState, type RunState } from '../events/reduce-state.js';
@@ -30,6 +31,7 @@ import {
 } from './markdown.js';
 import { pullRequestMarker, trajectoryMarker } from './markers.js';
 import { describeOutcome, outcomeIcon } from './outcome-words.js';
+import { hostsIn, publishable, type Publishable } from './publishable.js';
 import type { Redactor } from './redact.js';
 import {
   DETAIL_LEVELS,
@@ -58,6 +60,8 @@ interface PullRequestCommon {
   readonly trajectoryLink: string;
   /** Holds the secrets of this job (installation token, model key); patterns apply in any case. */
   readonly redactor: Redactor;
+  /** Hosts links may lead to besides those in `trajectoryLink` (GitHub's: see `githubHosts`). */
+  readonly trustedHosts?: Iterable<string>;
   /** The id in the body's hidden marker; default: the first run's conversation id. */
   readonly conversationId?: string;
   /** Bytes per body and per comment (default DEFAULT_BODY_BUDGET). */
@@ -78,9 +82,9 @@ export type PullRequestInput = PullRequestCommon &
 
 export interface RenderedPullRequest {
   readonly title: string;
-  readonly body: string;
+  readonly body: Publishable;
   /** Comments to post on the PR after it is opened, in order (empty when the body holds everything). */
-  readonly trajectoryComments: string[];
+  readonly trajectoryComments: Publishable[];
 }
 
 export class PublishInputError extends Error {
@@ -253,11 +257,14 @@ export function renderPullRequest(input: PullRequestInput): RenderedPullRequest 
     capacity: budget - PART_OVERHEAD - byteLength(trajectoryMarker(conversationId, 999_999)),
     maxComments,
   });
-  const body = redactor.redact(`${headText}\n\n${bodyPart}`);
+  const audience = {
+    redactor,
+    trustedHosts: [...(input.trustedHosts ?? []), ...hostsIn(input.trajectoryLink)],
+  };
   return {
     title: pullRequestTitle(input.issue, redactor),
-    body,
-    trajectoryComments: comments.map((c) => redactor.redact(c)),
+    body: publishable(`${headText}\n\n${bodyPart}`, audience),
+    trajectoryComments: comments.map((c) => publishable(c, audience)),
   };
 }
 

@@ -18,6 +18,7 @@ import {
 import { progressMarker } from './markers.js';
 import { describeOutcome, outcomeIcon, type BudgetLimit } from './outcome-words.js';
 import type { PolicyViolation } from './policy.js';
+import { hostsIn, publishable, type Publishable } from './publishable.js';
 import { Redactor } from './redact.js';
 
 export { findProgressMarker } from './markers.js';
@@ -151,9 +152,15 @@ function line(p: ProgressState, r: Redactor): string {
 
 /**
  * The whole comment for a state. Every text in it is redacted (pass a Redactor holding the job's
- * secrets; without one only the token patterns apply) and made inert.
+ * secrets; without one only the token patterns apply) and made inert; the comment as a whole goes
+ * through `publishable`, with links allowed to the pull request's and the run link's hosts and to
+ * `trustedHosts`.
  */
-export function renderProgress(p: ProgressState, redactor: Redactor = PATTERNS_ONLY): string {
+export function renderProgress(
+  p: ProgressState,
+  redactor: Redactor = PATTERNS_ONLY,
+  trustedHosts: Iterable<string> = [],
+): Publishable {
   const footer: string[] = [`job ${codeSpan(truncateEnd(p.jobId, 200))}`];
   if (p.runLink !== undefined) {
     const url = safeUrl(p.runLink);
@@ -167,5 +174,8 @@ export function renderProgress(p: ProgressState, redactor: Redactor = PATTERNS_O
     line(p, redactor),
     `<sub>${footer.join(' · ')}</sub>`,
   ].join('\n\n');
-  return redactor.redact(text);
+  return publishable(text, {
+    redactor,
+    trustedHosts: [...trustedHosts, ...hostsIn(p.runLink), ...(p.kind === 'pr_opened' ? hostsIn(p.url) : [])],
+  });
 }

@@ -14,6 +14,8 @@
  *   and no real credential is that short.
  * - Patterns err towards redacting too much (e.g. a private key without its END line is redacted up
  *   to the last line that looks like key material).
+ * - Known secrets are matched with zero-width joiners allowed between their characters (what the
+ *   neutralisers insert), so neutralised text can still be redacted; other insertions are not undone.
  * - Redact before truncating: a secret cut in half by a truncation no longer matches anything.
  *   Callers in this folder redact the raw text first and the assembled page again at the end.
  */
@@ -30,8 +32,8 @@ const ANTHROPIC_KEY = /sk-ant-[A-Za-z0-9_-]{8,}/g;
 const AUTH_WITH_SCHEME = /(\bauthorization["']?\s*[:=]\s*["']?\s*)(bearer|token|basic)(\s+)[^\s"',;]+/gi;
 /** `Authorization: <opaque value>` without a scheme: only values that look like a credential. */
 const AUTH_BARE = /(\bauthorization["']?\s*[:=]\s*["']?)[A-Za-z0-9._~+/=-]{16,}/gi;
-/** `scheme://user:password@host`: the password part. */
-const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/@:]*:)[^\s/@]+@/gi;
+/** `scheme://user:password@host`: the password part (a scheme is short; bounded, so linear). */
+const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s/@:]*:)[^\s/@]+@/gi;
 /** `x-access-token:<token>@` also outside a full URL (e.g. a git remote printed without its scheme). */
 const ACCESS_TOKEN_USERINFO = /(x-access-token:)[^\s@]+@/gi;
 
@@ -43,6 +45,16 @@ const BASE64_LINE = /^[\t ]*[A-Za-z0-9+/=]+[\t ]*$/;
 
 function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * A pattern for `secret` that also matches it with zero-width joiners between its characters: the
+ * neutralisers in markdown.ts and publishable.ts put one after `@`, `<` or `#` and into links, and text
+ * that was neutralised before it is redacted must not hide a secret that holds such a character.
+ */
+function joinerTolerant(secret: string): string {
+  // Code points: a joiner is never put inside a surrogate pair.
+  return Array.from(secret).map(escapeRegExp).join('\u200D?');
 }
 
 /**
@@ -147,7 +159,7 @@ export class Redactor {
       for (const form of base64Forms(secret)) if (form.length >= MIN_SECRET_LENGTH) needles.add(form);
     }
     const sorted = [...needles].sort((a, b) => b.length - a.length);
-    this.known = sorted.length === 0 ? null : new RegExp(sorted.map(escapeRegExp).join('|'), 'g');
+    this.known = sorted.length === 0 ? null : new RegExp(sorted.map(joinerTolerant).join('|'), 'g');
   }
 
   /** Whether the text holds one of the secrets this redactor was given (in any encoded form it knows). */

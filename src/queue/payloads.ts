@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { repoConfigSchema } from '../config/repo-config.js';
-import { triggerSchema } from '../app/triggers.js';
+import { ISSUE_BODY_MAX_CHARS, triggerSchema } from '../app/triggers.js';
 
 /**
  * A fix job: everything a worker needs to resolve one issue, and nothing secret (tokens are minted
@@ -29,7 +29,18 @@ export const fixJobSchema = z.object({
     name: z.string().min(1),
   }),
   /** The conversation the job reports in: the issue, or the PR for a follow-up. */
-  issue: z.object({ number: z.number().int().positive(), title: z.string() }),
+  issue: z.object({
+    number: z.number().int().positive(),
+    /** The title when the job was asked for (a PR's number for a follow-up asked on its issue). */
+    title: z.string(),
+    /**
+     * A fix-issue job's task text: the issue's body when the job was asked for, which is what the
+     * person who asked approved (the worker works from it, not from the issue as edited since).
+     * Null or absent: not captured (a follow-up, a manual request, a job queued by an older
+     * version); the worker then reads the issue when the job starts.
+     */
+    body: z.string().max(ISSUE_BODY_MAX_CHARS).nullable().optional(),
+  }),
   /** The PR a follow-up pushes to. */
   pull: z.object({ number: z.number().int().positive() }).nullable().default(null),
   /** Cleaned maintainer instructions (text after the handle), oldest first. */

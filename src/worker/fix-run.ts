@@ -15,12 +15,21 @@ import { pristineDir } from '../github/pristine-clone.js';
 import type { Model } from '../model/model.js';
 import { checkPolicy, parseRawNumstat } from '../publish/policy.js';
 import { findTrajectoryMarker } from '../publish/markers.js';
+import { neutralizeInline, truncateEnd } from '../publish/markdown.js';
+// `publishable` is also this file's word for an outcome that may open a PR.
+import {
+  githubHosts,
+  hostsIn,
+  publishable as publishableText,
+  type Audience,
+  type Publishable,
+} from '../publish/publishable.js';
 import { renderPullRequest } from '../publish/pr-body.js';
 import { Redactor } from '../publish/redact.js';
 import type { FixJob } from '../queue/payloads.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
-import { openPullOn, pullOwnership } from '../app/trigger-rules.js';
+import { approvedIssueText, openPullOn, pullOwnership } from '../app/trigger-rules.js';
 import { ProgressReporter } from './progress-reporter.js';
 
 /**
@@ -217,6 +226,14 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         });
         return none('cancelled');
       }
+      // A new run works from the issue's text as it was when the job was asked for.
+      const approved = pull === null && store === null ? await approvedIssueText(gh, p, issue) : null;
+      if (approved?.ok === false) {
+        log.warn({ reason: approved.reason }, 'the issue changed since the request; not starting');
+        await progress.update({ kind: 'ended', outcome: 'cancelled', reason: approved.reason, summary: '' });
+        return none('cancelled');
+      }
+      if (approved?.ok === true && approved.note !== null) log.info({ note: approved.note }, 'task text');
       await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
       const branch = pull?.headRef ?? repo.default_branch;
       await git.ensurePristine(paths.pristine, {
@@ -245,8 +262,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
           const task =
             pull === null
               ? {
-                  title: stripHiddenText(issue.title),
-                  body: stripHiddenText(issue.body ?? ''),
+                  title: stripHiddenText(approved?.ok === true ? approved.title : issue.title),
+                  body: stripHiddenText(approved?.ok === true ? approved.body : (issue.body ?? '')),
                   instructions: p.instructions,
                   source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
                 }
@@ -465,7 +482,10 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
       ...(outcome.limit === undefined ? {} : { limit: outcome.limit }),
       ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
     });
-    await replyInThread(input, `I made no change this time: ${outcome.reason}`);
+    await replyInThread(
+      input,
+      `I made no change this time: ${neutralizeInline(input.redactor().redact(outcome.reason))}`,
+    );
     return none;
   }
   if (checkpoint.diff === null) {
@@ -587,12 +607,13 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
       title: pull?.title ?? p.issue.title,
     },
     redactor: input.redactor(),
+    trustedHosts: githubHosts(gh.request.endpoint.DEFAULTS.baseUrl),
     conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
     trajectoryLink: input.trajectoryLink(paths.trajectory),
   });
   const roundsMarker = `<!-- issue-agent:rounds ${rounds.map((r) => r.base.conversationId).join(',')} -->`;
   const title = pull?.title ?? input.redactor().redact(rendered.title);
-  const body = `${input.redactor().redact(rendered.body)}\n${roundsMarker}\n`;
+  const body = publishableText(`${rendered.body}\n${roundsMarker}\n`, audienceOf(input));
   const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
   let pr: { number: number; html_url: string };
   if (pull !== null) {
@@ -624,7 +645,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
       .filter(
         (c) => findTrajectoryMarker(c)?.conversationId === store.base.conversationId || rounds.length === 1,
       )
-      .map((c) => input.redactor().redact(c)),
+      .map((c) => publishableText(c, audienceOf(input))),
     bot.login,
   );
   await progress.update({
@@ -637,7 +658,7 @@ async function publish(input: PublishInput): Promise<FixJobResult> {
   });
   await replyInThread(
     input,
-    `Pushed ${head.slice(0, 12)} to \`${branch}\` (${outcome.outcome}). ${oneParagraph(outcome.summary ?? '').slice(0, 500)}`,
+    `Pushed ${head.slice(0, 12)} to \`${branch}\` (${outcome.outcome}). ${neutralizeInline(truncateEnd(input.redactor().redact(oneParagraph(outcome.summary ?? '')), 500))}`,
   );
   log.info({ pr: pr.number }, 'pull request ready');
   return {
@@ -691,11 +712,22 @@ async function replyInThread(input: PublishInput, text: string): Promise<void> {
       repo: input.p.repo.name,
       pull_number: input.pull.number,
       comment_id: to.commentId,
-      body: input.redactor().redact(text),
+      body: publishableText(text, audienceOf(input)),
     });
   } catch (error) {
     input.log.warn({ err: error }, 'could not reply in the review thread');
   }
+}
+
+/** Who a posted text is for: the job's secrets are redacted, links may lead to GitHub and the run view. */
+function audienceOf(input: PublishInput): Audience {
+  return {
+    redactor: input.redactor(),
+    trustedHosts: [
+      ...githubHosts(input.gh.request.endpoint.DEFAULTS.baseUrl),
+      ...hostsIn(input.trajectoryLink(input.paths.trajectory)),
+    ],
+  };
 }
 
 /** The trajectory parts that did not fit the PR body; each part once, found again by its marker. */
@@ -704,7 +736,7 @@ async function postTrajectoryComments(
   where: { owner: string; repo: string },
   pr: number,
   conversationId: string,
-  parts: readonly string[],
+  parts: readonly Publishable[],
   botLogin: string,
 ): Promise<void> {
   if (parts.length === 0) return;
