@@ -7,6 +7,8 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readSync,
+  statSync,
   renameSync,
   writeSync,
   existsSync,
@@ -24,6 +26,13 @@ import {
 import { EventStoreError, type EventStore } from './event-store.js';
 
 const EVENT_FILE = /^(\d{6,})-([a-z_]+)\.json$/;
+
+/**
+ * Bytes of attached files (complete command outputs) one trajectory keeps at most. Each command's
+ * output is already capped where it is captured; this bounds their sum, so a run of many chatty
+ * commands cannot fill the host's disk. Past it an attachment keeps what fits and says so.
+ */
+export const MAX_ATTACHED_BYTES = 256 * 1024 * 1024;
 
 /** Writes a file so that readers see either nothing or the whole content: temp, fdatasync, rename. */
 function writeAtomic(path: string, data: string): void {
@@ -45,13 +54,21 @@ function writeAtomic(path: string, data: string): void {
  */
 export class FileEventStore implements EventStore {
   private readonly list: AgentEvent[];
+  private attached: number;
 
   private constructor(
     readonly location: string,
     readonly base: BaseState,
     events: AgentEvent[],
+    private readonly maxAttachedBytes = MAX_ATTACHED_BYTES,
   ) {
     this.list = events;
+    this.attached = sizeOfFiles(join(location, 'files'));
+  }
+
+  /** A store with a different attachment budget (tests). */
+  withAttachmentBudget(bytes: number): FileEventStore {
+    return new FileEventStore(this.location, this.base, this.list, bytes);
   }
 
   get events(): readonly AgentEvent[] {
@@ -121,8 +138,50 @@ export class FileEventStore implements EventStore {
 
   attachFile(sourcePath: string, name: string): Promise<string> {
     const rel = join('files', name);
-    copyFileSync(sourcePath, join(this.location, rel));
+    const target = join(this.location, rel);
+    const size = statSync(sourcePath).size;
+    const room = Math.max(0, this.maxAttachedBytes - this.attached);
+    if (size <= room) {
+      copyFileSync(sourcePath, target);
+      this.attached += size;
+      return Promise.resolve(rel);
+    }
+    this.attached += copyPrefix(
+      sourcePath,
+      target,
+      room,
+      `\n[... the trajectory's budget for attached output (${this.maxAttachedBytes} bytes) is used up: ${size - room} bytes of this output were not kept ...]\n`,
+    );
     return Promise.resolve(rel);
+  }
+}
+
+/** Copies the first `bytes` of a file and a closing note; returns the bytes written. */
+function copyPrefix(from: string, to: string, bytes: number, note: string): number {
+  const src = openSync(from, constants.O_RDONLY);
+  const dst = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+  let written = 0;
+  try {
+    const buf = Buffer.alloc(1024 * 1024);
+    while (written < bytes) {
+      const n = readSync(src, buf, 0, Math.min(buf.length, bytes - written), null);
+      if (n === 0) break;
+      writeSync(dst, buf, 0, n);
+      written += n;
+    }
+    written += writeSync(dst, note);
+  } finally {
+    closeSync(src);
+    closeSync(dst);
+  }
+  return written;
+}
+
+function sizeOfFiles(dir: string): number {
+  try {
+    return readdirSync(dir).reduce((sum, name) => sum + statSync(join(dir, name)).size, 0);
+  } catch {
+    return 0;
   }
 }
 

@@ -11,7 +11,7 @@ import { reduceState } from '../events/reduce-state.js';
 import type { Limits, Task } from '../events/schema.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import { HostGit, HostGitError } from '../github/host-git.js';
-import { pristineDir } from '../github/pristine-clone.js';
+import { pristineDir, pristineRoot } from '../github/pristine-clone.js';
 import type { Model } from '../model/model.js';
 import { checkPolicy, parseRawNumstat } from '../publish/policy.js';
 import { findTrajectoryMarker } from '../publish/markers.js';
@@ -250,7 +250,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         jobId,
         ...(rt.isolateLocal === undefined
           ? {}
-          : { isolate: { hide: [paths.pristine, paths.trajectory, ...rt.isolateLocal.hide] } }),
+          : { isolate: { hide: [pristineRoot(rt.jobsDir), paths.trajectory, ...rt.isolateLocal.hide] } }),
       });
       try {
         // A container got its own copy of the files (the host copy was never seen by any sandbox

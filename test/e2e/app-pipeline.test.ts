@@ -360,7 +360,7 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     assert.match(trajectory, /PATH=/, 'the env listing is in the trajectory');
     const gitConfig =
       readFileSync(join(work, job, 'workspace', '.git', 'config'), 'utf8') +
-      readFileSync(join(work, job, 'origin', '.git', 'config'), 'utf8');
+      readFileSync(join(pipeline.workDir, 'work', 'pristine', job, '.git', 'config'), 'utf8');
     const posted = sim.requests
       .filter((r) => r.method !== 'GET')
       .map((r) => r.body)

@@ -66,6 +66,11 @@ export function dockerTest(
   test(name, { timeout: options.timeout ?? 60_000 }, (t) => fn(engine.docker, t));
 }
 
+/** The engine, or why there is none (a failure instead of a skip when ISSUE_AGENT_REQUIRE_DOCKER=1). */
+export function dockerEngine(): { readonly docker: Docker } | { readonly reason: string; readonly required: boolean } {
+  return 'reason' in engine ? { reason: engine.reason, required } : engine;
+}
+
 /** A fresh host directory, removed after the test. */
 export async function tempWorkspace(t: TestContext, prefix = 'ia-docker-test-'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix));

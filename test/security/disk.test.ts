@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { readdirSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
+import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
+import { DEFAULT_SPILL_LIMIT } from '../../src/sandbox/output-capture.js';
+import { reply } from '../support/model-sim/index.js';
+import { dockerEngine, testOwner } from '../sandbox/docker/docker-test-support.js';
+import { attack, gitWorkspace, runScripted } from './support.js';
+
+const engine = dockerEngine();
+const dockerSkip = 'reason' in engine && !engine.required ? engine.reason : false;
+const MiB = 1024 * 1024;
+
+const workspace = (): string => gitWorkspace();
+
+async function dockerSandbox(ws: string, limits: { workspaceBytes?: number; tmpBytes?: number }) {
+  if (!('docker' in engine)) throw new Error(engine.reason);
+  return DockerSandbox.create({
+    docker: engine.docker,
+    workspace: ws,
+    jobId: 'attack-disk',
+    image: 'issue-agent/base:latest',
+    setupNetwork: 'none',
+    owner: testOwner('attack-disk'),
+    limits,
+  });
+}
+
+for (const [where, target] of [
+  ['the workspace', 'big'],
+  ['/tmp', '/tmp/big'],
+] as const) {
+  attack(
+    `fill ${where} of the Docker sandbox: the job ends failed/sandbox_disk_limit, the host's disk is not used`,
+    async (t) => {
+      const ws = workspace();
+      const sandbox = await dockerSandbox(ws, { workspaceBytes: 64 * MiB, tmpBytes: 64 * MiB });
+      t.after(async () => {
+        await sandbox.close();
+        rmSync(ws, { recursive: true, force: true });
+      });
+      const run = await runScripted(sandbox, [
+        reply().tool('bash', { command: `dd if=/dev/zero of=${target} bs=1M count=200` }),
+        reply().tool('bash', { command: 'echo still running' }),
+        reply().tool('finish', { summary: 'done' }),
+      ]);
+      t.after(() => run.close());
+      assert.equal(run.outcome.outcome, 'failed', run.outcome.reason);
+      assert.equal(run.outcome.cause, 'sandbox_disk_limit', run.outcome.reason);
+      if ('docker' in engine) {
+        const info = await engine.docker
+          .getContainer(sandbox.containerId)
+          .inspect()
+          .catch(() => null);
+        assert.ok(info === null || info.Mounts.every((m) => m.Type === 'tmpfs'), 'no host storage');
+      }
+      assert.deepEqual(
+        readdirSync(ws).sort(),
+        ['.git', 'README.md'],
+        'the host copy of the workspace was not written',
+      );
+    },
+    { skip: dockerSkip, timeout: 120_000 },
+  );
+}
+
+attack(
+  'an endless stream of output: the host keeps at most the spill cap per command, and counts the rest',
+  async (t) => {
+    const ws = workspace();
+    const sandbox = await LocalSandbox.create({ workspace: ws, path: process.env.PATH ?? '/usr/bin:/bin' });
+    t.after(async () => {
+      await sandbox.close();
+      rmSync(ws, { recursive: true, force: true });
+    });
+    const flood = DEFAULT_SPILL_LIMIT + 32 * MiB;
+    const run = await runScripted(sandbox, [
+      reply().tool('bash', { command: `head -c ${flood} /dev/zero | tr '\\0' a` }),
+      reply().tool('finish', { summary: 'done' }),
+    ]);
+    t.after(() => run.close());
+    const obs = run.store.events.find((e) => e.kind === 'observation');
+    assert.ok(obs?.kind === 'observation');
+    assert.ok(obs.fullContentFile !== undefined, 'the output was spilled');
+    const kept = statSync(join(run.store.location, obs.fullContentFile)).size;
+    assert.ok(kept <= DEFAULT_SPILL_LIMIT + 4096, `kept ${kept} bytes`);
+    assert.ok(kept >= DEFAULT_SPILL_LIMIT, `kept ${kept} bytes`);
+  },
+  { timeout: 120_000 },
+);
