@@ -2,13 +2,14 @@ import { existsSync, lstatSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 
 /**
- * What the namespaced local sandbox covers up on a runner. The runner keeps its secrets in its
- * user's home: the runner's own credentials and diagnostics, the workflow's checkout (whose
- * `.git/config` holds the token when actions/checkout persisted it), the step's file commands
- * (GITHUB_ENV, GITHUB_OUTPUT…, which a later step would obey). Rather than list those, every entry
- * of the home folder is hidden except the path down to the job folder, and on that path every
- * sibling too; plus whatever else is named (file-command folders outside home). Symbolic links are
- * left alone: mounting over one would cover its target.
+ * What the isolated local sandbox covers up on a runner (the rest of the runner's tree it sees
+ * read-only, and /tmp and /run are private to it: see Confinement in sandbox/local/launch.ts). The
+ * runner keeps its secrets in its user's home: the runner's own credentials and diagnostics, the
+ * workflow's checkout (whose `.git/config` holds the token when actions/checkout persisted it), the
+ * step's file commands (GITHUB_ENV, GITHUB_OUTPUT…, which a later step would obey). Rather than list
+ * those, every entry of the home folder is hidden except the path down to the job folder, and on
+ * that path every sibling too; plus whatever else is named (file-command folders outside home).
+ * Symbolic links are left alone: mounting over one would cover its target.
  */
 export function runnerHidePaths(options: {
   readonly home: string | null;

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
 import { fileCommandPaths, runnerHidePaths } from '../../src/action/isolation.js';
+import { isolationSupport } from '../../src/sandbox/local/launch.js';
+import { localShellHost } from '../../src/sandbox/local/local-sandbox.js';
+import { ShellSession } from '../../src/sandbox/shell-session.js';
 
 describe('what the namespaced sandbox hides on a runner', () => {
   const home = mkdtempSync(join(tmpdir(), 'ia-home-'));
@@ -56,3 +60,87 @@ describe('what the namespaced sandbox hides on a runner', () => {
     assert.deepEqual(hidden, [join(home, '.docker')]);
   });
 });
+
+/**
+ * The hide list on a runner-shaped home, applied by the isolated local sandbox: a prompt-injected
+ * agent in the job's workspace finds the runner's credentials, the workflow's checkout (with the
+ * token actions/checkout persisted), the file commands and the job's pristine clone covered, and
+ * cannot undo that; its workspace stays writable. The home lives outside /tmp, as a runner's does
+ * (the sandbox's /tmp is private anyway).
+ */
+const support = await isolationSupport();
+describe(
+  'a runner-shaped home in the isolated sandbox',
+  { skip: support.ok ? false : support.reason },
+  () => {
+    const TOKEN = 'ghs_persistedCHECKOUTtoken0123456789';
+    let home: string;
+    let ws: string;
+    let host: ReturnType<typeof localShellHost>;
+    let session: ShellSession;
+
+    before(async () => {
+      const artifacts = join(fileURLToPath(new URL('../..', import.meta.url)), 'test-artifacts', 'isolation');
+      mkdirSync(artifacts, { recursive: true });
+      home = mkdtempSync(join(artifacts, 'runner-'));
+      chmodSync(home, 0o755);
+      const jobs = join(home, 'work/_temp/issue-agent/jobs');
+      ws = join(jobs, 'job-1/workspace');
+      for (const d of ['runners/2.330.0', 'work/_temp/_runner_file_commands', 'work/calc/calc/.git'])
+        mkdirSync(join(home, d), { recursive: true });
+      mkdirSync(ws, { recursive: true });
+      mkdirSync(join(jobs, 'job-1/pristine/.git'), { recursive: true });
+      writeFileSync(join(home, 'runners/2.330.0/.credentials'), `{"token":"${TOKEN}"}`);
+      writeFileSync(
+        join(home, 'work/calc/calc/.git/config'),
+        `extraheader = AUTHORIZATION: basic ${TOKEN}\n`,
+      );
+      writeFileSync(join(jobs, 'job-1/pristine/.git/config'), `[http]\n\textraheader = ${TOKEN}\n`);
+      const setEnv = join(home, 'work/_temp/_runner_file_commands/set_env_1');
+      writeFileSync(setEnv, '');
+      writeFileSync(join(ws, 'a.txt'), 'hello\n');
+      const hide = [
+        join(jobs, 'job-1/pristine'),
+        ...runnerHidePaths({
+          home,
+          jobsDir: jobs,
+          extra: [...fileCommandPaths({ GITHUB_ENV: setEnv }), join(home, 'work/calc/calc')],
+        }),
+      ];
+      host = localShellHost(ws, { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp/home' }, { hide });
+      session = new ShellSession(host, {
+        workdir: ws,
+        stateFile: '/dev/null',
+        capture: { headBytes: 65536, tailBytes: 65536, spillDir: home },
+      });
+      await session.start();
+    });
+
+    after(async () => {
+      session.close();
+      await host.close();
+      rmSync(home, { recursive: true, force: true });
+    });
+
+    it('finds no token anywhere under the home, even after trying to unmount', async () => {
+      const r = await session.exec(
+        `for m in $(grep -o ' ${home}[^ ]*' /proc/self/mountinfo); do umount -l "$m" 2>/dev/null; done; ` +
+          `unshare -U -m -r sh -c 'umount -R ${home}/work 2>/dev/null; grep -ra ghs_ ${home}' 2>/dev/null; grep -ra ghs_ ${home}; echo end`,
+        { timeoutMs: 20_000 },
+      );
+      assert.ok(!r.output.includes(TOKEN), r.output);
+      assert.match(r.output, /end\n$/);
+    });
+
+    it('cannot leave a file command for a later step; its workspace is writable', async () => {
+      const setEnv = join(home, 'work/_temp/_runner_file_commands/set_env_1');
+      const r = await session.exec(
+        `(echo 'NODE_OPTIONS=--require=/x' >> ${setEnv}) 2>/dev/null || echo refused; (touch ${home}/work/_temp/_runner_file_commands/set_env_2) 2>/dev/null || echo refused; echo y > b.txt && cat a.txt b.txt`,
+        { timeoutMs: 20_000 },
+      );
+      assert.equal(r.output, 'refused\nrefused\nhello\ny\n');
+      assert.equal(readFileSync(setEnv, 'utf8'), '');
+      assert.equal(readFileSync(join(ws, 'b.txt'), 'utf8'), 'y\n');
+    });
+  },
+);

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, realpath, rm, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +10,14 @@ import {
   type HarnessExecOptions,
   type Sandbox,
 } from '../sandbox.js';
-import { childrenOf, descendantsRss, killDescendants } from './proc-tree.js';
+import {
+  isolationSupport,
+  ShellLauncher,
+  type LaunchedShell,
+  type MechanismKind,
+  type SandboxUser,
+} from './launch.js';
+import { descendantsRss, killDescendants } from './proc-tree.js';
 
 export interface LocalSandboxOptions {
   /** The repository on the host; commands start here. */
@@ -33,48 +39,12 @@ export interface LocalSandboxOptions {
 }
 
 /**
- * Whether `unshare` can give an unprivileged process the namespaces `isolate` needs here (it fails
- * where user namespaces are disabled or restricted). Asked once per process.
+ * Whether the isolated local sandbox can run here (see isolationSupport in launch.ts for how, or
+ * why not). Asked once per process.
  */
-export function canIsolate(): Promise<boolean> {
-  isolationProbe ??= new Promise((resolve) => {
-    const child = spawn('unshare', [...UNSHARE_ARGS, 'true'], { stdio: 'ignore' });
-    child.once('error', () => {
-      resolve(false);
-    });
-    child.once('exit', (code) => {
-      resolve(code === 0);
-    });
-  });
-  return isolationProbe;
+export async function canIsolate(): Promise<boolean> {
+  return (await isolationSupport()).ok;
 }
-let isolationProbe: Promise<boolean> | undefined;
-
-const UNSHARE_ARGS = [
-  '--user',
-  '--map-root-user',
-  '--net',
-  '--pid',
-  '--fork',
-  '--mount-proc',
-  '--kill-child',
-  '--',
-];
-
-/**
- * Run as the namespaced child before the session's shell: covers each hidden path that exists (a
- * folder with an empty read-only tmpfs, a file with /dev/null; symbolic links are skipped, since a
- * mount would cover their target), then becomes the shell. A path that cannot be covered ends the
- * start: the sandbox never runs with a secret it was meant to hide.
- */
-const ISOLATED_SHELL = [
-  'for d in "$@"; do',
-  '  if [ -L "$d" ] || [ ! -e "$d" ]; then continue; fi',
-  '  if [ -d "$d" ]; then mount -t tmpfs -o ro,size=4k,mode=0555 ia-hidden "$d" || exit 97;',
-  '  else mount --bind /dev/null "$d" || exit 97; fi',
-  'done',
-  'exec bash --noprofile --norc',
-].join('\n');
 
 export class LocalSandbox implements Sandbox {
   readonly kind = 'local';
@@ -181,80 +151,97 @@ export class LocalSandbox implements Sandbox {
   }
 }
 
+export interface LocalShellHost extends ShellHost {
+  /** How the shells are confined, for logs: null until an isolated sandbox has started. */
+  readonly mechanism: string | null;
+  /** Ends every shell of this host and, when isolated, its sandbox with everything in it. */
+  close(): Promise<void>;
+}
+
+export interface LocalShellHostOptions {
+  /** Mechanisms to try, in order (see MechanismKind); the default suits the host. */
+  readonly mechanisms?: readonly MechanismKind[];
+  /** Whom an isolated shell runs as when the host is root (default nobody, 65534). */
+  readonly sandboxUser?: SandboxUser;
+  /** Host folders besides `cwd` that an isolated shell may write. */
+  readonly writable?: readonly string[];
+}
+
+/**
+ * The shells of one local sandbox. With `isolate`, every shell of this host runs in one sandbox
+ * (see Confinement in launch.ts), made on the first spawn and ended with the last shell; a second
+ * host, even on the same workspace, has a sandbox of its own, whose processes this one cannot see.
+ */
 export function localShellHost(
   cwd: string,
   env: Record<string, string>,
   isolate?: { readonly hide: readonly string[] },
-): ShellHost {
-  // In a PID namespace the shell's `$$` is 1; the host knows the shell as unshare's child. Kills and
-  // memory readings go by that host pid (`$$` = 1 would name the host's init).
-  let namespacedShell: Promise<number> | null = null;
-  const hostPid = (reported: number): Promise<number> => namespacedShell ?? Promise.resolve(reported);
-  return {
-    spawn(): Promise<ShellTransport> {
-      return new Promise((resolve, reject) => {
-        const child =
-          isolate === undefined
-            ? spawn('bash', ['--noprofile', '--norc'], { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] })
-            : spawn(
-                'unshare',
-                [
-                  ...UNSHARE_ARGS,
-                  'bash',
-                  '--noprofile',
-                  '--norc',
-                  '-c',
-                  ISOLATED_SHELL,
-                  'ia-sandbox',
-                  ...isolate.hide,
-                ],
-                { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] },
-              );
-        if (isolate !== undefined) namespacedShell = shellUnder(child.pid);
-        child.once('error', (error) => {
-          reject(
-            new SandboxError('start_failed', `could not start bash: ${error.message}`, { cause: error }),
-          );
-        });
-        child.once('spawn', () => {
-          // A write after the shell died must not crash the host process.
-          child.stdin.on('error', () => undefined);
-          resolve({
-            write: (data) => {
-              if (child.stdin.writable) child.stdin.write(data);
-            },
-            onData: (listener) => {
-              // The frame sends the shell's stderr to stdout (`exec 2>&1`): one ordered stream.
-              child.stdout.on('data', listener);
-              child.stderr.resume();
-            },
-            onExit: (listener) => {
-              child.once('exit', (code, signal) => {
-                listener(code ?? (signal === null ? null : 128 + signalNumber(signal)));
-              });
-            },
-            kill: () => {
-              if (child.pid !== undefined) void killDescendants(child.pid).catch(() => undefined);
-              child.kill('SIGKILL');
-            },
-          });
-        });
-      });
-    },
-    killDescendants: async (pid) => killDescendants(await hostPid(pid)),
-    descendantsRssBytes: async (pid) => descendantsRss(await hostPid(pid)),
+  options: LocalShellHostOptions = {},
+): LocalShellHost {
+  const launcher = new ShellLauncher({
+    cwd,
+    env,
+    confinement:
+      isolate === undefined
+        ? { kind: 'none' }
+        : { kind: 'isolated', hide: isolate.hide, writable: options.writable ?? [] },
+    ...(options.mechanisms === undefined ? {} : { mechanisms: options.mechanisms }),
+    ...(options.sandboxUser === undefined ? {} : { sandboxUser: options.sandboxUser }),
+  });
+  const shells = new Set<LaunchedShell>();
+  // A shell reports its `$$`, which in a sandbox names it in the sandbox's PID namespace. Kills and
+  // memory readings go by the host pid of that shell; a pid that names none of this host's shells
+  // is never taken for a host pid (pid 1 there is the sandbox's init, on the host the host's).
+  const hostPid = async (reported: number): Promise<number | null> => {
+    if (isolate === undefined) return reported;
+    for (const shell of shells) {
+      const inner = await shell.namespacePid().catch(() => null);
+      if (inner === reported) return shell.hostPid();
+    }
+    return null;
   };
-}
-
-/** The host pid of the shell that `unshare --fork` started (its only child), once it exists. */
-async function shellUnder(unsharePid: number | undefined): Promise<number> {
-  if (unsharePid === undefined) throw new Error('unshare did not start');
-  for (let i = 0; i < 200; i++) {
-    const [first] = await childrenOf(unsharePid);
-    if (first !== undefined) return first;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('the namespaced shell did not appear');
+  return {
+    get mechanism() {
+      return launcher.mechanism;
+    },
+    close: () => launcher.close(),
+    async spawn(): Promise<ShellTransport> {
+      const shell = await launcher.launch();
+      const { child } = shell;
+      await shell.started;
+      shells.add(shell);
+      child.once('exit', () => shells.delete(shell));
+      const { stdin, stdout, stderr } = child;
+      // A write after the shell died must not crash the host process.
+      stdin.on('error', () => undefined);
+      return {
+        write: (data) => {
+          if (stdin.writable) stdin.write(data);
+        },
+        onData: (listener) => {
+          // The frame sends the shell's stderr to stdout (`exec 2>&1`): one ordered stream.
+          stdout.on('data', listener);
+          stderr.resume();
+        },
+        onExit: (listener) => {
+          child.once('exit', (code, signal) => {
+            listener(code ?? (signal === null ? null : 128 + signalNumber(signal)));
+          });
+        },
+        kill: () => {
+          shell.kill();
+        },
+      };
+    },
+    killDescendants: async (pid) => {
+      const host = await hostPid(pid);
+      if (host !== null) await killDescendants(host);
+    },
+    descendantsRssBytes: async (pid) => {
+      const host = await hostPid(pid);
+      return host === null ? 0 : descendantsRss(host);
+    },
+  };
 }
 
 function signalNumber(signal: NodeJS.Signals): number {

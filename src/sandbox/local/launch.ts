@@ -1,0 +1,927 @@
+import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { accessSync, constants, lstatSync, readdirSync, lchownSync, realpathSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join } from 'node:path';
+import { SandboxError } from '../sandbox.js';
+import { descendantsOf } from './proc-tree.js';
+
+/**
+ * How the local sandbox's shells are confined.
+ *
+ * `isolated` gives every shell of one launcher the same sandbox: its own PID, network, IPC, UTS and
+ * mount namespaces, built once by a sandbox init process, which each shell then enters. Inside:
+ *  - the host's file tree, read-only, except `cwd` (the workspace) and `writable`, which stay
+ *    read-write at the same paths;
+ *  - each `hide` path that exists covered, a folder by an empty read-only tmpfs, a file by /dev/null;
+ *  - fresh, private tmpfs on /tmp, /var/tmp, /dev/shm and /run (so no host socket under /run, e.g.
+ *    Docker's or the user's D-Bus, can be reached), and the shell's HOME and TMPDIR as private
+ *    folders owned by the sandbox user;
+ *  - its own /proc (no host process is visible) and, where the kernel lets the init mount one, its
+ *    own /sys; a network namespace with only `lo`.
+ * The shell runs as an unprivileged user with no capabilities in any namespace that owns those
+ * mounts, with no_new_privs set, and (where the kernel allows setting it) under a limit that forbids
+ * creating further user namespaces; a user namespace it creates anyway copies the mounts locked
+ * (MNT_LOCKED), so no unmount reveals what they cover.
+ */
+export type Confinement =
+  | { readonly kind: 'none' }
+  | {
+      readonly kind: 'isolated';
+      readonly hide: readonly string[];
+      /** Host folders, besides `cwd`, that stay writable inside (e.g. a cache). Created by the host. */
+      readonly writable?: readonly string[];
+    };
+
+/**
+ * How the namespaces are made:
+ *  - `userns`: unprivileged user namespaces (`unshare`). The init is root only in a user namespace
+ *    of its own, which owns the mounts; the shell runs in a user namespace below it, as the host
+ *    user (or the sandbox user when the host is root), with no capabilities.
+ *  - `root`: the host runs as root; the init is real root in new namespaces (no user namespace is
+ *    needed), the shell runs as the sandbox user.
+ *  - `sudo`: as `root`, through `sudo -n`, for a host user with passwordless sudo where unprivileged
+ *    user namespaces are denied (GitHub's ubuntu-24.04 runners: AppArmor's
+ *    `kernel.apparmor_restrict_unprivileged_userns`). The shell runs as the host user.
+ */
+export type MechanismKind = 'userns' | 'root' | 'sudo';
+
+export interface SandboxUser {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** The unprivileged user a root host runs the shell as, unless told otherwise: nobody/nogroup. */
+export const DEFAULT_SANDBOX_USER: SandboxUser = { uid: 65534, gid: 65534 };
+
+export interface LaunchOptions {
+  /** The workspace: the shell starts here, and it is writable inside. */
+  readonly cwd: string;
+  /** The shell's whole environment (nothing else of the host's is passed). */
+  readonly env: Readonly<Record<string, string>>;
+  readonly confinement: Confinement;
+  /**
+   * Mechanisms to try, in order. The default is `root`, `userns` for a root host and `userns`,
+   * `sudo` otherwise: the first one that works here is used.
+   */
+  readonly mechanisms?: readonly MechanismKind[];
+  /** Whom the shell runs as when the host is root. */
+  readonly sandboxUser?: SandboxUser;
+}
+
+export interface LaunchedShell {
+  readonly child: ChildProcessWithoutNullStreams;
+  /** How the shell is confined, for logs ('none' for an unconfined shell). */
+  readonly mechanism: string;
+  /** The host pid of the bash the session talks to (kills and memory readings go by it). */
+  hostPid(): Promise<number>;
+  /** The pid the shell knows itself by (`$$`), in its own PID namespace when isolated. */
+  namespacePid(): Promise<number>;
+  /** Settles once the host-side process started (rejects when it could not be). */
+  readonly started: Promise<void>;
+  /** Ends the shell and everything it started. */
+  kill(): void;
+}
+
+function startedOf(child: ChildProcess, what: string): Promise<void> {
+  const started = new Promise<void>((resolve, reject) => {
+    child.once('spawn', () => {
+      resolve();
+    });
+    child.once('error', (error) => {
+      reject(new SandboxError('start_failed', `could not start ${what}: ${error.message}`, { cause: error }));
+    });
+  });
+  started.catch(() => undefined);
+  return started;
+}
+
+/** PATH for the host-side tools and the sandbox's setup (never the sandbox's own PATH). */
+const SYSTEM_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
+const START_TIMEOUT_MS = 15_000;
+const READY = 'ia-sandbox-ready';
+
+/**
+ * Run as the sandbox's init: pid 1 of the new PID namespace, root in the namespaces it builds (in
+ * its own user namespace for `userns`, real root for `root`/`sudo`). Builds the view described at
+ * Confinement, starts the holder (the process shells enter) as the sandbox user, then stays until
+ * its standard input ends — the host closing the sandbox — or the holder is gone. When it exits
+ * the kernel kills everything else in the PID namespace.
+ *
+ * Arguments: owner uid/gid of private folders as the init sees the sandbox user, mode (`userns` |
+ * `privileged`), the sandbox user's uid/gid, the LAYER and HOLDER scripts, then directives:
+ * `W/path` writable, `H/path` hidden, `P/path` private.
+ *
+ * Every step that the confinement depends on ends the start when it fails (exit 97, the reason on
+ * stderr): the sandbox never runs with less isolation than it was asked for. /sys and `lo` are
+ * best effort (a missing `ip` leaves `lo` down: no network at all, which is stricter).
+ */
+const SETUP = `
+set -u
+fail() { printf 'ia-sandbox: %s\\n' "$*" >&2; exit 97; }
+ouid=$1 ogid=$2 mode=$3 uid=$4 gid=$5 layer_script=$6 holder_script=$7
+shift 7
+W=() H=() P=() FD=()
+for a in "$@"; do
+  case $a in
+    W/*) W+=("\${a#W}") ;;
+    H/*) H+=("\${a#H}") ;;
+    P/*) P+=("\${a#P}") ;;
+    *) fail "unknown directive" ;;
+  esac
+done
+mount --make-rprivate / || fail 'could not make the mounts private'
+
+# Writable folders: a mount of their own (so making everything read-only below leaves them), held
+# open so that they can be put back where a private tmpfs covers them.
+for w in "\${W[@]}"; do
+  if [ -L "$w" ] || [ ! -d "$w" ]; then fail "$w is not a folder"; fi
+  mount --bind -- "$w" "$w" || fail "could not bind $w"
+  exec {f}<"$w" || fail "could not open $w"
+  FD+=("$f")
+done
+
+# Hidden paths. One this user cannot reach is skipped: the sandbox user, with no more rights
+# than the init, cannot reach it either.
+for h in "\${H[@]}"; do
+  if [ -L "$h" ] || [ ! -e "$h" ]; then continue; fi
+  if [ -d "$h" ]; then
+    mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=0555 ia-hidden "$h" || fail "could not hide $h"
+  else
+    { mount --bind /dev/null "$h" && mount -o remount,bind,ro "$h"; } || fail "could not hide $h"
+  fi
+done
+
+# Private areas first: what they cover (sockets under /run, other jobs' files under /tmp) is
+# never reached, so it needs nothing below.
+fresh=()
+for d in /tmp /var/tmp /dev/shm /run; do
+  if [ -L "$d" ] || [ ! -d "$d" ]; then continue; fi
+  m=1777; [ "$d" = /run ] && m=0755
+  mount -t tmpfs -o "nosuid,nodev,mode=$m" ia-private "$d" || fail "could not mount a private $d"
+  fresh+=("$d")
+done
+if mount -t sysfs -o ro,nosuid,nodev,noexec ia-sysfs /sys 2>/dev/null; then fresh+=(/sys); fi
+
+# Everything else read-only. Only per-mount flags change (remount,bind): the host's mounts stay as
+# they are. Skipped: the namespace's own /proc and what it covers, the private areas and what they
+# cover, the writable folders; a mount whose path now leads elsewhere (covered) needs nothing.
+while IFS=' ' read -r _ _ _ _ mp _; do
+  mp=$(printf '%b' "\${mp//\\\\/\\\\0}")
+  skip=0
+  for k in /proc "\${fresh[@]}"; do
+    case $mp in "$k" | "$k"/*) skip=1 ;; esac
+  done
+  for w in "\${W[@]}"; do [ "$mp" = "$w" ] && skip=1; done
+  [ "$skip" = 1 ] && continue
+  [ -e "$mp" ] || continue
+  mountpoint -q -- "$mp" || continue
+  mount -o remount,bind,ro -- "$mp" || fail "could not make $mp read-only"
+done </proc/self/mountinfo
+
+for i in "\${!W[@]}"; do
+  w=\${W[$i]} f=\${FD[$i]}
+  if [ "$(stat -c %d:%i -- "$w" 2>/dev/null)" != "$(stat -L -c %d:%i "/proc/self/fd/$f")" ]; then
+    { mkdir -p -- "$w" && mount -c --rbind "/proc/self/fd/$f" "$w"; } || fail "could not bind $w"
+  fi
+  exec {f}<&-
+done
+
+# HOME and TMPDIR: an existing folder gets a private tmpfs; a missing one is created (with the
+# folders above it that were missing), which only succeeds inside a private tmpfs.
+for p in "\${P[@]}"; do
+  if [ -d "$p" ]; then
+    mount -t tmpfs -o "nosuid,nodev,mode=0700,uid=$ouid,gid=$ogid" ia-home "$p" || fail "could not make $p private"
+  elif [ -e "$p" ]; then
+    fail "$p is not a folder"
+  else
+    top=$p q=$p
+    while [ ! -e "$q" ]; do top=$q; q=$(dirname -- "$q"); done
+    { mkdir -p -m 0700 -- "$p" && chown -R "$ouid:$ogid" -- "$top"; } || fail "could not create $p"
+  fi
+done
+
+ip link set lo up 2>/dev/null || true
+
+if [ "$mode" = userns ]; then
+  bash --noprofile --norc -c "$layer_script" ia-layer "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
+else
+  drop=(setpriv "--reuid=$uid" "--regid=$gid" --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs --)
+  if "\${drop[@]}" unshare --user --map-root-user -- sh -c 'echo 1 >/proc/sys/user/max_user_namespaces' 2>/dev/null; then
+    "\${drop[@]}" unshare --user --map-root-user -- bash --noprofile --norc -c "$layer_script" ia-layer "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
+  else
+    "\${drop[@]}" env -i "PATH=$PATH" bash --noprofile --norc -c "$holder_script" ia-holder 0 "\${W[@]}" </dev/null &
+  fi
+fi
+holder=$!
+# As pid 1, this shell inherits every orphan of the sandbox. bash reaps ended children between
+# commands, not while \`read\` blocks: the read gives up each second and a command runs, so orphans
+# that ended meanwhile are reaped (zombies would otherwise pile up until the sandbox ends).
+while :; do
+  IFS= read -r -t 1 _
+  rc=$?
+  [ "$rc" -eq 0 ] && continue
+  [ "$rc" -gt 128 ] || exit 0
+  kill -0 "$holder" 2>/dev/null || exit 97
+  /bin/true
+done
+`;
+
+/**
+ * Root in a user namespace whose root is the sandbox user: forbids further user namespaces below
+ * this one (the limit is this namespace's, which nothing below can raise: the shell has no
+ * capability here), then starts the holder in a user and mount namespace of its own where the
+ * sandbox user is itself and not root. Arguments: uid, gid, HOLDER script, then the holder's.
+ */
+const LAYER = `
+echo 1 >/proc/sys/user/max_user_namespaces || { echo 'ia-sandbox: could not forbid nested user namespaces' >&2; exit 97; }
+uid=$1 gid=$2 holder_script=$3
+shift 3
+exec unshare --user --mount "--map-user=$uid" "--map-group=$gid" -- env -i "PATH=$PATH" bash --noprofile --norc -c "$holder_script" ia-holder "$@"
+`;
+
+/**
+ * The process shells enter, as the sandbox user: checks each writable folder is one for this user
+ * (a clear error rather than a shell that cannot write its workspace), reports, then waits with no
+ * descriptor of the init's (so nothing in the sandbox can keep the init's input open). Arguments:
+ * whether nested user namespaces are forbidden (1/0), then the writable folders.
+ */
+const HOLDER = `
+layer=$1
+shift
+for w in "$@"; do
+  if ! cd -- "$w" 2>/dev/null || [ ! -w . ]; then
+    printf 'ia-sandbox: %s is not a writable folder for the sandbox user (uid %s)\\n' "$w" "$(id -u)" >&2
+    exit 97
+  fi
+done
+cd /
+printf '${READY} %s %s\\n' "$$" "$layer"
+exec sleep infinity </dev/null >/dev/null 2>&1
+`;
+
+/** Finds an executable on the system PATH (the host side never runs a tool found elsewhere). */
+function systemTool(name: string): string | null {
+  for (const dir of SYSTEM_PATH.split(':')) {
+    const p = join(dir, name);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      // Not here.
+    }
+  }
+  return null;
+}
+
+function hostUser(): SandboxUser {
+  return { uid: process.getuid?.() ?? -1, gid: process.getgid?.() ?? -1 };
+}
+
+function defaultMechanisms(): readonly MechanismKind[] {
+  return hostUser().uid === 0 ? ['root', 'userns'] : ['userns', 'sudo'];
+}
+
+function sandboxUserFor(options: { readonly sandboxUser?: SandboxUser | undefined }): SandboxUser {
+  const host = hostUser();
+  if (host.uid !== 0) return host;
+  const user = options.sandboxUser ?? DEFAULT_SANDBOX_USER;
+  if (user.uid === 0 || user.gid === 0)
+    throw new SandboxError('start_failed', 'the sandbox user must not be root (uid and gid other than 0)');
+  return user;
+}
+
+/** Argv that switches a root host to the sandbox user before it makes unprivileged namespaces. */
+function asSandboxUser(user: SandboxUser): string[] {
+  if (hostUser().uid !== 0) return [];
+  return [need('setpriv'), `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'];
+}
+
+function need(tool: string): string {
+  const p = systemTool(tool);
+  if (p === null) throw new MechanismUnavailable(`${tool} is not installed`);
+  return p;
+}
+
+class MechanismUnavailable extends Error {}
+
+function describeMechanism(kind: MechanismKind, user: SandboxUser, layer: boolean): string {
+  const how = {
+    userns: 'unprivileged user namespaces',
+    root: 'namespaces made as root',
+    sudo: 'namespaces made as root through sudo -n',
+  }[kind];
+  const nested = layer
+    ? 'nested user namespaces forbidden'
+    : 'nested user namespaces left to the kernel, mounts locked in them';
+  return `${kind} (${how}; shell uid ${user.uid}, no capabilities; ${nested})`;
+}
+
+/** Fields of a line of /proc/<pid>/status, or null once the process is gone. */
+async function nsPids(pid: number): Promise<number[] | null> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const line = status.split('\n').find((l) => l.startsWith('NSpid:'));
+    return line === undefined ? null : line.slice(6).trim().split(/\s+/).map(Number);
+  } catch {
+    return null;
+  }
+}
+
+let ownDepth: Promise<number> | undefined;
+function ownPidNamespaceDepth(): Promise<number> {
+  ownDepth ??= nsPids(process.pid).then((p) => p?.length ?? 1);
+  return ownDepth;
+}
+
+/**
+ * The first process below `root` that lives in a deeper PID namespace than this one: the sandbox's
+ * init below the host-side launcher, or the bash below the host-side `nsenter`. Waits for it to
+ * appear (bounded). Reads only /proc/<pid>/stat and status, which are world-readable, so this also
+ * works below a root-owned `sudo`.
+ */
+async function topInNamespace(
+  root: ChildProcess,
+  deadline: number,
+): Promise<{ host: number; inner: number }> {
+  const depth = await ownPidNamespaceDepth();
+  for (;;) {
+    if (root.pid === undefined || root.exitCode !== null || root.signalCode !== null)
+      throw new Error('the sandboxed process ended before it was found');
+    const below = [root.pid, ...(await descendantsOf(root.pid))];
+    for (const pid of below) {
+      const ids = await nsPids(pid);
+      if (ids === null || ids.length <= depth) continue;
+      const parents = await parentOf(pid);
+      const parentIds = parents === null ? null : await nsPids(parents);
+      if (parentIds !== null && parentIds.length > depth) continue;
+      return { host: pid, inner: ids[ids.length - 1] ?? pid };
+    }
+    if (Date.now() > deadline) throw new Error('the sandboxed process did not appear');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function parentOf(pid: number): Promise<number | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+
+function killPid(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Gone, or not ours to signal (a root-owned process under sudo): it ends with its child.
+  }
+}
+
+/** Kills the tree below `pid`, then `pid`, until a scan finds nothing left (bounded). */
+async function killTree(pid: number): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    const pids = await descendantsOf(pid);
+    for (const p of pids) killPid(p);
+    if (pids.length === 0) break;
+  }
+  killPid(pid);
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+function envArgs(env: Readonly<Record<string, string>>): string[] {
+  return Object.entries(env).map(([k, v]) => {
+    if (!ENV_NAME.test(k)) throw new SandboxError('start_failed', `invalid environment variable name ${k}`);
+    if (v.includes('\0')) throw new SandboxError('start_failed', `the value of ${k} contains a NUL byte`);
+    return `${k}=${v}`;
+  });
+}
+
+function canonical(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+/**
+ * Gives the sandbox user the workspace tree: every entry, without following links (lchown; a link
+ * is never descended into). Only ever called before any process of the sandbox exists, so nothing
+ * can swap an entry for a link while the walk runs.
+ */
+function chownTree(dir: string, user: SandboxUser): void {
+  lchownSync(dir, user.uid, user.gid);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    if (entry.isDirectory()) chownTree(p, user);
+    else lchownSync(p, user.uid, user.gid);
+  }
+}
+
+/** Workspaces that a live sandbox has been given: never walked again while it lives. */
+const handedOver = new Map<string, number>();
+
+interface Init {
+  readonly kind: MechanismKind;
+  readonly child: ChildProcessWithoutNullStreams;
+  readonly initHostPid: number;
+  readonly holderPid: number;
+  readonly layer: boolean;
+  readonly user: SandboxUser;
+  readonly mechanism: string;
+}
+
+/**
+ * The directives of the setup script for one confinement. Hidden paths are taken as the host sees
+ * them (a symbolic link is never mounted over: that would cover its target).
+ */
+function directives(cwd: string, env: Readonly<Record<string, string>>, confinement: Confinement): string[] {
+  if (confinement.kind !== 'isolated') return [];
+  for (const p of [cwd, ...(confinement.writable ?? []), ...confinement.hide])
+    if (!isAbsolute(p)) throw new SandboxError('start_failed', `not an absolute path: ${p}`);
+  const writable = [cwd, ...(confinement.writable ?? [])].map(canonical);
+  // The folder above a hidden path is resolved (a link on the way must not send the mount
+  // elsewhere), the path itself is not: the setup skips it when it is a link.
+  const hide = confinement.hide.map((p) => join(canonical(dirname(p)), basename(p)));
+  // HOME and TMPDIR are made private where they are absolute paths; a relative one names nothing
+  // the sandbox could share with the host anyway.
+  const priv = [env.HOME, env.TMPDIR].filter((p): p is string => p !== undefined && isAbsolute(p));
+  return [
+    ...writable.map((p) => `W${p}`),
+    ...hide.map((p) => `H${p}`),
+    ...[...new Set(priv)].map((p) => `P${p}`),
+  ];
+}
+
+function initArgv(kind: MechanismKind, user: SandboxUser, dirs: readonly string[]): string[] {
+  const bash = need('bash');
+  need('nsenter');
+  need('setpriv');
+  const unshare = need('unshare');
+  const common = [
+    '--mount',
+    '--net',
+    '--pid',
+    '--ipc',
+    '--uts',
+    '--fork',
+    '--mount-proc',
+    '--kill-child',
+    '--',
+  ];
+  const script = [bash, '--noprofile', '--norc', '-c', SETUP, 'ia-setup'];
+  const ids = [String(user.uid), String(user.gid)];
+  if (kind === 'userns') {
+    return [
+      ...asSandboxUser(user),
+      unshare,
+      '--user',
+      '--map-root-user',
+      ...common,
+      ...script,
+      // Inside its user namespace the init sees the sandbox user as root.
+      '0',
+      '0',
+      'userns',
+      ...ids,
+      LAYER,
+      HOLDER,
+      ...dirs,
+    ];
+  }
+  const privileged = [unshare, ...common, ...script, ...ids, 'privileged', ...ids, LAYER, HOLDER, ...dirs];
+  if (kind === 'root') {
+    if (hostUser().uid !== 0) throw new MechanismUnavailable('the host does not run as root');
+    return privileged;
+  }
+  return [need('sudo'), '-n', '--', ...privileged];
+}
+
+function enterArgv(init: Init, cwd: string, env: Readonly<Record<string, string>>): string[] {
+  const nsenter = need('nsenter');
+  const setpriv = need('setpriv');
+  const shell = [need('env'), '-i', ...envArgs(env), need('bash'), '--noprofile', '--norc'];
+  const into = (target: number, namespaces: readonly string[]) => [
+    nsenter,
+    `--target=${target}`,
+    ...namespaces,
+    '--preserve-credentials',
+    `--wd=${cwd}`,
+    '--',
+  ];
+  // The init's namespaces (with its user namespace when it has one of its own), then the holder's
+  // user and mount namespaces, where there are (see LAYER).
+  const first = into(init.initHostPid, [
+    ...(init.kind === 'userns' ? ['--user'] : []),
+    '--mount',
+    '--pid',
+    '--net',
+    '--ipc',
+    '--uts',
+  ]);
+  const second = init.layer ? into(init.holderPid, ['--user', '--mount']) : [];
+  if (init.kind === 'userns') {
+    return [
+      ...asSandboxUser(init.user),
+      ...first,
+      // Root of the init's user namespace until here: drop every capability before entering the
+      // holder's namespaces, where the sandbox user is not root.
+      setpriv,
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--',
+      ...second,
+      ...shell,
+    ];
+  }
+  const privileged = [
+    ...first,
+    setpriv,
+    `--reuid=${init.user.uid}`,
+    `--regid=${init.user.gid}`,
+    '--clear-groups',
+    '--inh-caps=-all',
+    '--bounding-set=-all',
+    '--no-new-privs',
+    '--',
+    ...second,
+    ...shell,
+  ];
+  return init.kind === 'sudo' ? [need('sudo'), '-n', '--', ...privileged] : privileged;
+}
+
+/** Starts the sandbox's init with one mechanism and waits until its holder reports. */
+async function startInit(kind: MechanismKind, user: SandboxUser, dirs: readonly string[]): Promise<Init> {
+  const argv = initArgv(kind, user, dirs);
+  const [cmd, ...args] = argv;
+  if (cmd === undefined) throw new MechanismUnavailable('nothing to run');
+  // A new session: nothing in the sandbox has the host's terminal (no TIOCSTI into it).
+  const child = spawn(cmd, args, {
+    env: { PATH: SYSTEM_PATH },
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
+  child.on('error', () => undefined);
+  child.stdin.on('error', () => undefined);
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    if (stderr.length < 4096) stderr += chunk.toString('utf8');
+  });
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  const ready = await new Promise<{ holder: number; layer: boolean }>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => {
+      reject(new Error(`no answer within ${START_TIMEOUT_MS} ms`));
+    }, START_TIMEOUT_MS);
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+      const m = new RegExp(`${READY} (\\d+) ([01])\\n`).exec(out);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve({ holder: Number(m[1]), layer: m[2] === '1' });
+      }
+    });
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      // Let the last of stderr arrive before reporting it.
+      setImmediate(() => {
+        reject(new Error(stderr.trim() !== '' ? lastLines(stderr) : `it exited with code ${String(code)}`));
+      });
+    });
+  }).catch(async (error: unknown) => {
+    child.stdin.end();
+    if (child.pid !== undefined) await killTree(child.pid);
+    throw error;
+  });
+  child.stdout.resume();
+  const init = await topInNamespace(child, deadline);
+  return {
+    kind,
+    child,
+    initHostPid: init.host,
+    holderPid: ready.holder,
+    layer: ready.layer,
+    user,
+    mechanism: describeMechanism(kind, user, ready.layer),
+  };
+}
+
+function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-3).join(' / ');
+}
+
+const probes = new Map<string, Promise<{ ok: true; mechanism: string } | { ok: false; reason: string }>>();
+
+/**
+ * Whether one mechanism works here: a whole sandbox is started, a shell entered, asked its uid and
+ * ended. The same code paths as a real start, so a probe that passes is not an approximation.
+ * Asked once per process per mechanism and sandbox user.
+ */
+function probe(
+  kind: MechanismKind,
+  user: SandboxUser,
+): Promise<{ ok: true; mechanism: string } | { ok: false; reason: string }> {
+  const key = `${kind}:${user.uid}:${user.gid}`;
+  let p = probes.get(key);
+  if (p === undefined) {
+    p = runProbe(kind, user).then(
+      (mechanism) => ({ ok: true as const, mechanism }),
+      (error: unknown) => ({
+        ok: false as const,
+        reason: error instanceof Error ? error.message : String(error),
+      }),
+    );
+    probes.set(key, p);
+  }
+  return p;
+}
+
+async function runProbe(kind: MechanismKind, user: SandboxUser): Promise<string> {
+  if (kind === 'root' && hostUser().uid !== 0)
+    throw new MechanismUnavailable('the host does not run as root');
+  if (kind === 'sudo' && hostUser().uid === 0)
+    throw new MechanismUnavailable('the host already runs as root');
+  const init = await startInit(kind, user, []);
+  try {
+    const argv = enterArgv(init, '/', { PATH: SYSTEM_PATH });
+    const [cmd, ...args] = argv;
+    if (cmd === undefined) throw new Error('nothing to run');
+    const child = spawn(cmd, args, {
+      env: { PATH: SYSTEM_PATH },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
+    child.on('error', () => undefined);
+    child.stdin.on('error', () => undefined);
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    child.stdin.end('echo "ia-probe $(id -u)"; exit 0\n');
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => {
+        if (child.pid !== undefined) void killTree(child.pid);
+        resolve(null);
+      }, START_TIMEOUT_MS);
+      child.once('exit', (c) => {
+        clearTimeout(timer);
+        resolve(c);
+      });
+    });
+    const m = /ia-probe (\d+)/.exec(out);
+    if (code !== 0 || m === null)
+      throw new Error(
+        `a shell could not enter the sandbox: ${lastLines(err) || `exit code ${String(code)}`}`,
+      );
+    if (Number(m[1]) !== user.uid) throw new Error(`the shell ran as uid ${m[1] ?? '?'}, not ${user.uid}`);
+    return init.mechanism;
+  } finally {
+    await endInit(init);
+  }
+}
+
+/** Ends a sandbox: its init's input closes and, where the host may signal it, the init is killed. */
+async function endInit(init: Init): Promise<void> {
+  const exited = new Promise<void>((resolve) => {
+    if (init.child.exitCode !== null || init.child.signalCode !== null) resolve();
+    else
+      init.child.once('exit', () => {
+        resolve();
+      });
+  });
+  init.child.stdin.end();
+  killPid(init.initHostPid);
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 5_000)))]);
+  clearTimeout(timer);
+}
+
+/**
+ * Whether the isolated local sandbox can run here, and how (the first mechanism of the order that
+ * works), or why not.
+ */
+export async function isolationSupport(
+  options: { readonly mechanisms?: readonly MechanismKind[]; readonly sandboxUser?: SandboxUser } = {},
+): Promise<{ ok: true; mechanism: string } | { ok: false; reason: string }> {
+  const user = sandboxUserFor(options);
+  const reasons: string[] = [];
+  for (const kind of options.mechanisms ?? defaultMechanisms()) {
+    const r = await probe(kind, user);
+    if (r.ok) return r;
+    reasons.push(`${kind}: ${r.reason}`);
+  }
+  return { ok: false, reason: unavailableMessage(reasons) };
+}
+
+function unavailableMessage(reasons: readonly string[]): string {
+  return (
+    'the isolated local sandbox cannot run on this host. It needs unprivileged user namespaces ' +
+    '(unshare), or root, or passwordless sudo (sudo -n), with util-linux (unshare, nsenter, setpriv). ' +
+    `Tried: ${reasons.join('; ')}`
+  );
+}
+
+/**
+ * Launches the shells of one sandbox. With `isolated`, the first launch makes the sandbox (a root
+ * host first hands the workspace to the sandbox user, while no sandbox process exists yet); later
+ * launches enter the same one, so every shell shares its /tmp, HOME and processes, and a pid a
+ * shell reports names one process. The sandbox ends when its last shell ends: everything in it is
+ * killed with its init, so no process outlives the shells. A shell launched after that gets a new,
+ * empty sandbox (the workspace, a host folder, is what carries over).
+ */
+export class ShellLauncher {
+  private init: Init | null = null;
+  private starting: Promise<Init> | null = null;
+  private readonly live = new Map<Init, number>();
+  private handed = false;
+
+  constructor(private readonly options: LaunchOptions) {}
+
+  /** How shells are confined; null for an isolated launcher until its sandbox started. */
+  get mechanism(): string | null {
+    if (this.options.confinement.kind === 'none') return 'none';
+    return this.init?.mechanism ?? null;
+  }
+
+  async launch(): Promise<LaunchedShell> {
+    if (this.options.confinement.kind === 'none') return this.launchUnconfined();
+    const init = await this.sandbox();
+    return this.enter(init);
+  }
+
+  /** Ends every shell and the sandbox now. */
+  async close(): Promise<void> {
+    const init = this.init ?? (await this.starting?.catch(() => null)) ?? null;
+    this.init = null;
+    if (init !== null) await this.end(init);
+  }
+
+  private launchUnconfined(): LaunchedShell {
+    const child = spawn('bash', ['--noprofile', '--norc'], {
+      cwd: this.options.cwd,
+      env: { ...this.options.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    child.on('error', () => undefined);
+    return {
+      child,
+      started: startedOf(child, 'bash'),
+      mechanism: 'none',
+      hostPid: () =>
+        child.pid === undefined
+          ? Promise.reject(new Error('bash did not start'))
+          : Promise.resolve(child.pid),
+      namespacePid: () =>
+        child.pid === undefined
+          ? Promise.reject(new Error('bash did not start'))
+          : Promise.resolve(child.pid),
+      kill: () => {
+        if (child.pid !== undefined) void killTree(child.pid);
+        child.kill('SIGKILL');
+      },
+    };
+  }
+
+  private sandbox(): Promise<Init> {
+    if (this.init !== null && this.init.child.exitCode === null && this.init.child.signalCode === null)
+      return Promise.resolve(this.init);
+    this.starting ??= this.start().finally(() => {
+      this.starting = null;
+    });
+    return this.starting;
+  }
+
+  private async start(): Promise<Init> {
+    const { cwd, env, confinement } = this.options;
+    const user = sandboxUserFor(this.options);
+    const dirs = directives(cwd, env, confinement);
+    // The workspace counts as handed over from here until this sandbox's init is gone.
+    const ws = canonical(cwd);
+    const holders = handedOver.get(ws) ?? 0;
+    handedOver.set(ws, holders + 1);
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      const n = (handedOver.get(ws) ?? 1) - 1;
+      if (n <= 0) handedOver.delete(ws);
+      else handedOver.set(ws, n);
+    };
+    try {
+      if (!this.handed && holders === 0 && hostUser().uid === 0) this.handOver(user);
+      this.handed = true;
+    } catch (error) {
+      release();
+      throw error;
+    }
+    const reasons: string[] = [];
+    let usable = false;
+    for (const kind of this.options.mechanisms ?? defaultMechanisms()) {
+      const p = await probe(kind, user);
+      if (!p.ok) {
+        reasons.push(`${kind}: ${p.reason}`);
+        continue;
+      }
+      usable = true;
+      try {
+        const init = await startInit(kind, user, dirs);
+        this.init = init;
+        init.child.once('exit', () => {
+          release();
+          if (this.init === init) this.init = null;
+        });
+        return init;
+      } catch (error) {
+        reasons.push(`${kind}: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+    release();
+    // A host that can run the sandbox but not this one (e.g. a workspace the sandbox user cannot
+    // write) is told apart from a host that cannot run any.
+    throw new SandboxError(
+      'start_failed',
+      usable
+        ? `the isolated local sandbox could not start: ${reasons.join('; ')}`
+        : unavailableMessage(reasons),
+    );
+  }
+
+  /**
+   * A root host gives the workspace (and the other writable folders) to the sandbox user: once per
+   * launcher, before its first sandbox exists, and not at all while another live sandbox has the
+   * same workspace (it was handed over for that one). The sandbox user owns what it creates later.
+   */
+  private handOver(user: SandboxUser): void {
+    if (this.options.confinement.kind !== 'isolated') return;
+    try {
+      for (const dir of [this.options.cwd, ...(this.options.confinement.writable ?? [])].map(canonical))
+        if (lstatSync(dir).isDirectory()) chownTree(dir, user);
+    } catch (error) {
+      throw new SandboxError(
+        'start_failed',
+        `could not give the workspace to the sandbox user (uid ${user.uid}): ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
+    }
+  }
+
+  private async end(init: Init): Promise<void> {
+    await endInit(init);
+  }
+
+  private enter(init: Init): LaunchedShell {
+    const argv = enterArgv(init, canonical(this.options.cwd), this.options.env);
+    const [cmd, ...args] = argv;
+    if (cmd === undefined) throw new SandboxError('start_failed', 'nothing to run');
+    const child = spawn(cmd, args, {
+      env: { PATH: SYSTEM_PATH },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
+    child.on('error', () => undefined);
+    this.live.set(init, (this.live.get(init) ?? 0) + 1);
+    const found = topInNamespace(child, Date.now() + START_TIMEOUT_MS);
+    found.catch(() => undefined);
+    // A shell counts until it is killed or exits. When the last one of a sandbox goes, the sandbox
+    // ends at once (its init killed or its input closed), and with it anything the shells left
+    // running, e.g. a daemon that detached from them.
+    let counted = true;
+    const gone = (): void => {
+      if (!counted) return;
+      counted = false;
+      const n = (this.live.get(init) ?? 1) - 1;
+      if (n > 0) {
+        this.live.set(init, n);
+        return;
+      }
+      this.live.delete(init);
+      if (this.init === init) this.init = null;
+      void this.end(init);
+    };
+    child.once('exit', gone);
+    return {
+      child,
+      started: startedOf(child, 'the sandboxed shell'),
+      mechanism: init.mechanism,
+      hostPid: async () => (await found).host,
+      namespacePid: async () => (await found).inner,
+      kill: () => {
+        child.stdin.end();
+        void found.then(
+          ({ host }) => killTree(host),
+          () => {
+            if (child.pid !== undefined) killPid(child.pid);
+          },
+        );
+        gone();
+      },
+    };
+  }
+}
