@@ -59,9 +59,15 @@ const LINK_TITLE = new RegExp(
   String.raw`\]\([ \t]*\n?[ \t]*(${DESTINATION})(?:[ \t]+\n?[ \t]*|[ \t]*\n[ \t]*)(?:${TITLE})[ \t]*\n?[ \t]*\)`,
   'g',
 );
-/** A line that opens a fenced code block inside a container, which `mapProse` leaves to the prose. */
+/** A line that looks like an opening fence in the prose (in a list item, or not taken for code). */
 const FENCE_LINE = new RegExp(String.raw`^(${CONTAINER})(\`{3,}|~{3,})([^\n]*)$`, 'gm');
 
+/**
+ * The text as a reader sees it on GitHub, for a prompt: without HTML comments, hidden elements,
+ * scripts, invisible characters, image alt text, link and image titles, link reference definitions
+ * (references become inline links, so the hidden label of a full reference goes too), footnotes
+ * nothing refers to, and fence info strings past the language. Code keeps its text; CRLF becomes LF.
+ */
 export function stripHiddenText(text: string): string {
   const source = text.replace(/\r\n?/g, '\n').replace(INVISIBLE, '');
   return mapProse(source, stripProse, { fenceOpener: (fence, info) => `${fence}${language(info)}` });
