@@ -406,6 +406,42 @@ describe('LocalSandbox with isolate', { skip }, () => {
   });
 });
 
+/** A host that keeps its sandbox between shells, until it is closed. */
+describe('isolated shell with keepAlive', { skip }, () => {
+  it('a shell replaced after a kill keeps its exports; close() ends everything', async () => {
+    const f = fixture();
+    const host = localShellHost(
+      f.workspace,
+      { PATH: SANDBOX_PATH, HOME: '/tmp/ia-home', TMPDIR: '/tmp/ia-tmp' },
+      { hide: f.hide },
+      { keepAlive: true },
+    );
+    const session = new ShellSession(host, {
+      workdir: f.workspace,
+      stateFile: '/tmp/ia-tmp/state.sh',
+      capture: { headBytes: 64 * 1024, tailBytes: 64 * 1024, spillDir: f.root },
+    });
+    try {
+      await session.start();
+      const tag = `${6000 + Math.floor(Math.random() * 999)}.${process.pid}`;
+      await session.exec(`export FOO=bar; (setsid sleep ${tag} >/dev/null 2>&1 &)`, opts);
+      // A builtin loop: only replacing the shell ends it.
+      const r = await session.exec('while :; do :; done', { timeoutMs: 500 });
+      assert.equal(r.killed, 'timeout');
+      assert.equal((await session.exec('echo "$FOO"', opts)).output, 'bar\n');
+      session.close();
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(hostProcesses(`sleep ${tag}`).length, 1, 'the sandbox outlives its shells');
+      await host.close();
+      assert.ok(await eventually(() => hostProcesses(`sleep ${tag}`).length === 0), 'close() ended it');
+    } finally {
+      session.close();
+      await host.close();
+      rmSync(f.root, { recursive: true, force: true });
+    }
+  });
+});
+
 /** Where isolation cannot run, the sandbox refuses rather than run without it. */
 describe('isolation unavailable', () => {
   it(

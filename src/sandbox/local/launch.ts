@@ -66,6 +66,13 @@ export interface LaunchOptions {
   readonly mechanisms?: readonly MechanismKind[];
   /** Whom the shell runs as when the host is root. */
   readonly sandboxUser?: SandboxUser;
+  /**
+   * Keep an isolated sandbox after its last shell ended, until close(): a shell started after a
+   * kill then finds the sandbox's /tmp, HOME and running processes as they were (e.g. the state
+   * file a session restores its exports from). Only for a caller that always calls close(); by
+   * default the sandbox ends with its last shell, so nothing in it can outlive a caller that forgets.
+   */
+  readonly keepAlive?: boolean;
 }
 
 export interface LaunchedShell {
@@ -902,6 +909,7 @@ export class ShellLauncher {
         return;
       }
       this.live.delete(init);
+      if (this.options.keepAlive === true && this.init === init) return;
       if (this.init === init) this.init = null;
       void this.end(init);
     };

@@ -165,12 +165,18 @@ export interface LocalShellHostOptions {
   readonly sandboxUser?: SandboxUser;
   /** Host folders besides `cwd` that an isolated shell may write. */
   readonly writable?: readonly string[];
+  /**
+   * Keep the sandbox when its last shell ends (a shell replaced after a kill then finds its /tmp,
+   * HOME and state file), until close(), which the caller must then call.
+   */
+  readonly keepAlive?: boolean;
 }
 
 /**
  * The shells of one local sandbox. With `isolate`, every shell of this host runs in one sandbox
- * (see Confinement in launch.ts), made on the first spawn and ended with the last shell; a second
- * host, even on the same workspace, has a sandbox of its own, whose processes this one cannot see.
+ * (see Confinement in launch.ts), made on the first spawn and ended with the last shell (or, with
+ * `keepAlive`, by close()); a second host, even on the same workspace, has a sandbox of its own,
+ * whose processes this one cannot see.
  */
 export function localShellHost(
   cwd: string,
@@ -187,6 +193,7 @@ export function localShellHost(
         : { kind: 'isolated', hide: isolate.hide, writable: options.writable ?? [] },
     ...(options.mechanisms === undefined ? {} : { mechanisms: options.mechanisms }),
     ...(options.sandboxUser === undefined ? {} : { sandboxUser: options.sandboxUser }),
+    ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
   });
   const shells = new Set<LaunchedShell>();
   // A shell reports its `$$`, which in a sandbox names it in the sandbox's PID namespace. Kills and
