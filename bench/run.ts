@@ -227,6 +227,22 @@ async function main(): Promise<void> {
     );
     console.log(`| harness overhead per step, Docker sandbox (p95) | ${dockerStep.p95.toFixed(3)} |`);
   }
+  if (process.argv.includes('--editor')) {
+    const { editorBench } = await import('./editor-bench.js');
+    console.log('\nEditor tool, file I/O inside the sandbox (300-line file, 200 calls each):\n');
+    console.log(
+      '| operation | local median | local p95 | Docker median | Docker p95 |\n| --- | --- | --- | --- | --- |',
+    );
+    const local = await editorBench('local');
+    const docker = await editorBench('docker');
+    for (const op of Object.keys(local)) {
+      const l = local[op];
+      const d = docker[op];
+      console.log(
+        `| ${op} | ${ms(l?.median ?? NaN)} | ${ms(l?.p95 ?? NaN)} | ${ms(d?.median ?? NaN)} | ${ms(d?.p95 ?? NaN)} |`,
+      );
+    }
+  }
   if (process.argv.includes('--webhooks')) await (await import('./webhook-ack.js')).webhookBench();
   if (process.argv.includes('--run-view')) await (await import('./run-view.js')).runViewBench();
 }

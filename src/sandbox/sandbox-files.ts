@@ -33,53 +33,63 @@ const OP_TIMEOUT_MS = 60_000;
  * only what the sandbox user can reach anyway, so the checks below (a path must resolve inside the
  * workspace) are for the model's benefit, not the boundary.
  *
- * Untrusted values never become shell text: each operation is a constant script (only integers the
- * host computed are spliced in), and the path and the content travel on the script's stdin — the
- * path NUL-terminated (paths with NUL are refused here), the content as exactly N raw bytes that the
- * script always consumes, even when it refuses the operation.
+ * Untrusted values never become shell text: each operation calls a constant shell function (only
+ * integers the host computed are passed), and the path and the content travel on stdin — the path
+ * NUL-terminated (paths with NUL are refused here), the content as exactly N raw bytes that the
+ * function always consumes, even when it refuses the operation; where it cannot (a write failing
+ * midway) it ends the harness shell, and the unread bytes go with it.
+ *
+ * The functions are defined once per harness shell (see PRELUDE); every call first checks they
+ * exist and otherwise ends the shell (exit 97) before reading anything, after which the prelude is
+ * sent again and the call retried. Paths are resolved with shell builtins (`cd -P`) where possible:
+ * one operation is one round trip and at most one process (`head`).
  *
  * Whatever comes back is data from an untrusted process: it is parsed defensively and only ever
  * shown to the model or recorded.
  */
 export class SandboxFiles {
-  private readonly resolve: string;
+  private readonly prelude: string;
+  private installed = false;
 
   constructor(private readonly sandbox: Sandbox) {
-    this.resolve = resolveScript(sandbox.workdir);
+    this.prelude = prelude(sandbox.workdir);
   }
 
   /** Where a path lands and what it is; refuses paths that resolve outside the workspace. */
   async stat(path: string): Promise<FileStat> {
-    const r = await this.run(`${this.resolve}\nstat_line\n`, this.pathPayload(path));
+    const r = await this.call('__ia_stat', [], this.pathPayload(path));
     return this.parseStat(path, firstLine(r.output).line);
   }
 
   /** The bytes of a regular file, at most MAX_FILE_BYTES; refuses other kinds. */
   async read(path: string): Promise<{ readonly stat: FileStat; readonly data: Buffer }> {
-    const r = await this.run(readScript(this.resolve, MAX_FILE_BYTES), this.pathPayload(path));
+    const r = await this.call('__ia_read', [MAX_FILE_BYTES + 1], this.pathPayload(path));
     const { line, rest } = firstLine(r.output);
     const stat = this.parseStat(path, line);
     if (stat.kind !== 'file') return { stat, data: Buffer.alloc(0) };
-    if (stat.size > MAX_FILE_BYTES)
+    const data = Buffer.from(rest, 'utf8');
+    if (data.length > MAX_FILE_BYTES)
       throw new FileOpFailed(
-        `${stat.rel} is ${stat.size} bytes, more than the editor handles (${MAX_FILE_BYTES}); use bash (head, sed -n) to read parts of it.`,
+        `${stat.rel} is larger than the editor handles (${MAX_FILE_BYTES} bytes); use bash (head, sed -n) to read parts of it.`,
       );
-    return { stat, data: Buffer.from(rest, 'utf8') };
+    return { stat: { ...stat, size: data.length }, data };
   }
 
   /** Writes a regular file (creating parent directories), replacing its content. */
   async write(path: string, content: string): Promise<FileStat> {
     const data = Buffer.from(content, 'utf8');
     const payload = Buffer.concat([this.pathPayload(path), data]);
-    const r = await this.run(writeScript(this.resolve, data.length), payload);
+    const r = await this.call('__ia_write', [data.length], payload);
     const { line } = firstLine(r.output);
     if (line.startsWith('error ')) throw new FileOpFailed(line.slice(6));
+    if (r.exitCode === WRITE_FAILED)
+      throw new FileOpFailed(`could not write ${path}: ${r.output.slice(0, 300)}`);
     return this.parseStat(path, line);
   }
 
   /** Removes a regular file or a link (never a link's target). */
   async remove(path: string): Promise<void> {
-    const r = await this.run(removeScript(this.resolve), this.pathPayload(path));
+    const r = await this.call('__ia_rm', [], this.pathPayload(path));
     const { line } = firstLine(r.output);
     if (line.startsWith('error ')) throw new FileOpFailed(line.slice(6));
     this.parseStat(path, line);
@@ -87,7 +97,7 @@ export class SandboxFiles {
 
   /** Up to `limit` entries below a directory, two levels deep, skipping VCS and dependency folders. */
   async list(path: string, limit = 400): Promise<{ readonly stat: FileStat; readonly entries: string[] }> {
-    const r = await this.run(listScript(this.resolve, limit), this.pathPayload(path));
+    const r = await this.call('__ia_list', [limit], this.pathPayload(path));
     const { line, rest } = firstLine(r.output);
     const stat = this.parseStat(path, line);
     const entries = rest.split('\n').filter((l) => l !== '');
@@ -102,10 +112,28 @@ export class SandboxFiles {
     return Buffer.concat([bytes, Buffer.from([0])]);
   }
 
-  private async run(script: string, stdin: Buffer): Promise<ExecResult> {
-    const r = await this.sandbox.harnessExec(script, { timeoutMs: OP_TIMEOUT_MS, stdin });
-    if (r.killed !== null) throw new FileOpFailed(`the file operation was stopped (${r.killed})`);
-    return r;
+  /**
+   * Calls one function of the prelude. When the harness shell lacks it (a new or replaced shell),
+   * the call ends that shell before reading its input; the prelude is installed and the call
+   * retried once.
+   */
+  private async call(fn: string, args: readonly number[], stdin: Buffer): Promise<ExecResult> {
+    const command = `declare -F ${fn} >/dev/null || exit ${MISSING_PRELUDE}; ${fn} ${args.map(String).join(' ')}`;
+    for (let attempt = 0; ; attempt++) {
+      if (!this.installed) {
+        const p = await this.sandbox.harnessExec(this.prelude, { timeoutMs: OP_TIMEOUT_MS });
+        if (p.exitCode !== 0)
+          throw new FileOpFailed(`the sandbox's file helper did not start: ${p.output.slice(0, 300)}`);
+        this.installed = true;
+      }
+      const r = await this.sandbox.harnessExec(command, { timeoutMs: OP_TIMEOUT_MS, stdin });
+      if (r.killed !== null) throw new FileOpFailed(`the file operation was stopped (${r.killed})`);
+      if (r.exitCode === MISSING_PRELUDE && r.shellRestarted && attempt === 0) {
+        this.installed = false;
+        continue;
+      }
+      return r;
+    }
   }
 
   /** `<kind> <size> <rel>`, or `outside` when the path resolves out of the workspace. */
@@ -121,83 +149,99 @@ export class SandboxFiles {
   }
 }
 
+/** Exit status of a call whose function is not defined in this harness shell (it then exits). */
+const MISSING_PRELUDE = 97;
+/** Exit status of a write that failed midway: the shell exits so the unread content goes with it. */
+const WRITE_FAILED = 98;
+
 function firstLine(output: string): { line: string; rest: string } {
   const nl = output.indexOf('\n');
   return nl < 0 ? { line: output, rest: '' } : { line: output.slice(0, nl), rest: output.slice(nl + 1) };
 }
 
 /**
- * Shared prologue: reads the NUL-terminated path from stdin into `p`, resolves it (links included)
- * inside the sandbox, and sets `r` (absolute), `rel` (relative to the workspace) and `kind`. The
- * scripts run in the harness shell itself (no subshell, to keep an operation to one round trip), so
- * they never `exit` or `cd`.
+ * The functions every operation calls. `__ia_resolve` reads the NUL-terminated path from stdin and
+ * sets `r` (absolute, links resolved), `rel` (relative to the workspace) and `kind`; it resolves the
+ * parent with `cd -P` (a builtin) and falls back to `realpath -m` only for a missing parent or a link
+ * at the end. The shell's cwd is put back to the workspace root after every use of `cd`.
  */
-function resolveScript(workdir: string): string {
+function prelude(workdir: string): string {
   return (
-    `
-IFS= read -r -d '' p
-W=${shellQuote(workdir)}
-` +
-    String.raw`case "$p" in /*) ;; *) p="$W/$p" ;; esac
-r=$(realpath -m -- "$p" 2>/dev/null) || r=
-case "$r" in "$W") rel= ;; "$W"/*) rel=${'$'}{r#"$W"/} ;; *) rel='//outside' ;; esac
-if [ "$rel" = //outside ]; then kind=outside
-elif [ -L "$r" ]; then kind=other
-elif [ -f "$r" ]; then kind=file
-elif [ -d "$r" ]; then kind=directory
-elif [ -e "$r" ]; then kind=other
-else kind=missing; fi
-stat_line() {
-  if [ "$kind" = outside ]; then echo outside; return; fi
-  size=0; [ "$kind" = file ] && size=$(stat -c %s -- "$r" 2>/dev/null || echo 0)
-  printf '%s %s %s\n' "$kind" "$size" "$rel"
+    `__IA_W=${shellQuote(workdir)}\nCDPATH=\n` +
+    String.raw`
+__ia_line() {
+  if [ "$kind" = outside ]; then echo outside; else printf '%s 0 %s
+' "$kind" "$rel"; fi
 }
-`
-  );
+__ia_resolve() {
+  local p d b
+  IFS= read -r -d '' p
+  case "$p" in /*) ;; *) p="$__IA_W/$p" ;; esac
+  while [ "${'$'}{#p}" -gt 1 ] && [ "${'$'}{p%/}" != "$p" ]; do p=${'$'}{p%/}; done
+  d=${'$'}{p%/*}; b=${'$'}{p##*/}; [ -n "$d" ] || d=/
+  if [ "$b" = . ] || [ "$b" = .. ]; then d=$p; b=; fi
+  r=
+  if cd -P -- "$d" 2>/dev/null; then
+    d=$PWD
+    cd -- "$__IA_W" 2>/dev/null || cd /
+    if [ "$d" = / ]; then r=/$b; else r=$d${'$'}{b:+/$b}; fi
+    if [ -n "$b" ] && [ -L "$r" ]; then r=$(realpath -m -- "$r" 2>/dev/null) || r=; fi
+  else
+    r=$(realpath -m -- "$p" 2>/dev/null) || r=
+  fi
+  case "$r" in "$__IA_W") rel= ;; "$__IA_W"/*) rel=${'$'}{r#"$__IA_W"/} ;; *) rel=//outside ;; esac
+  if [ "$rel" = //outside ]; then kind=outside
+  elif [ -L "$r" ]; then kind=other
+  elif [ -f "$r" ]; then kind=file
+  elif [ -d "$r" ]; then kind=directory
+  elif [ -e "$r" ]; then kind=other
+  else kind=missing; fi
 }
-
-function readScript(resolve: string, max: number): string {
-  return `${resolve}\nstat_line\nif [ "$kind" = file ]; then head -c ${max + 1} -- "$r"; fi\n`;
+__ia_stat() { __ia_resolve; __ia_line; }
+__ia_read() {
+  __ia_resolve; __ia_line
+  if [ "$kind" = file ]; then head -c "$1" -- "$r"; fi
+  return 0
 }
-
-/**
- * The content is always consumed: `head` reads exactly N bytes into the pipe, and the reader either
- * writes them to the file or, when anything fails (refused path, a directory in the way, a full
- * disk), drains them to /dev/null so no content byte is ever read as shell input.
- */
-function writeScript(resolve: string, n: number): string {
-  return `${resolve}
-head -c ${n} | {
-  if [ "$kind" = outside ]; then cat >/dev/null; echo outside
-  elif [ "$kind" != file ] && [ "$kind" != missing ]; then cat >/dev/null; echo "error $rel exists and is not a regular file."
-  elif ! mkdir -p -- "\${r%/*}" 2>/dev/null; then cat >/dev/null; echo "error could not create the directory of $rel (a file is in the way?)"
-  elif err=$(cat 2>&1 >"$r"); then kind=file; stat_line
-  else cat >/dev/null; echo "error could not write $rel: $err"
+__ia_write() {
+  local n=$1
+  __ia_resolve
+  if [ "$kind" = outside ]; then head -c "$n" >/dev/null; echo outside; return 0; fi
+  if [ "$kind" != file ] && [ "$kind" != missing ]; then
+    head -c "$n" >/dev/null; echo "error $rel exists and is not a regular file."; return 0
+  fi
+  if [ ! -d "${'$'}{r%/*}" ] && ! mkdir -p -- "${'$'}{r%/*}" 2>/dev/null; then
+    head -c "$n" >/dev/null; echo "error could not create the directory of $rel (a file is in the way?)"; return 0
+  fi
+  if ! { exec 3>"$r"; } 2>/dev/null; then
+    head -c "$n" >/dev/null; echo "error could not open $rel for writing"; return 0
+  fi
+  if head -c "$n" >&3; then
+    exec 3>&-; kind=file; __ia_line
+  else
+    exec 3>&-; echo "error could not write $rel (is the disk full?)"; exit 98
   fi
 }
-`;
+__ia_rm() {
+  __ia_resolve
+  if [ "$kind" = outside ]; then echo outside
+  elif [ -L "$r" ] || [ "$kind" = file ]; then
+    if rm -f -- "$r" 2>/dev/null; then kind=missing; __ia_line; else echo "error could not remove $rel"; fi
+  else echo "error $rel is not a file."; fi
 }
-
-function removeScript(resolve: string): string {
-  return `${resolve}
-if [ "$kind" = outside ]; then echo outside
-elif [ -L "$r" ] || [ "$kind" = file ]; then
-  if err=$(rm -f -- "$r" 2>&1); then kind=missing; stat_line; else echo "error could not remove $rel: $err"; fi
-else echo "error $rel is not a file."
-fi
-`;
-}
-
-function listScript(resolve: string, limit: number): string {
-  return (
-    resolve +
-    String.raw`
-stat_line
-if [ "$kind" = directory ]; then
-  find "$r" -mindepth 1 -maxdepth 2 \( -type d \( -name .git -o -name node_modules -o -name __pycache__ -o -name .venv -o -name target -o -name dist \) -prune -printf '%P/\n' \) -o \( -type d -printf '%P/\n' \) -o -printf '%P\n' 2>/dev/null | LC_ALL=C sort | head -n ${String(limit)} | while IFS= read -r e; do
-    if [ -n "$rel" ]; then printf '%s/%s\n' "$rel" "$e"; else printf '%s\n' "$e"; fi
+__ia_list() {
+  __ia_resolve; __ia_line
+  [ "$kind" = directory ] || return 0
+  find "$r" -mindepth 1 -maxdepth 2 \( -type d \( -name .git -o -name node_modules -o -name __pycache__ -o -name .venv -o -name target -o -name dist \) -prune -printf '%P/
+' \) -o \( -type d -printf '%P/
+' \) -o -printf '%P
+' 2>/dev/null | LC_ALL=C sort | head -n "$1" | while IFS= read -r e; do
+    if [ -n "$rel" ]; then printf '%s/%s
+' "$rel" "$e"; else printf '%s
+' "$e"; fi
   done
-fi
+  return 0
+}
 `
   );
 }
