@@ -261,7 +261,10 @@ export class ShellSession {
     );
     if (stdin !== undefined && stdin.length > 0) transport.write(stdin);
     transport.write(
-      `__ia_ec=$?; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
+      // `disown -a`: background jobs the command left are forgotten by the shell (they keep running,
+      // and are still killed with the sandbox), so no "Killed" notice about them can land in a later
+      // command's output, whenever bash gets round to reaping them.
+      `__ia_ec=$?; disown -a 2>/dev/null; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
         `printf '\\n__IA_DONE_${nonce}_%d_%s__IA_END_${nonce}\\n' "$__ia_ec" "$PWD"\n`,
     );
 

@@ -3,7 +3,7 @@ import { createAppAuth } from '@octokit/auth-app';
 import { Octokit } from '@octokit/rest';
 import type { Queue } from 'bullmq';
 import type { IntakeResult } from '../app/intake.js';
-import type { Trigger } from '../app/triggers.js';
+import { capIssueBody, type Trigger } from '../app/triggers.js';
 import { intakeJobOptions, intakeJobId } from '../queue/queues.js';
 import { accessFromPermissions, type RepoAccess } from './auth.js';
 
@@ -170,7 +170,13 @@ export async function manualTrigger(
     baseUrl: creds.apiUrl,
   });
   const { data: repo } = await inst.rest.repos.get({ owner: request.owner, repo: request.name });
-  let issue: { number: number; title: string; state: string; pull_request?: unknown };
+  let issue: {
+    number: number;
+    title: string;
+    body?: string | null;
+    state: string;
+    pull_request?: unknown;
+  };
   try {
     ({ data: issue } = await inst.rest.issues.get({
       owner: request.owner,
@@ -205,6 +211,9 @@ export async function manualTrigger(
       title: issue.title,
       state: issue.state,
       isPullRequest: issue.pull_request != null,
+      // The text the person starting the run sees now is the task (a later edit is checked at job
+      // start, as for a label).
+      ...(issue.pull_request != null ? {} : { body: capIssueBody(issue.body) }),
     },
     sender,
     manual: { instructions: request.instructions, admin: request.sender === 'admin' },

@@ -52,7 +52,7 @@ export class LocalSandbox implements Sandbox {
     readonly workdir: string,
     private readonly session: ShellSession,
     private readonly harness: HarnessShell,
-    private readonly hosts: readonly ShellHost[],
+    private readonly host: LocalShellHost,
     private readonly scratch: string,
     private readonly spill: string,
   ) {}
@@ -93,27 +93,31 @@ export class LocalSandbox implements Sandbox {
       await rm(scratch, { recursive: true, force: true });
       await rm(spill, { recursive: true, force: true });
     };
-    if (options.isolate !== undefined && !(await canIsolate())) {
-      await cleanup();
-      throw new SandboxError(
-        'start_failed',
-        'this host does not allow unprivileged user namespaces (unshare), which the isolated local sandbox needs',
-      );
+    if (options.isolate !== undefined) {
+      const support = await isolationSupport();
+      if (!support.ok) {
+        await cleanup();
+        throw new SandboxError(
+          'start_failed',
+          `the isolated local sandbox cannot run here: ${support.reason}`,
+        );
+      }
     }
     const isolate = options.isolate === undefined ? undefined : { hide: [...options.isolate.hide, spill] };
-    // Two shells, each from its own launcher (a namespaced shell's host pid is tracked per launcher):
-    // the agent's, and the harness's for file operations and checkpoints.
-    const host = localShellHost(workspace, env, isolate);
-    const harnessHost = localShellHost(workspace, env, isolate);
+    // One host, so both shells share one sandbox (its /tmp, HOME and processes): the agent's shell
+    // and the harness's, for file operations and checkpoints. keepAlive: a shell replaced after a
+    // kill finds the sandbox (and its state file) as it was; close() ends it.
+    const host = localShellHost(workspace, env, isolate, { keepAlive: true });
     const captureBytes = options.captureBytes ?? 256 * 1024;
     const session = new ShellSession(host, {
       workdir: workspace,
-      stateFile: join(scratch, 'shell-state.sh'),
+      // In TMPDIR, which an isolated sandbox makes private: the host never reads it.
+      stateFile: join(tmp, '.issue-agent-shell-state.sh'),
       capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: spill },
     });
     const harness = new HarnessShell(
       () =>
-        new ShellSession(harnessHost, {
+        new ShellSession(host, {
           workdir: workspace,
           stateFile: '/dev/null',
           capture: { ...HARNESS_CAPTURE, spillDir: spill },
@@ -125,10 +129,11 @@ export class LocalSandbox implements Sandbox {
     } catch (error) {
       session.close();
       harness.close();
+      await host.close();
       await cleanup();
       throw error;
     }
-    return new LocalSandbox(workspace, session, harness, [host, harnessHost], scratch, spill);
+    return new LocalSandbox(workspace, session, harness, host, scratch, spill);
   }
 
   exec(command: string, options: ExecOptions): Promise<ExecResult> {
@@ -142,10 +147,11 @@ export class LocalSandbox implements Sandbox {
   async close(): Promise<void> {
     const pid = this.session.pid;
     // Through the host, which maps a namespaced shell's `$$` to its host pid.
-    const [host] = this.hosts;
-    if (pid > 0 && host !== undefined) await host.killDescendants(pid).catch(() => undefined);
+    if (pid > 0) await this.host.killDescendants(pid).catch(() => undefined);
     this.session.close();
     this.harness.close();
+    // An isolated sandbox ends with everything in it (detached daemons too).
+    await this.host.close().catch(() => undefined);
     await rm(this.scratch, { recursive: true, force: true });
     await rm(this.spill, { recursive: true, force: true });
   }
