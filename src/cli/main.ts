@@ -133,6 +133,7 @@ async function openWorkspace(
       workspace: copy.dir,
       path: env.sandboxPath,
       jobId: 'cli',
+      limits: env.sandboxLimits,
       ...(kind === 'local'
         ? {
             isolate: {

@@ -17,6 +17,12 @@ export interface AgentEnv {
   readonly logLevel: string;
   /** PATH handed to local sandboxes (the only host variable they get). */
   readonly sandboxPath: string;
+  /**
+   * Docker sandbox sizes, bytes (unset: the sandbox's defaults, see container-spec.ts): the
+   * workspace tmpfs (a job that fills it ends `failed`/`sandbox_disk_limit`) and the memory limit,
+   * which covers processes and everything the tmpfs mounts hold.
+   */
+  readonly sandboxLimits: { readonly workspaceBytes?: number; readonly memoryBytes?: number };
 }
 
 export const DEFAULT_MODEL = 'claude-sonnet-4-6';
@@ -105,7 +111,15 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
     runsDir: nonEmpty(env.ISSUE_AGENT_RUNS_DIR) ?? join(state, 'issue-agent', 'runs'),
     logLevel: nonEmpty(env.ISSUE_AGENT_LOG_LEVEL) ?? 'warn',
     sandboxPath: nonEmpty(env.PATH) ?? '/usr/local/bin:/usr/bin:/bin',
+    sandboxLimits: {
+      ...optionalBytes('workspaceBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_WORKSPACE_MB'))),
+      ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
+    },
   });
+}
+
+function optionalBytes<K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> {
+  return value === undefined ? {} : ({ [key]: value } as Partial<Record<K, number>>);
 }
 
 function nonEmpty(v: string | undefined): string | null {

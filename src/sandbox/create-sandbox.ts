@@ -12,6 +12,8 @@ export interface CreateSandboxOptions {
   readonly jobId: string;
   /** For `local`: run in namespaces with these host paths hidden (see LocalSandboxOptions.isolate). */
   readonly isolate?: { readonly hide: readonly string[] };
+  /** For `docker`: sizes beside the defaults (workspace tmpfs, memory). */
+  readonly limits?: { readonly workspaceBytes?: number; readonly memoryBytes?: number };
 }
 
 /** Docker is loaded only when asked for, so the CLI and the Action do not need dockerode at start. */
@@ -24,5 +26,10 @@ export async function createSandbox(options: CreateSandboxOptions): Promise<Sand
     });
   const { DockerSandbox } = await import('./docker/docker-sandbox.js');
   // No setup phase runs here, so the container never needs a network: it is created without one.
-  return DockerSandbox.create({ workspace: options.workspace, jobId: options.jobId, setupNetwork: 'none' });
+  return DockerSandbox.create({
+    workspace: options.workspace,
+    jobId: options.jobId,
+    setupNetwork: 'none',
+    ...(options.limits === undefined ? {} : { limits: options.limits }),
+  });
 }

@@ -248,6 +248,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         workspace: paths.workspace,
         path: rt.agent.sandboxPath,
         jobId,
+        limits: rt.agent.sandboxLimits,
         ...(rt.isolateLocal === undefined
           ? {}
           : { isolate: { hide: [pristineRoot(rt.jobsDir), paths.trajectory, ...rt.isolateLocal.hide] } }),

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { attackTest } from '../security/support.js';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -122,7 +123,7 @@ describe(
       rmSync(home, { recursive: true, force: true });
     });
 
-    it('finds no token anywhere under the home, even after trying to unmount', async () => {
+    attackTest('finds no token anywhere under the home, even after trying to unmount', async () => {
       const r = await session.exec(
         `for m in $(grep -o ' ${home}[^ ]*' /proc/self/mountinfo); do umount -l "$m" 2>/dev/null; done; ` +
           `unshare -U -m -r sh -c 'umount -R ${home}/work 2>/dev/null; grep -ra ghs_ ${home}' 2>/dev/null; grep -ra ghs_ ${home}; echo end`,
@@ -132,7 +133,7 @@ describe(
       assert.match(r.output, /end\n$/);
     });
 
-    it('cannot leave a file command for a later step; its workspace is writable', async () => {
+    attackTest('cannot leave a file command for a later step; its workspace is writable', async () => {
       const setEnv = join(home, 'work/_temp/_runner_file_commands/set_env_1');
       const r = await session.exec(
         `(echo 'NODE_OPTIONS=--require=/x' >> ${setEnv}) 2>/dev/null || echo refused; (touch ${home}/work/_temp/_runner_file_commands/set_env_2) 2>/dev/null || echo refused; echo y > b.txt && cat a.txt b.txt`,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { attackTest } from '../security/support.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -167,7 +168,7 @@ describe('webhook bodies are bounded before the signature is checked', { skip, t
   });
 
   // First, while the App's memory is what it was at start.
-  it('a 300 MiB chunked body: refused, and the App holds at most about the limit', async () => {
+  attackTest('a 300 MiB chunked body: refused, and the App holds at most about the limit', async () => {
     const before = procStatus(pid, 'VmRSS');
     // Resets the peak (VmHWM) to the current RSS (Linux ≥ 4.0), so the peak below is this request's.
     let peakReset = true;
@@ -202,7 +203,7 @@ describe('webhook bodies are bounded before the signature is checked', { skip, t
     assert.match(r.response, /larger than 26214400 bytes/);
   });
 
-  it('a Content-Length over the limit: the body sent anyway is not read', async () => {
+  attackTest('a Content-Length over the limit: the body sent anyway is not read', async () => {
     const r = await exchange(port, webhookHead(port, `Content-Length: ${200 * MiB}`), fixedLength(200 * MiB));
     assertRefusedOrReset(r);
     assert.ok(r.closedWhileWriting, 'the server closed the connection while the client was still writing');
@@ -228,7 +229,7 @@ describe('webhook bodies are bounded before the signature is checked', { skip, t
     assert.match(r.response, /signature does not match/);
   });
 
-  it('a chunked body streamed on past the limit: the server stops reading and closes', async () => {
+  attackTest('a chunked body streamed on past the limit: the server stops reading and closes', async () => {
     const r = await exchange(port, webhookHead(port, 'Transfer-Encoding: chunked'), chunked(100 * MiB));
     assertRefusedOrReset(r);
     assert.ok(r.closedWhileWriting, 'the server closed the connection while the client was still writing');

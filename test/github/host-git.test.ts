@@ -11,6 +11,7 @@
  * The remote is the GitHub simulator's smart-HTTP server on loopback (http, allowed because the
  * remote URL is http), the sequence is the one publish() runs.
  */
+import { attackTest } from '../security/support.js';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import {
@@ -216,53 +217,56 @@ describe('pins and environment', () => {
     assert.ok(pinnedConfig('http://127.0.0.1:9/a/b.git').includes('protocol.http.allow=always'));
   });
 
-  test('a poisoned $HOME, XDG_CONFIG_HOME, system config path and GIT_CONFIG_* in the host process reach no host git', async () => {
-    const poison = join(work.dir, 'poison');
-    const marker = join(poison, 'marker');
-    const payload = join(poison, 'payload.sh');
-    mkdirSync(join(poison, 'xdg', 'git'), { recursive: true });
-    writeFileSync(payload, `#!/bin/sh\ntouch '${marker}'\nexit 1\n`);
-    chmodSync(payload, 0o755);
-    const config = `[core]\n\tfsmonitor = ${payload}\n[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = ${payload}\n[filter "x"]\n\tclean = ${payload}\n\tsmudge = ${payload}\n`;
-    writeFileSync(join(poison, '.gitconfig'), config);
-    writeFileSync(join(poison, 'xdg', 'git', 'config'), config);
-    writeFileSync(join(poison, 'xdg', 'git', 'attributes'), '* filter=x\n');
-    writeFileSync(join(poison, 'system'), config);
-    const poisoned: Record<string, string> = {
-      HOME: poison,
-      XDG_CONFIG_HOME: join(poison, 'xdg'),
-      GIT_CONFIG_SYSTEM: join(poison, 'system'),
-      GIT_CONFIG_GLOBAL: join(poison, '.gitconfig'),
-      GIT_CONFIG_PARAMETERS: `'core.fsmonitor'='${payload}'`,
-      GIT_CONFIG_COUNT: '1',
-      GIT_CONFIG_KEY_0: 'gpg.program',
-      GIT_CONFIG_VALUE_0: payload,
-      GIT_EXTERNAL_DIFF: payload,
-    };
-    const saved = new Map(Object.keys(poisoned).map((k) => [k, process.env[k]]));
-    Object.assign(process.env, poisoned);
-    try {
-      // Live: a git that inherits this environment runs the payload.
-      const probe = join(work.dir, 'probe');
-      await run('git', ['init', '-q', probe]);
-      writeFileSync(join(probe, 'f'), 'x\n');
-      await run('git', ['-C', probe, 'add', 'f']).catch(() => undefined);
-      assert.ok(existsSync(marker), 'the poisoned environment is live for a git that inherits it');
-      rmSync(marker);
+  attackTest(
+    'a poisoned $HOME, XDG_CONFIG_HOME, system config path and GIT_CONFIG_* in the host process reach no host git',
+    async () => {
+      const poison = join(work.dir, 'poison');
+      const marker = join(poison, 'marker');
+      const payload = join(poison, 'payload.sh');
+      mkdirSync(join(poison, 'xdg', 'git'), { recursive: true });
+      writeFileSync(payload, `#!/bin/sh\ntouch '${marker}'\nexit 1\n`);
+      chmodSync(payload, 0o755);
+      const config = `[core]\n\tfsmonitor = ${payload}\n[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = ${payload}\n[filter "x"]\n\tclean = ${payload}\n\tsmudge = ${payload}\n`;
+      writeFileSync(join(poison, '.gitconfig'), config);
+      writeFileSync(join(poison, 'xdg', 'git', 'config'), config);
+      writeFileSync(join(poison, 'xdg', 'git', 'attributes'), '* filter=x\n');
+      writeFileSync(join(poison, 'system'), config);
+      const poisoned: Record<string, string> = {
+        HOME: poison,
+        XDG_CONFIG_HOME: join(poison, 'xdg'),
+        GIT_CONFIG_SYSTEM: join(poison, 'system'),
+        GIT_CONFIG_GLOBAL: join(poison, '.gitconfig'),
+        GIT_CONFIG_PARAMETERS: `'core.fsmonitor'='${payload}'`,
+        GIT_CONFIG_COUNT: '1',
+        GIT_CONFIG_KEY_0: 'gpg.program',
+        GIT_CONFIG_VALUE_0: payload,
+        GIT_EXTERNAL_DIFF: payload,
+      };
+      const saved = new Map(Object.keys(poisoned).map((k) => [k, process.env[k]]));
+      Object.assign(process.env, poisoned);
+      try {
+        // Live: a git that inherits this environment runs the payload.
+        const probe = join(work.dir, 'probe');
+        await run('git', ['init', '-q', probe]);
+        writeFileSync(join(probe, 'f'), 'x\n');
+        await run('git', ['-C', probe, 'add', 'f']).catch(() => undefined);
+        assert.ok(existsSync(marker), 'the poisoned environment is live for a git that inherits it');
+        rmSync(marker);
 
-      n++;
-      const dir = join(work.dir, 'pristine', `env-${n}`);
-      const head = await publishSequence(dir, diffWithAttributes, 'issue-agent/env');
-      assert.match(head, /^[0-9a-f]{40}$/);
-      assert.equal(await host.remoteBranch(dir, 'issue-agent/env', token), head, 'pushed');
-    } finally {
-      for (const [k, v] of saved) {
-        if (v === undefined) Reflect.deleteProperty(process.env, k);
-        else process.env[k] = v;
+        n++;
+        const dir = join(work.dir, 'pristine', `env-${n}`);
+        const head = await publishSequence(dir, diffWithAttributes, 'issue-agent/env');
+        assert.match(head, /^[0-9a-f]{40}$/);
+        assert.equal(await host.remoteBranch(dir, 'issue-agent/env', token), head, 'pushed');
+      } finally {
+        for (const [k, v] of saved) {
+          if (v === undefined) Reflect.deleteProperty(process.env, k);
+          else process.env[k] = v;
+        }
       }
-    }
-    assert.ok(!existsSync(marker), 'no payload ran');
-  });
+      assert.ok(!existsSync(marker), 'no payload ran');
+    },
+  );
 });
 
 describe('where the pristine clone lives', () => {
@@ -412,7 +416,7 @@ function readConfig(dir: string): string {
 
 describe('a pristine clone whose config was poisoned', () => {
   for (const attack of attacks) {
-    test(attack.name, async () => {
+    attackTest(attack.name, async () => {
       const { dir, marker, payload } = await freshClone();
       const remote = attack.plant(dir, payload);
       const pushesBefore = sim.pushes.length;
@@ -460,80 +464,83 @@ describe('a pristine clone whose config was poisoned', () => {
     assert.ok(!existsSync(marker));
   });
 
-  test('attributes in .git/info, a per-worktree config, a commondir or alternates are refused', async () => {
-    const cases: [string, (dir: string) => void, RegExp][] = [
-      [
-        'info/attributes',
-        (d) => {
-          writeFileSync(join(d, '.git', 'info', 'attributes'), '* filter=x\n');
-        },
-        /\.git\/info\/attributes appeared/,
-      ],
-      [
-        'config.worktree',
-        (d) => {
-          writeFileSync(join(d, '.git', 'config.worktree'), '[core]\n\tfsmonitor = x\n');
-        },
-        /\.git\/config\.worktree appeared/,
-      ],
-      [
-        'commondir',
-        (d) => {
-          writeFileSync(join(d, '.git', 'commondir'), '/tmp\n');
-        },
-        /\.git\/commondir appeared/,
-      ],
-      [
-        'alternates',
-        (d) => {
-          writeFileSync(join(d, '.git', 'objects', 'info', 'alternates'), '/tmp\n');
-        },
-        /alternates appeared/,
-      ],
-      [
-        'config removed',
-        (d) => {
-          rmSync(join(d, '.git', 'config'));
-        },
-        /\.git\/config was removed/,
-      ],
-      [
-        'config a symlink',
-        (d) => {
-          rmSync(join(d, '.git', 'config'));
-          symlinkSync('/dev/null', join(d, '.git', 'config'));
-        },
-        /\.git\/config is a symbolic link/,
-      ],
-      [
-        '.git a gitfile',
-        (d) => {
-          rmSync(join(d, '.git'), { recursive: true });
-          writeFileSync(join(d, '.git'), `gitdir: ${work.dir}\n`);
-        },
-        /its \.git is not a plain folder/,
-      ],
-      [
-        'seal garbled',
-        (d) => {
-          writeFileSync(sealPath(d), '{');
-        },
-        /not a valid seal/,
-      ],
-    ];
-    for (const [name, tamper, what] of cases) {
-      const { dir } = await freshClone();
-      tamper(dir);
-      await assert.rejects(host.applyDiff(dir, diff), (error: unknown) => {
-        assert.ok(error instanceof PristineTamperedError, `${name}: ${String(error)}`);
-        assert.match(error.message, what, name);
-        return true;
-      });
-      await assert.rejects(
-        host.ensurePristine(dir, { url, branch: 'main', token: () => Promise.resolve(token) }),
-        PristineTamperedError,
-        name,
-      );
-    }
-  });
+  attackTest(
+    'attributes in .git/info, a per-worktree config, a commondir or alternates are refused',
+    async () => {
+      const cases: [string, (dir: string) => void, RegExp][] = [
+        [
+          'info/attributes',
+          (d) => {
+            writeFileSync(join(d, '.git', 'info', 'attributes'), '* filter=x\n');
+          },
+          /\.git\/info\/attributes appeared/,
+        ],
+        [
+          'config.worktree',
+          (d) => {
+            writeFileSync(join(d, '.git', 'config.worktree'), '[core]\n\tfsmonitor = x\n');
+          },
+          /\.git\/config\.worktree appeared/,
+        ],
+        [
+          'commondir',
+          (d) => {
+            writeFileSync(join(d, '.git', 'commondir'), '/tmp\n');
+          },
+          /\.git\/commondir appeared/,
+        ],
+        [
+          'alternates',
+          (d) => {
+            writeFileSync(join(d, '.git', 'objects', 'info', 'alternates'), '/tmp\n');
+          },
+          /alternates appeared/,
+        ],
+        [
+          'config removed',
+          (d) => {
+            rmSync(join(d, '.git', 'config'));
+          },
+          /\.git\/config was removed/,
+        ],
+        [
+          'config a symlink',
+          (d) => {
+            rmSync(join(d, '.git', 'config'));
+            symlinkSync('/dev/null', join(d, '.git', 'config'));
+          },
+          /\.git\/config is a symbolic link/,
+        ],
+        [
+          '.git a gitfile',
+          (d) => {
+            rmSync(join(d, '.git'), { recursive: true });
+            writeFileSync(join(d, '.git'), `gitdir: ${work.dir}\n`);
+          },
+          /its \.git is not a plain folder/,
+        ],
+        [
+          'seal garbled',
+          (d) => {
+            writeFileSync(sealPath(d), '{');
+          },
+          /not a valid seal/,
+        ],
+      ];
+      for (const [name, tamper, what] of cases) {
+        const { dir } = await freshClone();
+        tamper(dir);
+        await assert.rejects(host.applyDiff(dir, diff), (error: unknown) => {
+          assert.ok(error instanceof PristineTamperedError, `${name}: ${String(error)}`);
+          assert.match(error.message, what, name);
+          return true;
+        });
+        await assert.rejects(
+          host.ensurePristine(dir, { url, branch: 'main', token: () => Promise.resolve(token) }),
+          PristineTamperedError,
+          name,
+        );
+      }
+    },
+  );
 });

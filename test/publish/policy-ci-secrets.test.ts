@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { attackTest } from '../security/support.js';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,45 +30,48 @@ const change = (path: string, extra: Partial<FileChange> = {}): FileChange => ({
 const rules = (r: PolicyResult): string[] =>
   r.ok ? [] : r.violations.map((v) => `${v.rule}:${v.path ?? ''}`);
 
-test('by default nothing under .github/ and no CODEOWNERS may change, only with allowGithubChanges', () => {
-  const sensitive = [
-    '.github/actions/x/action.yml',
-    '.github/CODEOWNERS',
-    '.github/dependabot.yml',
-    '.GitHub/dependabot.yml',
-    '.github/issue-agent.yml',
-    '.github',
-    'CODEOWNERS',
-    'docs/CODEOWNERS',
-    'docs/codeowners',
-  ];
-  for (const path of sensitive) {
-    const r = checkPolicy([change(path)], defaults);
-    assert.deepEqual(rules(r), [`github_config:${path}`], path);
-    assert.ok(!r.ok && r.violations[0]?.detail.includes('allowGithubChanges'), path);
-  }
-  // Either side of a rename counts: moving a local action out disables what a workflow runs.
-  assert.deepEqual(
-    rules(checkPolicy([change('tools/action.yml', { oldPath: '.github/actions/x/action.yml' })], defaults)),
-    ['github_config:.github/actions/x/action.yml'],
-  );
-  // Only the root .github/ and the places GitHub reads CODEOWNERS from.
-  assert.deepEqual(
-    checkPolicy(
-      [change('src/.github/x.yml'), change('lib/CODEOWNERS'), change('.githubx/a'), change('github/a')],
-      defaults,
-    ),
-    { ok: true },
-  );
-  const allowed = { ...defaults, allowGithubChanges: true };
-  assert.deepEqual(
-    checkPolicy(
-      sensitive.map((p) => change(p)),
-      allowed,
-    ),
-    { ok: true },
-  );
-});
+attackTest(
+  'by default nothing under .github/ and no CODEOWNERS may change, only with allowGithubChanges',
+  () => {
+    const sensitive = [
+      '.github/actions/x/action.yml',
+      '.github/CODEOWNERS',
+      '.github/dependabot.yml',
+      '.GitHub/dependabot.yml',
+      '.github/issue-agent.yml',
+      '.github',
+      'CODEOWNERS',
+      'docs/CODEOWNERS',
+      'docs/codeowners',
+    ];
+    for (const path of sensitive) {
+      const r = checkPolicy([change(path)], defaults);
+      assert.deepEqual(rules(r), [`github_config:${path}`], path);
+      assert.ok(!r.ok && r.violations[0]?.detail.includes('allowGithubChanges'), path);
+    }
+    // Either side of a rename counts: moving a local action out disables what a workflow runs.
+    assert.deepEqual(
+      rules(checkPolicy([change('tools/action.yml', { oldPath: '.github/actions/x/action.yml' })], defaults)),
+      ['github_config:.github/actions/x/action.yml'],
+    );
+    // Only the root .github/ and the places GitHub reads CODEOWNERS from.
+    assert.deepEqual(
+      checkPolicy(
+        [change('src/.github/x.yml'), change('lib/CODEOWNERS'), change('.githubx/a'), change('github/a')],
+        defaults,
+      ),
+      { ok: true },
+    );
+    const allowed = { ...defaults, allowGithubChanges: true };
+    assert.deepEqual(
+      checkPolicy(
+        sensitive.map((p) => change(p)),
+        allowed,
+      ),
+      { ok: true },
+    );
+  },
+);
 
 test('workflows keep their own switch: allowGithubChanges does not allow them, allowWorkflowChanges alone does', () => {
   const workflow = [change('.github/workflows/ci.yml')];
@@ -84,7 +88,7 @@ test('workflows keep their own switch: allowGithubChanges does not allow them, a
   );
 });
 
-test('a gitlink that is added, moved or retargeted is refused by default; removing one is not', () => {
+attackTest('a gitlink that is added, moved or retargeted is refused by default; removing one is not', () => {
   const added = change('vendor/lib', { mode: GITLINK_MODE });
   const r = checkPolicy([added], defaults);
   assert.deepEqual(rules(r), ['gitlink:vendor/lib']);
@@ -153,48 +157,51 @@ function git(cwd: string, args: string[], input?: string): string {
   return r.stdout;
 }
 
-test('from a diff applied to the index as publish() does: a new submodule and .github files are refused', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'ia-policy-'));
-  try {
-    const work = join(dir, 'work');
-    const pristine = join(dir, 'pristine');
-    const write = (p: string, content: string): void => {
-      mkdirSync(dirname(join(work, p)), { recursive: true });
-      writeFileSync(join(work, p), content);
-    };
-    mkdirSync(work);
-    git(work, ['init', '-q']);
-    write('src/a.ts', 'a\n');
-    write('.github/CODEOWNERS', '* @maintainers\n');
-    git(work, ['add', '-A']);
-    git(work, ['commit', '-qm', 'base']);
-    const base = git(work, ['rev-parse', 'HEAD']).trim();
-    git(dir, ['clone', '-q', work, pristine]);
-    // The agent's side: edits, a local action, and a gitlink to a commit the diff never shows.
-    write('src/a.ts', 'a\nb\n');
-    write('.github/CODEOWNERS', '* @agent\n');
-    write('.github/actions/x/action.yml', 'runs: {using: node20, main: x.js}\n');
-    write('.github/dependabot.yml', 'version: 2\n');
-    git(work, ['add', '-A']);
-    git(work, ['update-index', '--add', '--cacheinfo', `160000,${base},vendor/lib`]);
-    const diff = git(work, ['diff', '--cached', '--binary', base]);
-    assert.match(diff, /new file mode 160000/);
+attackTest(
+  'from a diff applied to the index as publish() does: a new submodule and .github files are refused',
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ia-policy-'));
+    try {
+      const work = join(dir, 'work');
+      const pristine = join(dir, 'pristine');
+      const write = (p: string, content: string): void => {
+        mkdirSync(dirname(join(work, p)), { recursive: true });
+        writeFileSync(join(work, p), content);
+      };
+      mkdirSync(work);
+      git(work, ['init', '-q']);
+      write('src/a.ts', 'a\n');
+      write('.github/CODEOWNERS', '* @maintainers\n');
+      git(work, ['add', '-A']);
+      git(work, ['commit', '-qm', 'base']);
+      const base = git(work, ['rev-parse', 'HEAD']).trim();
+      git(dir, ['clone', '-q', work, pristine]);
+      // The agent's side: edits, a local action, and a gitlink to a commit the diff never shows.
+      write('src/a.ts', 'a\nb\n');
+      write('.github/CODEOWNERS', '* @agent\n');
+      write('.github/actions/x/action.yml', 'runs: {using: node20, main: x.js}\n');
+      write('.github/dependabot.yml', 'version: 2\n');
+      git(work, ['add', '-A']);
+      git(work, ['update-index', '--add', '--cacheinfo', `160000,${base},vendor/lib`]);
+      const diff = git(work, ['diff', '--cached', '--binary', base]);
+      assert.match(diff, /new file mode 160000/);
 
-    git(pristine, ['apply', '--index', '--binary', '--whitespace=nowarn', '-'], diff);
-    const changes = parseRawNumstat(
-      git(pristine, ['diff', '--cached', '--raw', '--numstat', '-z', '-M', base]),
-    );
-    assert.equal(changes.find((c) => c.path === 'vendor/lib')?.mode, GITLINK_MODE);
-    assert.deepEqual(rules(checkPolicy(changes, defaults)).sort(), [
-      'github_config:.github/CODEOWNERS',
-      'github_config:.github/actions/x/action.yml',
-      'github_config:.github/dependabot.yml',
-      'gitlink:vendor/lib',
-    ]);
-    assert.deepEqual(checkPolicy(changes, { ...defaults, allowGithubChanges: true, allowGitlinks: true }), {
-      ok: true,
-    });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+      git(pristine, ['apply', '--index', '--binary', '--whitespace=nowarn', '-'], diff);
+      const changes = parseRawNumstat(
+        git(pristine, ['diff', '--cached', '--raw', '--numstat', '-z', '-M', base]),
+      );
+      assert.equal(changes.find((c) => c.path === 'vendor/lib')?.mode, GITLINK_MODE);
+      assert.deepEqual(rules(checkPolicy(changes, defaults)).sort(), [
+        'github_config:.github/CODEOWNERS',
+        'github_config:.github/actions/x/action.yml',
+        'github_config:.github/dependabot.yml',
+        'gitlink:vendor/lib',
+      ]);
+      assert.deepEqual(checkPolicy(changes, { ...defaults, allowGithubChanges: true, allowGitlinks: true }), {
+        ok: true,
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

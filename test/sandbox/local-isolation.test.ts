@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { attackTest } from '../security/support.js';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
@@ -309,7 +310,7 @@ for (const mechanism of mechanisms) {
       assert.match(host.mechanism ?? '', new RegExp(`^${mechanism} \\(`));
     });
 
-    it('withstands every attack, and the host is untouched', async () => {
+    attackTest('withstands every attack, and the host is untouched', async () => {
       const expectedUid = isRoot ? 65534 : (process.getuid?.() ?? -1);
       for (const [name, attack] of Object.entries(attacks(f, bait.port(), bait.socket, expectedUid))) {
         const r = await session.exec(attack.command, opts);
@@ -325,7 +326,7 @@ for (const mechanism of mechanisms) {
       assert.deepEqual(readdirSync(f.tmp), []);
     });
 
-    it('cannot create a user namespace where the mechanism forbids them', async () => {
+    attackTest('cannot create a user namespace where the mechanism forbids them', async () => {
       const r = await session.exec('unshare -U true 2>/dev/null && echo created || echo refused', opts);
       if ((host.mechanism ?? '').includes('nested user namespaces forbidden'))
         assert.equal(r.output, 'refused\n');
@@ -387,7 +388,7 @@ describe('LocalSandbox with isolate', { skip }, () => {
     rmSync(f.root, { recursive: true, force: true });
   });
 
-  it('withstands every attack', async () => {
+  attackTest('withstands every attack', async () => {
     const expectedUid = isRoot ? 65534 : (process.getuid?.() ?? -1);
     for (const [name, attack] of Object.entries(attacks(f, bait.port(), bait.socket, expectedUid))) {
       const r = await sandbox.exec(attack.command, opts);
@@ -627,7 +628,7 @@ describe(
       assert.match(report.direct.mechanism ?? '', /^sudo \(/, JSON.stringify(report.direct));
     });
 
-    it('withstands every attack with the same guarantees', () => {
+    attackTest('withstands every attack with the same guarantees', () => {
       assert.equal(report.sandbox, undefined, JSON.stringify(report.sandbox));
       const results = report.results ?? {};
       for (const [name, attack] of Object.entries(attacks(f, bait.port(), bait.socket, uid))) {

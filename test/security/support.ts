@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test, type TestContext, type TestOptions } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -91,4 +91,27 @@ export function gitWorkspace(files: Readonly<Record<string, string>> = { 'README
   git('add', '-A');
   git('commit', '-q', '-m', 'initial');
   return ws;
+}
+
+type TestFn = (t: TestContext) => Promise<void> | void;
+
+/**
+ * `test`/`it` for an attack that lives beside the code it attacks (host git, webhooks, policy,
+ * isolation): same call shape, and the attempt is tallied with the suite's.
+ */
+export function attackTest(name: string, fn: TestFn): void;
+export function attackTest(name: string, options: TestOptions, fn: TestFn): void;
+export function attackTest(name: string, a: TestOptions | TestFn, b?: TestFn): void {
+  const fn = typeof a === 'function' ? a : b;
+  const options = typeof a === 'function' ? {} : a;
+  if (fn === undefined) throw new Error('attackTest needs a function');
+  test(`attack: ${name}`, options, async (t) => {
+    let held = false;
+    try {
+      await fn(t);
+      held = true;
+    } finally {
+      record(name, held);
+    }
+  });
 }

@@ -67,7 +67,8 @@ export function dockerTest(
 }
 
 /** The engine, or why there is none (a failure instead of a skip when ISSUE_AGENT_REQUIRE_DOCKER=1). */
-export function dockerEngine(): { readonly docker: Docker } | { readonly reason: string; readonly required: boolean } {
+export function dockerEngine():
+  { readonly docker: Docker } | { readonly reason: string; readonly required: boolean } {
   return 'reason' in engine ? { reason: engine.reason, required } : engine;
 }
 
