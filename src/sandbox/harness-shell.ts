@@ -1,4 +1,4 @@
-import { ShellSession } from './shell-session.js';
+import { ShellSession, type ShellHost } from './shell-session.js';
 import type { ExecResult, HarnessExecOptions } from './sandbox.js';
 
 /** Capture of a harness command: enough for a whole file the editor accepts plus its status line. */
@@ -38,4 +38,27 @@ export class HarnessShell {
   close(): void {
     this.session.close();
   }
+}
+
+/**
+ * A harness shell on a backend's shell host: its output captured for whole files, spilled to the
+ * host-only `spillDir`, and no state kept across a restart (`/dev/null` as the state file).
+ */
+export function harnessShell(
+  host: ShellHost,
+  options: {
+    readonly workdir: string;
+    readonly spillDir: string;
+    readonly startTimeoutMs?: number | undefined;
+  },
+): HarnessShell {
+  return new HarnessShell(
+    () =>
+      new ShellSession(host, {
+        workdir: options.workdir,
+        stateFile: '/dev/null',
+        capture: { ...HARNESS_CAPTURE, spillDir: options.spillDir },
+        ...(options.startTimeoutMs === undefined ? {} : { startTimeoutMs: options.startTimeoutMs }),
+      }),
+  );
 }

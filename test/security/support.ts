@@ -17,20 +17,7 @@ export function attack(
   fn: (t: TestContext) => Promise<void>,
   options: { readonly timeout?: number; readonly skip?: string | false } = {},
 ): void {
-  const title = `attack: ${name}`;
-  if (typeof options.skip === 'string') {
-    test(title, { skip: options.skip }, () => undefined);
-    return;
-  }
-  test(title, { timeout: options.timeout ?? 120_000 }, async (t) => {
-    let held = false;
-    try {
-      await fn(t);
-      held = true;
-    } finally {
-      record(name, held);
-    }
-  });
+  attackTest(name, { timeout: options.timeout ?? 120_000, skip: options.skip ?? false }, fn);
 }
 
 function record(name: string, held: boolean): void {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
-import { HARNESS_CAPTURE, HarnessShell } from '../harness-shell.js';
+import { harnessShell, type HarnessShell } from '../harness-shell.js';
 import { ShellSession } from '../shell-session.js';
 import {
   SandboxError,
@@ -246,17 +246,11 @@ export class DockerSandbox implements Sandbox {
         capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: scratch },
         ...(params.startTimeoutMs === undefined ? {} : { startTimeoutMs: params.startTimeoutMs }),
       });
-      const spill = scratch;
-      const harness = new HarnessShell(
-        () =>
-          new ShellSession(host, {
-            workdir: CONTAINER_WORKDIR,
-            // Nothing of the harness shell's state is worth keeping across a restart.
-            stateFile: '/dev/null',
-            capture: { ...HARNESS_CAPTURE, spillDir: spill },
-            ...(params.startTimeoutMs === undefined ? {} : { startTimeoutMs: params.startTimeoutMs }),
-          }),
-      );
+      const harness = harnessShell(host, {
+        workdir: CONTAINER_WORKDIR,
+        spillDir: scratch,
+        startTimeoutMs: params.startTimeoutMs,
+      });
       const sandbox = new DockerSandbox(
         docker,
         container,

@@ -1,7 +1,7 @@
 import { mkdtemp, realpath, rm, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HARNESS_CAPTURE, HarnessShell } from '../harness-shell.js';
+import { harnessShell, type HarnessShell } from '../harness-shell.js';
 import { ShellSession, type ShellHost, type ShellTransport } from '../shell-session.js';
 import {
   SandboxError,
@@ -115,14 +115,7 @@ export class LocalSandbox implements Sandbox {
       stateFile: join(tmp, '.issue-agent-shell-state.sh'),
       capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: spill },
     });
-    const harness = new HarnessShell(
-      () =>
-        new ShellSession(host, {
-          workdir: workspace,
-          stateFile: '/dev/null',
-          capture: { ...HARNESS_CAPTURE, spillDir: spill },
-        }),
-    );
+    const harness = harnessShell(host, { workdir: workspace, spillDir: spill });
     try {
       await session.start();
       await harness.start();
