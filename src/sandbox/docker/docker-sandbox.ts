@@ -207,20 +207,33 @@ export class DockerSandbox implements Sandbox {
         cause: error,
       });
     }
-    const sandbox = await DockerSandbox.adopt({
-      docker,
-      container,
-      image,
-      jobId: options.jobId,
-      limits,
-      network,
-      captureBytes: options.captureBytes,
-      startTimeoutMs: options.startTimeoutMs,
-      scratchParent: options.scratchParent,
-      logger: options.logger,
-    });
+    // The repository streams in while the shells attach: two independent execs.
+    const copying = streamTree(docker, container, workspace).then(
+      (copy) => ({ copy }),
+      (error: unknown) => ({ error }),
+    );
+    let sandbox: DockerSandbox;
     try {
-      await sandbox.copyIn(workspace);
+      sandbox = await DockerSandbox.adopt({
+        docker,
+        container,
+        image,
+        jobId: options.jobId,
+        limits,
+        network,
+        captureBytes: options.captureBytes,
+        startTimeoutMs: options.startTimeoutMs,
+        scratchParent: options.scratchParent,
+        logger: options.logger,
+      });
+    } catch (error) {
+      await copying;
+      throw error;
+    }
+    try {
+      const copied = await copying;
+      if ('error' in copied) throw copied.error;
+      await sandbox.settleCopy(copied.copy);
     } catch (error) {
       await sandbox.close();
       throw error;
@@ -266,8 +279,7 @@ export class DockerSandbox implements Sandbox {
         params.afterClose,
       );
       try {
-        await session.start();
-        await harness.start();
+        await Promise.all([session.start(), harness.start()]);
       } catch (error) {
         host.dispose();
         session.close();
@@ -353,54 +365,26 @@ export class DockerSandbox implements Sandbox {
    */
   async copyIn(hostDir: string): Promise<void> {
     this.assertUsable();
-    const tar = spawn('tar', ['-c', '-f', '-', '-C', hostDir, '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    // Read at once into a buffer stream (backpressure still holds tar back): a child's stdout left
-    // unread while the exec starts was seen to lose its data.
-    const body = new PassThrough();
-    tar.stdout.pipe(body);
-    const tarErr: Buffer[] = [];
-    tar.stderr.on('data', (c: Buffer) => tarErr.push(c));
-    const tarDone = new Promise<number | null>((resolve) => {
-      tar.once('error', () => {
-        resolve(null);
-      });
-      tar.once('close', (code) => {
-        resolve(code);
-      });
-    });
-    let r: Awaited<ReturnType<typeof runOneOff>>;
-    try {
-      r = await runOneOff(
-        this.docker,
-        this.container,
-        [
-          '/bin/sh',
-          '-c',
-          'printf R; exec tar -x -f - -C "$1" --no-same-owner --no-overwrite-dir',
-          'ia-copy-in',
-          CONTAINER_WORKDIR,
-        ],
-        { user: CONTAINER_USER, timeoutMs: 30 * 60_000, input: body },
-      );
-    } finally {
-      if (tar.exitCode === null) tar.kill('SIGKILL');
-    }
-    const tarCode = await tarDone;
-    if (r.exitCode !== 0) {
-      if (DISK_FULL.test(r.stderr) && (await this.diskFull()) !== null) {
+    await this.settleCopy(await streamTree(this.docker, this.container, hostDir));
+  }
+
+  /** Turns a finished copy into success or the sandbox's typed failure. */
+  private async settleCopy(copy: CopyResult): Promise<void> {
+    if (copy.unpack.exitCode !== 0) {
+      if (DISK_FULL.test(copy.unpack.stderr) && (await this.diskFull()) !== null) {
         throw await this.failDiskLimit(
           `the repository does not fit the workspace limit (${this.limits.workspaceBytes} bytes)`,
         );
       }
       throw new SandboxError(
         'start_failed',
-        `could not copy the repository into the sandbox: ${r.stderr.trim().slice(0, 500)}`,
+        `could not copy the repository into the sandbox: ${copy.unpack.stderr.trim().slice(0, 500)}`,
       );
     }
-    if (tarCode !== 0)
+    if (copy.packCode !== 0)
       throw new SandboxError(
         'start_failed',
-        `could not read the repository copy: ${Buffer.concat(tarErr).toString('utf8').trim().slice(0, 500)}`,
+        `could not read the repository copy: ${copy.packError.trim().slice(0, 500)}`,
       );
   }
 
@@ -669,6 +653,52 @@ async function assertEngine(docker: Docker): Promise<void> {
     throw new SandboxError('engine_unavailable', `no Docker engine answers: ${errorMessage(error)}`, {
       cause: error,
     });
+  }
+}
+
+interface CopyResult {
+  readonly unpack: Awaited<ReturnType<typeof runOneOff>>;
+  readonly packCode: number | null;
+  readonly packError: string;
+}
+
+/**
+ * Streams a host directory into the container's workspace: the host's `tar` reads the directory
+ * (made by the host before any sandbox process existed) and the sandbox user unpacks the stream
+ * inside, so the files belong to the sandbox from the start.
+ */
+async function streamTree(docker: Docker, container: Docker.Container, hostDir: string): Promise<CopyResult> {
+  const tar = spawn('tar', ['-c', '-f', '-', '-C', hostDir, '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Read at once into a buffer stream (backpressure still holds tar back): a child's stdout left
+  // unread while the exec starts was seen to lose its data.
+  const body = new PassThrough();
+  tar.stdout.pipe(body);
+  const packError: Buffer[] = [];
+  tar.stderr.on('data', (c: Buffer) => packError.push(c));
+  const packed = new Promise<number | null>((resolve) => {
+    tar.once('error', () => {
+      resolve(null);
+    });
+    tar.once('close', (code) => {
+      resolve(code);
+    });
+  });
+  try {
+    const unpack = await runOneOff(
+      docker,
+      container,
+      [
+        '/bin/sh',
+        '-c',
+        'printf R; exec tar -x -f - -C "$1" --no-same-owner --no-overwrite-dir',
+        'ia-copy-in',
+        CONTAINER_WORKDIR,
+      ],
+      { user: CONTAINER_USER, timeoutMs: 30 * 60_000, input: body },
+    );
+    return { unpack, packCode: await packed, packError: Buffer.concat(packError).toString('utf8') };
+  } finally {
+    if (tar.exitCode === null) tar.kill('SIGKILL');
   }
 }
 
