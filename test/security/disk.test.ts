@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { readdirSync, rmSync, statSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
 import { DEFAULT_SPILL_LIMIT } from '../../src/sandbox/output-capture.js';
 import { reply } from '../support/model-sim/index.js';
-import { dockerEngine, testOwner } from '../sandbox/docker/docker-test-support.js';
+import { dockerEngine, dockerTest, testOwner } from '../sandbox/docker/docker-test-support.js';
+import { SandboxError } from '../../src/sandbox/sandbox.js';
 import { attack, gitWorkspace, runScripted } from './support.js';
 
 const engine = dockerEngine();
@@ -88,4 +90,39 @@ attack(
     assert.ok(kept >= DEFAULT_SPILL_LIMIT, `kept ${kept} bytes`);
   },
   { timeout: 120_000 },
+);
+
+attack(
+  'a repository larger than the workspace limit: the sandbox refuses to start with disk_limit',
+  async (t) => {
+    const ws = gitWorkspace();
+    writeFileSync(join(ws, 'big.bin'), randomBytes(20 * MiB));
+    t.after(() => {
+      rmSync(ws, { recursive: true, force: true });
+    });
+    await assert.rejects(dockerSandbox(ws, { workspaceBytes: 16 * MiB }), (error: unknown) => {
+      assert.ok(error instanceof SandboxError);
+      assert.equal(error.code, 'disk_limit', error.message);
+      return true;
+    });
+  },
+  { skip: dockerSkip, timeout: 120_000 },
+);
+
+dockerTest(
+  'a repository past the shell copy size streams in through its own exec, whole',
+  async (_docker, t) => {
+    const ws = gitWorkspace();
+    const data = randomBytes(40 * MiB);
+    writeFileSync(join(ws, 'big.bin'), data);
+    const sandbox = await dockerSandbox(ws, {});
+    t.after(async () => {
+      await sandbox.close();
+      rmSync(ws, { recursive: true, force: true });
+    });
+    const r = await sandbox.exec('stat -c %s big.bin && sha256sum big.bin | cut -c1-64', {
+      timeoutMs: 30_000,
+    });
+    assert.equal(r.output, `${data.length}\n${createHash('sha256').update(data).digest('hex')}\n`);
+  },
 );

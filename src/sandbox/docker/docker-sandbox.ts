@@ -207,33 +207,20 @@ export class DockerSandbox implements Sandbox {
         cause: error,
       });
     }
-    // The repository streams in while the shells attach: two independent execs.
-    const copying = streamTree(docker, container, workspace).then(
-      (copy) => ({ copy }),
-      (error: unknown) => ({ error }),
-    );
-    let sandbox: DockerSandbox;
+    const sandbox = await DockerSandbox.adopt({
+      docker,
+      container,
+      image,
+      jobId: options.jobId,
+      limits,
+      network,
+      captureBytes: options.captureBytes,
+      startTimeoutMs: options.startTimeoutMs,
+      scratchParent: options.scratchParent,
+      logger: options.logger,
+    });
     try {
-      sandbox = await DockerSandbox.adopt({
-        docker,
-        container,
-        image,
-        jobId: options.jobId,
-        limits,
-        network,
-        captureBytes: options.captureBytes,
-        startTimeoutMs: options.startTimeoutMs,
-        scratchParent: options.scratchParent,
-        logger: options.logger,
-      });
-    } catch (error) {
-      await copying;
-      throw error;
-    }
-    try {
-      const copied = await copying;
-      if ('error' in copied) throw copied.error;
-      await sandbox.settleCopy(copied.copy);
+      await sandbox.copyIn(workspace);
     } catch (error) {
       await sandbox.close();
       throw error;
@@ -365,13 +352,30 @@ export class DockerSandbox implements Sandbox {
    */
   async copyIn(hostDir: string): Promise<void> {
     this.assertUsable();
-    await this.settleCopy(await streamTree(this.docker, this.container, hostDir));
+    // A small repository goes over the harness shell, already attached (no exec to create); a
+    // large one streams through an exec of its own rather than being held in memory.
+    const archive = await packSmall(hostDir, SHELL_COPY_MAX_BYTES);
+    if (archive === null) {
+      await this.settleCopy(await streamTree(this.docker, this.container, hostDir));
+      return;
+    }
+    const r = await this.harness.exec(
+      // `cat` drains what tar left unread, so no archive byte is ever read as shell input.
+      `head -c ${archive.length} | { tar -x -f - -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir; __ia_s=$?; cat >/dev/null; exit $__ia_s; }`,
+      { timeoutMs: 10 * 60_000, stdin: archive },
+    );
+    await this.settleCopy({
+      unpack: { exitCode: r.exitCode, stdout: '', stderr: r.output },
+      packCode: 0,
+      packError: '',
+    });
   }
 
   /** Turns a finished copy into success or the sandbox's typed failure. */
   private async settleCopy(copy: CopyResult): Promise<void> {
     if (copy.unpack.exitCode !== 0) {
-      if (DISK_FULL.test(copy.unpack.stderr) && (await this.diskFull()) !== null) {
+      // tar says "Wrote only N of M bytes" rather than ENOSPC: ask the kernel whether it is full.
+      if ((await this.diskFull()) !== null) {
         throw await this.failDiskLimit(
           `the repository does not fit the workspace limit (${this.limits.workspaceBytes} bytes)`,
         );
@@ -654,6 +658,34 @@ async function assertEngine(docker: Docker): Promise<void> {
       cause: error,
     });
   }
+}
+
+/** Repositories whose archive is at most this big are copied over the harness shell. */
+const SHELL_COPY_MAX_BYTES = 32 * 1024 * 1024;
+
+/** The tar archive of a directory, or null when it is larger than `max` (or tar failed). */
+async function packSmall(hostDir: string, max: number): Promise<Buffer | null> {
+  const tar = spawn('tar', ['-c', '-f', '-', '-C', hostDir, '.'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const chunks: Buffer[] = [];
+  const state = { size: 0, tooBig: false };
+  tar.stdout.on('data', (c: Buffer) => {
+    state.size += c.length;
+    if (state.size > max) {
+      state.tooBig = true;
+      tar.kill('SIGKILL');
+      return;
+    }
+    chunks.push(c);
+  });
+  const code = await new Promise<number | null>((resolve) => {
+    tar.once('error', () => {
+      resolve(null);
+    });
+    tar.once('close', (c) => {
+      resolve(c);
+    });
+  });
+  return state.tooBig || code !== 0 ? null : Buffer.concat(chunks);
 }
 
 interface CopyResult {
