@@ -29,11 +29,11 @@ export interface LocalSandboxOptions {
   /** In-memory capture per command before spilling to a file: head and tail, bytes each. */
   readonly captureBytes?: number;
   /**
-   * Run the shell in its own user, PID, mount and network namespaces (`unshare`, no privileges
-   * needed where the kernel allows unprivileged user namespaces): it sees no host process (so no
-   * other process's environment or memory), has no network, and finds each `hide` path covered by an
-   * empty read-only tmpfs. Files stay those of the host user otherwise; Docker remains the boundary
-   * for untrusted repositories when the host can run it.
+   * Run the shells in a sandbox the shell cannot undo (see launch.ts for the mechanisms: root,
+   * unprivileged user namespaces, or sudo): no host process visible, no network but `lo`, the host's
+   * files read-only except the workspace, private /tmp and home, each `hide` path covered, an
+   * unprivileged user with no capabilities. There is no disk quota here (Docker's workspace has
+   * one); Docker remains the boundary for untrusted repositories when the host can run it.
    */
   readonly isolate?: { readonly hide: readonly string[] };
 }
