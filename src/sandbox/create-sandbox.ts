@@ -1,4 +1,5 @@
 import type { Sandbox } from './sandbox.js';
+import { DEFAULT_LIMITS } from './docker/container-spec.js';
 import { LocalSandbox } from './local/local-sandbox.js';
 
 export type SandboxKind = 'local' | 'docker';
@@ -22,7 +23,15 @@ export async function createSandbox(options: CreateSandboxOptions): Promise<Sand
     return LocalSandbox.create({
       workspace: options.workspace,
       path: options.path,
-      ...(options.isolate === undefined ? {} : { isolate: options.isolate }),
+      // An isolated sandbox gets the same workspace quota as a container.
+      ...(options.isolate === undefined
+        ? {}
+        : {
+            isolate: {
+              ...options.isolate,
+              workspaceBytes: options.limits?.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
+            },
+          }),
     });
   const { DockerSandbox } = await import('./docker/docker-sandbox.js');
   // No setup phase runs here, so the container never needs a network: it is created without one.

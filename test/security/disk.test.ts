@@ -3,7 +3,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
-import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
+import { createSandbox } from '../../src/sandbox/create-sandbox.js';
+import { LocalSandbox, canIsolate } from '../../src/sandbox/local/local-sandbox.js';
 import { DEFAULT_SPILL_LIMIT } from '../../src/sandbox/output-capture.js';
 import { reply } from '../support/model-sim/index.js';
 import { dockerEngine, dockerTest, testOwner } from '../sandbox/docker/docker-test-support.js';
@@ -13,6 +14,7 @@ import { attack, gitWorkspace, runScripted } from './support.js';
 const engine = dockerEngine();
 const dockerSkip = 'reason' in engine && !engine.required ? engine.reason : false;
 const MiB = 1024 * 1024;
+const isolation = await canIsolate();
 
 const workspace = (): string => gitWorkspace();
 
@@ -125,4 +127,33 @@ dockerTest(
     });
     assert.equal(r.output, `${data.length}\n${createHash('sha256').update(data).digest('hex')}\n`);
   },
+);
+
+attack(
+  'fill the workspace of the isolated local sandbox: failed/sandbox_disk_limit, the host folder untouched',
+  async (t) => {
+    const ws = gitWorkspace();
+    const sandbox = await createSandbox({
+      kind: 'local',
+      workspace: ws,
+      path: process.env.PATH ?? '/usr/bin:/bin',
+      jobId: 'attack-local-disk',
+      isolate: { hide: [] },
+      limits: { workspaceBytes: 32 * MiB },
+    });
+    t.after(async () => {
+      await sandbox.close();
+      rmSync(ws, { recursive: true, force: true });
+    });
+    const run = await runScripted(sandbox, [
+      reply().tool('bash', { command: 'dd if=/dev/zero of=big bs=1M count=100' }),
+      reply().tool('bash', { command: 'echo still running' }),
+      reply().tool('finish', { summary: 'done' }),
+    ]);
+    t.after(() => run.close());
+    assert.equal(run.outcome.outcome, 'failed', run.outcome.reason);
+    assert.equal(run.outcome.cause, 'sandbox_disk_limit', run.outcome.reason);
+    assert.deepEqual(readdirSync(ws).sort(), ['.git', 'README.md'], 'the host folder was written');
+  },
+  { skip: isolation ? false : 'this host allows no namespaces for the isolated sandbox', timeout: 120_000 },
 );

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
+import { DISK_FULL, fullMount } from '../disk-full.js';
 import { harnessShell, type HarnessShell } from '../harness-shell.js';
 import { ShellSession } from '../shell-session.js';
 import {
@@ -98,9 +99,6 @@ const FORK_FAILURE = /Resource temporarily unavailable|Cannot fork|can't fork|fo
  * fails on the path that does not exist and prints the other.
  */
 const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/pids/pids.events'];
-
-/** Output that may mean a tmpfs is full; whether it is, `df` inside the container decides. */
-const DISK_FULL = /No space left on device|ENOSPC|Disk quota exceeded|EDQUOT/i;
 
 /**
  * One hardened container per job (see container-spec.ts): non-root, no network in the agent phase,
@@ -515,15 +513,7 @@ export class DockerSandbox implements Sandbox {
         ['df', '-P', '-B1', CONTAINER_WORKDIR, '/tmp', CONTAINER_HOME],
         { timeoutMs: 5000 },
       );
-      for (const line of r.stdout.split('\n').slice(1)) {
-        const cols = line.trim().split(/\s+/);
-        const size = Number(cols[1]);
-        const avail = Number(cols[3]);
-        const mount = cols[5];
-        if (mount === undefined || !Number.isFinite(size) || !Number.isFinite(avail)) continue;
-        if (avail < Math.max(64 * 1024, size / 1000)) return mount;
-      }
-      return null;
+      return fullMount(r.stdout);
     } catch {
       return null;
     }

@@ -30,6 +30,13 @@ export type Confinement =
       readonly hide: readonly string[];
       /** Host folders, besides `cwd`, that stay writable inside (e.g. a cache). Created by the host. */
       readonly writable?: readonly string[];
+      /**
+       * Size of the workspace, bytes. Set: `cwd` is a private tmpfs of this size inside, filled
+       * with the host folder's content at start (before any sandbox process exists); the host
+       * folder itself is never written, and the kernel refuses writes past the size (ENOSPC).
+       * Unset: `cwd` is the host folder itself, with no quota.
+       */
+      readonly workspaceBytes?: number;
     };
 
 /**
@@ -116,7 +123,8 @@ const READY = 'ia-sandbox-ready';
  *
  * Arguments: owner uid/gid of private folders as the init sees the sandbox user, mode (`userns` |
  * `privileged`), the sandbox user's uid/gid, the LAYER and HOLDER scripts, then directives:
- * `W/path` writable, `H/path` hidden, `P/path` private.
+ * `W/path` writable, `H/path` hidden, `P/path` private, `Q/bytes` the workspace (the first writable
+ * folder) as a private tmpfs of that size, filled with the host folder's content.
  *
  * Every step that the confinement depends on ends the start when it fails (exit 97, the reason on
  * stderr): the sandbox never runs with less isolation than it was asked for. /sys and `lo` are
@@ -127,9 +135,10 @@ set -u
 fail() { printf 'ia-sandbox: %s\\n' "$*" >&2; exit 97; }
 ouid=$1 ogid=$2 mode=$3 uid=$4 gid=$5 layer_script=$6 holder_script=$7
 shift 7
-W=() H=() P=() FD=()
+W=() H=() P=() FD=() quota=
 for a in "$@"; do
   case $a in
+    Q/*) quota=\${a#Q/} ;;
     W/*) W+=("\${a#W}") ;;
     H/*) H+=("\${a#H}") ;;
     P/*) P+=("\${a#P}") ;;
@@ -187,7 +196,15 @@ done </proc/self/mountinfo
 
 for i in "\${!W[@]}"; do
   w=\${W[$i]} f=\${FD[$i]}
-  if [ "$(stat -c %d:%i -- "$w" 2>/dev/null)" != "$(stat -L -c %d:%i "/proc/self/fd/$f")" ]; then
+  if [ "$i" = 0 ] && [ -n "$quota" ]; then
+    # The workspace with a quota: a sized tmpfs over it, filled from the host folder (still open as
+    # fd f), owned by the sandbox user. The host folder is only read, and only now.
+    { mkdir -p -- "$w" && mount -t tmpfs -o "nosuid,nodev,size=$quota,mode=0755,uid=$ouid,gid=$ogid" ia-workspace "$w"; } ||
+      fail "could not make the workspace $w"
+    cp -a --no-preserve=ownership "/proc/self/fd/$f/." "$w/" 2>/dev/null ||
+      fail "the workspace does not fit its size limit ($quota bytes)"
+    chown -R "$ouid:$ogid" -- "$w" || fail "could not hand the workspace to the sandbox user"
+  elif [ "$(stat -c %d:%i -- "$w" 2>/dev/null)" != "$(stat -L -c %d:%i "/proc/self/fd/$f")" ]; then
     { mkdir -p -- "$w" && mount -c --rbind "/proc/self/fd/$f" "$w"; } || fail "could not bind $w"
   fi
   exec {f}<&-
@@ -455,7 +472,11 @@ function directives(cwd: string, env: Readonly<Record<string, string>>, confinem
   // HOME and TMPDIR are made private where they are absolute paths; a relative one names nothing
   // the sandbox could share with the host anyway.
   const priv = [env.HOME, env.TMPDIR].filter((p): p is string => p !== undefined && isAbsolute(p));
+  const quota = confinement.workspaceBytes;
+  if (quota !== undefined && (!Number.isInteger(quota) || quota <= 0))
+    throw new SandboxError('start_failed', `not a workspace size: ${String(quota)}`);
   return [
+    ...(quota === undefined ? [] : [`Q/${String(quota)}`]),
     ...writable.map((p) => `W${p}`),
     ...hide.map((p) => `H${p}`),
     ...[...new Set(priv)].map((p) => `P${p}`),

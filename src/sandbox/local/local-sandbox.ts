@@ -1,8 +1,9 @@
 import { mkdtemp, realpath, rm, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DISK_FULL, fullMount } from '../disk-full.js';
 import { harnessShell, type HarnessShell } from '../harness-shell.js';
-import { ShellSession, type ShellHost, type ShellTransport } from '../shell-session.js';
+import { ShellSession, shellQuote, type ShellHost, type ShellTransport } from '../shell-session.js';
 import {
   SandboxError,
   type ExecOptions,
@@ -35,7 +36,15 @@ export interface LocalSandboxOptions {
    * unprivileged user with no capabilities. There is no disk quota here (Docker's workspace has
    * one); Docker remains the boundary for untrusted repositories when the host can run it.
    */
-  readonly isolate?: { readonly hide: readonly string[] };
+  readonly isolate?: {
+    readonly hide: readonly string[];
+    /**
+     * The workspace as a private tmpfs of this size inside the sandbox, filled from the host folder
+     * at start (see Confinement.workspaceBytes): a job that fills it ends with `disk_limit`, and
+     * the host folder is never written. Unset: the host folder itself, with no quota.
+     */
+    readonly workspaceBytes?: number;
+  };
 }
 
 /**
@@ -55,7 +64,11 @@ export class LocalSandbox implements Sandbox {
     private readonly host: LocalShellHost,
     private readonly scratch: string,
     private readonly spill: string,
+    /** The workspace is a sized tmpfs: a full one ends the sandbox with `disk_limit`. */
+    private readonly quota: boolean,
   ) {}
+
+  private failure: SandboxError | null = null;
 
   static async create(options: LocalSandboxOptions): Promise<LocalSandbox> {
     let workspace: string;
@@ -107,7 +120,11 @@ export class LocalSandbox implements Sandbox {
     // One host, so both shells share one sandbox (its /tmp, HOME and processes): the agent's shell
     // and the harness's, for file operations and checkpoints. keepAlive: a shell replaced after a
     // kill finds the sandbox (and its state file) as it was; close() ends it.
-    const host = localShellHost(workspace, env, isolate, { keepAlive: true });
+    const workspaceBytes = options.isolate?.workspaceBytes;
+    const host = localShellHost(workspace, env, isolate, {
+      keepAlive: true,
+      ...(workspaceBytes === undefined ? {} : { workspaceBytes }),
+    });
     const captureBytes = options.captureBytes ?? 256 * 1024;
     const session = new ShellSession(host, {
       workdir: workspace,
@@ -126,15 +143,29 @@ export class LocalSandbox implements Sandbox {
       await cleanup();
       throw error;
     }
-    return new LocalSandbox(workspace, session, harness, host, scratch, spill);
+    return new LocalSandbox(workspace, session, harness, host, scratch, spill, workspaceBytes !== undefined);
   }
 
-  exec(command: string, options: ExecOptions): Promise<ExecResult> {
-    return this.session.exec(command, options);
+  async exec(command: string, options: ExecOptions): Promise<ExecResult> {
+    if (this.failure !== null) throw this.failure;
+    return this.review(await this.session.exec(command, options));
   }
 
-  harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
-    return this.harness.exec(command, options);
+  async harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
+    if (this.failure !== null) throw this.failure;
+    return this.review(await this.harness.exec(command, options));
+  }
+
+  /** A full workspace (with a quota) is the sandbox's terminal error, as in Docker. */
+  private async review(result: ExecResult): Promise<ExecResult> {
+    if (!this.quota || !DISK_FULL.test(result.output)) return result;
+    const df = await this.harness.exec(`df -P -B1 -- ${shellQuote(this.workdir)}`, { timeoutMs: 10_000 });
+    if (fullMount(df.output) === null) return result;
+    this.failure = new SandboxError(
+      'disk_limit',
+      `the sandbox ran out of space: the workspace ${this.workdir} is full`,
+    );
+    throw this.failure;
   }
 
   async close(): Promise<void> {
@@ -169,6 +200,8 @@ export interface LocalShellHostOptions {
    * HOME and state file), until close(), which the caller must then call.
    */
   readonly keepAlive?: boolean;
+  /** With `isolate`: the workspace as a private tmpfs of this size (see Confinement). */
+  readonly workspaceBytes?: number;
 }
 
 /**
@@ -189,7 +222,12 @@ export function localShellHost(
     confinement:
       isolate === undefined
         ? { kind: 'none' }
-        : { kind: 'isolated', hide: isolate.hide, writable: options.writable ?? [] },
+        : {
+            kind: 'isolated',
+            hide: isolate.hide,
+            writable: options.writable ?? [],
+            ...(options.workspaceBytes === undefined ? {} : { workspaceBytes: options.workspaceBytes }),
+          },
     ...(options.mechanisms === undefined ? {} : { mechanisms: options.mechanisms }),
     ...(options.sandboxUser === undefined ? {} : { sandboxUser: options.sandboxUser }),
     ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
