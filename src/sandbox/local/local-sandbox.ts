@@ -33,8 +33,8 @@ export interface LocalSandboxOptions {
    * Run the shells in a sandbox the shell cannot undo (see launch.ts for the mechanisms: root,
    * unprivileged user namespaces, or sudo): no host process visible, no network but `lo`, the host's
    * files read-only except the workspace, private /tmp and home, each `hide` path covered, an
-   * unprivileged user with no capabilities. There is no disk quota here (Docker's workspace has
-   * one); Docker remains the boundary for untrusted repositories when the host can run it.
+   * unprivileged user with no capabilities, and (with `workspaceBytes`) a sized tmpfs workspace.
+   * Docker remains the boundary for untrusted repositories when the host can run it.
    */
   readonly isolate?: {
     readonly hide: readonly string[];
