@@ -9,9 +9,8 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { DEFAULT_LIMITS } from '../src/config/agent-env.js';
 import { defaultTools } from '../src/agent/tools/index.js';
-import { runToolCall, type ToolContext } from '../src/agent/tools/tool.js';
+import { newToolContext, runToolCall } from '../src/agent/tools/tool.js';
 import { createSandbox, type SandboxKind } from '../src/sandbox/create-sandbox.js';
-import { SandboxFiles } from '../src/sandbox/sandbox-files.js';
 
 function quantile(xs: readonly number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -34,14 +33,7 @@ export async function editorBench(kind: SandboxKind, n = 200): Promise<EditorBen
     jobId: 'bench-editor',
   });
   const tools = defaultTools();
-  const ctx: ToolContext = {
-    sandbox,
-    files: new SandboxFiles(sandbox),
-    limits: DEFAULT_LIMITS,
-    signal: undefined,
-    testCommand: null,
-    editHistory: new Map(),
-  };
+  const ctx = newToolContext({ sandbox, limits: DEFAULT_LIMITS });
   const ops: Record<string, (i: number) => Record<string, unknown>> = {
     view: () => ({ command: 'view', path: 'big.ts' }),
     'view (range)': () => ({ command: 'view', path: 'big.ts', view_range: [100, 140] }),

@@ -5,14 +5,13 @@ import { reduceState, totalTokens, type RunState } from '../events/reduce-state.
 import { ModelError, type Model, type ModelRequest } from '../model/model.js';
 import { costUsd, findPrice, type PriceTable } from '../model/pricing.js';
 import { SandboxError, type Sandbox } from '../sandbox/sandbox.js';
-import { SandboxFiles } from '../sandbox/sandbox-files.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { buildMessages, estimateTokens } from './conversation.js';
 import { systemPrompt } from './prompt.js';
 import { describeTestRun, runTestCommand } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
-import { runToolCall, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
+import { newToolContext, runToolCall, toolSpec, type Tool } from './tools/tool.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 
@@ -59,7 +58,6 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   const tools = deps.tools ?? defaultTools();
   const specs = [...tools.values()].map(toolSpec);
   const system = systemPrompt(sandbox.workdir);
-  const editHistory = new Map<string, string[]>();
   const price = findPrice(deps.prices, model.name);
   const scrub = deps.scrub ?? ((text: string) => text);
 
@@ -75,7 +73,6 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   const segmentStart = Date.now();
   const elapsed = (): number => priorMs + (Date.now() - segmentStart);
 
-  const files = new SandboxFiles(sandbox);
   let git: WorkspaceGit;
   try {
     git = await WorkspaceGit.open(sandbox);
@@ -88,14 +85,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     );
   }
 
-  const ctx: ToolContext = {
-    sandbox,
-    files,
-    limits,
-    signal: deps.signal,
-    testCommand: base.testCommand,
-    editHistory,
-  };
+  const ctx = newToolContext({ sandbox, limits, signal: deps.signal, testCommand: base.testCommand });
   let lastTree = existing.lastCheckpoint?.tree ?? base.workspace.baseTree;
 
   const checkpoint = async (): Promise<void> => {

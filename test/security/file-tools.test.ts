@@ -13,10 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { defaultTools } from '../../src/agent/tools/index.js';
-import { runToolCall, type ToolContext } from '../../src/agent/tools/tool.js';
+import { newToolContext, runToolCall } from '../../src/agent/tools/tool.js';
 import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
 import { LocalSandbox, canIsolate } from '../../src/sandbox/local/local-sandbox.js';
-import { SandboxFiles } from '../../src/sandbox/sandbox-files.js';
 import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import { dockerEngine, testOwner } from '../sandbox/docker/docker-test-support.js';
 import { attack, hostCanary, racerBinary } from './support.js';
@@ -33,14 +32,7 @@ const tools = defaultTools();
  * secret or left anything in the host directory.
  */
 async function editorRace(sandbox: Sandbox, canary: ReturnType<typeof hostCanary>): Promise<void> {
-  const ctx: ToolContext = {
-    sandbox,
-    files: new SandboxFiles(sandbox),
-    limits: DEFAULT_LIMITS,
-    signal: undefined,
-    testCommand: null,
-    editHistory: new Map(),
-  };
+  const ctx = newToolContext({ sandbox, limits: DEFAULT_LIMITS });
   const started = await sandbox.exec('(./racer d l >/dev/null 2>&1 &) ; sleep 0.2; pgrep -c racer', {
     timeoutMs: 10_000,
   });

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Limits, TestSummarySnapshot } from '../../events/schema.js';
 import type { ToolSpec } from '../../model/model.js';
 import type { KillReason, Sandbox } from '../../sandbox/sandbox.js';
-import type { SandboxFiles } from '../../sandbox/sandbox-files.js';
+import { SandboxFiles } from '../../sandbox/sandbox-files.js';
 
 export interface ToolContext {
   readonly sandbox: Sandbox;
@@ -13,6 +13,23 @@ export interface ToolContext {
   readonly testCommand: string | null;
   /** Previous contents per workspace-relative path, for editor undo. Lives as long as the process. */
   readonly editHistory: Map<string, string[]>;
+}
+
+/** A context for one run: file operations inside `sandbox`, an empty edit history. */
+export function newToolContext(options: {
+  readonly sandbox: Sandbox;
+  readonly limits: Limits;
+  readonly signal?: AbortSignal | undefined;
+  readonly testCommand?: string | null;
+}): ToolContext {
+  return {
+    sandbox: options.sandbox,
+    files: new SandboxFiles(options.sandbox),
+    limits: options.limits,
+    signal: options.signal,
+    testCommand: options.testCommand ?? null,
+    editHistory: new Map(),
+  };
 }
 
 /** What a tool returns. A failure the model can act on is a value with isError, never an exception. */
