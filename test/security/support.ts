@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tallied } from '../support/attack-log.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext, type TestOptions } from 'node:test';
@@ -18,12 +19,6 @@ export function attack(
   options: { readonly timeout?: number; readonly skip?: string | false } = {},
 ): void {
   attackTest(name, { timeout: options.timeout ?? 120_000, skip: options.skip ?? false }, fn);
-}
-
-function record(name: string, held: boolean): void {
-  const log = process.env.ISSUE_AGENT_ATTACK_LOG;
-  if (log === undefined || log === '') return;
-  appendFileSync(log, `${JSON.stringify({ name, succeeded: !held })}\n`);
 }
 
 let racerPath: string | null = null;
@@ -92,13 +87,5 @@ export function attackTest(name: string, a: TestOptions | TestFn, b?: TestFn): v
   const fn = typeof a === 'function' ? a : b;
   const options = typeof a === 'function' ? {} : a;
   if (fn === undefined) throw new Error('attackTest needs a function');
-  test(`attack: ${name}`, options, async (t) => {
-    let held = false;
-    try {
-      await fn(t);
-      held = true;
-    } finally {
-      record(name, held);
-    }
-  });
+  test(`attack: ${name}`, options, (t) => tallied(name, async () => fn(t)));
 }

@@ -6,6 +6,7 @@ import { test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { IMAGES } from '../../../src/sandbox/docker/choose-image.js';
+import { tallied } from '../../support/attack-log.js';
 import { LABEL_OWNER, LABEL_SANDBOX } from '../../../src/sandbox/docker/owner.js';
 
 export const execFileAsync = promisify(execFile);
@@ -51,7 +52,8 @@ if ('reason' in engine) {
 export function dockerTest(
   name: string,
   fn: (docker: Docker, t: TestContext) => Promise<void>,
-  options: { timeout?: number } = {},
+  /** attack: the test is one of the attack suite's (an escape attempt), tallied with it. */
+  options: { timeout?: number; attack?: boolean } = {},
 ): void {
   if ('reason' in engine) {
     if (required) {
@@ -63,7 +65,10 @@ export function dockerTest(
     }
     return;
   }
-  test(name, { timeout: options.timeout ?? 60_000 }, (t) => fn(engine.docker, t));
+  const { docker } = engine;
+  test(name, { timeout: options.timeout ?? 60_000 }, (t) =>
+    options.attack === true ? tallied(name, async () => fn(docker, t)) : fn(docker, t),
+  );
 }
 
 /** The engine, or why there is none (a failure instead of a skip when ISSUE_AGENT_REQUIRE_DOCKER=1). */

@@ -4,6 +4,15 @@ import { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { SandboxError } from '../../../src/sandbox/sandbox.js';
 import { dockerTest, execFileAsync, tempWorkspace, testOwner } from './docker-test-support.js';
 
+/** Every test here is an escape attempt from the earlier escape matrix: tallied with the attack suite. */
+const escapeAttempt = (
+  name: string,
+  fn: Parameters<typeof dockerTest>[1],
+  options: Parameters<typeof dockerTest>[2] = {},
+): void => {
+  dockerTest(name, fn, { ...options, attack: true });
+};
+
 /** Sets $f to the container's pids.events (cgroup v2, else v1): `max N`, the forks the limit refused. */
 const PIDS_EVENTS = 'f=/sys/fs/cgroup/pids.events; [ -r "$f" ] || f=/sys/fs/cgroup/pids/pids.events';
 
@@ -26,7 +35,7 @@ async function sandboxFor(
   return sandbox;
 }
 
-dockerTest('escape: no network interface but lo', async (docker, t) => {
+escapeAttempt('escape: no network interface but lo', async (docker, t) => {
   const sandbox = await sandboxFor(docker, t);
   const r = await sandbox.exec('ls /sys/class/net; cat /proc/net/route | tail -n +2 | wc -l', {
     timeoutMs: 10_000,
@@ -37,7 +46,7 @@ dockerTest('escape: no network interface but lo', async (docker, t) => {
   assert.deepEqual(Object.keys(info.NetworkSettings.Networks), ['none']);
 });
 
-dockerTest("escape: the host's 127.0.0.1 listener is unreachable", async (docker, t) => {
+escapeAttempt("escape: the host's 127.0.0.1 listener is unreachable", async (docker, t) => {
   const connections: Socket[] = [];
   const server = createServer((s) => {
     connections.push(s);
@@ -74,7 +83,7 @@ dockerTest("escape: the host's 127.0.0.1 listener is unreachable", async (docker
   assert.equal(connections.length, 0, 'the host listener saw no connection');
 });
 
-dockerTest(
+escapeAttempt(
   'escape: no Docker socket, no writes outside /workspace and /tmp, not root, no capabilities',
   async (docker, t) => {
     const sandbox = await sandboxFor(docker, t);
@@ -113,7 +122,7 @@ dockerTest(
   },
 );
 
-dockerTest(
+escapeAttempt(
   'escape: a fork bomb is contained by the pids limit and ends the job with pids_exhausted',
   async (docker, t) => {
     const sandbox = await sandboxFor(docker, t, { limits: { pids: 128 } });
@@ -143,7 +152,7 @@ dockerTest(
   { timeout: 60_000 },
 );
 
-dockerTest(
+escapeAttempt(
   'escape: many processes just below the pids limit, with fork errors in the output, are not pids_exhausted',
   async (docker, t) => {
     const sandbox = await sandboxFor(docker, t, { limits: { pids: 128 } });
@@ -173,7 +182,7 @@ dockerTest(
   },
 );
 
-dockerTest(
+escapeAttempt(
   'escape: a memory hog is OOM-killed inside the container and reported as killed: memory',
   async (docker, t) => {
     const sandbox = await sandboxFor(docker, t, { limits: { memoryBytes: 256 * 1024 ** 2 } });
@@ -187,7 +196,7 @@ dockerTest(
   },
 );
 
-dockerTest('escape: a container killed from outside becomes a typed SandboxError', async (docker, t) => {
+escapeAttempt('escape: a container killed from outside becomes a typed SandboxError', async (docker, t) => {
   const sandbox = await sandboxFor(docker, t, { limits: { memoryBytes: 128 * 1024 ** 2 } });
   // Killed from outside here; a container whose init the kernel OOM-killed takes the same path and
   // is told apart by State.OOMKilled (code oom_killed).
@@ -202,7 +211,7 @@ dockerTest('escape: a container killed from outside becomes a typed SandboxError
   await assert.rejects(sandbox.exec('true', { timeoutMs: 5000 }), { code: 'container_died' });
 });
 
-dockerTest(
+escapeAttempt(
   "escape: a host secret in the worker's environment is not in the container's environment nor in /proc",
   async (docker, t) => {
     const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
