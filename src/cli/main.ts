@@ -16,6 +16,7 @@ import { createSandbox } from '../sandbox/create-sandbox.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { applyToCheckout, cliHidePaths, copyCheckout, WorkspaceCopyError } from './workspace-copy.js';
 import { ProgressPrinter } from './progress.js';
+import { taskFromText } from './task-text.js';
 import { renderTrajectory } from './render-trajectory.js';
 
 const run = promisify(execFile);
@@ -215,9 +216,7 @@ function readTask(values: {
     throw new UsageError('a task is required: --task TEXT or --task-file FILE');
   }
   if (text.trim() === '') throw new UsageError('the task is empty');
-  const firstLine = text.trim().split('\n')[0] ?? '';
-  const title = values.title ?? (firstLine.length > 100 ? `${firstLine.slice(0, 97)}...` : firstLine);
-  return { title, body: text.trim(), instructions: [], source: 'cli' };
+  return taskFromText(text, values.title);
 }
 
 function model(env: AgentEnv, name: string): AnthropicModel {

@@ -85,6 +85,8 @@ test('host secrets do not reach the shell environment', async () => {
   const r = await sandbox.exec('env', opts);
   assert.doesNotMatch(r.output, /ANTHROPIC|GITHUB_TOKEN|npm_config/);
   assert.match(r.output, /^HOME=/m);
+  // Tests see what their CI would see: the sandbox sets nothing that changes colour detection.
+  assert.doesNotMatch(r.output, /^(NO_COLOR|FORCE_COLOR|CLICOLOR|CLICOLOR_FORCE)=/m);
 });
 
 test('huge output is capped in memory and spilled to a file', async () => {

@@ -39,7 +39,9 @@ export const CONTAINER_HOME = '/home/agent';
 /**
  * The whole environment of the container: nothing is copied from the host process, so no token,
  * key or other secret of the worker can reach a command. Image ENV (e.g. npm or pip settings)
- * still applies underneath.
+ * still applies underneath. Nothing here changes how a project's tests behave (no NO_COLOR or
+ * FORCE_COLOR: suites that test colour detection must see what their CI sees); the test-output
+ * parser strips colour codes instead.
  */
 export function sandboxEnv(extra: Readonly<Record<string, string>> = {}): string[] {
   const env: Record<string, string> = {
@@ -53,8 +55,6 @@ export function sandboxEnv(extra: Readonly<Record<string, string>> = {}): string
     GIT_PAGER: 'cat',
     GIT_TERMINAL_PROMPT: '0',
     CI: 'true',
-    NO_COLOR: '1',
-    FORCE_COLOR: '0',
     PYTHONUNBUFFERED: '1',
     ...extra,
   };

@@ -96,8 +96,6 @@ export class LocalSandbox implements Sandbox {
       GIT_PAGER: 'cat',
       GIT_TERMINAL_PROMPT: '0',
       CI: 'true',
-      NO_COLOR: '1',
-      FORCE_COLOR: '0',
       PYTHONDONTWRITEBYTECODE: '1',
       PYTHONUNBUFFERED: '1',
       ...options.env,

@@ -110,3 +110,22 @@ dockerTest(
     assert.deepEqual(next.output.trim().split('\n'), ['/tmp', 'busy', '2']);
   },
 );
+
+dockerTest(
+  'persistent shell: the environment sets nothing that changes colour detection',
+  async (docker, t) => {
+    const workspace = await tempWorkspace(t);
+    const sandbox = await DockerSandbox.create({
+      docker,
+      workspace,
+      jobId: 'shell-env',
+      image: 'issue-agent/base:latest',
+      setupNetwork: 'none',
+      owner: testOwner('shell'),
+    });
+    t.after(() => sandbox.close());
+    const r = await sandbox.exec('env', { timeoutMs: 10_000 });
+    assert.match(r.output, /^HOME=/m);
+    assert.doesNotMatch(r.output, /^(NO_COLOR|FORCE_COLOR|CLICOLOR|CLICOLOR_FORCE)=/m);
+  },
+);
