@@ -1,0 +1,741 @@
+/**
+ * Works out what to run in the sandbox before the baseline test run so the repository's tests can
+ * find their dependencies: an install from the lockfile (npm, pnpm, yarn classic or berry) or a
+ * virtualenv for a Python project.
+ *
+ * Pure, like detect-test-command.ts: every question goes through a WorkspaceProbe. A configured
+ * `setup:` replaces this; that is the caller's business.
+ *
+ * Invariant: every command is built from fixed text plus values that passed a strict pattern
+ * (versions, extras, paths). Repository text never reaches a command unchecked; what fails a check
+ * falls back to a default and the command's `reason` says why.
+ */
+import { parse as parseYaml } from 'yaml';
+import { detectTestCommand, type WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+
+export type SetupEcosystem = 'npm' | 'pnpm' | 'yarn-classic' | 'yarn-berry' | 'python';
+
+export interface SetupCommand {
+  /** A shell command, run from the workspace root as the sandbox user. */
+  readonly command: string;
+  /** Why it runs, for people reading the run, e.g. "package-lock.json is present". */
+  readonly reason: string;
+}
+
+export interface SetupPlan {
+  readonly ecosystem: SetupEcosystem;
+  /** Run in order; the first failure ends the setup. */
+  readonly commands: readonly SetupCommand[];
+  /** The registries the setup needs through the egress proxy. */
+  readonly allowHosts: readonly string[];
+  /** Variables the test command needs afterwards (e.g. the virtualenv on PATH). */
+  readonly testEnv: Readonly<Record<string, string>>;
+  /** Workspace-relative paths the setup creates, which a cache may keep and restore. */
+  readonly outputs: readonly string[];
+  /** Workspace-relative files (that exist) whose content determines the result: the cache key. */
+  readonly inputs: readonly string[];
+}
+
+/** The sandbox's workspace and default PATH (the node and python images' own). */
+export const SANDBOX_WORKSPACE = '/workspace';
+export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+const NPM_REGISTRY = 'registry.npmjs.org';
+const YARN_REGISTRY = 'registry.yarnpkg.com';
+const PYPI_HOSTS = ['pypi.org', 'files.pythonhosted.org'] as const;
+
+/** A plain semver (`9.12.0`, `4.0.0-rc.1`); anything else never reaches a command. */
+const SAFE_VERSION = /^\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$/;
+/** Corepack's integrity suffix on packageManager (`pnpm@9.12.0+sha512.<hex>`). */
+const INTEGRITY_SUFFIX = /^\+sha(224|256|384|512)\.[0-9A-Fa-f]+$/;
+const SAFE_EXTRA = /^[A-Za-z0-9._-]+$/;
+/** Relative paths made of plain characters: what commands, the cache and `.git/info/exclude` accept. */
+const SAFE_REL_PATH = /^[A-Za-z0-9._@][A-Za-z0-9._@/-]*$/;
+
+/** Requirement files installed with `-r`, in this order, when present at the root. */
+export const REQUIREMENT_FILES = [
+  'requirements.txt',
+  'requirements-dev.txt',
+  'requirements-test.txt',
+  'test-requirements.txt',
+  'dev-requirements.txt',
+] as const;
+/** Extras installed with the project when it declares them (compared PEP 685-normalized). */
+export const TEST_EXTRAS = ['test', 'tests', 'testing', 'dev'] as const;
+
+const MAX_WORKSPACE_PACKAGES = 200;
+
+/**
+ * The setup for a workspace, or null when there is nothing to install: no lockfile (a package.json
+ * alone gets no install, so nothing unpinned runs) and no Python manifest.
+ *
+ * When a JavaScript lockfile and a Python manifest are both present, the plan follows the test
+ * command detectTestCommand would pick: package.json's test script means JavaScript, otherwise Python.
+ */
+export async function detectSetup(probe: WorkspaceProbe): Promise<SetupPlan | null> {
+  const js = await detectJavaScript(probe);
+  const python = await detectPython(probe);
+  if (js !== null && python !== null) {
+    const test = await detectTestCommand(probe);
+    return test?.source === 'package.json scripts.test' ? js : python;
+  }
+  return js ?? python;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// JavaScript
+
+interface PackageJson {
+  readonly packageManager: string | null;
+  readonly workspaces: readonly string[];
+}
+
+type LockKind = 'npm' | 'pnpm' | 'yarn';
+
+async function detectJavaScript(probe: WorkspaceProbe): Promise<SetupPlan | null> {
+  const locks: { kind: LockKind; file: string }[] = [];
+  for (const [kind, file] of [
+    ['pnpm', 'pnpm-lock.yaml'],
+    ['yarn', 'yarn.lock'],
+    ['npm', 'package-lock.json'],
+    ['npm', 'npm-shrinkwrap.json'],
+  ] as const) {
+    if (await probe.exists(file)) locks.push({ kind, file });
+  }
+  const pkg = readPackageJson(await probe.readText('package.json'));
+  const declared = pkg === null ? null : splitPackageManager(pkg.packageManager);
+  // The manager package.json names wins when its lockfile is there; otherwise pnpm, yarn, npm (the
+  // order detectTestCommand uses for `<manager> test`).
+  const lock = locks.find((l) => l.kind === declared?.name) ?? locks[0];
+  if (lock === undefined) return null;
+
+  const inputs = await existing(probe, [lock.file, 'package.json', '.npmrc']);
+  const registryNote = await npmrcRegistryNote(probe);
+  switch (lock.kind) {
+    case 'npm': {
+      const workspaces = await expandWorkspaces(probe, pkg?.workspaces ?? []);
+      return {
+        ecosystem: 'npm',
+        commands: [
+          {
+            command: 'npm ci --no-audit --no-fund',
+            reason: `${lock.file} is present${registryNote}`,
+          },
+        ],
+        allowHosts: [NPM_REGISTRY],
+        testEnv: {},
+        outputs: nodeModules(workspaces),
+        inputs: [...inputs, ...workspaces.map((w) => `${w}/package.json`)],
+      };
+    }
+    case 'pnpm':
+      return pnpmPlan(probe, declared, inputs, registryNote);
+    case 'yarn':
+      return yarnPlan(probe, pkg, declared, inputs, registryNote);
+  }
+}
+
+async function pnpmPlan(
+  probe: WorkspaceProbe,
+  declared: DeclaredManager | null,
+  inputs: readonly string[],
+  registryNote: string,
+): Promise<SetupPlan> {
+  let version: string;
+  let why: string;
+  const fromField = declared?.name === 'pnpm' ? checkVersion(declared) : null;
+  if (fromField?.ok === true) {
+    version = fromField.version;
+    why = `pnpm-lock.yaml is present; package.json packageManager names pnpm@${version}`;
+  } else {
+    const lockVersion = readPnpmLockfileVersion(await probe.readText('pnpm-lock.yaml'));
+    const major = lockVersion === null ? null : pnpmMajorForLockfile(lockVersion);
+    version = major ?? 'latest';
+    why =
+      major !== null
+        ? `pnpm-lock.yaml (lockfileVersion ${lockVersion ?? ''}) is present; pnpm ${major} writes that version`
+        : `pnpm-lock.yaml is present but its lockfileVersion ${lockVersion === null ? 'is missing' : `${lockVersion} is not one this knows`}; using the latest pnpm`;
+    if (fromField?.ok === false) why += ` (${fromField.problem})`;
+  }
+  const workspaceFile = await probe.readText('pnpm-workspace.yaml');
+  const workspaces = await expandWorkspaces(probe, readPnpmWorkspaces(workspaceFile));
+  return {
+    ecosystem: 'pnpm',
+    commands: [
+      { command: `npx --yes pnpm@${version} install --frozen-lockfile`, reason: why + registryNote },
+    ],
+    allowHosts: [NPM_REGISTRY],
+    testEnv: {},
+    outputs: nodeModules(workspaces),
+    inputs: [
+      ...inputs,
+      ...(await existing(probe, ['pnpm-workspace.yaml', '.pnpmfile.cjs'])),
+      ...workspaces.map((w) => `${w}/package.json`),
+    ],
+  };
+}
+
+/**
+ * Which lockfile versions each pnpm major writes: 5.3 is pnpm 6 (older 5.x read by it too), 5.4 is
+ * pnpm 7, 6.x is pnpm 8, 9.0 is pnpm 9 (pnpm 10 writes 9.0 as well; 9 is chosen because it still
+ * runs dependencies' install scripts by default, as the project expects).
+ */
+export function pnpmMajorForLockfile(lockfileVersion: string): string | null {
+  const m = /^(\d+)\.(\d+)$/.exec(lockfileVersion);
+  if (m === null) return null;
+  const major = Number(m[1]);
+  const minor = Number(m[2]);
+  if (major === 5) return minor >= 4 ? '7' : '6';
+  if (major === 6) return '8';
+  if (major === 9) return '9';
+  return null;
+}
+
+function readPnpmLockfileVersion(lock: string | null): string | null {
+  if (lock === null) return null;
+  const head = lock.split('\n', 20).join('\n');
+  return /^lockfileVersion:\s*['"]?(\d+\.\d+)['"]?\s*$/m.exec(head)?.[1] ?? null;
+}
+
+async function yarnPlan(
+  probe: WorkspaceProbe,
+  pkg: PackageJson | null,
+  declared: DeclaredManager | null,
+  inputs: readonly string[],
+  registryNote: string,
+): Promise<SetupPlan> {
+  const lock = (await probe.readText('yarn.lock')) ?? '';
+  const yarnrcText = await probe.readText('.yarnrc.yml');
+  const yarnrc = readYarnrc(yarnrcText);
+  const fromField = declared?.name === 'yarn' ? checkVersion(declared) : null;
+  const fieldMajor = fromField?.ok === true ? Number(fromField.version.split('.')[0]) : null;
+  const isV1Lock = /^# yarn lockfile v1\s*$/m.test(lock.split('\n', 5).join('\n'));
+  const berryLock = /^__metadata:/m.test(lock);
+  const workspaces = await expandWorkspaces(probe, pkg?.workspaces ?? []);
+  const allInputs = [
+    ...inputs,
+    ...(await existing(probe, ['.yarnrc.yml', '.yarnrc'])),
+    ...workspaces.map((w) => `${w}/package.json`),
+  ];
+  const fieldNote = fromField?.ok === false ? ` (${fromField.problem})` : '';
+  const allowHosts = [NPM_REGISTRY, YARN_REGISTRY];
+
+  const classic = fieldMajor !== null ? fieldMajor === 1 : yarnrcText === null && (isV1Lock || !berryLock);
+  if (classic) {
+    const version = fieldMajor === 1 && fromField?.ok === true ? fromField.version : '1';
+    const why =
+      fieldMajor === 1
+        ? `yarn.lock is present; package.json packageManager names yarn@${version}`
+        : `yarn.lock ${isV1Lock ? 'is a yarn v1 lockfile' : 'is present'} and there is no .yarnrc.yml: yarn classic${fieldNote}`;
+    return {
+      ecosystem: 'yarn-classic',
+      commands: [
+        { command: `npx --yes yarn@${version} install --frozen-lockfile`, reason: why + registryNote },
+      ],
+      allowHosts,
+      testEnv: {},
+      outputs: nodeModules(workspaces),
+      inputs: allInputs,
+    };
+  }
+
+  const signs = [
+    ...(yarnrcText !== null ? ['.yarnrc.yml'] : []),
+    ...(berryLock ? ['__metadata: in yarn.lock'] : []),
+    ...(fieldMajor !== null ? [`packageManager yarn@${fieldMajor}`] : []),
+  ].join(', ');
+  // Packages go to the workspace's .yarn/cache rather than the global cache under HOME, so that a
+  // Plug'n'Play map that points at them survives the cache (HOME does not).
+  const cacheEnv = 'YARN_ENABLE_GLOBAL_CACHE=false';
+  let command: string;
+  let why: string;
+  const yarnPath = yarnrc.yarnPath;
+  const pathProblem = yarnPath === null ? null : unsafeRelPath(yarnPath);
+  if (yarnPath !== null && pathProblem === null && (await probe.exists(yarnPath))) {
+    command = `${cacheEnv} node ${yarnPath} install --immutable`;
+    why = `yarn berry (${signs}); .yarnrc.yml yarnPath is ${yarnPath}`;
+    allInputs.push(yarnPath);
+  } else {
+    let version: string;
+    if (fromField?.ok === true && fieldMajor !== null && fieldMajor >= 2) version = fromField.version;
+    else version = berryMajorForLockfile(lock);
+    // The package has two bins (yarn, yarnpkg), so npx must be told which to run. A yarnPath that
+    // is not used here would still be followed by yarn itself: YARN_IGNORE_PATH turns that off.
+    const ignorePath = yarnPath !== null ? ' YARN_IGNORE_PATH=1' : '';
+    command = `${cacheEnv}${ignorePath} npx --yes --package=@yarnpkg/cli-dist@${version} -- yarn install --immutable`;
+    why = `yarn berry (${signs})${fieldNote}`;
+    if (yarnPath !== null) {
+      why +=
+        pathProblem !== null
+          ? `; yarnPath ignored: ${pathProblem}`
+          : `; yarnPath ${yarnPath} is not in the repository`;
+    }
+  }
+  const linker = yarnrc.nodeLinker;
+  const outputs =
+    linker === 'node-modules' || linker === 'pnpm'
+      ? nodeModules(workspaces)
+      : ['.pnp.cjs', '.pnp.loader.mjs', '.yarn/cache', '.yarn/unplugged', '.yarn/install-state.gz'];
+  return {
+    ecosystem: 'yarn-berry',
+    commands: [{ command, reason: why + registryNote }],
+    allowHosts,
+    testEnv: {},
+    outputs,
+    inputs: allInputs,
+  };
+}
+
+/** The yarn major a berry lockfile's `__metadata: version:` belongs to (4 when unknown). */
+export function berryMajorForLockfile(lock: string): string {
+  const m = /^__metadata:\s*\n(?:[ \t]+.*\n)*?[ \t]+version:\s*['"]?(\d+)/m.exec(lock);
+  const v = m === null ? null : Number(m[1]);
+  if (v === null) return '4';
+  if (v <= 4) return '2';
+  if (v <= 6) return '3';
+  return '4';
+}
+
+function readYarnrc(text: string | null): { yarnPath: string | null; nodeLinker: string | null } {
+  if (text === null) return { yarnPath: null, nodeLinker: null };
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch {
+    return { yarnPath: null, nodeLinker: null };
+  }
+  if (!isRecord(doc)) return { yarnPath: null, nodeLinker: null };
+  const yarnPath = doc['yarnPath'];
+  const nodeLinker = doc['nodeLinker'];
+  return {
+    yarnPath: typeof yarnPath === 'string' ? yarnPath : null,
+    nodeLinker: typeof nodeLinker === 'string' ? nodeLinker : null,
+  };
+}
+
+interface DeclaredManager {
+  readonly name: string;
+  readonly raw: string;
+  readonly version: string;
+}
+
+/** `pnpm@9.12.0+sha512.abc` → name pnpm, version `9.12.0+sha512.abc` (unchecked). */
+function splitPackageManager(field: string | null): DeclaredManager | null {
+  if (field === null) return null;
+  const at = field.lastIndexOf('@');
+  if (at <= 0) return null;
+  return { name: field.slice(0, at), raw: field, version: field.slice(at + 1) };
+}
+
+type VersionCheck = { ok: true; version: string } | { ok: false; problem: string };
+
+function checkVersion(declared: DeclaredManager): VersionCheck {
+  const plus = declared.version.indexOf('+');
+  const version = plus === -1 ? declared.version : declared.version.slice(0, plus);
+  const suffix = plus === -1 ? '' : declared.version.slice(plus);
+  if (SAFE_VERSION.test(version) && (suffix === '' || INTEGRITY_SUFFIX.test(suffix))) {
+    return { ok: true, version };
+  }
+  return {
+    ok: false,
+    problem: `packageManager ${JSON.stringify(declared.raw.slice(0, 80))} is not name@x.y.z, so it was not used`,
+  };
+}
+
+function readPackageJson(text: string | null): PackageJson | null {
+  if (text === null) return null;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!isRecord(doc)) return null;
+  const pm = doc['packageManager'];
+  const ws = doc['workspaces'];
+  const list = Array.isArray(ws) ? ws : isRecord(ws) && Array.isArray(ws['packages']) ? ws['packages'] : [];
+  return {
+    packageManager: typeof pm === 'string' ? pm : null,
+    workspaces: list.filter((w): w is string => typeof w === 'string'),
+  };
+}
+
+function readPnpmWorkspaces(text: string | null): string[] {
+  if (text === null) return [];
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch {
+    return [];
+  }
+  if (!isRecord(doc) || !Array.isArray(doc['packages'])) return [];
+  return doc['packages'].filter((p): p is string => typeof p === 'string');
+}
+
+/**
+ * Directories of workspace packages (those holding a package.json), from globs such as
+ * `packages/*`. `*` matches within one path segment; patterns with `**`, negations and anything
+ * that is not a plain relative path are skipped (their node_modules are then just not cached).
+ */
+export async function expandWorkspaces(
+  probe: WorkspaceProbe,
+  patterns: readonly string[],
+): Promise<string[]> {
+  const found = new Set<string>();
+  for (const raw of patterns) {
+    const pattern = raw.replace(/^\.\//, '').replace(/\/+$/, '');
+    if (pattern === '' || pattern.startsWith('!') || pattern.includes('**')) continue;
+    if (!/^[A-Za-z0-9._@*][A-Za-z0-9._@*/-]*$/.test(pattern) || pattern.split('/').includes('..')) continue;
+    let dirs = ['.'];
+    for (const segment of pattern.split('/')) {
+      const next: string[] = [];
+      for (const dir of dirs) {
+        const join = (name: string): string => (dir === '.' ? name : `${dir}/${name}`);
+        if (!segment.includes('*')) {
+          next.push(join(segment));
+          continue;
+        }
+        const re = new RegExp(`^${segment.split('*').map(escapeRegExp).join('[^/]*')}$`);
+        const entries = (await probe.listDir(dir)) ?? [];
+        for (const name of [...entries].sort()) {
+          if (name !== 'node_modules' && !name.startsWith('.') && re.test(name)) next.push(join(name));
+        }
+      }
+      dirs = next.slice(0, MAX_WORKSPACE_PACKAGES);
+    }
+    for (const dir of dirs) {
+      if (found.size >= MAX_WORKSPACE_PACKAGES) break;
+      if (dir !== '.' && SAFE_REL_PATH.test(dir) && (await probe.exists(`${dir}/package.json`)))
+        found.add(dir);
+    }
+  }
+  return [...found].sort();
+}
+
+function nodeModules(workspaces: readonly string[]): string[] {
+  return ['node_modules', ...workspaces.map((w) => `${w}/node_modules`)];
+}
+
+/** A note for the reason when .npmrc points at a registry the default allowlist does not open. */
+async function npmrcRegistryNote(probe: WorkspaceProbe): Promise<string> {
+  const text = await probe.readText('.npmrc');
+  if (text === null) return '';
+  const hosts = new Set<string>();
+  for (const m of text.matchAll(/^\s*(?:@[\w.-]+:)?registry\s*=\s*(\S+)/gm)) {
+    try {
+      const host = new URL(m[1] ?? '').hostname.toLowerCase();
+      if (host !== NPM_REGISTRY && host !== YARN_REGISTRY && /^[a-z0-9.-]+$/.test(host)) hosts.add(host);
+    } catch {
+      // not a URL: npm will complain itself
+    }
+  }
+  if (hosts.size === 0) return '';
+  return `; .npmrc names the registry ${[...hosts].sort().join(', ')}, which setup reaches only when listed under network.setup`;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Python
+
+const VENV = '.venv';
+const PIP = `${VENV}/bin/pip`;
+
+async function detectPython(probe: WorkspaceProbe): Promise<SetupPlan | null> {
+  const root = (await probe.listDir('.')) ?? [];
+  const requirements = REQUIREMENT_FILES.filter((f) => root.includes(f));
+  const pyprojectText = root.includes('pyproject.toml') ? await probe.readText('pyproject.toml') : null;
+  const setupPy = root.includes('setup.py') ? await probe.readText('setup.py') : null;
+  const setupCfg = root.includes('setup.cfg') ? await probe.readText('setup.cfg') : null;
+  if (requirements.length === 0 && pyprojectText === null && setupPy === null) {
+    return null;
+  }
+
+  const commands: SetupCommand[] = [];
+  const notes: string[] = [];
+  if (requirements.length > 0) {
+    commands.push({
+      command: `${PIP} install ${requirements.map((f) => `-r ${f}`).join(' ')}`,
+      reason: `${requirements.join(', ')} ${requirements.length === 1 ? 'is' : 'are'} present`,
+    });
+  }
+
+  const pyproject = pyprojectText === null ? null : scanToml(pyprojectText);
+  const hasProjectTable = pyproject?.tables.some((t) => t === 'project' || t.startsWith('project.')) === true;
+  const isPoetry =
+    pyproject?.tables.some((t) => t === 'tool.poetry' || t.startsWith('tool.poetry.')) === true;
+  const hasBuildSystem = pyproject?.tables.includes('build-system') === true;
+
+  if (hasProjectTable || setupPy !== null) {
+    const declared = [
+      ...(pyproject?.keys.get('project.optional-dependencies') ?? []),
+      ...(setupPy === null ? [] : setupPyExtras(setupPy)),
+      ...(setupCfg === null ? [] : setupCfgExtras(setupCfg)),
+    ];
+    const extras = chooseExtras(declared);
+    const source = hasProjectTable ? 'pyproject.toml has a [project] table' : 'setup.py is present';
+    const target = extras.length > 0 ? `'.[${extras.join(',')}]'` : '.';
+    commands.push({
+      command: `${PIP} install -e ${target}`,
+      reason:
+        extras.length > 0
+          ? `${source}; with the extras it declares for tests (${extras.join(', ')})`
+          : `${source}; it declares none of the extras ${TEST_EXTRAS.join(', ')}`,
+    });
+  } else if (isPoetry) {
+    if (hasBuildSystem) {
+      commands.push({
+        command: `${PIP} install -e .`,
+        reason:
+          'pyproject.toml is a Poetry project with a [build-system]: installed with pip (Poetry dependency groups are not installed; configure setup: for those)',
+      });
+    } else {
+      notes.push(
+        'pyproject.toml is a Poetry project without a [build-system], which pip cannot install: configure setup: (e.g. pip install poetry && poetry install)',
+      );
+    }
+  }
+
+  if (commands.length === 0 && notes.length === 0) return null;
+  const venvReason = [
+    `a virtualenv in the workspace for the Python project (${describePython(requirements, pyprojectText, setupPy)})`,
+    "--system-site-packages keeps the image's pytest importable without adding it to the project",
+    ...notes,
+  ].join('; ');
+  const inputs = await existing(probe, [
+    ...requirements,
+    ...(await referencedRequirementFiles(probe, requirements)),
+    'pyproject.toml',
+    'setup.py',
+    'setup.cfg',
+  ]);
+  return {
+    ecosystem: 'python',
+    commands: [
+      { command: `python3 -m venv --system-site-packages ${VENV}`, reason: venvReason },
+      ...commands,
+    ],
+    allowHosts: [...PYPI_HOSTS],
+    testEnv: {
+      VIRTUAL_ENV: `${SANDBOX_WORKSPACE}/${VENV}`,
+      PATH: `${SANDBOX_WORKSPACE}/${VENV}/bin:${DEFAULT_PATH}`,
+    },
+    outputs: [VENV],
+    inputs: [...new Set(inputs)],
+  };
+}
+
+function describePython(
+  requirements: readonly string[],
+  pyproject: string | null,
+  setupPy: string | null,
+): string {
+  const parts = [...requirements];
+  if (pyproject !== null) parts.push('pyproject.toml');
+  if (setupPy !== null) parts.push('setup.py');
+  return parts.length > 0 ? parts.join(', ') : 'requirements files';
+}
+
+/** PEP 685 name normalization, as pip compares extras. */
+function normalizeExtra(name: string): string {
+  return name.toLowerCase().replace(/[-_.]+/g, '-');
+}
+
+/**
+ * The test extras among the declared ones, in TEST_EXTRAS order, written in their canonical form
+ * (pip normalizes extras, so `Test` in the project is installed by `.[test]`).
+ */
+export function chooseExtras(declared: readonly string[]): string[] {
+  const normalized = new Set(declared.filter((d) => SAFE_EXTRA.test(d)).map(normalizeExtra));
+  return TEST_EXTRAS.filter((e) => normalized.has(e) && SAFE_EXTRA.test(e));
+}
+
+/** Files that requirement files pull in with `-r` / `-c` (one level), for the cache key. */
+async function referencedRequirementFiles(
+  probe: WorkspaceProbe,
+  files: readonly string[],
+): Promise<string[]> {
+  const found: string[] = [];
+  for (const file of files) {
+    const text = (await probe.readText(file)) ?? '';
+    for (const m of text.matchAll(/^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)/gm)) {
+      const ref = (m[1] ?? '').replace(/^\.\//, '');
+      if (unsafeRelPath(ref) === null) found.push(ref);
+    }
+  }
+  return found;
+}
+
+/**
+ * Just enough of TOML for this: the table headers (`[a.b]`, not arrays of tables) and, per table,
+ * the keys at its top level. Values spanning lines (arrays, multi-line strings) are skipped.
+ */
+export function scanToml(text: string): { tables: string[]; keys: Map<string, string[]> } {
+  const tables: string[] = [];
+  const keys = new Map<string, string[]>();
+  let current = '';
+  let depth = 0;
+  let inMultiline: string | null = null;
+  for (const line of text.split('\n')) {
+    if (inMultiline !== null) {
+      if (line.includes(inMultiline)) inMultiline = null;
+      continue;
+    }
+    if (depth === 0) {
+      const arrayHeader = /^\s*\[\[([^[\]]+)\]\]\s*(?:#.*)?$/.exec(line);
+      if (arrayHeader !== null) {
+        // Keys below an array of tables belong to its elements, not to the table before it.
+        current = `[[${(arrayHeader[1] ?? '').trim()}]]`;
+        continue;
+      }
+      const header = /^\s*\[([^[\]]+)\]\s*(?:#.*)?$/.exec(line);
+      if (header !== null) {
+        current = (header[1] ?? '')
+          .split('.')
+          .map((p) => p.trim().replace(/^["']|["']$/g, ''))
+          .join('.');
+        tables.push(current);
+        continue;
+      }
+      const key = /^\s*(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9_-]+))\s*=/.exec(line);
+      if (key !== null) {
+        const list = keys.get(current) ?? [];
+        list.push(key[1] ?? key[2] ?? key[3] ?? '');
+        keys.set(current, list);
+      }
+    }
+    const code = stripStringsAndComment(line);
+    const multi = /("""|''')/.exec(code.rest);
+    if (multi !== null) {
+      const after = code.rest.slice(multi.index + 3);
+      if (!after.includes(multi[1] ?? '')) inMultiline = multi[1] ?? null;
+    }
+    for (const ch of code.code) {
+      if (ch === '[' || ch === '{') depth++;
+      else if ((ch === ']' || ch === '}') && depth > 0) depth--;
+    }
+    // A header line never reaches here, so its brackets are not counted.
+  }
+  return { tables, keys };
+}
+
+/** The line without quoted strings and comment (for bracket counting), and the raw line. */
+function stripStringsAndComment(line: string): { code: string; rest: string } {
+  let code = '';
+  let quote: string | null = null;
+  for (let i = 0; i < line.length; i++) {
+    const ch = line[i] ?? '';
+    if (quote !== null) {
+      if (ch === '\\' && quote === '"') i++;
+      else if (ch === quote) quote = null;
+      continue;
+    }
+    if (ch === '#') break;
+    if (ch === '"' || ch === "'") {
+      if (line.startsWith(ch.repeat(3), i)) break;
+      quote = ch;
+      continue;
+    }
+    code += ch;
+  }
+  return { code, rest: line };
+}
+
+/** Keys of `extras_require` in setup.py: a dict literal, `dict(...)`, or a name assigned one. */
+export function setupPyExtras(source: string): string[] {
+  const at = /extras_require\s*=\s*/.exec(source);
+  if (at === null) return [];
+  let start = at.index + at[0].length;
+  const ident = /^([A-Za-z_]\w*)\s*(?:[,)\n])/.exec(source.slice(start));
+  if (ident !== null && ident[1] !== 'dict') {
+    const assigned = new RegExp(`^\\s*${ident[1] ?? ''}\\s*=\\s*`, 'm').exec(source);
+    if (assigned === null) return [];
+    start = assigned.index + assigned[0].length;
+  }
+  const rest = source.slice(start);
+  if (rest.startsWith('{')) {
+    const body = topLevel(rest, '{', '}');
+    return [...body.matchAll(/(["'])((?:(?!\1)[^\n])+)\1\s*:/g)].map((m) => m[2] ?? '');
+  }
+  if (rest.startsWith('dict(')) {
+    const body = topLevel(rest.slice(4), '(', ')');
+    return [...body.matchAll(/(?:^|,)\s*([A-Za-z_]\w*)\s*=/g)].map((m) => m[1] ?? '');
+  }
+  return [];
+}
+
+/**
+ * The text directly inside the first bracket pair, with nested brackets' contents left out. Quoted
+ * strings are kept whole (their brackets do not count).
+ */
+function topLevel(text: string, open: string, close: string): string {
+  let depth = 0;
+  let out = '';
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i] ?? '';
+    if (quote !== null) {
+      if (depth === 1) out += ch;
+      if (ch === '\\') {
+        if (depth === 1) out += text[i + 1] ?? '';
+        i++;
+      } else if (ch === quote) quote = null;
+      continue;
+    }
+    if (ch === '"' || ch === "'") {
+      quote = ch;
+      if (depth === 1) out += ch;
+      continue;
+    }
+    if (ch === open || '[({'.includes(ch)) {
+      depth++;
+      if (depth === 1) continue;
+    } else if (ch === close || '])}'.includes(ch)) {
+      depth--;
+      if (depth === 0) break;
+    }
+    if (depth === 1) out += ch;
+  }
+  return out;
+}
+
+/** Keys of the `[options.extras_require]` section of setup.cfg. */
+export function setupCfgExtras(text: string): string[] {
+  const out: string[] = [];
+  let inSection = false;
+  for (const line of text.split('\n')) {
+    const section = /^\s*\[([^\]]+)\]/.exec(line);
+    if (section !== null) {
+      inSection = (section[1] ?? '').trim() === 'options.extras_require';
+      continue;
+    }
+    const key = inSection ? /^([A-Za-z0-9._-]+)\s*[=:]/.exec(line) : null;
+    if (key !== null) out.push(key[1] ?? '');
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Shared
+
+/** Why a repository-given path must not be used, or null for a plain relative path. */
+export function unsafeRelPath(path: string): string | null {
+  if (path.startsWith('/')) return `${JSON.stringify(path.slice(0, 80))} is absolute`;
+  if (!/^[A-Za-z0-9._/-]+$/.test(path))
+    return `${JSON.stringify(path.slice(0, 80))} has characters other than A-Z a-z 0-9 . _ / -`;
+  if (path.split('/').includes('..')) return `${JSON.stringify(path.slice(0, 80))} leaves the repository`;
+  if (path.startsWith('-')) return `${JSON.stringify(path.slice(0, 80))} starts with -`;
+  return null;
+}
+
+async function existing(probe: WorkspaceProbe, paths: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const p of paths) if (await probe.exists(p)) out.push(p);
+  return out;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
