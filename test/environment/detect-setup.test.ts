@@ -49,6 +49,10 @@ async function command(files: Record<string, string>): Promise<string> {
   return found.commands[0]?.command ?? '';
 }
 
+function reasonOf(found: SetupPlan, index = 0): string {
+  return found.commands[index]?.reason ?? '';
+}
+
 const pkg = (fields: Record<string, unknown> = {}): string =>
   JSON.stringify({ name: 'x', scripts: { test: 'node --test' }, ...fields });
 
@@ -131,7 +135,7 @@ void describe('npm', () => {
       '.npmrc': '@corp:registry=https://npm.corp.example.com/\n',
     });
     assert.deepEqual(found.allowHosts, ['registry.npmjs.org']);
-    assert.match(found.commands[0]?.reason ?? '', /npm\.corp\.example\.com.*network\.setup/);
+    assert.match(reasonOf(found), /npm\.corp\.example\.com.*network\.setup/);
   });
 });
 
@@ -182,7 +186,7 @@ void describe('pnpm', () => {
   void test('an unknown lockfileVersion uses the latest pnpm and says so', async () => {
     const found = await plan({ 'package.json': pkg(), 'pnpm-lock.yaml': lock("'42.0'") });
     assert.equal(found.commands[0]?.command, 'npx --yes pnpm@latest install --frozen-lockfile');
-    assert.match(found.commands[0]?.reason ?? '', /42\.0 is not one this knows/);
+    assert.match(reasonOf(found), /42\.0 is not one this knows/);
   });
 
   void test('an unsafe packageManager version falls back to the lockfile, with the reason', async () => {
@@ -197,7 +201,7 @@ void describe('pnpm', () => {
         'pnpm-lock.yaml': lock("'9.0'"),
       });
       assert.equal(found.commands[0]?.command, 'npx --yes pnpm@9 install --frozen-lockfile', bad);
-      assert.match(found.commands[0]?.reason ?? '', /is not name@x\.y\.z, so it was not used/, bad);
+      assert.match(reasonOf(found), /is not name@x\.y\.z, so it was not used/, bad);
     }
   });
 
@@ -236,7 +240,7 @@ void describe('yarn classic', () => {
     const found = await plan({ 'package.json': pkg(), 'yarn.lock': YARN_V1 });
     assert.equal(found.ecosystem, 'yarn-classic');
     assert.equal(found.commands[0]?.command, 'npx --yes yarn@1 install --frozen-lockfile');
-    assert.match(found.commands[0]?.reason ?? '', /yarn v1 lockfile/);
+    assert.match(reasonOf(found), /yarn v1 lockfile/);
     assert.deepEqual(found.allowHosts, ['registry.npmjs.org', 'registry.yarnpkg.com']);
     assert.deepEqual(found.outputs, ['node_modules']);
   });
@@ -303,7 +307,7 @@ void describe('yarn berry', () => {
     });
     assert.equal(found.ecosystem, 'yarn-berry');
     assert.deepEqual(found.outputs, ['node_modules', 'pkgs/one/node_modules']);
-    assert.match(found.commands[0]?.reason ?? '', /\.yarnrc\.yml/);
+    assert.match(reasonOf(found), /\.yarnrc\.yml/);
   });
 
   void test('an unsafe or missing yarnPath is not run; yarn is told to ignore it', async () => {
@@ -325,7 +329,7 @@ void describe('yarn berry', () => {
         'YARN_ENABLE_GLOBAL_CACHE=false YARN_IGNORE_PATH=1 npx --yes --package=@yarnpkg/cli-dist@4 -- yarn install --immutable',
         yarnPath,
       );
-      assert.match(found.commands[0]?.reason ?? '', why, yarnPath);
+      assert.match(reasonOf(found), why, yarnPath);
     }
   });
 
@@ -338,7 +342,7 @@ void describe('yarn berry', () => {
       found.commands[0]?.command,
       'YARN_ENABLE_GLOBAL_CACHE=false npx --yes --package=@yarnpkg/cli-dist@4 -- yarn install --immutable',
     );
-    assert.match(found.commands[0]?.reason ?? '', /not name@x\.y\.z/);
+    assert.match(reasonOf(found), /not name@x\.y\.z/);
   });
 });
 
@@ -361,7 +365,7 @@ void describe('python', () => {
         '.venv/bin/pip install -r requirements.txt -r requirements-dev.txt',
       ],
     );
-    assert.match(found.commands[0]?.reason ?? '', /pytest importable/);
+    assert.match(reasonOf(found), /pytest importable/);
     assert.deepEqual(found.allowHosts, ['pypi.org', 'files.pythonhosted.org']);
     assert.deepEqual(found.testEnv, venvEnv);
     assert.deepEqual(found.outputs, ['.venv']);
@@ -407,7 +411,7 @@ void describe('python', () => {
       found.commands.map((c) => c.command),
       ['python3 -m venv --system-site-packages .venv', ".venv/bin/pip install -e '.[test,testing,dev]'"],
     );
-    assert.match(found.commands[1]?.reason ?? '', /\[project\] table.*test, testing, dev/);
+    assert.match(reasonOf(found, 1), /\[project\] table.*test, testing, dev/);
     assert.deepEqual(found.testEnv, venvEnv);
     assert.deepEqual(found.inputs, ['pyproject.toml']);
   });
@@ -418,7 +422,7 @@ void describe('python', () => {
       found.commands.slice(1).map((c) => c.command),
       ['.venv/bin/pip install -r requirements.txt', '.venv/bin/pip install -e .'],
     );
-    assert.match(found.commands[2]?.reason ?? '', /declares none of the extras/);
+    assert.match(reasonOf(found, 2), /declares none of the extras/);
   });
 
   void test('setup.py with extras_require (literal, dict(), or a name), and setup.cfg', async () => {
@@ -466,10 +470,7 @@ void describe('python', () => {
       without.commands.map((c) => c.command),
       ['python3 -m venv --system-site-packages .venv'],
     );
-    assert.match(
-      without.commands[0]?.reason ?? '',
-      /Poetry project without a \[build-system\].*configure setup:/,
-    );
+    assert.match(reasonOf(without), /Poetry project without a \[build-system\].*configure setup:/);
   });
 
   void test('a JavaScript lockfile beside Python: the detected test command decides', async () => {
