@@ -1,5 +1,6 @@
 import { readdir } from 'node:fs/promises';
 
+/** The default image of each kind; `issue-agent/node:latest` is the default Node major (22). */
 export const IMAGES = {
   base: 'issue-agent/base:latest',
   node: 'issue-agent/node:latest',
@@ -8,27 +9,56 @@ export const IMAGES = {
 
 export type ImageKind = keyof typeof IMAGES;
 
+/** Image repositories without a tag: `issue-agent/node:<major>`, `issue-agent/python:<major.minor>`. */
+export const IMAGE_REPOSITORIES: { readonly [K in ImageKind]: string } = {
+  base: 'issue-agent/base',
+  node: 'issue-agent/node',
+  python: 'issue-agent/python',
+};
+
+/** Python project files at the repository root: pyproject.toml, setup.py, setup.cfg, requirements*.txt. */
+export function isPythonProject(rootFiles: readonly string[]): boolean {
+  return rootFiles.some(
+    (f) => f === 'pyproject.toml' || f === 'setup.py' || f === 'setup.cfg' || /^requirements.*\.txt$/.test(f),
+  );
+}
+
 /**
  * The sandbox image for a repository, from the files at its root: package.json → node;
  * pyproject.toml, setup.py, setup.cfg or requirements*.txt → python; otherwise base. A per-repo
  * setting wins: pass `override` (an image kind or a full image reference).
  */
 export function chooseImageKind(rootFiles: readonly string[]): ImageKind {
-  const files = new Set(rootFiles);
-  if (files.has('package.json')) return 'node';
-  if (
-    files.has('pyproject.toml') ||
-    files.has('setup.py') ||
-    files.has('setup.cfg') ||
-    rootFiles.some((f) => /^requirements.*\.txt$/.test(f))
-  ) {
-    return 'python';
-  }
+  if (rootFiles.includes('package.json')) return 'node';
+  if (isPythonProject(rootFiles)) return 'python';
   return 'base';
+}
+
+function isImageKind(value: string): value is ImageKind {
+  return Object.hasOwn(IMAGES, value);
 }
 
 /** chooseImageKind over a workspace directory, as an image reference. */
 export async function chooseImage(workspace: string, override?: ImageKind | (string & {})): Promise<string> {
-  if (override !== undefined) return override in IMAGES ? IMAGES[override as ImageKind] : override;
+  if (override !== undefined) return isImageKind(override) ? IMAGES[override] : override;
   return IMAGES[chooseImageKind(await readdir(workspace))];
+}
+
+/** What imageReference needs of a RuntimeChoice (src/environment/runtime.ts). */
+export interface RuntimeImageInput {
+  readonly imageKind: ImageKind;
+  readonly runtimes: readonly { readonly language: string; readonly version: string }[];
+}
+
+/**
+ * The image for a detected runtime: `issue-agent/node:<major>`, `issue-agent/python:<version>` or
+ * the base image. A configured image wins: an image kind (`node`) gets the detected version of
+ * that language (or the kind's default), anything else is returned as given.
+ */
+export function imageReference(choice: RuntimeImageInput, configured?: string): string {
+  if (configured !== undefined && configured.trim() !== '' && !isImageKind(configured)) return configured;
+  const kind = configured !== undefined && isImageKind(configured) ? configured : choice.imageKind;
+  if (kind === 'base') return IMAGES.base;
+  const runtime = choice.runtimes.find((r) => r.language === kind);
+  return runtime === undefined ? IMAGES[kind] : `${IMAGE_REPOSITORIES[kind]}:${runtime.version}`;
 }
