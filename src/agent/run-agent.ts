@@ -8,12 +8,13 @@ import { SandboxError, type Sandbox } from '../sandbox/sandbox.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { buildMessages, estimateTokens } from './conversation.js';
 import { systemPrompt } from './prompt.js';
-import { describeTestRun, runTestCommand } from './run-test-command.js';
+import { runTestCommand } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
 import { newToolContext, runToolCall, toolSpec, type Tool } from './tools/tool.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
+import { verdict } from './testing/verdict.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -290,36 +291,14 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   }
 }
 
-/** The verdict of principle 6: resolved only when the final run passes and the tests prove the change. */
+/**
+ * The verdict of principle 6 as the stop the run ends with (the rules are in testing/verdict.ts):
+ * per test when both runs name tests, by exit code otherwise, and never `resolved` when the
+ * baseline could not run (cause `environment`).
+ */
 export function judge(baseline: EventOf<'test_run'> | null, final: EventOf<'test_run'>): Stop {
-  const after = describeTestRun(final);
-  if (final.killed !== null || final.exitCode !== 0) {
-    const regressions =
-      baseline === null
-        ? []
-        : final.summary.failedNames.filter((n) => baseline.summary.passedNames.includes(n));
-    const extra =
-      regressions.length > 0
-        ? `; tests that passed before now fail: ${regressions.slice(0, 10).join(', ')}`
-        : '';
-    return { outcome: 'unverified', reason: `the final test run does not pass — ${after}${extra}` };
-  }
-  if (baseline === null) return { outcome: 'resolved', reason: `the final test run passes (${after})` };
-  if (baseline.exitCode !== 0 || baseline.killed !== null) {
-    return { outcome: 'resolved', reason: `before: ${describeTestRun(baseline)}; after: ${after}` };
-  }
-  const before = baseline.summary.passed ?? 0;
-  const now = final.summary.passed ?? 0;
-  if (now > before) {
-    return {
-      outcome: 'resolved',
-      reason: `the tests passed before and pass after, with ${now - before} new passing test(s) covering the change (${after})`,
-    };
-  }
-  return {
-    outcome: 'unverified',
-    reason: `the tests passed before the change too, and no new test demonstrates the fix (${after})`,
-  };
+  const v = verdict(baseline, final);
+  return { outcome: v.outcome, reason: v.reason, ...(v.cause === undefined ? {} : { cause: v.cause }) };
 }
 
 async function prepareRequest(

@@ -1,0 +1,350 @@
+/**
+ * The verdict of principle 6: from the baseline run (before any edit) and the final run (after the
+ * change, both run by the harness), is the change proven by the repository's own tests?
+ *
+ * Pure: it reads two `test_run` events and nothing else, so a resumed run, a renderer and a test all
+ * reach the same verdict from the same log.
+ *
+ * Rules, in order:
+ * 1. A run that could not run (`environmentProblem`) is not a run whose tests fail. The final run
+ *    could not run: unverified. The baseline could not run: unverified too, even when the final run
+ *    passes, because nothing shows the tests failing before the change (cause `environment` in both
+ *    cases, unless the baseline ran and only the final did not: then the change broke the setup).
+ * 2. Both runs name tests: compared test by test. Passing before and failing now is a regression;
+ *    passing before and not reported now counts as one when the final run is incomplete (stopped,
+ *    or its name list reached the parser's cap). Failing before and after is pre-existing: reported,
+ *    not held against the change. Resolved needs no regression, no new test failing, a final run
+ *    that did not fail without naming a failure, and proof: a test failing before and passing now,
+ *    or a new passing test (new only counts when the baseline run was complete).
+ * 3. Otherwise the exit codes decide, as before per-test names existed, and the reason says so.
+ */
+import type { EventOf } from '../../events/schema.js';
+import { describeTestRun } from '../run-test-command.js';
+import { NAME_CAP, stripAnsi } from './parse-test-output.js';
+
+type TestRun = EventOf<'test_run'>;
+
+/** The test-by-test comparison of the baseline and the final run, for the verdict and renderers. */
+export interface TestComparison {
+  /** Both runs named tests, so the lists below mean something; false: the verdict went by exit code. */
+  readonly perTest: boolean;
+  /** Failing at baseline, passing now. */
+  readonly fixed: string[];
+  /** Not reported at baseline, passing now. */
+  readonly newPassing: string[];
+  /** Passing at baseline, failing now. */
+  readonly regressed: string[];
+  /** Failing at baseline and still failing: not caused by the change. */
+  readonly preExisting: string[];
+  /** Not reported at baseline, failing now (a test the change added or could not make pass). */
+  readonly newFailing: string[];
+  /** Passing at baseline, not reported now. */
+  readonly missing: string[];
+}
+
+export interface Verdict {
+  readonly outcome: 'resolved' | 'unverified';
+  readonly reason: string;
+  /** `environment` when a run could not run at all: the test setup is broken, not the tests. */
+  readonly cause?: 'environment';
+  readonly comparison: TestComparison;
+  /** Why the baseline could not run, or null when it ran (or there was none). */
+  readonly baselineProblem: string | null;
+  /** Why the final run could not run, or null when it ran. */
+  readonly finalProblem: string | null;
+}
+
+/** Names listed in a reason before "and N more". */
+const MAX_NAMED = 10;
+/** Longest line quoted from a run's output. */
+const MAX_QUOTE = 200;
+/** Lines longer than this are not matched (no tool prints a setup error that long). */
+const MAX_LINE = 4096;
+
+/**
+ * Lines that say the test command could not start or could not load its tests; the earliest entry
+ * that matches any line wins (its line is quoted). Each test is a literal or a small regex without
+ * nested quantifiers, on one line at a time, so the cost stays linear in the output.
+ */
+const PROBLEMS: readonly { readonly test: (line: string) => boolean; readonly words: string }[] = [
+  {
+    // bash/zsh "command not found"; dash and busybox "sh: 1: jest: not found".
+    test: (l) =>
+      /\bcommand not found\b/.test(l) ||
+      /^(?:\/\S*\/)?(?:sh|bash|dash|ash|zsh)(?:: line \d+)?: (?:\d+: )?\S+: not found$/.test(l) ||
+      l.includes('is not recognized as an internal or external command'),
+    words: 'a command was not found',
+  },
+  { test: (l) => /npm (?:ERR!|error) missing script/i.test(l), words: 'the package has no such npm script' },
+  { test: missingNodeModule, words: 'a module could not be loaded' },
+  {
+    test: (l) => /\bModuleNotFoundError\b|\bNo module named\b/.test(l),
+    words: 'a Python module could not be imported',
+  },
+  { test: (l) => /\bImportError\b/.test(l), words: 'a Python import failed' },
+  {
+    test: (l) => /\berrors? during collection\b|^_* ?ERROR collecting\b/.test(l),
+    words: 'pytest could not collect the tests',
+  },
+];
+
+/**
+ * Node's "Cannot find module/package" and ERR_MODULE_NOT_FOUND. A relative or absolute path outside
+ * node_modules is the repository's own file, which a fix may be the one to create, so it does not
+ * count; a package (bare name, or a path into node_modules) is a dependency that is not installed.
+ */
+function missingNodeModule(line: string): boolean {
+  const m = /\bCannot find (?:module|package) ['"]([^'"]*)['"]/.exec(line);
+  if (m !== null) {
+    const spec = m[1] ?? '';
+    return !/^(?:\.|\/|[A-Za-z]:[\\/]|file:)/.test(spec) || spec.includes('node_modules');
+  }
+  // The `code: 'ERR_MODULE_NOT_FOUND'` line of an error object repeats the message judged above.
+  return /\bERR_MODULE_NOT_FOUND\b/.test(line) && !/^code:/.test(line) && !line.includes('Cannot find');
+}
+
+/**
+ * Why a test run could not run at all, or null when it ran (whatever its tests did). "Could not
+ * run": exit 126 or 127 (the shell could not execute or find the command), output saying a command,
+ * script or module is missing or that pytest could not collect, or a non-zero exit with no test
+ * counts and no test names at all. A run in which some test passed did run: a missing module there is
+ * one test file's failure, not the environment's. A run that was stopped (time, memory, cancel) is
+ * not a setup problem either; the verdict treats it as an incomplete run.
+ */
+export function environmentProblem(run: TestRun): string | null {
+  if (run.killed !== null) return null;
+  const s = run.summary;
+  if (s.passedNames.length > 0 || (s.passed ?? 0) > 0) return null;
+  const exit = run.exitCode;
+  const found = exit === 0 ? null : findProblemLine(run.output);
+  if (found !== null) return `${found.words}${exitWords(exit)}: ${found.line}`;
+  if (exit === 127) return `the test command was not found (exit code 127)${quoteFirst(run.output)}`;
+  if (exit === 126) return `the test command could not be executed (exit code 126)${quoteFirst(run.output)}`;
+  const noSummary = s.passed === null && s.failed === null && s.failedNames.length === 0;
+  if (exit !== 0 && noSummary) {
+    return `the test command failed${exitWords(exit)} without reporting any test${quoteFirst(run.output)}`;
+  }
+  return null;
+}
+
+function exitWords(exit: number | null): string {
+  return exit === null ? '' : ` (exit code ${exit})`;
+}
+
+function findProblemLine(output: string): { words: string; line: string } | null {
+  let best: { rank: number; line: string } | null = null;
+  for (const line of lines(output)) {
+    const limit: number = best === null ? PROBLEMS.length : best.rank;
+    const rank: number = PROBLEMS.slice(0, limit).findIndex((p) => p.test(line));
+    if (rank !== -1) best = { rank, line: clip(line) };
+    if (best?.rank === 0) break;
+  }
+  if (best === null) return null;
+  return { words: PROBLEMS[best.rank]?.words ?? '', line: best.line };
+}
+
+/** Trimmed, non-empty lines without ANSI escapes; overlong lines are skipped. */
+function* lines(output: string): Generator<string> {
+  let start = 0;
+  while (start < output.length) {
+    let end = output.indexOf('\n', start);
+    if (end === -1) end = output.length;
+    if (end - start <= MAX_LINE) {
+      const line = stripAnsi(output.slice(start, end)).replace(/\r$/, '').trim();
+      if (line !== '') yield line;
+    }
+    start = end + 1;
+  }
+}
+
+function quoteFirst(output: string): string {
+  for (const line of lines(output)) return `: ${clip(line)}`;
+  return '';
+}
+
+function clip(line: string): string {
+  return line.length > MAX_QUOTE ? `${line.slice(0, MAX_QUOTE - 1)}…` : line;
+}
+
+function names(run: TestRun): number {
+  return run.summary.passedNames.length + run.summary.failedNames.length;
+}
+
+/** Every name the run reported (its lists may have been cut at the parser's cap). */
+function complete(run: TestRun): boolean {
+  return (
+    run.killed === null &&
+    run.exitCode !== null &&
+    run.summary.passedNames.length < NAME_CAP &&
+    run.summary.failedNames.length < NAME_CAP
+  );
+}
+
+/** The test-by-test comparison; `perTest` is false (and the lists empty) unless both runs name tests. */
+export function compareRuns(baseline: TestRun | null, final: TestRun): TestComparison {
+  const empty: TestComparison = {
+    perTest: false,
+    fixed: [],
+    newPassing: [],
+    regressed: [],
+    preExisting: [],
+    newFailing: [],
+    missing: [],
+  };
+  if (baseline === null || names(baseline) === 0 || names(final) === 0) return empty;
+  // A name in both lists (a retried test) counts as failed, as the parser reports it.
+  const status = (run: TestRun): ((name: string) => 'pass' | 'fail' | 'absent') => {
+    const failed = new Set(run.summary.failedNames);
+    const passed = new Set(run.summary.passedNames);
+    return (n) => (failed.has(n) ? 'fail' : passed.has(n) ? 'pass' : 'absent');
+  };
+  const before = status(baseline);
+  const after = status(final);
+  const all = new Set([
+    ...baseline.summary.failedNames,
+    ...baseline.summary.passedNames,
+    ...final.summary.failedNames,
+    ...final.summary.passedNames,
+  ]);
+  const c = { ...empty, perTest: true };
+  for (const name of [...all].sort((x, y) => x.localeCompare(y))) {
+    const b = before(name);
+    const a = after(name);
+    if (b === 'fail' && a === 'pass') c.fixed.push(name);
+    else if (b === 'absent' && a === 'pass') c.newPassing.push(name);
+    else if (b === 'pass' && a === 'fail') c.regressed.push(name);
+    else if (b === 'fail' && a === 'fail') c.preExisting.push(name);
+    else if (b === 'absent' && a === 'fail') c.newFailing.push(name);
+    else if (b === 'pass' && a === 'absent') c.missing.push(name);
+  }
+  return c;
+}
+
+/** "a, b, c" or "a, b, … and 3 more". */
+export function listNames(list: readonly string[], max = MAX_NAMED): string {
+  const shown = list.slice(0, max).join(', ');
+  return list.length > max ? `${shown} and ${list.length - max} more` : shown;
+}
+
+/** The verdict with its comparison: see the rules at the top of this file. */
+export function verdict(baseline: TestRun | null, final: TestRun): Verdict {
+  const comparison = compareRuns(baseline, final);
+  const baselineProblem = baseline === null ? null : environmentProblem(baseline);
+  const finalProblem = environmentProblem(final);
+  const problems = { comparison, baselineProblem, finalProblem };
+  const after = describeTestRun(final);
+
+  if (finalProblem !== null) {
+    const reason =
+      baselineProblem !== null
+        ? `the test environment is broken: neither the baseline nor the final test run could run, so the change is not proven (final run: ${finalProblem})`
+        : baseline === null
+          ? `the test environment is broken: the final test run could not run, so the change is not proven (${finalProblem})`
+          : `the final test run could not run, though the baseline did: the change broke the test setup (${finalProblem})`;
+    const environment = baseline === null || baselineProblem !== null;
+    return {
+      outcome: 'unverified',
+      reason,
+      ...(environment ? { cause: 'environment' as const } : {}),
+      ...problems,
+    };
+  }
+  if (baselineProblem !== null) {
+    return {
+      outcome: 'unverified',
+      cause: 'environment',
+      reason: `the test environment is broken: the baseline test run could not run (${baselineProblem}), so a final run that ${final.exitCode === 0 && final.killed === null ? 'passes' : 'fails'} does not show what the change did (${after})`,
+      ...problems,
+    };
+  }
+  if (comparison.perTest && baseline !== null) return byTest(baseline, final, comparison, problems);
+  return { ...byExitCode(baseline, final, after), ...problems };
+}
+
+function byTest(
+  baseline: TestRun,
+  final: TestRun,
+  c: TestComparison,
+  problems: Pick<Verdict, 'comparison' | 'baselineProblem' | 'finalProblem'>,
+): Verdict {
+  const after = describeTestRun(final);
+  const preExisting =
+    c.preExisting.length > 0
+      ? `; failing before and after, not caused by this change: ${listNames(c.preExisting)}`
+      : '';
+  const unverified = (why: string): Verdict => ({
+    outcome: 'unverified',
+    reason: `${why}${preExisting} (${after})`,
+    ...problems,
+  });
+  if (final.killed !== null) return unverified(`the final test run did not finish`);
+  const lost = complete(final) ? [] : c.missing;
+  if (c.regressed.length > 0 || lost.length > 0) {
+    const parts: string[] = [];
+    if (c.regressed.length > 0) {
+      parts.push(`tests that passed before fail now: ${listNames(c.regressed)}`);
+    }
+    if (lost.length > 0) {
+      parts.push(`tests that passed before are not reported by the incomplete final run: ${listNames(lost)}`);
+    }
+    return unverified(`the change breaks tests — ${parts.join('; ')}`);
+  }
+  if (c.newFailing.length > 0) {
+    return unverified(`new tests fail: ${listNames(c.newFailing)}`);
+  }
+  if (final.exitCode !== 0 && final.summary.failedNames.length === 0) {
+    return unverified(
+      `the final test run fails (exit code ${String(final.exitCode)}) without naming a failing test, so its failure cannot be compared with the baseline`,
+    );
+  }
+  const proof = complete(baseline) ? [...c.fixed, ...c.newPassing] : c.fixed;
+  if (proof.length === 0) {
+    const why =
+      c.newPassing.length > 0
+        ? 'the baseline run did not finish, so the tests passing now are not known to be new, and no test that failed before passes now'
+        : 'no test that failed before passes now and no new test passes, so no test demonstrates the fix';
+    return unverified(why);
+  }
+  const shown: string[] = [];
+  if (c.fixed.length > 0) shown.push(`tests that failed before pass now: ${listNames(c.fixed)}`);
+  if (c.newPassing.length > 0 && complete(baseline)) {
+    shown.push(`new passing tests: ${listNames(c.newPassing)}`);
+  }
+  return {
+    outcome: 'resolved',
+    reason: `no test that passed before fails now, and ${shown.join('; ')}${preExisting} (${after})`,
+    ...problems,
+  };
+}
+
+/** The rule for runners that do not name tests: the final run must exit 0. */
+function byExitCode(
+  baseline: TestRun | null,
+  final: TestRun,
+  after: string,
+): Pick<Verdict, 'outcome' | 'reason'> {
+  const by = 'judged by exit code, because the test runner did not name individual tests';
+  if (final.killed !== null || final.exitCode !== 0) {
+    return { outcome: 'unverified', reason: `the final test run does not pass — ${after} (${by})` };
+  }
+  if (baseline === null)
+    return { outcome: 'resolved', reason: `the final test run passes (${after}; ${by})` };
+  if (baseline.exitCode !== 0 || baseline.killed !== null) {
+    return {
+      outcome: 'resolved',
+      reason: `before: ${describeTestRun(baseline)}; after: ${after} (${by})`,
+    };
+  }
+  const before = baseline.summary.passed ?? 0;
+  const now = final.summary.passed ?? 0;
+  if (now > before) {
+    return {
+      outcome: 'resolved',
+      reason: `the tests passed before and pass after, with ${now - before} new passing test(s) covering the change (${after}; ${by})`,
+    };
+  }
+  return {
+    outcome: 'unverified',
+    reason: `the tests passed before the change too, and no new test demonstrates the fix (${after}; ${by})`,
+  };
+}
