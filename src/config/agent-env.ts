@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -23,6 +24,30 @@ export interface AgentEnv {
    * which covers processes and everything the tmpfs mounts hold.
    */
   readonly sandboxLimits: { readonly workspaceBytes?: number; readonly memoryBytes?: number };
+  /** How job environments are prepared (setup phase, egress, cache); see docs/environments.md. */
+  readonly environment: EnvironmentSettings;
+}
+
+/** Deployment-wide settings of the setup phase. */
+export interface EnvironmentSettings {
+  /** `ISSUE_AGENT_SETUP=off` turns setup off everywhere (repositories get no dependencies). */
+  readonly setupEnabled: boolean;
+  /** Hosts every repository's setup may reach, beside its ecosystem's registries. */
+  readonly allowHosts: readonly string[];
+  /** Otherwise refused address ranges the proxy may connect to (a mirror on a private network). */
+  readonly allowCidrs: readonly string[];
+  /** PEM text of extra CA certificates for TLS clients in the sandbox (a corporate proxy's CA). */
+  readonly extraCaPem: string | null;
+  /** A registry mirror for npm (`npm_config_registry`) and an index for pip (`PIP_INDEX_URL`). */
+  readonly npmRegistry: string | null;
+  readonly pipIndexUrl: string | null;
+  /** Secrets a repository may name in `setupSecrets` (from `ISSUE_AGENT_SETUP_SECRET_<NAME>`). */
+  readonly setupSecrets: Readonly<Record<string, string>>;
+  /** Where prepared environments are kept (null: caching off), and their total size cap. */
+  readonly cacheDir: string | null;
+  readonly cacheMaxBytes: number;
+  /** Bound on each setup command. */
+  readonly setupTimeoutMs: number;
 }
 
 export const DEFAULT_MODEL = 'claude-sonnet-4-6';
@@ -115,7 +140,71 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
       ...optionalBytes('workspaceBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_WORKSPACE_MB'))),
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
     },
+    environment: readEnvironmentSettings(env, state),
   });
+}
+
+function list(v: string | undefined): string[] {
+  return (v ?? '')
+    .split(/[\s,]+/)
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+}
+
+function url(env: NodeJS.ProcessEnv, name: string): string | null {
+  const v = nonEmpty(env[name]);
+  if (v === null) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(v);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, e.g. https://registry.example.com/`);
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
+    throw new ConfigError(`${name} must be an http(s) URL`);
+  }
+  return v;
+}
+
+function readEnvironmentSettings(env: NodeJS.ProcessEnv, state: string): EnvironmentSettings {
+  const setup = (nonEmpty(env.ISSUE_AGENT_SETUP) ?? 'on').toLowerCase();
+  if (!['on', 'off'].includes(setup)) throw new ConfigError('ISSUE_AGENT_SETUP must be on or off');
+  const caPath = nonEmpty(env.ISSUE_AGENT_EXTRA_CA_CERTS);
+  let extraCaPem: string | null = null;
+  if (caPath !== null) {
+    try {
+      extraCaPem = readFileSync(caPath, 'utf8');
+    } catch (error) {
+      throw new ConfigError(
+        `ISSUE_AGENT_EXTRA_CA_CERTS: cannot read ${caPath}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    if (!extraCaPem.includes('-----BEGIN CERTIFICATE-----')) {
+      throw new ConfigError(`ISSUE_AGENT_EXTRA_CA_CERTS: ${caPath} holds no PEM certificate`);
+    }
+  }
+  const setupSecrets: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) {
+    const m = /^ISSUE_AGENT_SETUP_SECRET_([A-Za-z_][A-Za-z0-9_]*)$/.exec(k);
+    if (m?.[1] !== undefined && v !== undefined && v !== '') setupSecrets[m[1]] = v;
+  }
+  const cache = (nonEmpty(env.ISSUE_AGENT_ENV_CACHE) ?? 'on').toLowerCase();
+  if (!['on', 'off'].includes(cache)) throw new ConfigError('ISSUE_AGENT_ENV_CACHE must be on or off');
+  return {
+    setupEnabled: setup === 'on',
+    allowHosts: list(env.ISSUE_AGENT_EGRESS_ALLOW_HOSTS),
+    allowCidrs: list(env.ISSUE_AGENT_EGRESS_ALLOW_CIDRS),
+    extraCaPem,
+    npmRegistry: url(env, 'ISSUE_AGENT_NPM_REGISTRY'),
+    pipIndexUrl: url(env, 'ISSUE_AGENT_PIP_INDEX_URL'),
+    setupSecrets,
+    cacheDir:
+      cache === 'off'
+        ? null
+        : (nonEmpty(env.ISSUE_AGENT_ENV_CACHE_DIR) ?? join(state, 'issue-agent', 'env-cache')),
+    cacheMaxBytes: mib(num(env, 'ISSUE_AGENT_ENV_CACHE_MB')) ?? 10 * 1024 ** 3,
+    setupTimeoutMs: seconds(num(env, 'ISSUE_AGENT_SETUP_TIMEOUT_S')) ?? 15 * 60_000,
+  };
 }
 
 function optionalBytes<K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> {

@@ -56,6 +56,90 @@ export const task = z.object({
 });
 export type Task = z.infer<typeof task>;
 
+const egressRequest = z.object({
+  time: z.string(),
+  method: z.string(),
+  host: z.string(),
+  port: z.number().int(),
+  allowed: z.boolean(),
+  reason: z.string().optional(),
+  status: z.number().int().optional(),
+  bytesUp: z.number().int(),
+  bytesDown: z.number().int(),
+  durationMs: z.number(),
+});
+
+const egressPhase = z.object({
+  /** The host patterns the proxy admitted in this phase (empty: nothing could leave). */
+  allowHosts: z.array(z.string()),
+  /** Every request, in the order they ended, up to a cap; `dropped` counts the rest. */
+  requests: z.array(egressRequest),
+  dropped: z.number().int().default(0),
+  denied: z.array(
+    z.object({
+      host: z.string(),
+      ports: z.array(z.number().int()),
+      count: z.number().int(),
+      reason: z.string(),
+    }),
+  ),
+  totals: z.object({
+    requests: z.number().int(),
+    allowed: z.number().int(),
+    denied: z.number().int(),
+    bytesUp: z.number().int(),
+    bytesDown: z.number().int(),
+  }),
+});
+export type EgressPhaseRecord = z.infer<typeof egressPhase>;
+
+/**
+ * How the job's environment was made, before the run: the image and runtime versions (with where
+ * each came from), what setup ran and why (or that a cached environment was reused), and what the
+ * setup tried to reach. Output is scrubbed of the job's secrets before it is recorded.
+ */
+export const environmentRecord = z.object({
+  image: z.string(),
+  runtimes: z.array(
+    z.object({
+      language: z.string(),
+      version: z.string(),
+      requested: z.string().nullable(),
+      source: z.string(),
+      note: z.string().optional(),
+    }),
+  ),
+  setup: z.object({
+    /** `configured` (setup: in the repo config), `detected`, or `none`. */
+    source: z.enum(['configured', 'detected', 'none']),
+    /** Why these commands (or none). */
+    reason: z.string(),
+    commands: z.array(
+      z.object({
+        command: z.string(),
+        reason: z.string(),
+        exitCode: z.number().int().nullable(),
+        timedOut: z.boolean(),
+        durationMs: z.number(),
+        attempts: z.number().int(),
+        output: z.string(),
+      }),
+    ),
+    /** Variables the tests run with because of setup (a virtualenv's PATH). */
+    testEnv: z.record(z.string(), z.string()),
+    /** Names of setup secrets provided (never their values). */
+    secrets: z.array(z.string()),
+    cache: z.object({
+      status: z.enum(['hit', 'stored', 'miss', 'disabled', 'not-stored']),
+      key: z.string().nullable(),
+      note: z.string().optional(),
+    }),
+    durationMs: z.number(),
+  }),
+  egress: z.object({ setup: egressPhase.nullable(), agentAllowHosts: z.array(z.string()) }),
+});
+export type EnvironmentRecord = z.infer<typeof environmentRecord>;
+
 export const baseState = z.object({
   schemaVersion: z.literal(SCHEMA_VERSION),
   conversationId: z.string(),
@@ -72,6 +156,8 @@ export const baseState = z.object({
   testCommand: z.string().nullable(),
   testCommandSource: z.string().nullable(),
   limits,
+  /** Absent in runs made before environments existed, and where no environment step ran. */
+  environment: environmentRecord.optional(),
 });
 export type BaseState = z.infer<typeof baseState>;
 

@@ -35,6 +35,8 @@ export const DEFAULT_LIMITS: Required<SandboxLimits> = {
 /** Where the workspace appears inside the container. */
 export const CONTAINER_WORKDIR = '/workspace';
 export const CONTAINER_HOME = '/home/agent';
+/** Where the host's egress socket directory appears in the container (a read-only bind mount). */
+export const EGRESS_MOUNT = '/run/issue-agent-egress';
 
 /**
  * The whole environment of the container: nothing is copied from the host process, so no token,
@@ -76,6 +78,12 @@ export interface ContainerSpecInput {
     readonly pool?: string | undefined;
   };
   readonly env?: Readonly<Record<string, string>> | undefined;
+  /**
+   * The host directory of the egress proxy's socket, mounted read-only at EGRESS_MOUNT: the one
+   * host path a sandbox may see. It holds nothing but the socket, and no host process opens a file
+   * in it by a name the sandbox could change (the mount is read-only to the sandbox).
+   */
+  readonly egressDir?: string | undefined;
 }
 
 /** The hardened create options of a sandbox container. */
@@ -113,11 +121,14 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Privileged: false,
       ReadonlyRootfs: true,
       IpcMode: 'private',
-      // No host path at all: the workspace is a tmpfs the repository is copied into (see
+      // No host path but the egress socket's directory: the workspace is a tmpfs the repository is copied into (see
       // DockerSandbox.copyIn), so no host process ever has a name for a file the agent can change,
       // and its size is a limit the kernel enforces. Every writable place is a sized tmpfs, so a
       // job cannot use the host's disk.
-      Mounts: [],
+      Mounts:
+        input.egressDir === undefined
+          ? []
+          : [{ Type: 'bind', Source: input.egressDir, Target: EGRESS_MOUNT, ReadOnly: true }],
       Tmpfs: {
         [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0755`,
         '/tmp': `rw,nosuid,nodev,size=${limits.tmpBytes},mode=1777`,

@@ -4,7 +4,7 @@ import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { DISK_FULL, fullMount } from '../disk-full.js';
@@ -19,6 +19,7 @@ import {
 } from '../sandbox.js';
 import { chooseImage } from './choose-image.js';
 import { runOneOff } from './container-exec.js';
+import { SetupPhase, type SetupCommandResult } from './setup-phase.js';
 import {
   CONTAINER_HOME,
   CONTAINER_WORKDIR,
@@ -56,6 +57,11 @@ export interface DockerSandboxOptions {
   readonly setupNetwork?: string | undefined;
   /** Extra variables for the shell. Never a secret: the model sees command output. */
   readonly env?: Readonly<Record<string, string>> | undefined;
+  /**
+   * A setup phase to run before the shells start (see setup-phase.ts). With it the container gets
+   * one host path: the egress proxy's socket directory, read-only, when `egressDir` is set.
+   */
+  readonly setup?: DockerSetupSpec | undefined;
   /** In-memory capture per command, head and tail, bytes each. Default 256 KiB. */
   readonly captureBytes?: number | undefined;
   /** Owner label (for the reaper). Default: this process, `host:pid:starttime`. */
@@ -119,6 +125,8 @@ export class DockerSandbox implements Sandbox {
   private oomKills = 0;
   /** The cgroup's count of forks refused by the pids limit, as of the last reading. */
   private pidsMaxEvents = 0;
+  /** What the setup phase did, when the sandbox had one. */
+  setupReport: SetupReport | null = null;
 
   private constructor(
     private readonly docker: Docker,
@@ -173,7 +181,9 @@ export class DockerSandbox implements Sandbox {
     await assertEngine(docker);
     const image = options.image ?? (await chooseImage(workspace));
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
-    const network = options.setupNetwork ?? 'default';
+    const setup = options.setup;
+    // A setup phase never needs a network: its egress is the proxy socket.
+    const network = setup === undefined ? (options.setupNetwork ?? 'default') : 'none';
     let container: Docker.Container;
     try {
       container = await docker.createContainer(
@@ -186,6 +196,7 @@ export class DockerSandbox implements Sandbox {
           limits,
           labels: { job: options.jobId, owner: options.owner ?? ownerId() },
           env: options.env,
+          ...(setup?.egressDir === undefined ? {} : { egressDir: setup.egressDir }),
         }),
       );
     } catch (error) {
@@ -205,6 +216,15 @@ export class DockerSandbox implements Sandbox {
         cause: error,
       });
     }
+    let setupReport: SetupReport | null = null;
+    if (setup !== undefined) {
+      try {
+        setupReport = await runSetupPhase(docker, container, workspace, setup, limits, options.logger);
+      } catch (error) {
+        await container.remove({ force: true, v: true }).catch(() => undefined);
+        throw error;
+      }
+    }
     const sandbox = await DockerSandbox.adopt({
       docker,
       container,
@@ -217,6 +237,8 @@ export class DockerSandbox implements Sandbox {
       scratchParent: options.scratchParent,
       logger: options.logger,
     });
+    sandbox.setupReport = setupReport;
+    if (setup !== undefined) return sandbox;
     try {
       await sandbox.copyIn(workspace);
     } catch (error) {
@@ -638,6 +660,127 @@ export class DockerSandbox implements Sandbox {
     this.isolated = true;
     this.logger?.info({ networks }, 'sandbox isolated from every network');
   }
+}
+
+/** What to do between the container's start and its shells (see setup-phase.ts). */
+export interface DockerSetupSpec {
+  /** Host directory holding the egress proxy's socket (`proxy.sock`), mounted read-only. */
+  readonly egressDir?: string | undefined;
+  /** A cached environment (a tar stream) to unpack over the repository before the commands. */
+  readonly restore?: (() => Readable) | undefined;
+  readonly commands: readonly string[];
+  /** The setup commands' environment: plain variables, the proxy's, and the setup secrets. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Values that must not outlive setup: a file still holding one after the sweep fails the phase. */
+  readonly secretValues: readonly string[];
+  /** Extra CA certificates (PEM) for clients in the sandbox. */
+  readonly caPem?: Buffer | undefined;
+  /** Per command. */
+  readonly timeoutMs: number;
+  /** Whether a failed command is worth running again (a network error); at most `retries` times. */
+  readonly retryable?: ((r: SetupCommandResult) => boolean) | undefined;
+  readonly retries?: number | undefined;
+  /** Workspace paths setup produces: excluded from git snapshots, and what `capture` packs. */
+  readonly outputs: readonly string[];
+  /** After a successful setup: receives a packer of `outputs` (for the environment cache). */
+  readonly capture?:
+    ((pack: (sink: Writable, maxBytes: number) => Promise<boolean>) => Promise<void>) | undefined;
+  /** Start a forwarder for the agent phase too (the agent has an allowlist). */
+  readonly agentEgress?: boolean | undefined;
+  readonly onCommand?: ((r: SetupCommandResult, attempt: number) => void) | undefined;
+}
+
+export interface SetupReport {
+  readonly results: readonly SetupCommandResult[];
+  /** Set when the capture callback failed (the job goes on without caching). */
+  readonly captureError: string | null;
+}
+
+/** A setup command failed: the sandbox is gone, the results say how far setup came. */
+export class SetupFailedError extends SandboxError {
+  constructor(
+    message: string,
+    readonly results: readonly SetupCommandResult[],
+    /** The last failure looked like the network: a later retry may succeed. */
+    readonly transient: boolean,
+  ) {
+    super('start_failed', message);
+  }
+}
+
+async function runSetupPhase(
+  docker: Docker,
+  container: Docker.Container,
+  workspace: string,
+  spec: DockerSetupSpec,
+  limits: Required<SandboxLimits>,
+  logger: Logger | undefined,
+): Promise<SetupReport> {
+  const phase = new SetupPhase(docker, container, CONTAINER_USER);
+  await phase.recordMainProcesses();
+  const copy = await streamTree(docker, container, workspace);
+  if (copy.unpack.exitCode !== 0 || copy.packCode !== 0) {
+    throw new SandboxError(
+      'start_failed',
+      `could not copy the repository into the sandbox: ${(copy.unpack.stderr + copy.packError).trim().slice(0, 500)} (workspace limit ${limits.workspaceBytes} bytes)`,
+    );
+  }
+  if (spec.restore !== undefined) await phase.unpack(spec.restore());
+  if (spec.caPem !== undefined) await phase.installCaBundle(spec.caPem);
+  const results: SetupCommandResult[] = [];
+  if (spec.commands.length > 0) {
+    if (spec.egressDir !== undefined) await phase.startForwarder();
+    for (const command of spec.commands) {
+      let r: SetupCommandResult;
+      let attempt = 0;
+      for (;;) {
+        attempt += 1;
+        r = await phase.run(command, spec.env, spec.timeoutMs);
+        spec.onCommand?.(r, attempt);
+        logger?.info({ command, exitCode: r.exitCode, durationMs: r.durationMs, attempt }, 'setup command');
+        const failed = r.exitCode !== 0;
+        if (!failed || attempt > (spec.retries ?? 0) || spec.retryable?.(r) !== true) break;
+        await delay(Math.min(8000, 1000 * 2 ** (attempt - 1)));
+      }
+      results.push(r);
+      if (r.exitCode !== 0) {
+        await phase.sweep().catch(() => undefined);
+        const why = r.timedOut
+          ? `timed out after ${Math.round(spec.timeoutMs / 1000)} s`
+          : `exited with ${String(r.exitCode)}`;
+        throw new SetupFailedError(
+          `the setup command \`${command}\` ${why}`,
+          results,
+          spec.retryable?.(r) === true,
+        );
+      }
+    }
+  }
+  // Nothing setup started survives into the agent phase: not a forwarder, not a daemon, not a
+  // process holding a setup secret in its environment.
+  await phase.sweep();
+  if (spec.secretValues.length > 0) {
+    const holders = await phase.filesContaining(spec.secretValues);
+    if (holders.length > 0) {
+      throw new SetupFailedError(
+        `setup left a setup secret in ${holders.length} file(s) (${holders.slice(0, 3).join(', ')}); a setup secret must not outlive setup`,
+        results,
+        false,
+      );
+    }
+  }
+  await phase.exclude(spec.outputs);
+  let captureError: string | null = null;
+  if (spec.capture !== undefined && results.length > 0) {
+    try {
+      await spec.capture((sink, maxBytes) => phase.pack(spec.outputs, sink, maxBytes));
+    } catch (error) {
+      captureError = errorMessage(error);
+      logger?.warn({ err: error }, 'could not keep the environment for later jobs');
+    }
+  }
+  if (spec.agentEgress === true && spec.egressDir !== undefined) await phase.startForwarder();
+  return { results, captureError };
 }
 
 async function assertEngine(docker: Docker): Promise<void> {

@@ -48,8 +48,12 @@ export type Connector = (target: ConnectTarget) => Socket;
 export interface EgressProxyOptions {
   /** Where to listen: an absolute path in a directory owned by this user and writable by no one else. */
   readonly socketPath: string;
-  /** 0o600 (default: only this user) or 0o660 (also `socketGroup`, e.g. the container user's group). */
-  readonly socketMode?: 0o600 | 0o660 | undefined;
+  /**
+   * 0o600 (default: only this user), 0o660 (also `socketGroup`, e.g. the container user's group),
+   * or 0o666 (anyone who can reach the path: only in a directory under a private parent, bind-mounted
+   * into the one sandbox it serves, when the container's uid is not the proxy's).
+   */
+  readonly socketMode?: 0o600 | 0o660 | 0o666 | undefined;
   /** A group id to give the socket (needs the privilege to chown to it). */
   readonly socketGroup?: number | undefined;
   /** Host patterns: `registry.npmjs.org`, `*.example.org` (subdomains only), or an IP literal. */
@@ -287,8 +291,8 @@ class ProxyCore {
     );
     const maxHeaderSize = positiveInt('maxHeaderBytes', options.maxHeaderBytes, DEFAULTS.maxHeaderBytes);
     const mode: number = options.socketMode ?? 0o600;
-    if (mode !== 0o600 && mode !== 0o660) {
-      throw new EgressProxyError('invalid_option', `socketMode must be 0o600 or 0o660`);
+    if (mode !== 0o600 && mode !== 0o660 && mode !== 0o666) {
+      throw new EgressProxyError('invalid_option', `socketMode must be 0o600, 0o660 or 0o666`);
     }
 
     this.server = createServer({

@@ -1,0 +1,89 @@
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { EGRESS_SOCKET_NAME } from '../sandbox/docker/setup-phase.js';
+import { EgressLog } from '../sandbox/egress/egress-log.js';
+import { startEgressProxy, type EgressLogEntry, type EgressProxy } from '../sandbox/egress/egress-proxy.js';
+
+/** Requests kept per phase in the trajectory (the totals and the refused hosts are always complete). */
+export const MAX_LOGGED_REQUESTS = 200;
+
+/** One egress session: a proxy on a socket in a directory made for one sandbox. */
+export interface EgressSession {
+  /** The directory to bind-mount into the sandbox (it holds only the socket). */
+  readonly dir: string;
+  readonly proxy: EgressProxy;
+  /** Every request, in the order they ended (at most MAX_LOGGED_REQUESTS; `dropped` counts the rest). */
+  readonly requests: EgressLogEntry[];
+  dropped: number;
+  /** Totals and refused hosts over the session (both proxies, when reopened). */
+  readonly log: EgressLog;
+  /** Replaces the proxy by one with another allowlist, on the same socket (the mount stays valid). */
+  reopen(allowHosts: readonly string[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface EgressSessionOptions {
+  readonly allowHosts: readonly string[];
+  /** Otherwise refused addresses to allow (a registry mirror on a private network). */
+  readonly allowCidrs: readonly string[];
+  readonly logger?: Logger | undefined;
+  readonly onRequest?: ((entry: EgressLogEntry) => void) | undefined;
+}
+
+/**
+ * Starts a proxy for one sandbox. Layout: `<tmp>/ia-egress-XXXX/` (0700, this process only) holds
+ * `s/` (0755), which holds the socket (0666). Only `s/` is mounted into the container, read-only:
+ * no other process on the host can reach the socket (the parent is private), and the container,
+ * whose user may not be this one, can connect but not create, rename or remove anything there.
+ */
+export async function startEgressSession(options: EgressSessionOptions): Promise<EgressSession> {
+  const parent = await mkdtemp(join(tmpdir(), 'ia-egress-'));
+  await chmod(parent, 0o700);
+  const dir = join(parent, 's');
+  await mkdir(dir, { mode: 0o755 });
+  await chmod(dir, 0o755);
+  const requests: EgressLogEntry[] = [];
+  const log = new EgressLog();
+  const session = { dir, requests, dropped: 0, log };
+  const start = (allowHosts: readonly string[]): Promise<EgressProxy> =>
+    startEgressProxy({
+      socketPath: join(dir, EGRESS_SOCKET_NAME),
+      socketMode: 0o666,
+      allowHosts,
+      allowPrivate: options.allowCidrs,
+      logger: options.logger,
+      onRequest: (entry) => {
+        log.record(entry);
+        if (requests.length < MAX_LOGGED_REQUESTS) requests.push(entry);
+        else session.dropped += 1;
+        options.onRequest?.(entry);
+      },
+    });
+  let proxy: EgressProxy;
+  try {
+    proxy = await start(options.allowHosts);
+  } catch (error) {
+    await rm(parent, { recursive: true, force: true });
+    throw error;
+  }
+  let closing: Promise<void> | null = null;
+  const result: EgressSession = Object.assign(session, {
+    get proxy(): EgressProxy {
+      return proxy;
+    },
+    async reopen(allowHosts: readonly string[]): Promise<void> {
+      await proxy.close();
+      proxy = await start(allowHosts);
+    },
+    close(): Promise<void> {
+      closing ??= (async () => {
+        await proxy.close();
+        await rm(parent, { recursive: true, force: true });
+      })();
+      return closing;
+    },
+  });
+  return result;
+}

@@ -1,0 +1,509 @@
+import { PassThrough, type Readable, type Writable } from 'node:stream';
+import type Docker from 'dockerode';
+import { SandboxError } from '../sandbox.js';
+import { CONTAINER_HOME, CONTAINER_WORKDIR, EGRESS_MOUNT } from './container-spec.js';
+
+export { EGRESS_MOUNT };
+import { errorMessage } from './docker-shell.js';
+
+/**
+ * The setup phase of a Docker sandbox: everything that happens in the container after its start
+ * and before the agent's and the harness's shells exist. Each step is a one-off exec as the sandbox
+ * user; nothing here ever names a path of the workspace on the host.
+ *
+ * Why before the shells: setup runs code the repository chose (lifecycle scripts of its
+ * dependencies, its own `setup:` commands) with the setup secrets in its environment. A process it
+ * leaves behind runs as the same user as the shells, so it could read or trace them. The phase
+ * therefore ends by killing every process in the container except its init and main process
+ * (sweep), and the shells are started only afterwards, from the image, with the container's own
+ * environment: no setup process, variable or shell state reaches the agent phase.
+ */
+
+/** The proxy's socket file name inside that directory. */
+export const EGRESS_SOCKET_NAME = 'proxy.sock';
+/** The in-container forwarder listens here (the container's own loopback; it has no other interface). */
+export const FORWARDER_PORT = 3128;
+/** Where a deployment's extra CA certificates and the combined bundle are written (the sandbox's HOME). */
+export const CA_DIR = `${CONTAINER_HOME}/.issue-agent`;
+export const CA_BUNDLE = `${CA_DIR}/ca-bundle.pem`;
+export const CA_EXTRA = `${CA_DIR}/extra-ca.pem`;
+
+/** The variables that point package managers at the forwarder (and at the CA bundle, when one is set). */
+export function proxyEnv(withCa: boolean): Record<string, string> {
+  const url = `http://127.0.0.1:${FORWARDER_PORT}`;
+  return {
+    HTTPS_PROXY: url,
+    HTTP_PROXY: url,
+    https_proxy: url,
+    http_proxy: url,
+    npm_config_proxy: url,
+    npm_config_https_proxy: url,
+    PIP_PROXY: url,
+    NO_PROXY: '',
+    no_proxy: '',
+    ...(withCa
+      ? {
+          NODE_EXTRA_CA_CERTS: CA_EXTRA,
+          SSL_CERT_FILE: CA_BUNDLE,
+          REQUESTS_CA_BUNDLE: CA_BUNDLE,
+          PIP_CERT: CA_BUNDLE,
+          CURL_CA_BUNDLE: CA_BUNDLE,
+          GIT_SSL_CAINFO: CA_BUNDLE,
+          npm_config_cafile: CA_BUNDLE,
+        }
+      : {}),
+  };
+}
+
+/** One finished setup command. */
+export interface SetupCommandResult {
+  readonly command: string;
+  readonly exitCode: number | null;
+  /** Set when the command was stopped at its time limit. */
+  readonly timedOut: boolean;
+  readonly durationMs: number;
+  /** Head and tail of the combined output (untrusted; the caller scrubs secrets before keeping it). */
+  readonly output: string;
+  readonly outputBytes: number;
+}
+
+/** Output kept per setup command: the head and the tail, this many bytes each. */
+const KEEP_HEAD = 8 * 1024;
+const KEEP_TAIL = 32 * 1024;
+
+/**
+ * The sweep: SIGSTOP then SIGKILL every process but PID 1 (the engine's init, which the kernel
+ * protects from signals sent inside its namespace anyway), the container's main process (named by
+ * pid and start time, so a process that reused its pid is not spared) and the sweeper itself, until
+ * none is left. Zombies are skipped: they are dead and their parent (init) reaps them. Python
+ * because it is in the base image and reads /proc without forking per process.
+ */
+const SWEEP_SCRIPT = String.raw`
+import os, signal, sys, time
+keep = set(sys.argv[1:])
+me = os.getpid()
+def others():
+    out = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        pid = int(d)
+        if pid == 1 or pid == me:
+            continue
+        try:
+            with open('/proc/%d/stat' % pid, 'rb') as f:
+                s = f.read()
+        except OSError:
+            continue
+        rest = s[s.rfind(b')') + 2:].split()
+        if rest[0] in (b'Z', b'X'):
+            continue
+        if ('%d:%s' % (pid, rest[19].decode())) in keep:
+            continue
+        out.append(pid)
+    return out
+mode = os.environ.get('IA_SWEEP_MODE', 'kill')
+if mode == 'list':
+    for d in os.listdir('/proc'):
+        if d.isdigit() and int(d) not in (1, me):
+            try:
+                with open('/proc/%s/stat' % d, 'rb') as f:
+                    s = f.read()
+            except OSError:
+                continue
+            rest = s[s.rfind(b')') + 2:].split()
+            if rest[0] not in (b'Z', b'X'):
+                print('%s:%s' % (d, rest[19].decode()))
+    sys.exit(0)
+for _ in range(500):
+    ps = others()
+    if not ps:
+        sys.exit(0)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for p in ps:
+            try:
+                os.kill(p, sig)
+            except OSError:
+                pass
+    time.sleep(0.01)
+sys.stderr.write('processes survived the sweep: %s\n' % ' '.join(map(str, others())))
+sys.exit(3)
+`;
+
+export interface ExecStreamOptions {
+  readonly user: string;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly workdir?: string | undefined;
+  readonly timeoutMs: number;
+  /** Receives stdout (binary). When absent stdout and stderr are collected together as text. */
+  readonly stdout?: Writable | undefined;
+  /** Piped to stdin once the command printed one byte (see runOneOff); the byte is dropped. */
+  readonly input?: Readable | undefined;
+  /** Stop reading (and fail) once stdout passed this many bytes. */
+  readonly maxStdoutBytes?: number | undefined;
+}
+
+export interface ExecStreamResult {
+  readonly exitCode: number | null;
+  readonly timedOut: boolean;
+  /** Combined output when no stdout sink was given (head and tail), else stderr. */
+  readonly output: string;
+  readonly outputBytes: number;
+  readonly durationMs: number;
+}
+
+/**
+ * A one-off exec with its own environment (the setup secrets travel here, in the exec's
+ * environment, never in the container's), bounded in time, with bounded output. On timeout the
+ * stream is dropped and the result says so; the process itself is left to the sweep.
+ */
+export async function execStream(
+  docker: Docker,
+  container: Docker.Container,
+  cmd: readonly string[],
+  options: ExecStreamOptions,
+): Promise<ExecStreamResult> {
+  const started = Date.now();
+  const exec = await container.exec({
+    Cmd: [...cmd],
+    User: options.user,
+    WorkingDir: options.workdir ?? CONTAINER_WORKDIR,
+    Env: Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+    AttachStdin: options.input !== undefined,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+  });
+  const stream = await exec.start({ hijack: true, stdin: options.input !== undefined });
+  const keep = new HeadTail(KEEP_HEAD, KEEP_TAIL);
+  const out = new PassThrough();
+  const err = new PassThrough();
+  let stdoutBytes = 0;
+  const state = { overflow: false };
+  let waitingForReady = options.input !== undefined;
+  out.on('data', (chunk: Buffer) => {
+    let c = chunk;
+    if (waitingForReady && options.input !== undefined && c.length > 0) {
+      waitingForReady = false;
+      options.input.pipe(stream);
+      options.input.once('error', () => stream.end());
+      c = c.subarray(1);
+    }
+    if (options.stdout === undefined) {
+      keep.push(c);
+      return;
+    }
+    stdoutBytes += c.length;
+    if (options.maxStdoutBytes !== undefined && stdoutBytes > options.maxStdoutBytes) {
+      state.overflow = true;
+      stream.destroy();
+      return;
+    }
+    if (!options.stdout.write(c)) {
+      out.pause();
+      options.stdout.once('drain', () => out.resume());
+    }
+  });
+  err.on('data', (c: Buffer) => {
+    keep.push(c);
+  });
+  docker.modem.demuxStream(stream, out, err);
+  const timedOut = await new Promise<boolean>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      stream.destroy();
+      resolve(true);
+    }, options.timeoutMs);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    stream.once('end', done);
+    stream.once('close', done);
+    stream.once('error', (error) => {
+      clearTimeout(timer);
+      if (state.overflow) resolve(false);
+      else reject(error instanceof Error ? error : new Error(String(error)));
+    });
+  });
+  if (state.overflow) {
+    throw new SandboxError('start_failed', `the output passed its limit of ${options.maxStdoutBytes} bytes`);
+  }
+  const info = timedOut ? null : await exec.inspect();
+  return {
+    exitCode: info?.ExitCode ?? null,
+    timedOut,
+    output: keep.text(),
+    outputBytes: keep.total,
+    durationMs: Date.now() - started,
+  };
+}
+
+/** Keeps the first and last bytes of a stream, with a marker for what was left out. */
+class HeadTail {
+  private head: Buffer[] = [];
+  private headBytes = 0;
+  private tail: Buffer[] = [];
+  private tailBytes = 0;
+  total = 0;
+  constructor(
+    private readonly maxHead: number,
+    private readonly maxTail: number,
+  ) {}
+  push(c: Buffer): void {
+    this.total += c.length;
+    if (this.headBytes < this.maxHead) {
+      const take = c.subarray(0, this.maxHead - this.headBytes);
+      this.head.push(take);
+      this.headBytes += take.length;
+      c = c.subarray(take.length);
+    }
+    if (c.length === 0) return;
+    this.tail.push(c);
+    this.tailBytes += c.length;
+    while (this.tailBytes - (this.tail[0]?.length ?? 0) >= this.maxTail) {
+      this.tailBytes -= this.tail.shift()?.length ?? 0;
+    }
+  }
+  text(): string {
+    const head = Buffer.concat(this.head).toString('utf8');
+    let tail = Buffer.concat(this.tail);
+    if (tail.length > this.maxTail) tail = tail.subarray(tail.length - this.maxTail);
+    const skipped = this.total - this.headBytes - tail.length;
+    return skipped > 0
+      ? `${head}\n[… ${skipped} bytes of output omitted …]\n${tail.toString('utf8')}`
+      : head + tail.toString('utf8');
+  }
+}
+
+/** The container's steps before its shells exist; see the module comment. */
+export class SetupPhase {
+  private keep: string[] = [];
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly container: Docker.Container,
+    private readonly user: string,
+  ) {}
+
+  /** Names the processes that exist right after start (the main process), which the sweep spares. */
+  async recordMainProcesses(): Promise<void> {
+    const listed = await execStream(this.docker, this.container, ['python3', '-c', SWEEP_SCRIPT], {
+      user: this.user,
+      env: { IA_SWEEP_MODE: 'list' },
+      timeoutMs: 10_000,
+    });
+    if (listed.exitCode !== 0) {
+      throw new SandboxError('start_failed', `could not list the container's processes: ${listed.output}`);
+    }
+    this.keep = listed.output.split('\n').filter((l) => /^\d+:\d+$/.test(l));
+  }
+
+  /** Kills every process but init and the main process. Throws when some survive. */
+  async sweep(): Promise<void> {
+    const r = await execStream(this.docker, this.container, ['python3', '-c', SWEEP_SCRIPT, ...this.keep], {
+      user: this.user,
+      timeoutMs: 30_000,
+    });
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `the setup phase could not end its processes: ${r.output.trim()}`,
+      );
+    }
+  }
+
+  /** Unpacks a tar stream (a cached environment) into the workspace, as the sandbox user. */
+  async unpack(archive: Readable): Promise<void> {
+    const r = await execStream(
+      this.docker,
+      this.container,
+      [
+        '/bin/sh',
+        '-c',
+        `printf R; exec tar -x -f - -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`,
+      ],
+      { user: this.user, timeoutMs: 10 * 60_000, input: archive },
+    );
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `could not unpack the cached environment: ${r.output.trim().slice(0, 500)}`,
+      );
+    }
+  }
+
+  /**
+   * Writes the deployment's extra CA certificates and a bundle of the image's system CAs plus them,
+   * in the sandbox's HOME, for the clients that replace rather than extend their trust store.
+   */
+  async installCaBundle(pem: Buffer): Promise<void> {
+    const input = new PassThrough();
+    input.end(pem);
+    const r = await execStream(
+      this.docker,
+      this.container,
+      [
+        '/bin/sh',
+        '-c',
+        'printf R; umask 022; mkdir -p "$1" && cat > "$2" && cat /etc/ssl/certs/ca-certificates.crt "$2" > "$3"',
+        'ia-ca',
+        CA_DIR,
+        CA_EXTRA,
+        CA_BUNDLE,
+      ],
+      { user: this.user, timeoutMs: 30_000, input },
+    );
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `could not install the CA certificates: ${r.output.trim().slice(0, 500)}`,
+      );
+    }
+  }
+
+  /**
+   * Starts the forwarder from the container's loopback to the proxy socket and waits until it
+   * listens. It is a process of the sandbox like any other: the sweep ends it.
+   */
+  async startForwarder(): Promise<void> {
+    const exec = await this.container.exec({
+      Cmd: [
+        'socat',
+        `TCP-LISTEN:${FORWARDER_PORT},bind=127.0.0.1,reuseaddr,fork`,
+        `UNIX-CONNECT:${EGRESS_MOUNT}/${EGRESS_SOCKET_NAME}`,
+      ],
+      User: this.user,
+      AttachStdout: false,
+      AttachStderr: false,
+      Tty: false,
+    });
+    await exec.start({ Detach: true });
+    // LISTEN (0A) on 127.0.0.1:3128 in the container's own /proc/net/tcp; no connection is made.
+    const port = FORWARDER_PORT.toString(16).toUpperCase().padStart(4, '0');
+    const r = await execStream(
+      this.docker,
+      this.container,
+      [
+        '/bin/sh',
+        '-c',
+        `for i in $(seq 200); do grep -q ' 0100007F:${port} 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.025; done; exit 1`,
+      ],
+      { user: this.user, timeoutMs: 15_000 },
+    );
+    if (r.exitCode !== 0) {
+      throw new SandboxError('start_failed', 'the egress forwarder did not start (is socat in the image?)');
+    }
+  }
+
+  /** Runs one setup command in the workspace, with its own environment. */
+  async run(
+    command: string,
+    env: Readonly<Record<string, string>>,
+    timeoutMs: number,
+  ): Promise<SetupCommandResult> {
+    try {
+      const r = await execStream(this.docker, this.container, ['/bin/bash', '-c', command], {
+        user: this.user,
+        env,
+        timeoutMs,
+      });
+      return {
+        command,
+        exitCode: r.exitCode,
+        timedOut: r.timedOut,
+        durationMs: r.durationMs,
+        output: r.output,
+        outputBytes: r.outputBytes,
+      };
+    } catch (error) {
+      throw new SandboxError('start_failed', `could not run a setup command: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+  }
+
+  /**
+   * Files under the workspace, HOME or /tmp that contain one of the values (fixed strings, read
+   * from stdin, never from a command line). Returns their paths (untrusted text).
+   */
+  async filesContaining(values: readonly string[]): Promise<string[]> {
+    const needles = values.flatMap((v) => v.split('\n')).filter((v) => v.length >= 4);
+    if (needles.length === 0) return [];
+    const input = new PassThrough();
+    input.end(`${needles.join('\n')}\n`);
+    const r = await execStream(
+      this.docker,
+      this.container,
+      [
+        '/bin/sh',
+        '-c',
+        'printf R; cat > /tmp/.ia-needles && grep -rlF -f /tmp/.ia-needles -- "$@" 2>/dev/null; s=$?; rm -f /tmp/.ia-needles; [ $s -le 1 ]',
+        'ia-scan',
+        CONTAINER_WORKDIR,
+        CONTAINER_HOME,
+        '/tmp',
+      ],
+      { user: this.user, timeoutMs: 5 * 60_000, input },
+    );
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `could not check the sandbox for setup secrets: ${r.output.slice(0, 300)}`,
+      );
+    }
+    return r.output.split('\n').filter((l) => l !== '' && l !== '/tmp/.ia-needles');
+  }
+
+  /**
+   * Adds the setup's outputs to the workspace's `.git/info/exclude`, so the harness's snapshots
+   * (which `git add -A`) never take a dependency tree into the base or the agent's change.
+   */
+  async exclude(paths: readonly string[]): Promise<void> {
+    if (paths.length === 0) return;
+    await execStream(
+      this.docker,
+      this.container,
+      [
+        '/bin/sh',
+        '-c',
+        '[ -d .git ] || exit 0; mkdir -p .git/info && for p in "$@"; do printf "/%s/\\n" "$p" >> .git/info/exclude; done',
+        'ia-exclude',
+        ...paths,
+      ],
+      { user: this.user, timeoutMs: 30_000 },
+    );
+  }
+
+  /** Streams a tar of the listed workspace paths that exist into `sink`; false when none exists. */
+  async pack(paths: readonly string[], sink: Writable, maxBytes: number): Promise<boolean> {
+    // The list travels as one variable split on spaces: only plain relative paths are accepted.
+    const bad = paths.find(
+      (p) => !/^[A-Za-z0-9._@][A-Za-z0-9._@/-]*$/.test(p) || p.split('/').includes('..'),
+    );
+    if (bad !== undefined) throw new SandboxError('start_failed', `not a plain workspace path: ${bad}`);
+    const r = await execStream(
+      this.docker,
+      this.container,
+      [
+        '/bin/sh',
+        '-c',
+        'set --; for p in $IA_PATHS; do [ -e "$p" ] && set -- "$@" "$p"; done; [ $# -gt 0 ] || exit 10; exec tar -c -f - -- "$@"',
+      ],
+      {
+        user: this.user,
+        env: { IA_PATHS: paths.join(' ') },
+        timeoutMs: 10 * 60_000,
+        stdout: sink,
+        maxStdoutBytes: maxBytes,
+      },
+    );
+    if (r.exitCode === 10) return false;
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `could not pack the environment: ${r.output.trim().slice(0, 300)}`,
+      );
+    }
+    return true;
+  }
+}
