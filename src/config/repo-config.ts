@@ -1,11 +1,95 @@
 import { z } from 'zod';
 import { repoPolicySchema } from '../publish/policy.js';
+import { HostAllowlist } from '../sandbox/egress/host-allowlist.js';
 import { deepFreeze } from './agent-env.js';
 
 /** Where a repository keeps its settings (read through Probot's config API, `_extends` supported). */
 export const REPO_CONFIG_PATH = '.github/issue-agent.yml';
 
 const permission = z.enum(['admin', 'maintain', 'write', 'triage', 'read']);
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Variables a repository may not set: they steer the shell, the dynamic loader, the egress proxy
+ * wiring or the harness itself (its own git runs in the sandbox), not the project. PATH is allowed.
+ */
+const RESERVED_ENV_NAMES = new Set([
+  'HOME',
+  'USER',
+  'LOGNAME',
+  'SHELL',
+  'BASH_ENV',
+  'ENV',
+  'PROMPT_COMMAND',
+  'SHELLOPTS',
+  'BASHOPTS',
+  'IFS',
+]);
+/** Compared without regard to case (curl and pip read both spellings; npm's config is case-blind). */
+const RESERVED_ANY_CASE = new Set([
+  'HTTPS_PROXY',
+  'HTTP_PROXY',
+  'NO_PROXY',
+  'ALL_PROXY',
+  'FTP_PROXY',
+  'NPM_CONFIG_PROXY',
+  'NPM_CONFIG_HTTPS_PROXY',
+  'NPM_CONFIG_NOPROXY',
+  'PIP_PROXY',
+]);
+
+/** Why `name` cannot be a repository-set variable, or null when it can. */
+export function envNameProblem(name: string): string | null {
+  if (!ENV_NAME.test(name)) return `"${name.slice(0, 60)}" is not a variable name (letters, digits, _)`;
+  const upper = name.toUpperCase();
+  if (RESERVED_ENV_NAMES.has(name) || RESERVED_ANY_CASE.has(upper)) {
+    return `${name} is set by the harness and cannot be changed`;
+  }
+  if (upper.startsWith('ISSUE_AGENT_')) return `${name}: ISSUE_AGENT_* names belong to the harness`;
+  if (name.startsWith('LD_')) return `${name}: the dynamic loader's variables cannot be set`;
+  if (upper.startsWith('GIT_') && !/^GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)$/.test(name)) {
+    return `${name}: the harness runs git in the sandbox; only GIT_AUTHOR_* and GIT_COMMITTER_* may be set`;
+  }
+  return null;
+}
+
+const envName = z.string().superRefine((name, ctx) => {
+  const problem = envNameProblem(name);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/** A host pattern as the egress proxy's allowlist reads it (`registry.example.org`, `*.example.org`, an IP). */
+const hostPattern = z
+  .string()
+  .max(255)
+  .superRefine((pattern, ctx) => {
+    if (pattern !== pattern.trim()) {
+      ctx.addIssue({ code: 'custom', message: `"${pattern}" has surrounding spaces` });
+      return;
+    }
+    try {
+      new HostAllowlist([pattern]);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      ctx.addIssue({ code: 'custom', message: message.replace(/^allowHosts: /, '') });
+    }
+  });
+
+const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+const DOMAIN_COMPONENT = '(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])';
+/**
+ * A Docker image reference (`[registry[:port]/]path[:tag][@digest]`), after the grammar of
+ * distribution/reference: lowercase path components, a tag of up to 128 word characters.
+ */
+export const IMAGE_REFERENCE = new RegExp(
+  `^(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})*(?::\\d{1,5})?/)?` +
+    `${PATH_COMPONENT}(?:/${PATH_COMPONENT})*` +
+    '(?::\\w[\\w.-]{0,127})?' +
+    '(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$',
+);
+
+const VERSION = /^\d{1,3}(?:\.\d{1,4}){0,2}$/;
 
 /**
  * `.github/issue-agent.yml`. Strict at every level (the top, `budgets`, and `policy` in
@@ -40,8 +124,99 @@ export const repoConfigSchema = z
       .strict()
       .default({}),
     policy: repoPolicySchema.default(repoPolicySchema.parse({})),
+    /**
+     * Commands run in the sandbox before the baseline test run, in order, instead of the detected
+     * install. Absent: detected from the lockfile or Python manifest. `[]`: no setup at all.
+     */
+    setup: z
+      .array(
+        z
+          .string()
+          .max(2000)
+          .refine((c) => c.trim() !== '', 'a setup command cannot be empty')
+          .refine((c) => !c.includes('\0'), 'a setup command cannot contain a NUL character'),
+      )
+      .max(50)
+      .optional(),
+    /** Plain variables for the setup commands and the agent's shell (no secrets: they are shown). */
+    env: z
+      .record(
+        // Keys are checked below, so that the message names the problem rather than "invalid key".
+        z.string(),
+        z
+          .string({ error: 'a value must be a string (quote numbers and booleans)' })
+          .max(4096)
+          .refine((v) => !v.includes('\0'), 'a value cannot contain a NUL character'),
+      )
+      .superRefine(
+        (env, ctx) => {
+          const names = Object.keys(env);
+          if (names.length > 100) ctx.addIssue({ code: 'custom', message: 'at most 100 variables' });
+          for (const name of names) {
+            const problem = envNameProblem(name);
+            if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+          }
+          // Also when a value is wrong, so that one pass lists every problem.
+        },
+        { when: (payload) => typeof payload.value === 'object' && payload.value !== null },
+      )
+      .default({}),
+    /** Names of deployment-provided secrets the setup commands get as variables (never the agent). */
+    setupSecrets: z
+      .array(envName)
+      .max(20)
+      .refine((names) => new Set(names).size === names.length, 'a secret is named twice')
+      .default([]),
+    /** Language versions for the sandbox image: `node: 22` or `"22.11"`, `python: "3.12"` (quoted). */
+    runtime: z
+      .object({
+        node: z
+          .union([z.number().int().positive().max(999), z.string().regex(VERSION)], {
+            error: 'a Node.js version: a major (22) or a quoted "22.11" / "22.11.0"',
+          })
+          .optional(),
+        python: z
+          .string({ error: 'quote the Python version (python: "3.12"): in YAML 3.10 is the number 3.1' })
+          .regex(/^3\.\d{1,2}(?:\.\d{1,3})?$/, 'a Python version looks like "3.12" or "3.12.7"')
+          .optional(),
+      })
+      .strict()
+      .default({}),
+    /**
+     * A sandbox image to use instead of the deployment's, e.g. one built FROM issue-agent/base with
+     * an extra toolchain. It must keep the `agent` user (uid 1000) and the base image's tools.
+     */
+    image: z
+      .string()
+      .max(255)
+      .regex(IMAGE_REFERENCE, 'an image reference looks like registry.example.org/team/image:tag')
+      .optional(),
+    /**
+     * Extra hosts, beside the ecosystem's registries, that setup may reach, and hosts the agent's
+     * shell may reach (none by default). Exact names, `*.example.org`, or IP literals.
+     */
+    network: z
+      .object({
+        setup: z.array(hostPattern).max(50).optional(),
+        agent: z.array(hostPattern).max(50).optional(),
+      })
+      .strict()
+      .default({}),
+    /** Keep the prepared environment (node_modules, .venv) between jobs, keyed by its inputs. */
+    cache: z.boolean().default(true),
   })
-  .strict();
+  .strict()
+  .superRefine((config, ctx) => {
+    for (const name of new Set(config.setupSecrets)) {
+      if (Object.hasOwn(config.env, name)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['setupSecrets'],
+          message: `${name} is both a secret and a plain variable under env`,
+        });
+      }
+    }
+  });
 
 export type RepoConfig = z.infer<typeof repoConfigSchema> & {
   readonly label: string;
