@@ -70,13 +70,18 @@ export function parseTestOutput(output: string, hint?: RunnerKind): TestSummary 
     start = end + 1;
   }
 
-  // The hint wins whenever its runner left any trace; otherwise the strongest evidence (first on ties).
-  let chosen = parsers.find((p) => p.runner === hint && p.evidence > 0);
-  if (chosen === undefined) {
-    for (const parser of parsers) {
-      if (parser.evidence > (chosen?.evidence ?? 0)) chosen = parser;
-    }
+  // The strongest evidence wins (first on ties). The hint wins when its runner left a trace and it
+  // printed a summary or no other runner did: one runner's output can look a little like another's
+  // (vitest's " FAIL  file > test" is jest's coloured file header), but not down to the summary.
+  let strongest: LineParser | undefined;
+  for (const parser of parsers) {
+    if (parser.evidence > (strongest?.evidence ?? 0)) strongest = parser;
   }
+  const hinted = parsers.find((p) => p.runner === hint && p.evidence > 0);
+  const chosen =
+    hinted !== undefined && (hinted.evidence >= STRONG || (strongest?.evidence ?? 0) < STRONG)
+      ? hinted
+      : strongest;
   if (chosen === undefined) {
     return { runner: 'unknown', passed: null, failed: null, skipped: null, failedNames: [], passedNames: [] };
   }
@@ -333,6 +338,16 @@ function findUnescaped(text: string, needle: string): number {
 
 // ---------------------------------------------------------------------------------------------------
 // jest
+//
+// Piped output (CI, `npm test` in the sandbox) prints file headers as "PASS path" / "FAIL path"; under
+// colour they are " PASS  path" / " FAIL  path" (an inverse badge). Without --verbose (jest turns it on by
+// itself for a single test file) jest prints no test names for a file that passed, only "PASS path":
+// such a file is reported as one passed name, its path; the failing tests of a failing file are named
+// by their "● describe › test" headers. With --verbose every test is named "describe › test".
+// A file that failed to load ("● Test suite failed to run") is one failure named by its path; jest's
+// own "Tests:" line leaves it out, so it is added to the failed count.
+
+const JEST_HEADER_RE = /^ ?(PASS|FAIL) {1,2}(\S.*)$/;
 
 class JestParser implements LineParser {
   readonly runner = 'jest';
@@ -341,24 +356,42 @@ class JestParser implements LineParser {
   private readonly lines = new Tally();
   private readonly passed = new NameSet();
   private readonly failed = new NameSet();
-  /** Inside a verbose result tree (after " PASS  file" until a blank line). */
+  /** Inside a verbose result tree (after a file header until a blank line). */
   private inTree = false;
   /** describe() titles of the current verbose tree, by nesting level. */
   private readonly describes: string[] = [];
+  /** The file of the last header, and whether it was a PASS that has listed no test yet. */
+  private file = '';
+  private passedFileUnlisted = false;
+  /** Files that failed to load, counted once each. */
+  private readonly suiteErrors = new Set<string>();
+  /** Inside "Summary of all failing tests", which repeats earlier failures. */
+  private recap = false;
 
   feed(line: string): void {
-    if (line.startsWith(' PASS  ') || line.startsWith(' FAIL  ')) {
+    const header = JEST_HEADER_RE.exec(line);
+    if (header?.[2] !== undefined && !header[2].includes(' > ') && !header[2].endsWith(' ]')) {
+      this.closeFile();
       this.evidence += 1;
       this.inTree = true;
       this.describes.length = 0;
+      this.file = stripParenDuration(header[2]);
+      this.passedFileUnlisted = header[1] === 'PASS' && !this.recap;
       return;
     }
     if (line.startsWith('Tests:')) {
+      this.closeFile();
       this.summaryLine(line);
       return;
     }
     if (line.startsWith('Test Suites:')) {
+      this.closeFile();
       this.evidence += STRONG;
+      return;
+    }
+    if (line === 'Summary of all failing tests') {
+      this.closeFile();
+      this.recap = true;
       return;
     }
     const indent = indentOf(line);
@@ -369,14 +402,20 @@ class JestParser implements LineParser {
     }
     if (text.startsWith('● ')) {
       const title = text.slice(2);
-      // "● Console" introduces captured console output; a suite that failed to run is not a test.
-      if (title !== 'Console' && !title.startsWith('Test suite failed to run')) this.failed.add(title);
+      if (title.startsWith('Test suite failed to run')) {
+        if (this.file !== '') this.failed.add(this.file);
+        if (!this.recap) this.suiteErrors.add(this.file);
+      } else if (title !== 'Console') {
+        // "● Console" introduces captured console output (older jests).
+        this.failed.add(title);
+      }
       return;
     }
     if (!this.inTree) return;
     const level = Math.max(0, Math.floor(indent / 2) - 1);
     const symbol = text[0];
     if (text[1] === ' ' && (symbol === '✓' || symbol === '✕' || symbol === '○' || symbol === '✎')) {
+      this.passedFileUnlisted = false;
       let title = stripParenDuration(text.slice(2));
       if (symbol === '○' && title.startsWith('skipped ')) title = title.slice(8);
       if (symbol === '✎' && title.startsWith('todo ')) title = title.slice(5);
@@ -397,6 +436,12 @@ class JestParser implements LineParser {
     this.describes[level] = text;
   }
 
+  /** A PASS file that listed no test (non-verbose output) is named by its path. */
+  private closeFile(): void {
+    if (this.passedFileUnlisted) this.passed.add(this.file);
+    this.passedFileUnlisted = false;
+  }
+
   private summaryLine(line: string): void {
     let matched = false;
     for (const match of line.matchAll(/\b(\d+) (failed|passed|skipped|todo|pending|total)/g)) {
@@ -413,14 +458,31 @@ class JestParser implements LineParser {
   }
 
   finish(): ParseResult {
+    this.closeFile();
+    const loadErrors = this.suiteErrors.size;
+    if (loadErrors > 0) {
+      this.summary.failed += loadErrors;
+      this.lines.failed += loadErrors;
+      this.lines.seen = true;
+    }
     return { counts: pickCounts(this.summary, this.lines), passed: this.passed, failed: this.failed };
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
 // vitest
+//
+// Names are vitest's own "file > describe > test" paths, as its verbose reporter and its "FAIL" detail
+// lines print them. The default reporter prints a file that passed as one line, "✓ file (N tests)",
+// named by its path; a file with failures as a tree of titles (suites carry a "(N)" count) from which
+// the same full paths are rebuilt by indentation. A file that failed to load is listed under "Failed
+// Suites N", which vitest's "Tests" line leaves out: it is one failure named by its path.
 
 const TEST_FILE_RE = /\.[cm]?[jt]sx?$/;
+const VITEST_SYMBOLS = new Set(['✓', '×', '↓', '□', '❯']);
+/** " 12ms" / " 1.2s" after a title, and the " (retry x2)" / " (repeat x2)" markers before it. */
+const VITEST_SUFFIX_RE = /(?: \((?:retry|repeat) x\d+\))*(?: \[slow\])?(?: \d+(?:\.\d+)?m?s)?$/;
+const VITEST_FILE_RE = /^(.+?) \(\d+ tests?(?: \|[^)]*)?\)$/;
 
 class VitestParser implements LineParser {
   readonly runner = 'vitest';
@@ -429,9 +491,22 @@ class VitestParser implements LineParser {
   private readonly lines = new Tally();
   private readonly passed = new NameSet();
   private readonly failed = new NameSet();
+  /** The file whose default-reporter tree is being read, or '' outside one. */
+  private file = '';
+  /** Open suites of that tree. */
+  private readonly suites: { indent: number; title: string }[] = [];
+  /** The last tree line: a suite if the next line is deeper, else a test. */
+  private pending: { indent: number; symbol: string; body: string } | null = null;
+  private failedSuites = 0;
 
   feed(line: string): void {
-    const text = line.trimStart();
+    const indent = indentOf(line);
+    const text = line.slice(indent);
+    if (this.file !== '' && indent >= 3 && VITEST_SYMBOLS.has(text[0] ?? '') && text[1] === ' ') {
+      this.treeLine(indent, text[0] ?? '', text.slice(2).replace(VITEST_SUFFIX_RE, ''));
+      return;
+    }
+    this.endTree();
     if (text.startsWith('Test Files ')) {
       this.evidence += STRONG;
       return;
@@ -451,37 +526,107 @@ class VitestParser implements LineParser {
       this.evidence += 5;
       return;
     }
+    if (text.startsWith('⎯')) {
+      const suites = /^⎯+ Failed Suites (\d+) ⎯+$/.exec(text);
+      if (suites !== null) {
+        this.evidence += 2;
+        this.failedSuites += Number(suites[1]);
+      }
+      return;
+    }
     if (line.startsWith(' FAIL ')) {
-      // " FAIL  src/a.test.ts > suite > test" in the failure details (deduplicated with the list).
-      this.failed.add(text.slice(5).trimStart());
+      // " FAIL  src/a.test.ts > suite > test" in the failure details (deduplicated with the list);
+      // " FAIL  src/b.test.ts [ src/b.test.ts ]" for a file that failed to load.
+      this.failed.add(
+        text
+          .slice(5)
+          .trimStart()
+          .replace(/ \[ [^\]]* \]$/, ''),
+      );
       return;
     }
     const symbol = text[0];
-    if (text[1] !== ' ' || (symbol !== '✓' && symbol !== '×' && symbol !== '↓')) return;
-    // Only full "file > suite > test" paths (verbose reporter), comparable with the FAIL lines above;
-    // per-file lines ("✓ src/a.test.ts (3 tests) 2ms") and bare titles are left out.
-    const body = text.slice(2).replace(/ \d+(?:\.\d+)?m?s$/, '');
+    if (text[1] !== ' ' || symbol === undefined || !VITEST_SYMBOLS.has(symbol)) return;
+    const body = text.slice(2).replace(VITEST_SUFFIX_RE, '');
     const sep = body.indexOf(' > ');
-    if (sep === -1 || !TEST_FILE_RE.test(body.slice(0, sep))) return;
+    if (sep !== -1 && TEST_FILE_RE.test(body.slice(0, sep))) {
+      // Verbose reporter: one line per test with its full path.
+      this.record(symbol, body);
+      return;
+    }
+    const file = VITEST_FILE_RE.exec(body)?.[1];
+    if (indent === 1 && file !== undefined && TEST_FILE_RE.test(file)) {
+      this.evidence += 1;
+      // A passed file's tests are listed only if some were slow; the file stands for them otherwise.
+      if (symbol === '✓') this.passed.add(file);
+      else this.file = file;
+    }
+  }
+
+  private treeLine(indent: number, symbol: string, body: string): void {
+    const prev = this.pending;
+    if (prev !== null) {
+      if (indent > prev.indent)
+        this.suites.push({ indent: prev.indent, title: prev.body.replace(/ \(\d+\)$/, '') });
+      else this.recordTreeTest(prev);
+    }
+    while ((this.suites.at(-1)?.indent ?? -1) >= indent) this.suites.pop();
+    this.pending = { indent, symbol, body };
+  }
+
+  /**
+   * Vitest 4 prints only the tests of the tree, not their suites: a test deeper than one level below
+   * the last printed suite (or file) has a path that cannot be rebuilt. It counts, unnamed; if it
+   * failed, its " FAIL  file > suite > test" detail line names it.
+   */
+  private recordTreeTest(test: { indent: number; symbol: string; body: string }): void {
+    let expected = 3;
+    for (const suite of this.suites) {
+      if (suite.indent !== expected) break;
+      expected += 2;
+    }
+    const complete = test.indent === expected && expected === 3 + 2 * this.suites.length;
+    const name = complete ? [this.file, ...this.suites.map((s) => s.title), test.body].join(' > ') : '';
+    this.record(test.symbol, name);
+  }
+
+  private endTree(): void {
+    if (this.pending !== null) this.recordTreeTest(this.pending);
+    this.pending = null;
+    this.suites.length = 0;
+    this.file = '';
+  }
+
+  private record(symbol: string, name: string): void {
+    if (symbol === '❯') return; // a suite or file summary line, not a test
     this.lines.seen = true;
     if (symbol === '✓') {
       this.lines.passed++;
-      this.passed.add(body);
+      this.passed.add(name);
     } else if (symbol === '×') {
       this.lines.failed++;
-      this.failed.add(body);
+      this.failed.add(name);
     } else {
       this.lines.skipped++;
     }
   }
 
   finish(): ParseResult {
+    this.endTree();
+    if (this.failedSuites > 0) {
+      this.summary.failed += this.failedSuites;
+      this.lines.failed += this.failedSuites;
+    }
     return { counts: pickCounts(this.summary, this.lines), passed: this.passed, failed: this.failed };
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
 // mocha (spec reporter)
+//
+// Names are the describe titles and the test title joined with " › ", rebuilt from the indentation
+// (two spaces a level), so that tests of the same title in different suites stay apart. A spec file
+// that fails to load stops mocha before any test runs ("Exception during run: …"): one failure, no name.
 
 class MochaParser implements LineParser {
   readonly runner = 'mocha';
@@ -490,30 +635,40 @@ class MochaParser implements LineParser {
   private readonly lines = new Tally();
   private readonly passed = new NameSet();
   private readonly failed = new NameSet();
+  /** describe() titles by nesting level. */
+  private readonly describes: string[] = [];
   /** True between a summary and the next run's first result: the failure details use "1) suite". */
   private afterSummary = false;
+  private loadError = false;
 
   feed(line: string): void {
     const text = line.trimStart();
     if (text === '' || line === text) return; // mocha indents every line it prints
+    if (text.startsWith('Exception during run: ')) {
+      this.loadError = true;
+      this.evidence += STRONG;
+      return;
+    }
     const summary = /^(\d+) (passing|failing|pending)(?: \(.*\))?$/.exec(text);
     if (summary !== null) {
       const n = Number(summary[1]);
       this.summary.seen = true;
       this.afterSummary = true;
+      this.describes.length = 0;
       this.evidence += summary[2] === 'passing' ? STRONG : 2;
       if (summary[2] === 'passing') this.summary.passed += n;
       else if (summary[2] === 'failing') this.summary.failed += n;
       else this.summary.skipped += n;
       return;
     }
+    const level = Math.max(0, Math.floor((line.length - text.length) / 2) - 1);
+    const nameOf = (title: string): string => [...this.describes.slice(0, level), title].join(' › ');
     const symbol = text[0];
     if ((symbol === '✔' || symbol === '✓') && text[1] === ' ') {
       this.afterSummary = false;
-      const name = stripParenDuration(text.slice(2));
       this.lines.seen = true;
       this.lines.passed++;
-      this.passed.add(name);
+      this.passed.add(nameOf(stripParenDuration(text.slice(2))));
       return;
     }
     if (this.afterSummary) return;
@@ -521,14 +676,20 @@ class MochaParser implements LineParser {
     if (failure?.[1] !== undefined) {
       this.lines.seen = true;
       this.lines.failed++;
-      this.failed.add(failure[1]);
+      this.failed.add(nameOf(failure[1]));
     } else if (text.startsWith('- ')) {
       this.lines.seen = true;
       this.lines.skipped++;
+    } else {
+      this.describes.length = level;
+      this.describes[level] = text;
     }
   }
 
   finish(): ParseResult {
+    if (this.loadError && !this.summary.seen) {
+      return { counts: { passed: 0, failed: 1, skipped: 0 }, passed: this.passed, failed: this.failed };
+    }
     return { counts: pickCounts(this.summary, this.lines), passed: this.passed, failed: this.failed };
   }
 }

@@ -200,8 +200,9 @@ void describe('runners not installed here (hand-written samples of their documen
   void test('mocha spec reporter', () => {
     const summary = parseTestOutput(fixture('mocha-handwritten-fail.txt'));
     assert.deepEqual(counts(summary), ['mocha', 3, 2, 1]);
-    assert.deepEqual(summary.failedNames, ['divides with rounding', 'trims whitespace']);
-    assert.deepEqual(summary.passedNames, ['adds', 'subtracts', 'upper case']);
+    // Names carry their describe path, so equal titles in different suites stay apart.
+    assert.deepEqual(summary.failedNames, ['math › divides with rounding', 'strings › trims whitespace']);
+    assert.deepEqual(summary.passedNames, ['math › adds', 'math › subtracts', 'strings › upper case']);
   });
 
   void test('go test -v: subtests, skips and a package that failed to build', () => {
