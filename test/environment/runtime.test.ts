@@ -277,12 +277,14 @@ describe('detectRuntime', () => {
     assert.equal(both.image, 'issue-agent/node:22');
   });
 
-  test('a configured image wins: a full reference as given; an image kind gets the detected version', async () => {
+  test('a configured image wins and is returned as given', async () => {
     const files = { 'package.json': pkg(), '.nvmrc': '24' };
+    assert.equal((await detect(files)).image, 'issue-agent/node:24');
     assert.equal((await detect(files, { image: 'example.com/custom:1' })).image, 'example.com/custom:1');
-    assert.equal((await detect(files, { image: 'node' })).image, 'issue-agent/node:24');
-    assert.equal((await detect(files, { image: 'base' })).image, 'issue-agent/base:latest');
-    assert.equal((await detect(files, { image: 'python' })).image, 'issue-agent/python:latest');
+    // A bare name is an image reference (Docker Hub's `node`), not an image kind.
+    assert.equal((await detect(files, { image: 'node' })).image, 'node');
+    // The runtimes are still detected: the record says what the repository asked for.
+    assert.equal(runtime(await detect(files, { image: 'node' }), 'node').version, '24');
   });
 
   test('malformed files are skipped without throwing; the note names them', async () => {

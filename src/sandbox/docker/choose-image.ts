@@ -52,12 +52,12 @@ export interface RuntimeImageInput {
 
 /**
  * The image for a detected runtime: `issue-agent/node:<major>`, `issue-agent/python:<version>` or
- * the base image. A configured image wins: an image kind (`node`) gets the detected version of
- * that language (or the kind's default), anything else is returned as given.
+ * the base image. A configured image (the repo config's `image:`) wins and is returned as given,
+ * even a bare `node` (that names Docker Hub's image, not an image kind).
  */
 export function imageReference(choice: RuntimeImageInput, configured?: string): string {
-  if (configured !== undefined && configured.trim() !== '' && !isImageKind(configured)) return configured;
-  const kind = configured !== undefined && isImageKind(configured) ? configured : choice.imageKind;
+  if (configured !== undefined && configured.trim() !== '') return configured;
+  const kind = choice.imageKind;
   if (kind === 'base') return IMAGES.base;
   const runtime = choice.runtimes.find((r) => r.language === kind);
   return runtime === undefined ? IMAGES[kind] : `${IMAGE_REPOSITORIES[kind]}:${runtime.version}`;
