@@ -674,6 +674,8 @@ class MochaParser implements LineParser {
     if (this.afterSummary) return;
     const failure = /^\d+\) (.+)$/.exec(text);
     if (failure?.[1] !== undefined) {
+      // Only mocha numbers its failures in place; its "✔" lines look like node's spec reporter's.
+      this.evidence += 1;
       this.lines.seen = true;
       this.lines.failed++;
       this.failed.add(nameOf(failure[1]));
