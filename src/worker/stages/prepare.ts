@@ -1,0 +1,147 @@
+import { existsSync } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { AgentEnv } from '../../config/agent-env.js';
+import type { HostGit } from '../../github/host-git.js';
+import { pristineRoot } from '../../github/pristine-clone.js';
+import type { FixJob } from '../../queue/payloads.js';
+import { createSandbox } from '../../sandbox/create-sandbox.js';
+import type { Sandbox } from '../../sandbox/sandbox.js';
+import { approvedIssueText, pullOwnership } from '../../app/trigger-rules.js';
+import type { FixRuntime, TokenSource } from '../fix-run.js';
+import { PermanentJobError } from '../permanent-job-error.js';
+import type { JobEnd } from './report.js';
+import type { JobContext, JobPaths, PullInfo, RepoInfo } from './types.js';
+
+/**
+ * Who and what this job is for, beside its trajectory: the run index reads it without the queue.
+ * Written once: a resumed attempt keeps the first start time.
+ */
+export async function recordJob(dir: string, jobId: string, p: FixJob): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  if (!existsSync(join(dir, 'job.json'))) {
+    const record = { schemaVersion: 1, id: jobId, payload: p, startedAt: new Date().toISOString() };
+    await writeFile(join(dir, 'job.json'), `${JSON.stringify(record, null, 2)}\n`);
+  }
+}
+
+export async function fetchRepo(ctx: JobContext, baseBranch: string | null | undefined): Promise<RepoInfo> {
+  const { data: repoData } = await ctx.gh.rest.repos.get(ctx.where);
+  // The branch a new PR starts from and targets: the repository's default unless the runtime names one.
+  return { clone_url: repoData.clone_url, default_branch: baseBranch ?? repoData.default_branch };
+}
+
+/**
+ * The follow-up's pull request, which must be one of the App's own (else PermanentJobError), and,
+ * when it is no longer open, the end that drops a job that has not run yet.
+ */
+export async function fetchPull(
+  ctx: JobContext,
+  number: number,
+): Promise<{ readonly pull: PullInfo; readonly closed: JobEnd | null }> {
+  const { data: pr } = await ctx.gh.rest.pulls.get({ ...ctx.where, pull_number: number });
+  if (!pullOwnership(pr, ctx.bot.id).ours) {
+    throw new PermanentJobError(`pull request #${pr.number} is not one of the App's own pull requests`);
+  }
+  const pull = {
+    number: pr.number,
+    title: pr.title,
+    body: pr.body ?? '',
+    headRef: pr.head.ref,
+    headSha: pr.head.sha,
+    url: pr.html_url,
+  };
+  return {
+    pull,
+    closed: pr.state !== 'open' ? { kind: 'pull_closed', number: pr.number, merged: pr.merged } : null,
+  };
+}
+
+/** The issue's title and body a new run's task is made of (not yet stripped of hidden text). */
+export interface IssueText {
+  readonly title: string;
+  readonly body: string;
+}
+
+/**
+ * The issue as a job that has not finished reads it: closed before a new run started, or changed
+ * since the request by someone not allowed to (see approvedIssueText), ends the job.
+ */
+export async function readIssue(
+  ctx: JobContext,
+  run: { readonly resumed: boolean; readonly followUp: boolean },
+): Promise<{ readonly ok: true; readonly text: IssueText } | { readonly ok: false; readonly end: JobEnd }> {
+  const { p, log } = ctx;
+  const { data: issue } = await ctx.gh.rest.issues.get({ ...ctx.where, issue_number: p.issue.number });
+  if (!run.resumed && issue.state !== 'open') return { ok: false, end: { kind: 'issue_closed' } };
+  // A new run works from the issue's text as it was when the job was asked for.
+  const approved = !run.followUp && !run.resumed ? await approvedIssueText(ctx.gh, p, issue) : null;
+  if (approved?.ok === false) {
+    log.warn({ reason: approved.reason }, 'the issue changed since the request; not starting');
+    return { ok: false, end: { kind: 'issue_changed', reason: approved.reason } };
+  }
+  if (approved?.ok === true && approved.note !== null) log.info({ note: approved.note }, 'task text');
+  return {
+    ok: true,
+    text: {
+      title: approved?.ok === true ? approved.title : issue.title,
+      body: approved?.ok === true ? approved.body : (issue.body ?? ''),
+    },
+  };
+}
+
+/**
+ * What a sandbox is prepared from. Everything the preparation reads is here, so a step added to it
+ * (e.g. setting up the repository's environment) takes its inputs from this object.
+ */
+export interface PrepareSandboxInput {
+  readonly jobId: string;
+  /** The folder holding every job's folder; its pristine clones are hidden from an isolated sandbox. */
+  readonly jobsDir: string;
+  readonly paths: JobPaths;
+  readonly git: HostGit;
+  readonly tokens: TokenSource;
+  readonly repo: RepoInfo;
+  /** The branch the pristine clone follows: the PR's head for a follow-up, else the base branch. */
+  readonly branch: string;
+  /** The commit a resumed run started from; null for a new run (the clone's HEAD). */
+  readonly baseCommit: string | null;
+  readonly kind: FixRuntime['sandbox'];
+  readonly isolateLocal: FixRuntime['isolateLocal'];
+  readonly agent: Pick<AgentEnv, 'sandboxPath' | 'sandboxLimits'>;
+}
+
+/**
+ * The pristine clone (fetched or checked), the workspace copied from it at the base commit, and a
+ * sandbox on that workspace. The sandbox returned is ready for the agent; the caller closes it. If
+ * anything after its creation fails, it is closed here before the error is thrown.
+ */
+export async function prepareSandbox(input: PrepareSandboxInput): Promise<Sandbox> {
+  const { git, paths, repo } = input;
+  await git.ensurePristine(paths.pristine, {
+    url: repo.clone_url,
+    branch: input.branch,
+    token: async () => (await input.tokens.get()).token,
+  });
+  const baseCommit = input.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
+  await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
+  const sandbox: Sandbox = await createSandbox({
+    kind: input.kind,
+    workspace: paths.workspace,
+    path: input.agent.sandboxPath,
+    jobId: input.jobId,
+    limits: input.agent.sandboxLimits,
+    ...(input.isolateLocal === undefined
+      ? {}
+      : { isolate: { hide: [pristineRoot(input.jobsDir), paths.trajectory, ...input.isolateLocal.hide] } }),
+  });
+  try {
+    // A container got its own copy of the files (the host copy was never seen by any sandbox
+    // process, so removing it by name is safe); a local sandbox works in the copy itself.
+    if (sandbox.kind === 'docker') await rm(paths.workspace, { recursive: true, force: true });
+  } catch (error) {
+    await sandbox.close();
+    throw error;
+  }
+  return sandbox;
+}

@@ -1,0 +1,214 @@
+import type { Outcome } from '../../agent/run-agent.js';
+import { HostGitError } from '../../github/host-git.js';
+import { neutralizeInline, truncateEnd } from '../../publish/markdown.js';
+import type { PolicyViolation } from '../../publish/policy.js';
+import { githubHosts, hostsIn, publishable, type Audience } from '../../publish/publishable.js';
+import { PermanentJobError } from '../permanent-job-error.js';
+import type { JobContext, PullInfo } from './types.js';
+
+/**
+ * Every way a job ends without a failure, with what it needs to say so. `reportEnd` turns each into
+ * the progress comment's final state and, where there is one, the reply in the thread that asked.
+ */
+export type JobEnd =
+  /** A stop request won (before the start, after the run, or before the push). */
+  | { readonly kind: 'cancelled'; readonly by: string | null }
+  | { readonly kind: 'pull_closed'; readonly number: number; readonly merged: boolean }
+  | { readonly kind: 'issue_closed' }
+  /** The issue's text changed since the request (see approvedIssueText). */
+  | { readonly kind: 'issue_changed'; readonly reason: string }
+  /** The run ended with nothing to publish: not resolved/unverified, or no change to the base. */
+  | { readonly kind: 'nothing_to_publish'; readonly outcome: Outcome }
+  | { readonly kind: 'change_too_large'; readonly outcome: Outcome }
+  | { readonly kind: 'change_has_secret'; readonly outcome: Outcome }
+  | { readonly kind: 'refused_by_policy'; readonly violations: readonly PolicyViolation[] }
+  /** A follow-up's branch was moved or deleted by someone else while the job ran. */
+  | {
+      readonly kind: 'branch_moved';
+      readonly outcome: Outcome;
+      readonly branch: string;
+      readonly remoteTip: string | null;
+      readonly baseCommit: string;
+    }
+  | {
+      readonly kind: 'pr_ready';
+      readonly outcome: Outcome;
+      readonly pr: { readonly number: number; readonly html_url: string };
+      readonly draft: boolean;
+      /** A follow-up updated its PR rather than opening one. */
+      readonly updated: boolean;
+      readonly head: string;
+      readonly branch: string;
+    };
+
+/** The progress comment's final state for `end`, then the reply in the thread (`pull`: the job's PR). */
+export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | null): Promise<void> {
+  const { progress } = ctx;
+  switch (end.kind) {
+    case 'cancelled':
+      await progress.update({ kind: 'cancelled', by: end.by });
+      return;
+    case 'pull_closed':
+      await progress.update({
+        kind: 'ended',
+        outcome: 'cancelled',
+        reason: `pull request #${end.number} was ${end.merged ? 'merged' : 'closed'} before the job started, so the request was dropped`,
+        summary: '',
+      });
+      return;
+    case 'issue_closed':
+      await progress.update({
+        kind: 'ended',
+        outcome: 'cancelled',
+        reason: 'the issue was closed before the job started, so the request was dropped',
+        summary: '',
+      });
+      return;
+    case 'issue_changed':
+      await progress.update({ kind: 'ended', outcome: 'cancelled', reason: end.reason, summary: '' });
+      return;
+    case 'nothing_to_publish': {
+      const { outcome } = end;
+      await progress.update({
+        kind: 'ended',
+        outcome: outcome.outcome,
+        reason: outcome.reason,
+        summary: outcome.summary ?? '',
+        ...(outcome.limit === undefined ? {} : { limit: outcome.limit }),
+        ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
+      });
+      await replyInThread(
+        ctx,
+        pull,
+        `I made no change this time: ${neutralizeInline(ctx.redactor().redact(outcome.reason))}`,
+      );
+      return;
+    }
+    case 'change_too_large':
+      await progress.update({
+        kind: 'ended',
+        outcome: 'failed',
+        reason: 'the change was too large to record in the trajectory, so it cannot be published',
+        summary: end.outcome.summary,
+      });
+      return;
+    case 'change_has_secret':
+      await progress.update({
+        kind: 'ended',
+        outcome: 'failed',
+        reason: 'the change contains a secret this job holds (a token or key), so nothing was pushed',
+        summary: end.outcome.summary ?? '',
+      });
+      await replyInThread(ctx, pull, 'I did not push: the change contained a secret of this job.');
+      return;
+    case 'refused_by_policy':
+      await progress.update({
+        kind: 'refused',
+        reason: "the change breaks this repository's push policy, so nothing was pushed",
+        violations: end.violations,
+      });
+      await replyInThread(
+        ctx,
+        pull,
+        "I did not push: the change breaks this repository's push policy (see the progress comment).",
+      );
+      return;
+    case 'branch_moved': {
+      const { branch, remoteTip, baseCommit, outcome } = end;
+      const reason =
+        remoteTip === null
+          ? `the branch \`${branch}\` was deleted while I worked, so I did not push`
+          : `someone pushed to \`${branch}\` while I worked (it is now at ${remoteTip.slice(0, 12)}, I started from ${baseCommit.slice(0, 12)}); I did not push, so nothing of theirs is lost. Ask again to build on top of their commits`;
+      await progress.update({ kind: 'ended', outcome: outcome.outcome, reason, summary: outcome.summary });
+      await replyInThread(ctx, pull, `I did not push: ${reason}.`);
+      return;
+    }
+    case 'pr_ready': {
+      const { outcome, pr } = end;
+      await progress.update({
+        kind: 'pr_opened',
+        url: pr.html_url,
+        number: pr.number,
+        outcome: outcome.outcome,
+        draft: end.draft,
+        ...(end.updated ? { updated: true } : {}),
+      });
+      await replyInThread(
+        ctx,
+        pull,
+        `Pushed ${end.head.slice(0, 12)} to \`${end.branch}\` (${outcome.outcome}). ${neutralizeInline(truncateEnd(ctx.redactor().redact(oneParagraph(outcome.summary ?? '')), 500))}`,
+      );
+      ctx.log.info({ pr: pr.number }, 'pull request ready');
+      return;
+    }
+  }
+}
+
+/**
+ * A failed job on the progress comment: ended when `permanent` or on the last attempt, else
+ * retrying. Returns the redacted reason and whether retrying can help.
+ */
+export async function reportFailure(
+  ctx: JobContext,
+  error: unknown,
+  attempt: { readonly number: number; readonly final: boolean },
+): Promise<{ reason: string; permanent: boolean }> {
+  const permanent = isPermanent(error);
+  const reason = ctx.redactor().redact(error instanceof Error ? error.message : String(error));
+  ctx.log.error({ err: error, attempt: attempt.number }, 'fix job failed');
+  if (permanent || attempt.final) {
+    await ctx.progress.update({ kind: 'ended', outcome: 'failed', reason, summary: '' });
+  } else {
+    await ctx.progress.update({ kind: 'retrying', attempt: attempt.number, reason });
+  }
+  return { reason, permanent };
+}
+
+/**
+ * Failures a retry cannot fix: a refused request (4xx other than timeouts, conflicts and rate limits,
+ * which the client has already waited out), a git error that is not about the network, anything
+ * marked unrecoverable. Everything else (5xx after the client's own retries, connection errors) is
+ * retried by BullMQ with backoff.
+ */
+function isPermanent(error: unknown): boolean {
+  if (error instanceof PermanentJobError) return true;
+  if (error instanceof HostGitError) return !error.transient;
+  const status = typeof error === 'object' && error !== null && 'status' in error ? error.status : undefined;
+  return typeof status === 'number' && status >= 400 && status < 500 && ![408, 409, 429].includes(status);
+}
+
+/**
+ * The answer in the thread that asked: a reply in the review thread for a review comment. For a PR
+ * conversation request the progress comment is that reply (it is edited to the result).
+ */
+async function replyInThread(ctx: JobContext, pull: PullInfo | null, text: string): Promise<void> {
+  const to = ctx.p.trigger.replyTo;
+  if (to?.kind !== 'review_thread' || pull === null) return;
+  try {
+    await ctx.gh.rest.pulls.createReplyForReviewComment({
+      owner: ctx.p.repo.owner,
+      repo: ctx.p.repo.name,
+      pull_number: pull.number,
+      comment_id: to.commentId,
+      body: publishable(text, audienceOf(ctx)),
+    });
+  } catch (error) {
+    ctx.log.warn({ err: error }, 'could not reply in the review thread');
+  }
+}
+
+/** Who a posted text is for: the job's secrets are redacted, links may lead to GitHub and the run view. */
+export function audienceOf(ctx: JobContext): Audience {
+  return {
+    redactor: ctx.redactor(),
+    trustedHosts: [
+      ...githubHosts(ctx.gh.request.endpoint.DEFAULTS.baseUrl),
+      ...hostsIn(ctx.trajectoryLink(ctx.paths.trajectory)),
+    ],
+  };
+}
+
+/** The summary as one paragraph of bounded length (commit messages, replies). */
+export function oneParagraph(text: string): string {
+  return text.trim().slice(0, 2000);
+}

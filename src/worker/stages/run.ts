@@ -1,0 +1,121 @@
+import { rm } from 'node:fs/promises';
+import { newBaseState } from '../../agent/new-run.js';
+import { runAgent, type Outcome } from '../../agent/run-agent.js';
+import { stripHiddenText } from '../../agent/untrusted-text.js';
+import type { AgentEnv } from '../../config/agent-env.js';
+import { FileEventStore } from '../../events/file-event-store.js';
+import { reduceState } from '../../events/reduce-state.js';
+import type { Limits, Task } from '../../events/schema.js';
+import type { Model } from '../../model/model.js';
+import type { FixJob } from '../../queue/payloads.js';
+import type { Sandbox } from '../../sandbox/sandbox.js';
+import type { IssueText } from './prepare.js';
+import { priorRounds } from './rounds.js';
+import type { JobContext, PullInfo } from './types.js';
+
+export interface RunInput {
+  readonly ctx: JobContext;
+  readonly sandbox: Sandbox;
+  /** The trajectory of an earlier attempt to resume, or null to start one. */
+  readonly store: FileEventStore | null;
+  readonly pull: PullInfo | null;
+  /** The issue's text, for a new run that is not a follow-up. */
+  readonly issue: IssueText;
+  readonly agent: AgentEnv;
+  readonly model: (name: string) => Model;
+  /** Aborted by a stop request or the caller: the agent stops at its next step boundary. */
+  readonly signal: AbortSignal;
+}
+
+/** The agent's run in the sandbox: a new trajectory (task and base state) unless one is resumed. */
+export async function runInSandbox(
+  input: RunInput,
+): Promise<{ readonly store: FileEventStore; readonly outcome: Outcome }> {
+  const { ctx, sandbox, pull } = input;
+  const { p, jobId, paths, progress, redactor } = ctx;
+  let store = input.store;
+  if (store === null) {
+    // A half-written folder (crash before base_state.json) holds nothing worth keeping.
+    await rm(paths.trajectory, { recursive: true, force: true });
+    const task =
+      pull === null
+        ? {
+            title: stripHiddenText(input.issue.title),
+            body: stripHiddenText(input.issue.body),
+            instructions: p.instructions,
+            source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
+          }
+        : followUpTask(p, pull, priorRounds(ctx.jobsDir, pull.body, p.repo.id, pull.number));
+    const base = await newBaseState({
+      task,
+      sandbox,
+      model: input.agent.model,
+      limits: limitsFor(input.agent.limits, p.config.budgets),
+      testCommand: p.config.testCommand,
+      conversationId: jobId,
+    });
+    store = FileEventStore.create(paths.trajectory, base);
+  }
+  const s = store;
+  const outcome = await runAgent({
+    store: s,
+    sandbox,
+    model: input.model(s.base.model),
+    prices: input.agent.prices,
+    signal: input.signal,
+    logger: ctx.log,
+    // Known secrets never reach the model or the log, even if a command saw one.
+    scrub: (text) => redactor().redact(text),
+    onEvent: (e) => {
+      progress.onEvent(e, s);
+    },
+  });
+  return { store: s, outcome };
+}
+
+/**
+ * The task of a follow-up round: the request, the review comments it refers to with their file, line
+ * and diff hunk, and what earlier rounds did. All of it is untrusted text and is fenced as such.
+ */
+function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[]): Task {
+  const parts: string[] = [
+    `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
+      `A maintainer (@${p.trigger.sender.login}) asked for more changes on its branch \`${pull.headRef}\`, ` +
+      'which is checked out in the workspace.',
+  ];
+  for (const [i, store] of prior.entries()) {
+    const o = reduceState(store.events).outcome;
+    parts.push(
+      `Round ${i + 1} (${o?.outcome ?? 'unfinished'}): ${stripHiddenText(o?.summary ?? store.base.task.title)}`,
+    );
+  }
+  for (const c of p.reviewComments) {
+    parts.push(
+      [
+        `Review comment by @${c.author} on ${c.path}${c.line === null ? '' : `, line ${c.line}`}:`,
+        '```diff',
+        c.diffHunk.replace(/```/g, '``\u200b`'),
+        '```',
+        stripHiddenText(c.body),
+      ].join('\n'),
+    );
+  }
+  return {
+    title: `Follow-up on pull request #${pull.number}: ${stripHiddenText(pull.title)}`,
+    body: parts.join('\n\n'),
+    instructions: p.instructions,
+    source: `${p.repo.owner}/${p.repo.name}#${pull.number}`,
+  };
+}
+
+function limitsFor(
+  defaults: Limits,
+  budgets: { maxSteps?: number | undefined; maxUsd?: number | undefined; maxMinutes?: number | undefined },
+): Limits {
+  return {
+    ...defaults,
+    ...(budgets.maxSteps === undefined ? {} : { maxSteps: budgets.maxSteps }),
+    ...(budgets.maxUsd === undefined ? {} : { maxUsd: budgets.maxUsd }),
+    ...(budgets.maxMinutes === undefined ? {} : { maxWallMs: Math.round(budgets.maxMinutes * 60_000) }),
+  };
+}

@@ -1,0 +1,50 @@
+import type { Logger } from 'pino';
+import type { BotIdentity, GitHubClient } from '../../github/app-client.js';
+import type { HostGit } from '../../github/host-git.js';
+import type { Redactor } from '../../publish/redact.js';
+import type { FixJob } from '../../queue/payloads.js';
+import type { TokenSource } from '../fix-run.js';
+import type { ProgressReporter } from '../progress-reporter.js';
+
+/** The folders of one job. */
+export interface JobPaths {
+  readonly trajectory: string;
+  /** Outside the job folder (which holds the workspace): see pristine-clone.ts. */
+  readonly pristine: string;
+  readonly workspace: string;
+}
+
+/** The repository as a job uses it: where to clone from and the branch new PRs start from and target. */
+export interface RepoInfo {
+  readonly clone_url: string;
+  readonly default_branch: string;
+}
+
+/** The App's own pull request a follow-up job works on. */
+export interface PullInfo {
+  readonly number: number;
+  readonly title: string;
+  readonly body: string;
+  readonly headRef: string;
+  readonly headSha: string;
+  readonly url: string;
+}
+
+/** What every stage of one job shares; built once by `runFix`. */
+export interface JobContext {
+  readonly p: FixJob;
+  readonly jobId: string;
+  /** The folder holding every job's folder; earlier rounds are found here. */
+  readonly jobsDir: string;
+  readonly where: { readonly owner: string; readonly repo: string };
+  readonly paths: JobPaths;
+  readonly gh: GitHubClient;
+  readonly git: HostGit;
+  readonly tokens: TokenSource;
+  readonly bot: BotIdentity;
+  readonly progress: ProgressReporter;
+  /** A redactor for every secret known now (tokens are remembered as they are handed out). */
+  readonly redactor: () => Redactor;
+  readonly trajectoryLink: (trajectoryDir: string) => string;
+  readonly log: Logger;
+}
