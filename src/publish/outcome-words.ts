@@ -40,6 +40,13 @@ const CAUSE_WORDS: Readonly<Record<string, string>> = {
   workspace: 'the repository checkout could not be read or restored',
 };
 
+/** The cause of an `unverified` outcome whose tests could not run at all (see agent/testing/verdict.ts). */
+export const ENVIRONMENT = 'environment';
+
+/** What a maintainer can do when the tests could not run (Markdown). */
+export const ENVIRONMENT_HINT =
+  'To let the tests run, list the commands that install what they need under `setup`, or set `testCommand`, in `.github/issue-agent.yml`.';
+
 /**
  * One sentence per outcome, for a maintainer who has not read the design. A mapped type over the
  * schema's enum: a new outcome in the schema fails the type check here until it has words.
@@ -47,8 +54,10 @@ const CAUSE_WORDS: Readonly<Record<string, string>> = {
 const OUTCOME_WORDS: { readonly [K in OutcomeKind]: (o: OutcomeLike) => string } = {
   resolved: () =>
     "Resolved: the repository's tests pass with this change, and they show that it fixes the issue.",
-  unverified: () =>
-    'Not verified: the agent changed the code, but the tests do not prove that the change fixes the issue. Review it with care.',
+  unverified: (o) =>
+    o.cause === ENVIRONMENT
+      ? "Not verified: the test environment is broken. The repository's tests could not run (a command, script or dependency is missing), so nothing shows whether the change fixes the issue. Review it with care."
+      : 'Not verified: the agent changed the code, but the tests do not prove that the change fixes the issue. Review it with care.',
   no_change: () => 'No change: the agent finished without changing any file.',
   stuck: () => 'Stuck: the agent stopped because it kept repeating the same actions without making progress.',
   budget_exhausted: (o) =>

@@ -16,7 +16,13 @@ import {
   truncateMiddle,
 } from './markdown.js';
 import { progressMarker } from './markers.js';
-import { describeOutcome, outcomeIcon, type BudgetLimit } from './outcome-words.js';
+import {
+  describeOutcome,
+  ENVIRONMENT,
+  ENVIRONMENT_HINT,
+  outcomeIcon,
+  type BudgetLimit,
+} from './outcome-words.js';
 import type { PolicyViolation } from './policy.js';
 import { hostsIn, publishable, type Publishable } from './publishable.js';
 import { Redactor } from './redact.js';
@@ -55,6 +61,8 @@ export type ProgressState = ProgressCommon &
         readonly draft: boolean;
         /** A follow-up: new commits pushed to an existing pull request. */
         readonly updated?: boolean;
+        /** The outcome's cause (`environment`: the tests could not run), for its wording. */
+        readonly cause?: string;
       }
     | {
         /** The run ended without a pull request (no_change, stuck, budget_exhausted, failed, …). */
@@ -111,13 +119,14 @@ function line(p: ProgressState, r: Redactor): string {
       const draft = p.draft ? ' as a draft' : '';
       const what =
         p.updated === true ? `Pushed new commits to ${link}.` : `Pull request ${link} opened${draft}.`;
-      return `${outcomeIcon(p.outcome)} **${what}**\n\n${describeOutcome({ outcome: p.outcome })}`;
+      return `${outcomeIcon(p.outcome)} **${what}**\n\n${describeOutcome({ outcome: p.outcome, cause: p.cause })}`;
     }
     case 'ended': {
       const parts = [
         `${outcomeIcon(p.outcome)} **Finished without a pull request.** ${describeOutcome(p)}`,
         `**Why:** ${inline(p.reason, 1500)}`,
       ];
+      if (p.outcome === 'unverified' && p.cause === ENVIRONMENT) parts.push(ENVIRONMENT_HINT);
       if (p.summary !== null && p.summary.trim() !== '') {
         parts.push(
           `**The agent's summary:**\n\n${balanceFences(neutralizeProse(truncateMiddle(r.redact(p.summary.trim()), 4000)))}`,

@@ -1,5 +1,16 @@
+import { stripAnsi } from '../agent/testing/parse-test-output.js';
+import { environmentProblem, verdict } from '../agent/testing/verdict.js';
 import type { EventOf } from '../events/schema.js';
-import { codeSpan, formatDuration, tableCell, truncateEnd, truncateInline } from './markdown.js';
+import { ENVIRONMENT_HINT } from './outcome-words.js';
+import {
+  codeSpan,
+  fenced,
+  formatDuration,
+  neutralizeInline,
+  tableCell,
+  truncateEnd,
+  truncateInline,
+} from './markdown.js';
 
 type TestRun = EventOf<'test_run'>;
 type Status = 'pass' | 'fail' | 'absent';
@@ -25,9 +36,19 @@ export interface VerificationOptions {
   readonly maxNameChars?: number;
   /** Why there is no run at all, when neither run exists. */
   readonly noTestsReason?: string;
-  /** Applied to every test name and command before it is shown (a Redactor's redact). */
+  /** Applied to every test name, command and output before it is shown (a Redactor's redact). */
   readonly redact?: (text: string) => string;
+  /**
+   * Lines of a run's output quoted when the run could not run at all (default: 20, or `maxRows` when
+   * smaller, so a tight budget quotes less).
+   */
+  readonly maxOutputLines?: number;
 }
+
+/** Test names in the verdict line before "and N more". */
+const MAX_VERDICT_NAMES = 10;
+/** Longest output line quoted. */
+const MAX_OUTPUT_LINE = 300;
 
 function statusIndex(run: TestRun | null): (name: string) => Status {
   if (run === null) return () => 'absent';
@@ -67,6 +88,8 @@ export function renderVerification(
     return options.noTestsReason ?? 'No test run was recorded.';
   }
   const out: string[] = [];
+  const verdictLines = renderVerdict(before, after, options);
+  if (verdictLines.length > 0) out.push(...verdictLines, '');
   const commands = [...new Set([before?.command, after?.command].filter((c) => c !== undefined))];
   out.push(`Test command: ${commands.map((c) => codeSpan(truncateEnd(redact(c), 200))).join(' then ')}`);
   out.push('');
@@ -133,4 +156,92 @@ export function renderVerification(
   }
   if (omittedTotal > 0) out.push(`| *… and ${omittedTotal} more: ${omitted.join(', ')}* | | |`);
   return out.join('\n');
+}
+
+/**
+ * What the comparison means, above the tables: when a run could not run at all (the environment is
+ * broken), with the first lines of its output; failures that were there before the change; tests the
+ * change broke. Empty when there is nothing to add to the tables.
+ */
+function renderVerdict(
+  before: TestRun | null,
+  after: TestRun | null,
+  options: VerificationOptions,
+): string[] {
+  const maxRows = options.maxRows ?? 50;
+  const maxName = options.maxNameChars ?? 150;
+  const maxLines = options.maxOutputLines ?? Math.min(20, maxRows);
+  const redact = options.redact ?? ((t: string): string => t);
+  const out: string[] = [];
+  const problem = (text: string): string => neutralizeInline(truncateEnd(redact(text), 500));
+  const beforeProblem = before === null ? null : environmentProblem(before);
+  const afterProblem = after === null ? null : environmentProblem(after);
+  if (before !== null && beforeProblem !== null) {
+    const either =
+      afterProblem !== null ? ' The final run could not run either, so nothing was verified.' : '';
+    const proof =
+      afterProblem === null && after !== null
+        ? ' The run after the change has no baseline to be compared with, so it does not show what the change did.'
+        : '';
+    out.push(
+      `⚠️ **The test environment is broken:** the baseline run could not run (${problem(beforeProblem)}).${either}${proof}`,
+    );
+    const head = firstLines(before.output, maxLines, redact);
+    if (head !== '') out.push('', 'The baseline run began with:', '', fenced(head));
+    out.push('', ENVIRONMENT_HINT);
+  } else if (after !== null && afterProblem !== null) {
+    const what =
+      before === null
+        ? 'the test environment is broken'
+        : 'the baseline ran, so the change broke the test setup';
+    out.push(`⚠️ **The final run could not run** (${problem(afterProblem)}): ${what}.`);
+    const head = firstLines(after.output, maxLines, redact);
+    if (head !== '') out.push('', 'The final run began with:', '', fenced(head));
+  }
+  if (after === null || beforeProblem !== null || afterProblem !== null) return out;
+
+  const c = verdict(before, after).comparison;
+  if (!c.perTest) return out;
+  const names = (list: readonly string[]): string => {
+    const take = Math.min(list.length, MAX_VERDICT_NAMES, maxRows);
+    const shown = list.slice(0, take).map((n) => codeSpan(truncateInline(redact(n), maxName)));
+    const rest = list.length - take;
+    if (rest > 0) shown.push(take === 0 ? `${rest} test${rest === 1 ? '' : 's'}` : `and ${rest} more`);
+    return shown.join(', ');
+  };
+  const said: string[] = [];
+  if (c.regressed.length > 0) said.push(`❌ **Passing before, failing now:** ${names(c.regressed)}.`);
+  if (c.preExisting.length > 0) {
+    said.push(`**Failing before and after, not caused by this change:** ${names(c.preExisting)}.`);
+  }
+  if (said.length > 0) {
+    if (out.length > 0) out.push('');
+    out.push(said.join('\n\n'));
+  }
+  return out;
+}
+
+/**
+ * The first lines of a run's output, without colour codes, each cut to a readable length. Redacted
+ * before it is cut, over the whole region, so no cut leaves a recognisable piece of a secret.
+ */
+function firstLines(output: string, max: number, redact: (t: string) => string): string {
+  if (max <= 0) return '';
+  let end = -1;
+  for (let i = 0; i < max && end < output.length; i++) {
+    const next = output.indexOf('\n', end + 1);
+    end = next === -1 ? output.length : next;
+  }
+  // Bounded, so an enormous first line costs no more than a few short ones. A line the bound cuts is
+  // left out: its start alone may hold the head of a secret that the redactor no longer recognises.
+  const limit = max * MAX_OUTPUT_LINE * 4;
+  const region = output.slice(0, Math.min(end, limit));
+  const lines = redact(stripAnsi(region)).split('\n').slice(0, max);
+  if (end > limit) lines.pop();
+  for (let i = 0; i < lines.length; i++) {
+    lines[i] = truncateEnd((lines[i] ?? '').replace(/\r$/, ''), MAX_OUTPUT_LINE);
+  }
+  while (lines.length > 0 && lines[lines.length - 1]?.trim() === '') lines.pop();
+  if (lines.length === 0) return '';
+  return `${lines.join('\n')}${region.length < output.trimEnd().length ? '\n[…]' : ''}`;
 }
