@@ -1,76 +1,15 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { applyFileHunks, applyPatch, PatchDoesNotApply } from '../support/model-sim/git-apply.js';
 import { parseUnifiedDiff } from '../support/model-sim/unified-diff.js';
+import { GitScratch, type ApplyOutcome } from './git-fixtures.js';
 
-const root = mkdtempSync(join(tmpdir(), 'ia-git-apply-'));
+const scratch = new GitScratch();
 after(() => {
-  rmSync(root, { recursive: true, force: true });
+  scratch.cleanup();
 });
-let dirs = 0;
 
-function git(
-  cwd: string,
-  args: readonly string[],
-  input?: string,
-): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync('git', ['-c', 'core.autocrlf=false', '-c', 'apply.whitespace=nowarn', ...args], {
-    cwd,
-    input,
-    encoding: 'utf8',
-  });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
-}
-
-function freshDir(files: ReadonlyMap<string, string>): string {
-  const dir = join(root, `r${dirs++}`);
-  mkdirSync(dir);
-  assert.equal(git(dir, ['init', '-q']).code, 0);
-  for (const [path, text] of files) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), text);
-  }
-  return dir;
-}
-
-/** `git diff` from `before` to `after` (one file), with `context` lines of context. */
-function gitDiff(path: string, before: string | null, after: string | null, context = 3): string {
-  const dir = freshDir(before === null ? new Map() : new Map([[path, before]]));
-  const id = ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid'];
-  git(dir, ['add', '-A']);
-  git(dir, [...id, 'commit', '-q', '--allow-empty', '-m', 'before']);
-  if (after === null) rmSync(join(dir, path));
-  else {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), after);
-  }
-  git(dir, ['add', '-A']);
-  return git(dir, ['diff', '--cached', `-U${context}`]).stdout;
-}
-
-/** What real `git apply` makes of `patch` on `files`: the touched paths' texts, or its error. */
-function realGitApply(
-  files: ReadonlyMap<string, string>,
-  patch: string,
-  paths: readonly string[],
-): Map<string, string | null> | { error: string } {
-  const dir = freshDir(files);
-  writeFileSync(join(dir, '.patch'), patch);
-  const r = git(dir, ['apply', '.patch']);
-  if (r.code !== 0) return { error: r.stderr };
-  return new Map(
-    paths.map((p) => [p, existsSync(join(dir, p)) ? readFileSync(join(dir, p), 'utf8') : null] as const),
-  );
-}
-
-function ours(
-  files: ReadonlyMap<string, string>,
-  patch: string,
-): Map<string, string | null> | { error: string } {
+function ours(files: ReadonlyMap<string, string>, patch: string): ApplyOutcome {
   try {
     return applyPatch(files, parseUnifiedDiff(patch));
   } catch (error) {
@@ -81,7 +20,7 @@ function ours(
 
 function assertSameAsGit(files: ReadonlyMap<string, string>, patch: string, label: string): boolean {
   const paths = parseUnifiedDiff(patch).map((f) => f.newPath ?? f.oldPath ?? '');
-  const expected = realGitApply(files, patch, paths);
+  const expected = scratch.apply(files, patch, paths);
   const actual = ours(files, patch);
   const context = `${label}\n--- files:\n${JSON.stringify([...files])}\n--- patch:\n${patch}`;
   if ('error' in expected) {
@@ -99,69 +38,13 @@ function assertSameAsGit(files: ReadonlyMap<string, string>, patch: string, labe
   return true;
 }
 
-/** A small deterministic PRNG (mulberry32), so a failing case can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// Few distinct lines, so context repeats often; one with non-ASCII text, one blank, one with spaces.
-const VOCAB = ['{', '}', '  return x;', '', 'x = 1', '  // é ü', 'end', '\t  ', 'if (a) {'];
-
-function randomLines(next: () => number, count: number): string[] {
-  return Array.from({ length: count }, () => VOCAB[Math.floor(next() * VOCAB.length)] ?? '');
-}
-
-function join_(lines: readonly string[], finalNewline: boolean): string {
-  return lines.length === 0 ? '' : lines.join('\n') + (finalNewline ? '\n' : '');
-}
-
-/** Random edits: replace, delete or insert a few runs of lines. */
-function mutate(next: () => number, lines: readonly string[], edits: number): string[] {
-  const out = [...lines];
-  for (let e = 0; e < edits; e++) {
-    const at = Math.floor(next() * (out.length + 1));
-    const del = Math.floor(next() * 3);
-    const add = randomLines(next, Math.floor(next() * 3));
-    if (del === 0 && add.length === 0) add.push(`new ${e}`);
-    out.splice(at, del, ...add.map((l) => (next() < 0.5 ? `${l} #${e}` : l)));
-  }
-  return out;
-}
-
 void test('matches real git apply on generated files with repeated lines, drifted targets and shifted headers', () => {
   let applied = 0;
   let refused = 0;
   for (let seed = 1; seed <= 100; seed++) {
-    const next = rng(seed);
-    const base = randomLines(next, 5 + Math.floor(next() * 40));
-    const baseNewline = next() < 0.8;
-    const changed = mutate(next, base, 1 + Math.floor(next() * 3));
-    const changedNewline = next() < 0.2 ? !baseNewline : baseNewline;
-    const context = next() < 0.15 ? 1 : 3;
-    let patch = gitDiff('f.txt', join_(base, baseNewline), join_(changed, changedNewline), context);
-    if (patch === '') continue;
-    if (next() < 0.3) {
-      // The stated lines drift from the truth: the search must start elsewhere and walk to the hunk.
-      const drift = Math.floor(next() * 7) - 3;
-      patch = patch.replace(
-        /^@@ -(\d+)(,\d+)? \+(\d+)/gm,
-        (_m, o: string, c: string | undefined, n: string) => {
-          const shift = (v: string): number => Math.max(Number(v) === 0 ? 0 : 2, Number(v) + drift);
-          return `@@ -${shift(o)}${c ?? ''} +${shift(n)}`;
-        },
-      );
-    }
-    // The file the patch meets: the original, or the original with unrelated lines added or removed.
-    const target = next() < 0.6 ? mutate(next, base, 1 + Math.floor(next() * 2)) : base;
-    const files = new Map([['f.txt', join_(target, baseNewline)]]);
-    if (assertSameAsGit(files, patch, `seed ${seed}`)) applied++;
+    const generated = scratch.generated(seed);
+    if (generated === null) continue;
+    if (assertSameAsGit(generated.files, generated.patch, `seed ${seed}`)) applied++;
     else refused++;
   }
   // The generator must exercise both outcomes, or the comparison proves little.
@@ -173,11 +56,11 @@ void test('creation, deletion, no newline at end of file, and several files at o
   const a = 'one\ntwo\nthree\nfour\nfive\nsix\nseven\n';
   const b = 'alpha\nbeta';
   const patch = [
-    gitDiff('a.txt', a, a.replace('four\n', 'FOUR\n').replace('seven\n', 'seven')),
-    gitDiff('b.txt', b, `${b}\ngamma\n`),
-    gitDiff('dir/new.txt', null, 'fresh\nfile'),
-    gitDiff('gone.txt', 'bye\n', null),
-    gitDiff('empty.txt', null, ''),
+    scratch.diff('a.txt', a, a.replace('four\n', 'FOUR\n').replace('seven\n', 'seven')),
+    scratch.diff('b.txt', b, `${b}\ngamma\n`),
+    scratch.diff('dir/new.txt', null, 'fresh\nfile'),
+    scratch.diff('gone.txt', 'bye\n', null),
+    scratch.diff('empty.txt', null, ''),
   ].join('');
   const files = new Map([
     ['a.txt', a],
@@ -196,7 +79,7 @@ void test('creation, deletion, no newline at end of file, and several files at o
   // What git refuses, we refuse: creating a file that exists, deleting one that changed, a missing file.
   assert.equal(assertSameAsGit(new Map([['dir/new.txt', 'x\n'], ...files]), patch, 'exists'), false);
   assert.equal(assertSameAsGit(new Map([...files, ['gone.txt', 'bye\nmore\n']]), patch, 'changed'), false);
-  assert.equal(assertSameAsGit(new Map([['b.txt', b]]), gitDiff('a.txt', a, 'x\n'), 'missing'), false);
+  assert.equal(assertSameAsGit(new Map([['b.txt', b]]), scratch.diff('a.txt', a, 'x\n'), 'missing'), false);
 });
 
 void test('a hunk whose context occurs twice applies at the occurrence its line number names', () => {
@@ -207,7 +90,7 @@ void test('a hunk whose context occurs twice applies at the occurrence its line 
   const changed = [...lines];
   changed.splice(6, 0, '  STEP();'); // inside the second copy, between its step() and done()
   const after = `${changed.join('\n')}\n`;
-  const patch = gitDiff('g.js', before, after);
+  const patch = scratch.diff('g.js', before, after);
   const [file] = parseUnifiedDiff(patch);
   assert.ok(file);
   const [hunk] = file.hunks;

@@ -1,7 +1,25 @@
 export { startModelSimulator, type ModelSimulator, type ModelSimulatorOptions } from './server.js';
 export { reply, httpError, hang, dropConnection, newId, ReplyBuilder } from './replies.js';
 export { scripted, type ScriptStep } from './policies/scripted.js';
-export { oracle, oraclePlan, type OracleOptions, type OracleStep } from './policies/oracle.js';
+export {
+  oracle,
+  oracleStep,
+  planEdits,
+  editFor,
+  readConversation,
+  type Conversation,
+  type OracleCall,
+  type OracleOptions,
+  type OracleStep,
+} from './policies/oracle.js';
+export {
+  applyPatch,
+  applyFileHunks,
+  hunkHeader,
+  PatchDoesNotApply,
+  type AppliedFile,
+  type AppliedHunk,
+} from './git-apply.js';
 export {
   parseUnifiedDiff,
   hunkOldText,

@@ -175,11 +175,13 @@ class Simulator implements ModelSimulator {
       status: null,
       outcome: 'pending',
       usage: null,
+      errorMessage: null,
     };
     this.record(entry);
     const fail = (status: ApiErrorStatus | 404, message?: string): void => {
       entry.status = status;
       entry.outcome = 'error';
+      entry.errorMessage = message ?? null;
       sendError(res, status, message);
     };
 
@@ -224,7 +226,11 @@ class Simulator implements ModelSimulator {
     try {
       return this.policy(request, { requestIndex: this.policyCalls++ });
     } catch (error) {
-      return { status: 500, message: `model simulator policy threw: ${describe(error)}` };
+      // A policy that cannot answer (the oracle's patch does not apply, a script bug) is a test
+      // failure: answered as an API error the client sees, and said on stderr for whoever reads the log.
+      const message = `model simulator policy threw: ${describe(error)}`;
+      process.stderr.write(`${message}\n`);
+      return { status: 500, message };
     }
   }
 

@@ -65,6 +65,8 @@ export interface RecordedRequest {
   status: number | null;
   outcome: RequestOutcome;
   usage: Usage | null;
+  /** The message of the error answered (outcome `error`), e.g. why a policy failed; else null. */
+  errorMessage: string | null;
 }
 
 export function isReply(step: Reply | Fault): step is Reply {
