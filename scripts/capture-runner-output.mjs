@@ -286,6 +286,8 @@ function normalise(text, root) {
       .replaceAll(root, PLACEHOLDER)
       // "Start at  10:11:12" (vitest)
       .replace(START_RE, '$100:00:00')
+      // vitest 5's "Duration 1.2s (transform 44%, import 27%, …)": shares of the time.
+      .replace(/^(.*Duration.*?)$/gm, (line) => line.replace(/\d+%/g, '1%'))
       // "(5 ms)", "12ms", "1.234 s", "0.5s" — a fixed value, keeping integer/decimal shape and unit.
       // Also right after a colour code ("\x1b[2m12ms"), whose final "m" would otherwise read as a word.
       // vitest colours the unit apart from the number: "\x1b[32m 7\x1b[2mms".
@@ -383,7 +385,9 @@ try {
 Captured by \`node scripts/capture-runner-output.mjs\`, which writes the projects below into a temporary
 directory, installs the runners with \`npm install --save-dev <runner>\` and runs each command with its
 output piped, stdout and stderr interleaved. Only the temporary directory (→ \`${PLACEHOLDER}\`) and
-timings (→ \`1ms\`, \`1 ms\`, \`1.00 s\`, …; vitest's start time → \`00:00:00\`) are normalised.
+timings (→ \`1ms\`, \`1 ms\`, \`1.00 s\`, …; vitest's start time → \`00:00:00\`, its time shares → \`1%\`) are
+normalised. Captures still differ a little from one run to the next, as the runners do: the order of
+jest's and vitest's file blocks, and whether jest prints a test's duration at all (not under 1 ms).
 
 Versions: jest ${versions.jest}, vitest ${versions.vitest} (project \`vitest\`) and ${versions.vitest4} (project
 \`vitest4\`), mocha ${versions.mocha}. Node ${process.version}, except where the table says otherwise: vitest 5
@@ -399,6 +403,18 @@ Projects (their files are in the script):
   stops on a load error, so this is apart).
 
 \`FIXED=1\` makes the two failing tests pass: the \`*-fixed\` captures are a final run to compare names with.
+
+What the parser (src/agent/testing/parse-test-output.ts) names, and why:
+- jest: \`describe › test\`, from the \`--verbose\` tree and the \`● describe › test\` failure headers. Without
+  \`--verbose\` jest prints no name for a test that passed, only \`PASS <file>\`: the file's path is then the
+  passed name (the counts still come from \`Tests:\`). A failing file's passing tests stay unnamed.
+- vitest: its own \`file > describe > test\`. The default reporter prints a passed file as one line (its path
+  is the name) and a failing file as a tree; vitest 5 prints the describe lines of that tree, vitest 4 does
+  not, so vitest 4's passing tests below a describe stay unnamed (failing ones are named by the
+  \`FAIL file > … > test\` details).
+- mocha: \`describe › test\`, rebuilt from the spec reporter's indentation.
+- A file that fails to load is one failure named by its path (jest, vitest); mocha stops before running
+  anything, which is one unnamed failure.
 
 | Fixture | Project | Node | Command | Exit |
 | --- | --- | --- | --- | --- |
