@@ -11,11 +11,12 @@
  *    passes, because nothing shows the tests failing before the change (cause `environment` in both
  *    cases, unless the baseline ran and only the final did not: then the change broke the setup).
  * 2. Both runs name tests: compared test by test. Passing before and failing now is a regression;
- *    passing before and not reported now counts as one when the final run is incomplete (stopped,
- *    or its name list reached the parser's cap). Failing before and after is pre-existing: reported,
- *    not held against the change. Resolved needs no regression, no new test failing, a final run
- *    that did not fail without naming a failure, and proof: a test failing before and passing now,
- *    or a new passing test (new only counts when the baseline run was complete).
+ *    passing before and not reported now counts as one when the final run did not finish (a run that
+ *    finished did not run it: renamed or removed; and a name past the parser's cap proves nothing).
+ *    Failing before and after is pre-existing: reported, not held against the change. Resolved needs
+ *    no regression, no new test failing, a final run that did not fail without naming a failure, and
+ *    proof: a test failing before and passing now, or a new passing test (new only counts when the
+ *    baseline finished and its name lists are whole).
  * 3. Otherwise the exit codes decide, as before per-test names existed, and the reason says so.
  */
 import type { EventOf } from '../../events/schema.js';
@@ -170,13 +171,18 @@ function names(run: TestRun): number {
   return run.summary.passedNames.length + run.summary.failedNames.length;
 }
 
-/** Every name the run reported (its lists may have been cut at the parser's cap). */
-function complete(run: TestRun): boolean {
+/** The run went to its end: not stopped, and it exited. A test it does not report did not run. */
+function finished(run: TestRun): boolean {
+  return run.killed === null && run.exitCode !== null;
+}
+
+/**
+ * A test missing from this run's lists did not pass in it: the run finished and the parser kept all
+ * its names (the lists stop at NAME_CAP, so a large suite's lists are partial).
+ */
+function fullyNamed(run: TestRun): boolean {
   return (
-    run.killed === null &&
-    run.exitCode !== null &&
-    run.summary.passedNames.length < NAME_CAP &&
-    run.summary.failedNames.length < NAME_CAP
+    finished(run) && run.summary.passedNames.length < NAME_CAP && run.summary.failedNames.length < NAME_CAP
   );
 }
 
@@ -278,14 +284,16 @@ function byTest(
     ...problems,
   });
   if (final.killed !== null) return unverified(`the final test run did not finish`);
-  const lost = complete(final) ? [] : c.missing;
+  const lost = finished(final) ? [] : c.missing;
   if (c.regressed.length > 0 || lost.length > 0) {
     const parts: string[] = [];
     if (c.regressed.length > 0) {
       parts.push(`tests that passed before fail now: ${listNames(c.regressed)}`);
     }
     if (lost.length > 0) {
-      parts.push(`tests that passed before are not reported by the incomplete final run: ${listNames(lost)}`);
+      parts.push(
+        `tests that passed before are not reported by the final run, which did not finish: ${listNames(lost)}`,
+      );
     }
     return unverified(`the change breaks tests — ${parts.join('; ')}`);
   }
@@ -297,17 +305,18 @@ function byTest(
       `the final test run fails (exit code ${String(final.exitCode)}) without naming a failing test, so its failure cannot be compared with the baseline`,
     );
   }
-  const proof = complete(baseline) ? [...c.fixed, ...c.newPassing] : c.fixed;
+  const newIsNew = fullyNamed(baseline);
+  const proof = newIsNew ? [...c.fixed, ...c.newPassing] : c.fixed;
   if (proof.length === 0) {
     const why =
       c.newPassing.length > 0
-        ? 'the baseline run did not finish, so the tests passing now are not known to be new, and no test that failed before passes now'
+        ? 'the baseline run did not finish or named only part of its tests, so the tests passing now are not known to be new, and no test that failed before passes now'
         : 'no test that failed before passes now and no new test passes, so no test demonstrates the fix';
     return unverified(why);
   }
   const shown: string[] = [];
   if (c.fixed.length > 0) shown.push(`tests that failed before pass now: ${listNames(c.fixed)}`);
-  if (c.newPassing.length > 0 && complete(baseline)) {
+  if (c.newPassing.length > 0 && newIsNew) {
     shown.push(`new passing tests: ${listNames(c.newPassing)}`);
   }
   return {

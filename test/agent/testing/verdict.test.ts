@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { judge } from '../../../src/agent/run-agent.js';
-import { parseTestOutput } from '../../../src/agent/testing/parse-test-output.js';
+import { NAME_CAP, parseTestOutput } from '../../../src/agent/testing/parse-test-output.js';
 import { environmentProblem, verdict } from '../../../src/agent/testing/verdict.js';
 import type { EventOf } from '../../../src/events/schema.js';
 
@@ -128,6 +128,21 @@ describe('per-test verdict', () => {
     assert.equal(v.outcome, 'resolved');
     assert.deepEqual(v.comparison.missing, ['old']);
     assert.deepEqual(v.comparison.regressed, []);
+  });
+
+  test('past the parser name cap, a missing name is not a regression and an unseen name is not new', () => {
+    const many = (prefix: string): string[] =>
+      Array.from({ length: NAME_CAP }, (_, i) => `${prefix}${String(i).padStart(3, '0')}`);
+    const passing = many('t');
+    // The fixed test takes a place in the capped list and pushes the last name out.
+    const after = run('final', { passed: ['fixed', ...passing.slice(0, -1)] });
+    const v = verdict(run('baseline', { passed: passing, failed: ['fixed'] }), after);
+    assert.equal(v.outcome, 'resolved');
+    assert.deepEqual(v.comparison.missing, [passing.at(-1)]);
+    // Nothing failed before and the baseline's list is cut: a name it did not list is not proof.
+    const w = verdict(run('baseline', { passed: passing }), run('final', { passed: ['other', ...passing] }));
+    assert.equal(w.outcome, 'unverified');
+    assert.match(w.reason, /not known to be new/);
   });
 
   test('a final run that fails without naming the failure cannot be compared', () => {
