@@ -241,6 +241,7 @@ function firstLines(output: string, max: number, redact: (t: string) => string):
   for (let i = 0; i < lines.length; i++) {
     lines[i] = truncateEnd((lines[i] ?? '').replace(/\r$/, ''), MAX_OUTPUT_LINE);
   }
+  while (lines.length > 0 && lines[0]?.trim() === '') lines.shift();
   while (lines.length > 0 && lines[lines.length - 1]?.trim() === '') lines.pop();
   if (lines.length === 0) return '';
   return `${lines.join('\n')}${region.length < output.trimEnd().length ? '\n[…]' : ''}`;

@@ -105,7 +105,7 @@ describe('the verdict line above the verification tables', () => {
       top,
       /The test environment is broken:\*\* the baseline run could not run \(a command was not found \(exit code 127\): sh: 1: jest: not found\)/,
     );
-    assert.match(top, /```text\n\n> calc@1\.0\.0 test\n> jest\n\nsh: 1: jest: not found\n```/);
+    assert.match(top, /```text\n> calc@1\.0\.0 test\n> jest\n\nsh: 1: jest: not found\n```/);
     assert.match(top, /issue-agent\.yml/);
   });
 
