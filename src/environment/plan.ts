@@ -1,0 +1,120 @@
+import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import { REPO_CONFIG_PATH } from '../config/repo-config.js';
+import type { EnvironmentRecord } from '../events/schema.js';
+import { detectSetup } from './detect-setup.js';
+import { detectRuntime } from './runtime.js';
+
+/** The environment keys of `.github/issue-agent.yml` (see repo-config.ts). */
+export interface RepoEnvironmentConfig {
+  readonly setup?: readonly string[] | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly setupSecrets?: readonly string[] | undefined;
+  readonly runtime?:
+    { readonly node?: string | number | undefined; readonly python?: string | undefined } | undefined;
+  readonly image?: string | undefined;
+  readonly network?:
+    | { readonly setup?: readonly string[] | undefined; readonly agent?: readonly string[] | undefined }
+    | undefined;
+  readonly cache?: boolean | undefined;
+}
+
+/** Everything decided about a job's environment before its sandbox exists. */
+export interface EnvironmentPlan {
+  readonly image: string;
+  readonly runtimes: readonly EnvironmentRecord['runtimes'][number][];
+  readonly setup: {
+    readonly source: 'configured' | 'detected' | 'none';
+    readonly reason: string;
+    readonly commands: readonly { readonly command: string; readonly reason: string }[];
+    /** Workspace paths setup produces (kept by the cache, hidden from git snapshots). */
+    readonly outputs: readonly string[];
+    /** Workspace files whose content decides what setup produces (the cache key). */
+    readonly inputs: readonly string[];
+    /** Variables the tests need afterwards (a virtualenv's PATH). */
+    readonly testEnv: Readonly<Record<string, string>>;
+  };
+  /** Plain variables for setup and the agent (`env:`). */
+  readonly env: Readonly<Record<string, string>>;
+  readonly setupAllowHosts: readonly string[];
+  readonly agentAllowHosts: readonly string[];
+  readonly secretNames: readonly string[];
+  readonly cache: boolean;
+}
+
+/** Files that decide a configured setup's result when detection names none. */
+const COMMON_INPUTS = [
+  'package.json',
+  'package-lock.json',
+  'npm-shrinkwrap.json',
+  'pnpm-lock.yaml',
+  'yarn.lock',
+  '.npmrc',
+  '.yarnrc.yml',
+  'requirements.txt',
+  'pyproject.toml',
+  'setup.py',
+  'setup.cfg',
+];
+
+/**
+ * The plan from the repository's files and its config: a configured `setup:` wins over detection
+ * (`setup: []` turns setup off), a configured `runtime:`/`image:` over detected versions.
+ */
+export async function planEnvironment(
+  probe: WorkspaceProbe,
+  config: RepoEnvironmentConfig,
+): Promise<EnvironmentPlan> {
+  const runtime = await detectRuntime(
+    probe,
+    config.runtime === undefined ? {} : { configured: config.runtime },
+  );
+  const detected = await detectSetup(probe);
+  let setup: EnvironmentPlan['setup'];
+  if (config.setup !== undefined) {
+    setup = {
+      source: config.setup.length === 0 ? 'none' : 'configured',
+      reason:
+        config.setup.length === 0
+          ? `setup is turned off in ${REPO_CONFIG_PATH} (setup: [])`
+          : `the commands of \`setup:\` in ${REPO_CONFIG_PATH}`,
+      commands: config.setup.map((command) => ({ command, reason: `configured in ${REPO_CONFIG_PATH}` })),
+      outputs: detected?.outputs ?? [],
+      inputs: detected?.inputs ?? COMMON_INPUTS,
+      testEnv: detected?.testEnv ?? {},
+    };
+  } else if (detected === null) {
+    setup = {
+      source: 'none',
+      reason: 'no lockfile or Python project file was found, so nothing was installed',
+      commands: [],
+      outputs: [],
+      inputs: [],
+      testEnv: {},
+    };
+  } else {
+    setup = {
+      source: 'detected',
+      reason: `detected ${detected.ecosystem}: ${detected.commands.map((c) => c.reason).join('; ')}`,
+      commands: detected.commands,
+      outputs: detected.outputs,
+      inputs: detected.inputs,
+      testEnv: detected.testEnv,
+    };
+  }
+  return {
+    image: config.image ?? runtime.image,
+    runtimes: runtime.runtimes.map((r) => ({
+      language: r.language,
+      version: r.version,
+      requested: r.requested,
+      source: r.source,
+      ...(r.note === undefined ? {} : { note: r.note }),
+    })),
+    setup,
+    env: config.env ?? {},
+    setupAllowHosts: [...(detected?.allowHosts ?? []), ...(config.network?.setup ?? [])],
+    agentAllowHosts: [...(config.network?.agent ?? [])],
+    secretNames: [...(config.setupSecrets ?? [])],
+    cache: config.cache ?? true,
+  };
+}

@@ -1,0 +1,343 @@
+import { createHash } from 'node:crypto';
+import type Docker from 'dockerode';
+import type { Logger } from 'pino';
+import type { EnvironmentSettings } from '../config/agent-env.js';
+import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
+import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import { DockerSandbox, SetupFailedError, type DockerSetupSpec } from '../sandbox/docker/docker-sandbox.js';
+import { proxyEnv, type SetupCommandResult } from '../sandbox/docker/setup-phase.js';
+import type { SandboxLimits } from '../sandbox/docker/container-spec.js';
+import { EnvironmentCache } from './env-cache.js';
+import { startEgressSession, type EgressSession } from './egress.js';
+import type { EnvironmentPlan } from './plan.js';
+
+export interface PrepareInput {
+  /** The host copy of the repository, made before any sandbox process existed. */
+  readonly workspace: string;
+  /** The same copy, as a probe (for the cache key's input files). */
+  readonly probe: WorkspaceProbe;
+  readonly jobId: string;
+  /** Names the repository for the cache (`github:<repo id>`, `local:<path>`): entries never cross it. */
+  readonly repoKey: string;
+  readonly plan: EnvironmentPlan;
+  readonly settings: EnvironmentSettings;
+  readonly limits?: SandboxLimits | undefined;
+  /**
+   * Whether this job may write a cache entry: only when the workspace is the base branch's tree (a
+   * follow-up round's tree holds the agent's own earlier changes, which must not reach other jobs).
+   */
+  readonly mayStoreCache: boolean;
+  readonly docker?: Docker | undefined;
+  readonly logger?: Logger | undefined;
+  /** Removes the job's secrets from text before it is recorded. */
+  readonly scrub: (text: string) => string;
+}
+
+export interface PreparedEnvironment {
+  readonly sandbox: DockerSandbox;
+  readonly record: EnvironmentRecord;
+  /** Stops the agent phase's egress, if it has one. Call after the sandbox is closed. */
+  close(): Promise<void>;
+}
+
+/** Setup failed; the record says what ran (the job ends `failed`/`setup_failed`). */
+export class EnvironmentSetupError extends Error {
+  override readonly name = 'EnvironmentSetupError';
+  constructor(
+    message: string,
+    readonly record: EnvironmentRecord,
+    /** A network failure: a later attempt may succeed. */
+    readonly transient: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Output that says a setup command failed on the network rather than on the project. */
+const NETWORK_FAILURE =
+  /ECONNRESET|ETIMEDOUT|EAI_AGAIN|ECONNREFUSED|socket hang up|network (?:error|timeout)|502 Bad Gateway|503 Service Unavailable|504 Gateway|Connection reset|Read timed out|ReadTimeoutError|Temporary failure in name resolution|Max retries exceeded/i;
+
+export function isNetworkFailure(r: SetupCommandResult): boolean {
+  return r.exitCode !== 0 && !r.timedOut && NETWORK_FAILURE.test(r.output);
+}
+
+const SETUP_RETRIES = 2;
+
+/**
+ * Makes the job's sandbox with its environment: the image and runtime of the plan, the cached
+ * environment when one matches, otherwise the setup commands through the egress proxy, then the
+ * container as the agent will see it (no process of setup left, no setup secret anywhere, the
+ * setup's outputs excluded from git snapshots).
+ */
+export async function prepareEnvironment(input: PrepareInput): Promise<PreparedEnvironment> {
+  const started = Date.now();
+  const { plan, settings } = input;
+  const log = input.logger;
+  const docker = input.docker;
+  const secretNames = plan.secretNames.filter((n) => settings.setupSecrets[n] !== undefined);
+  const missingSecrets = plan.secretNames.filter((n) => settings.setupSecrets[n] === undefined);
+  const secrets: Record<string, string> = {};
+  for (const n of secretNames) secrets[n] = settings.setupSecrets[n] ?? '';
+
+  const cache =
+    plan.cache && settings.cacheDir !== null
+      ? new EnvironmentCache(settings.cacheDir, settings.cacheMaxBytes)
+      : null;
+  const commands = settings.setupEnabled ? plan.setup.commands : [];
+  let key: string | null = null;
+  if (cache !== null && commands.length > 0) {
+    key = EnvironmentCache.key(input.repoKey, {
+      image: await imageId(docker, plan.image),
+      runtimes: plan.runtimes.map((r) => `${r.language}@${r.version}`),
+      commands: commands.map((c) => c.command),
+      env: plan.env,
+      testEnv: plan.setup.testEnv,
+      secrets: secretNames,
+      mirrors: [settings.npmRegistry, settings.pipIndexUrl],
+      inputs: await hashInputs(input.probe, plan.setup.inputs),
+    });
+  }
+  const hit = cache !== null && key !== null ? await cache.open(input.repoKey, key) : null;
+  const toRun = hit === null ? commands : [];
+
+  const withCa = settings.extraCaPem !== null;
+  const mirrorEnv: Record<string, string> = {
+    ...(settings.npmRegistry === null ? {} : { npm_config_registry: settings.npmRegistry }),
+    ...(settings.pipIndexUrl === null ? {} : { PIP_INDEX_URL: settings.pipIndexUrl }),
+  };
+  const setupHosts = unique([
+    ...plan.setupAllowHosts,
+    ...settings.allowHosts,
+    ...hostsOf([settings.npmRegistry, settings.pipIndexUrl]),
+  ]);
+  const agentHosts = unique(plan.agentAllowHosts);
+  const needsEgress = toRun.length > 0 || agentHosts.length > 0;
+  let egress: EgressSession | null = null;
+  if (needsEgress) {
+    egress = await startEgressSession({
+      allowHosts: toRun.length > 0 ? setupHosts : agentHosts,
+      allowCidrs: settings.allowCidrs,
+      logger: log,
+    });
+  }
+
+  const attempts = new Map<string, number>();
+  const record = (
+    results: readonly SetupCommandResult[],
+    cacheStatus: EnvironmentRecord['setup']['cache'],
+  ): EnvironmentRecord => ({
+    image: plan.image,
+    runtimes: plan.runtimes.map((r) => ({ ...r })),
+    setup: {
+      source: plan.setup.source,
+      reason:
+        hit !== null
+          ? `${plan.setup.reason}; a cached environment with the same inputs was reused, so setup did not run`
+          : !settings.setupEnabled && plan.setup.commands.length > 0
+            ? `${plan.setup.reason}; setup is turned off for this deployment (ISSUE_AGENT_SETUP=off)`
+            : plan.setup.reason,
+      commands: plan.setup.commands.map((c) => {
+        const r = results.find((x) => x.command === c.command);
+        return {
+          command: input.scrub(c.command),
+          reason: c.reason,
+          exitCode: r?.exitCode ?? null,
+          timedOut: r?.timedOut ?? false,
+          durationMs: r?.durationMs ?? 0,
+          attempts: attempts.get(c.command) ?? 0,
+          output: input.scrub(r?.output ?? ''),
+        };
+      }),
+      testEnv: { ...plan.setup.testEnv },
+      secrets: secretNames,
+      cache: cacheStatus,
+      durationMs: Date.now() - started,
+    },
+    egress: {
+      setup: toRun.length > 0 && egress !== null ? egressRecord(egress, setupHosts) : null,
+      agentAllowHosts: agentHosts,
+    },
+  });
+
+  let stored: EnvironmentRecord['setup']['cache'] =
+    cache === null
+      ? {
+          status: 'disabled',
+          key: null,
+          ...(plan.cache ? {} : { note: 'cache: false in the repository config' }),
+        }
+      : hit !== null
+        ? { status: 'hit', key }
+        : { status: 'miss', key };
+  const spec: DockerSetupSpec = {
+    ...(egress === null ? {} : { egressDir: egress.dir }),
+    ...(hit === null ? {} : { restore: hit.stream }),
+    commands: toRun.map((c) => c.command),
+    env: {
+      ...plan.env,
+      ...plan.setup.testEnv,
+      ...proxyEnv(withCa),
+      ...mirrorEnv,
+      ...secrets,
+    },
+    secretValues: Object.values(secrets),
+    ...(settings.extraCaPem === null ? {} : { caPem: Buffer.from(settings.extraCaPem) }),
+    timeoutMs: settings.setupTimeoutMs,
+    retries: SETUP_RETRIES,
+    retryable: isNetworkFailure,
+    outputs: plan.setup.outputs,
+    agentEgress: agentHosts.length > 0,
+    onCommand: (r, attempt) => {
+      attempts.set(r.command, attempt);
+    },
+    ...(cache !== null && key !== null && hit === null && input.mayStoreCache
+      ? {
+          capture: async (pack: Parameters<NonNullable<DockerSetupSpec['capture']>>[0]) => {
+            const size = await cache.store(input.repoKey, key, pack);
+            stored =
+              size === null
+                ? { status: 'not-stored', key, note: 'setup produced none of the paths a cache keeps' }
+                : { status: 'stored', key };
+          },
+        }
+      : {}),
+  };
+  if (cache !== null && key !== null && hit === null && !input.mayStoreCache) {
+    stored = { status: 'not-stored', key, note: 'a follow-up round never writes the cache' };
+  }
+
+  let sandbox: DockerSandbox;
+  try {
+    sandbox = await DockerSandbox.create({
+      workspace: input.workspace,
+      jobId: input.jobId,
+      image: plan.image,
+      ...(docker === undefined ? {} : { docker }),
+      ...(input.limits === undefined ? {} : { limits: input.limits }),
+      env: {
+        ...plan.env,
+        ...plan.setup.testEnv,
+        ...(agentHosts.length > 0 ? { ...proxyEnv(withCa), ...mirrorEnv } : {}),
+      },
+      setup: spec,
+      ...(log === undefined ? {} : { logger: log }),
+    });
+  } catch (error) {
+    if (egress !== null) await egress.close();
+    if (error instanceof SetupFailedError) {
+      throw new EnvironmentSetupError(
+        input.scrub(error.message),
+        record(error.results, stored),
+        error.transient,
+        { cause: error },
+      );
+    }
+    throw error;
+  } finally {
+    if (hit !== null) hit.stream().destroy();
+  }
+  const results = sandbox.setupReport?.results ?? [];
+  if (sandbox.setupReport?.captureError != null) {
+    stored = { status: 'not-stored', key, note: `could not keep it: ${sandbox.setupReport.captureError}` };
+  }
+  let done = record(results, stored);
+  if (missingSecrets.length > 0) {
+    done = {
+      ...done,
+      setup: {
+        ...done.setup,
+        reason: `${done.setup.reason}; setup secrets not provided by this deployment: ${missingSecrets.join(', ')}`,
+      },
+    };
+  }
+  // The setup proxy ends with setup. The agent phase gets a proxy of its own allowlist on the same
+  // socket, or none: then the socket is gone and nothing can leave the container.
+  let agentEgress: EgressSession | null = null;
+  if (egress !== null) {
+    if (agentHosts.length === 0) {
+      await egress.close();
+    } else {
+      if (toRun.length > 0) await egress.reopen(agentHosts);
+      agentEgress = egress;
+      log?.warn({ hosts: agentHosts }, 'the agent phase may reach an allowlist through the proxy');
+    }
+  }
+  return {
+    sandbox,
+    record: done,
+    close: async () => {
+      if (agentEgress !== null) await agentEgress.close();
+    },
+  };
+}
+
+function egressRecord(session: EgressSession, allowHosts: readonly string[]): EgressPhaseRecord {
+  const t = session.log.totals();
+  return {
+    allowHosts: [...allowHosts],
+    requests: session.requests.map((r) => ({
+      time: r.time,
+      method: r.method,
+      host: r.host,
+      port: r.port,
+      allowed: r.allowed,
+      ...(r.reason === undefined ? {} : { reason: r.reason }),
+      ...(r.status === undefined ? {} : { status: r.status }),
+      bytesUp: r.bytesUp,
+      bytesDown: r.bytesDown,
+      durationMs: r.durationMs,
+    })),
+    dropped: session.dropped,
+    denied: session.log.deniedHosts().map((d) => ({
+      host: d.host,
+      ports: [...d.ports],
+      count: d.count,
+      reason: d.reason,
+    })),
+    totals: {
+      requests: t.requests,
+      allowed: t.allowed,
+      denied: t.denied,
+      bytesUp: t.bytesUp,
+      bytesDown: t.bytesDown,
+    },
+  };
+}
+
+async function imageId(docker: Docker | undefined, image: string): Promise<string> {
+  const { default: DockerClient } = await import('dockerode');
+  const d = docker ?? new DockerClient();
+  try {
+    return (await d.getImage(image).inspect()).Id;
+  } catch {
+    return image;
+  }
+}
+
+async function hashInputs(
+  probe: WorkspaceProbe,
+  paths: readonly string[],
+): Promise<[string, string | null][]> {
+  const out: [string, string | null][] = [];
+  for (const p of [...paths].sort()) {
+    const text = await probe.readText(p);
+    out.push([p, text === null ? null : createHash('sha256').update(text).digest('hex')]);
+  }
+  return out;
+}
+
+function hostsOf(urls: readonly (string | null)[]): string[] {
+  return urls.flatMap((u) => {
+    if (u === null) return [];
+    try {
+      return [new URL(u).hostname];
+    } catch {
+      return [];
+    }
+  });
+}
+
+function unique(xs: readonly string[]): string[] {
+  return [...new Set(xs)];
+}

@@ -1,0 +1,324 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { TestContext } from 'node:test';
+import type { EnvironmentSettings } from '../../src/config/agent-env.js';
+import { hostProbe } from '../../src/environment/host-probe.js';
+import type { EnvironmentPlan } from '../../src/environment/plan.js';
+import {
+  EnvironmentSetupError,
+  prepareEnvironment,
+  type PreparedEnvironment,
+} from '../../src/environment/prepare.js';
+import { registryDeployment } from '../support/egress-env.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+
+const run = promisify(execFile);
+
+const sha16 = (text: string): string => createHash('sha256').update(text).digest('hex').slice(0, 16);
+
+/** A real lockfile of one small package from the npm registry. */
+const PACKAGE_JSON = {
+  name: 'env-fixture',
+  version: '1.0.0',
+  scripts: { test: "node -e \"require('is-number'); console.log('ok')\"" },
+  devDependencies: { 'is-number': '7.0.0' },
+};
+const LOCKFILE = {
+  name: 'env-fixture',
+  version: '1.0.0',
+  lockfileVersion: 3,
+  requires: true,
+  packages: {
+    '': { name: 'env-fixture', version: '1.0.0', devDependencies: { 'is-number': '7.0.0' } },
+    'node_modules/is-number': {
+      version: '7.0.0',
+      resolved: 'https://registry.npmjs.org/is-number/-/is-number-7.0.0.tgz',
+      integrity:
+        'sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZUBlbGXYxxng==',
+      dev: true,
+      license: 'MIT',
+      engines: { node: '>=0.12.0' },
+    },
+  },
+};
+
+async function repo(t: TestContext, files: Record<string, string> = {}): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'ia-env-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const all = {
+    'package.json': JSON.stringify(PACKAGE_JSON, null, 2),
+    'package-lock.json': JSON.stringify(LOCKFILE, null, 2),
+    '.gitignore': '',
+    ...files,
+  };
+  for (const [name, text] of Object.entries(all)) {
+    await mkdir(join(dir, name, '..'), { recursive: true });
+    await writeFile(join(dir, name), text);
+  }
+  await run('git', ['init', '-q', '-b', 'main', dir]);
+  await run('git', ['-C', dir, 'add', '-A']);
+  await run('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@e', 'commit', '-qm', 'init']);
+  return dir;
+}
+
+function plan(over: Partial<EnvironmentPlan> & { commands?: string[] } = {}): EnvironmentPlan {
+  const { commands, ...rest } = over;
+  return {
+    image: 'issue-agent/node:22',
+    runtimes: [{ language: 'node', version: '22', requested: null, source: 'default' }],
+    setup: {
+      source: 'detected',
+      reason: 'package-lock.json is present',
+      commands: (commands ?? ['npm ci --no-audit --no-fund']).map((command) => ({
+        command,
+        reason: 'test',
+      })),
+      outputs: ['node_modules'],
+      inputs: ['package.json', 'package-lock.json'],
+      testEnv: {},
+    },
+    env: {},
+    setupAllowHosts: ['registry.npmjs.org'],
+    agentAllowHosts: [],
+    secretNames: [],
+    cache: true,
+    ...rest,
+  };
+}
+
+async function settings(
+  t: TestContext,
+  over: Partial<EnvironmentSettings> = {},
+): Promise<EnvironmentSettings> {
+  const deployment = await registryDeployment();
+  const cacheDir = await mkdtemp(join(tmpdir(), 'ia-env-cache-'));
+  t.after(() => rm(cacheDir, { recursive: true, force: true }));
+  return {
+    setupEnabled: true,
+    allowHosts: [],
+    allowCidrs: deployment.allowCidrs,
+    extraCaPem: deployment.extraCaPem,
+    npmRegistry: null,
+    pipIndexUrl: null,
+    setupSecrets: {},
+    cacheDir,
+    cacheMaxBytes: 1024 ** 3,
+    setupTimeoutMs: 5 * 60_000,
+    ...over,
+  };
+}
+
+async function prepare(
+  t: TestContext,
+  workspace: string,
+  p: EnvironmentPlan,
+  s: EnvironmentSettings,
+  repoKey = 'test:one',
+): Promise<PreparedEnvironment> {
+  const env = await prepareEnvironment({
+    workspace,
+    probe: hostProbe(workspace),
+    jobId: `env-${Math.random().toString(36).slice(2, 8)}`,
+    repoKey,
+    plan: p,
+    settings: s,
+    mayStoreCache: true,
+    scrub: (text) => text,
+  });
+  t.after(async () => {
+    await env.sandbox.close();
+    await env.close();
+  });
+  return env;
+}
+
+const sh = async (env: PreparedEnvironment, command: string): Promise<string> =>
+  (await env.sandbox.exec(command, { timeoutMs: 60_000 })).output;
+
+dockerTest(
+  'environment: npm ci runs through the egress proxy with no network interface; the agent phase reaches nothing',
+  async (_docker, t) => {
+    const workspace = await repo(t);
+    const env = await prepare(
+      t,
+      workspace,
+      plan({
+        commands: [
+          'npm ci --no-audit --no-fund',
+          // Egress attempts from setup: a host off the allowlist, a private address, a name that
+          // resolves to loopback, raw TCP and DNS to an outside resolver. Each must fail.
+          [
+            'ls /sys/class/net > setup-interfaces.txt',
+            'curl -sS -m 10 https://example.com/ -o /dev/null; echo "offlist=$?" >> egress.txt',
+            'curl -sS -m 10 https://10.1.2.3/ -o /dev/null; echo "private=$?" >> egress.txt',
+            'curl -fsS -m 10 http://169.254.169.254/latest/meta-data/ -o /dev/null; echo "metadata=$?" >> egress.txt',
+            'curl -sS -m 10 --noproxy "*" https://registry.npmjs.org/ -o /dev/null; echo "direct=$?" >> egress.txt',
+            '(exec 3<>/dev/tcp/1.1.1.1/443) 2>/dev/null; echo "rawtcp=$?" >> egress.txt',
+            `python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(b'x', ('8.8.8.8', 53)); s.recv(10)" 2>/dev/null; echo "dns=$?" >> egress.txt`,
+            'getent hosts example.com >/dev/null; echo "resolve=$?" >> egress.txt',
+          ].join('; '),
+        ],
+      }),
+      await settings(t),
+    );
+    const rec = env.record;
+    assert.equal(rec.setup.commands[0]?.exitCode, 0, rec.setup.commands[0]?.output);
+    const egress = rec.egress.setup;
+    assert.ok(egress !== null);
+    const allowed = egress.requests.filter((r) => r.allowed);
+    assert.ok(
+      allowed.some((r) => r.host === 'registry.npmjs.org' && r.bytesDown > 0),
+      'npm reached the registry',
+    );
+    const deniedHosts = egress.denied.map((d) => d.host).sort();
+    assert.deepEqual(deniedHosts, ['10.1.2.3', '169.254.169.254', 'example.com']);
+    const results = await sh(env, 'cat egress.txt setup-interfaces.txt');
+    for (const what of ['offlist', 'private', 'metadata', 'direct', 'rawtcp', 'dns', 'resolve']) {
+      assert.match(results, new RegExp(`^${what}=[1-9]\\d*$`, 'm'), `${what} must fail:\n${results}`);
+    }
+    assert.match(results, /^lo$/m);
+    assert.doesNotMatch(results, /eth|ens/);
+    // The agent phase: the dependency is there, the tests run, and nothing leaves.
+    assert.match(await sh(env, 'npm test 2>&1'), /^ok$/m);
+    const agent = await sh(
+      env,
+      [
+        'ls /sys/class/net',
+        'env | grep -ic proxy; true',
+        'ls -A /run/issue-agent-egress',
+        'curl -sS -m 5 --proxy http://127.0.0.1:3128 https://registry.npmjs.org/ -o /dev/null; echo "viaforwarder=$?"',
+        `python3 -c "import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/issue-agent-egress/proxy.sock')" 2>/dev/null; echo "socket=$?"`,
+        'git status --porcelain',
+      ].join('; '),
+    );
+    assert.match(agent, /^lo\n0\n/, agent);
+    assert.match(agent, /viaforwarder=[1-9]/);
+    assert.match(agent, /socket=[1-9]/);
+    assert.doesNotMatch(agent, /node_modules/, 'setup outputs are not part of the change');
+  },
+  { timeout: 180_000, attack: true },
+);
+
+dockerTest(
+  'environment: a setup secret is visible to setup and nowhere afterwards',
+  async (_docker, t) => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
+    const workspace = await repo(t);
+    const s = await settings(t, { setupSecrets: { NPM_TOKEN: canary, OTHER: 'not-requested-value' } });
+    const env = await prepare(
+      t,
+      workspace,
+      plan({
+        secretNames: ['NPM_TOKEN', 'MISSING'],
+        commands: [
+          // Setup sees it, and tries to make it outlive setup in every way but a file.
+          `test "$(printf %s "$NPM_TOKEN" | sha256sum | cut -c1-16)" = ${sha16(canary)} && echo seen > seen.txt; test -z "$OTHER"; (sleep 600 &); nohup sh -c 'sleep 600' >/dev/null 2>&1 & echo "export LEAK=$NPM_TOKEN" >> /dev/null; echo "set-by-setup" > /tmp/marker`,
+        ],
+      }),
+      s,
+    );
+    assert.equal(env.record.setup.commands[0]?.exitCode, 0, env.record.setup.commands[0]?.output);
+    assert.deepEqual(env.record.setup.secrets, ['NPM_TOKEN']);
+    assert.match(env.record.setup.reason, /not provided by this deployment: MISSING/);
+    const out = await sh(
+      env,
+      `cat seen.txt; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; ps -eo pid,args; grep -rl -- ${canary} /workspace /home/agent /tmp 2>/dev/null; echo done`,
+    );
+    assert.match(out, /^seen$/m);
+    assert.match(out, /done/);
+    assert.ok(!out.includes(canary), 'the canary is nowhere in the agent phase');
+    assert.doesNotMatch(out, /sleep 600/, 'no process of setup survives');
+    assert.ok(!JSON.stringify(env.record).includes(canary), 'nor in the record');
+  },
+  { timeout: 180_000, attack: true },
+);
+
+dockerTest(
+  'environment: setup that writes a setup secret into a file fails, and says so without the value',
+  async (_docker, t) => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
+    const workspace = await repo(t);
+    const s = await settings(t, { setupSecrets: { NPM_TOKEN: canary } });
+    await assert.rejects(
+      prepare(
+        t,
+        workspace,
+        plan({ secretNames: ['NPM_TOKEN'], commands: ['echo "$NPM_TOKEN" > .npmrc-copy'] }),
+        s,
+      ),
+      (error: unknown) => {
+        assert.ok(error instanceof EnvironmentSetupError);
+        assert.match(error.message, /setup secret/);
+        assert.ok(!error.message.includes(canary));
+        assert.equal(error.transient, false);
+        return true;
+      },
+    );
+  },
+  { timeout: 120_000, attack: true },
+);
+
+dockerTest(
+  'environment: a failing setup command ends setup with its output and a permanent failure',
+  async (_docker, t) => {
+    const workspace = await repo(t);
+    await assert.rejects(
+      prepare(
+        t,
+        workspace,
+        plan({ commands: ['echo "preparing"; echo "no such thing" >&2; exit 3', 'echo never'] }),
+        await settings(t),
+      ),
+      (error: unknown) => {
+        assert.ok(error instanceof EnvironmentSetupError);
+        assert.match(error.message, /exited with 3/);
+        assert.equal(error.transient, false);
+        const commands = error.record.setup.commands;
+        assert.equal(commands[0]?.exitCode, 3);
+        assert.match(commands.map((c) => c.output).join(''), /no such thing/);
+        assert.equal(commands[1]?.exitCode, null, 'later commands do not run');
+        return true;
+      },
+    );
+  },
+  { timeout: 120_000 },
+);
+
+dockerTest(
+  'environment cache: a second job skips setup; its edits never reach the next job; a new lockfile or another repository misses',
+  async (_docker, t) => {
+    const s = await settings(t);
+    const first = await prepare(t, await repo(t), plan(), s);
+    assert.equal(first.record.setup.cache.status, 'stored');
+    const second = await prepare(t, await repo(t), plan(), s);
+    assert.equal(second.record.setup.cache.status, 'hit');
+    assert.equal(second.record.setup.commands[0]?.attempts, 0, 'setup did not run');
+    assert.equal(second.record.egress.setup, null, 'and reached nothing');
+    assert.match(await sh(second, 'npm test 2>&1'), /^ok$/m);
+    // The job damages its dependencies; the next job still gets the entry as stored.
+    await sh(
+      second,
+      'echo "module.exports = () => { throw new Error(\'poisoned\') }" > node_modules/is-number/index.js',
+    );
+    const third = await prepare(t, await repo(t), plan(), s);
+    assert.equal(third.record.setup.cache.status, 'hit');
+    assert.doesNotMatch(await sh(third, 'cat node_modules/is-number/index.js'), /poisoned/);
+    // A changed lockfile is a new key.
+    const changed = await repo(t, {
+      'package-lock.json': JSON.stringify({ ...LOCKFILE, name: 'env-fixture-2' }, null, 2),
+    });
+    const fourth = await prepare(t, changed, plan(), s);
+    assert.equal(fourth.record.setup.cache.status, 'stored');
+    assert.notEqual(fourth.record.setup.cache.key, first.record.setup.cache.key);
+    // Another repository with the very same files never gets the entry.
+    const other = await prepare(t, await repo(t), plan(), s, 'test:two');
+    assert.equal(other.record.setup.cache.status, 'stored');
+    assert.notEqual(other.record.setup.cache.key, first.record.setup.cache.key);
+  },
+  { timeout: 300_000 },
+);
