@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { SCHEMA_VERSION, type BaseState, type Limits, type Task } from '../events/schema.js';
+import {
+  SCHEMA_VERSION,
+  type BaseState,
+  type EnvironmentRecord,
+  type Limits,
+  type Task,
+} from '../events/schema.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { detectTestCommand } from './testing/detect-test-command.js';
 import { SandboxFiles } from '../sandbox/sandbox-files.js';
@@ -21,6 +27,8 @@ export interface NewRunOptions {
   readonly workspacePath?: string | undefined;
   /** The sandbox as recorded (e.g. `unconfined` for a local one without isolation). Default: its kind. */
   readonly sandboxLabel?: string | undefined;
+  /** How the sandbox's environment was made (image, runtime, setup, egress), when it had a setup phase. */
+  readonly environment?: EnvironmentRecord | null | undefined;
 }
 
 /**
@@ -59,5 +67,6 @@ export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
     testCommand,
     testCommandSource,
     limits: options.limits,
+    ...(options.environment == null ? {} : { environment: options.environment }),
   };
 }

@@ -101,8 +101,15 @@ export async function planEnvironment(
       testEnv: detected.testEnv,
     };
   }
+  // The image must hold the tools of the setup that was chosen: a repository with a package.json but
+  // Python tests (detected as Python) needs the Python image, not the Node one the runtime picked.
+  const image =
+    config.image ??
+    (detected?.ecosystem === 'python' && !runtime.image.startsWith('issue-agent/python')
+      ? pythonImage(runtime.runtimes)
+      : runtime.image);
   return {
-    image: config.image ?? runtime.image,
+    image,
     runtimes: runtime.runtimes.map((r) => ({
       language: r.language,
       version: r.version,
@@ -117,4 +124,9 @@ export async function planEnvironment(
     secretNames: [...(config.setupSecrets ?? [])],
     cache: config.cache ?? true,
   };
+}
+
+function pythonImage(runtimes: readonly { readonly language: string; readonly version: string }[]): string {
+  const python = runtimes.find((r) => r.language === 'python');
+  return `issue-agent/python:${python?.version ?? 'latest'}`;
 }

@@ -8,6 +8,9 @@ import { DockerSandbox, SetupFailedError, type DockerSetupSpec } from '../sandbo
 import { proxyEnv, type SetupCommandResult } from '../sandbox/docker/setup-phase.js';
 import type { SandboxLimits } from '../sandbox/docker/container-spec.js';
 import { EnvironmentCache } from './env-cache.js';
+import { EnvironmentSetupError } from './errors.js';
+
+export { EnvironmentSetupError };
 import { startEgressSession, type EgressSession } from './egress.js';
 import type { EnvironmentPlan } from './plan.js';
 
@@ -38,20 +41,6 @@ export interface PreparedEnvironment {
   readonly record: EnvironmentRecord;
   /** Stops the agent phase's egress, if it has one. Call after the sandbox is closed. */
   close(): Promise<void>;
-}
-
-/** Setup failed; the record says what ran (the job ends `failed`/`setup_failed`). */
-export class EnvironmentSetupError extends Error {
-  override readonly name = 'EnvironmentSetupError';
-  constructor(
-    message: string,
-    readonly record: EnvironmentRecord,
-    /** A network failure: a later attempt may succeed. */
-    readonly transient: boolean,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 /** Output that says a setup command failed on the network rather than on the project. */

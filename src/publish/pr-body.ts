@@ -43,6 +43,7 @@ import {
   type PublishedRun,
   type TrajectoryUnit,
 } from './trajectory.js';
+import { renderEnvironment } from './environment.js';
 import { renderVerification } from './verification.js';
 
 export type { PublishedRun } from './trajectory.js';
@@ -299,6 +300,10 @@ function renderHead(
     redact: (t) => redactor.redact(t),
   });
   head.push(`### Verification\n\n${verification}`);
+  const environment = lastView.run.base.environment;
+  if (environment !== undefined) {
+    head.push(`### Environment\n\n${renderEnvironment(environment, (t) => redactor.redact(t))}`);
+  }
 
   const files =
     views.length === 1

@@ -7,6 +7,7 @@ import type { OutcomeKind } from '../events/schema.js';
 import {
   balanceFences,
   codeSpan,
+  fenced,
   formatDuration,
   formatInt,
   formatUsd,
@@ -33,6 +34,11 @@ interface ProgressCommon {
   readonly jobId: string;
   /** Where to follow the job (logs, a run page): a URL is linked, other text shown as is. */
   readonly runLink?: string;
+  /**
+   * How the job's environment was made (runtime, setup and why, cache), in Markdown made by
+   * describeEnvironment; shown under every state once known.
+   */
+  readonly environment?: string;
 }
 
 export type ProgressState = ProgressCommon &
@@ -52,6 +58,7 @@ export type ProgressState = ProgressCommon &
         readonly costUsd: number;
         readonly elapsedMs: number;
       }
+    | { readonly kind: 'preparing' }
     | { readonly kind: 'publishing' }
     | {
         readonly kind: 'pr_opened';
@@ -72,6 +79,8 @@ export type ProgressState = ProgressCommon &
         readonly summary: string | null;
         readonly limit?: BudgetLimit;
         readonly cause?: string;
+        /** Output that explains the end (a failed setup command's tail), shown fenced. */
+        readonly details?: string;
       }
     | {
         /** The change was not pushed: it breaks the repository's policy. */
@@ -111,6 +120,8 @@ function line(p: ProgressState, r: Redactor): string {
         : `⏳ **Queued** — number ${p.position} in line.`;
     case 'working':
       return `🛠️ **Working** — step ${p.step} · ${formatInt(p.tokens)} tokens · ${formatUsd(p.costUsd)} · ${formatDuration(p.elapsedMs)} so far.`;
+    case 'preparing':
+      return '⚙️ **Preparing the environment** — image, runtime and dependencies, before the agent starts.';
     case 'publishing':
       return '📤 **Publishing** — pushing the change and opening a pull request.';
     case 'pr_opened': {
@@ -127,6 +138,11 @@ function line(p: ProgressState, r: Redactor): string {
         `**Why:** ${inline(p.reason, 1500)}`,
       ];
       if (p.outcome === 'unverified' && p.cause === ENVIRONMENT) parts.push(ENVIRONMENT_HINT);
+      if (p.details !== undefined && p.details.trim() !== '') {
+        parts.push(
+          `<details><summary>Output</summary>\n\n${fenced(truncateMiddle(r.redact(p.details), 6000))}\n\n</details>`,
+        );
+      }
       if (p.summary !== null && p.summary.trim() !== '') {
         parts.push(
           `**The agent's summary:**\n\n${balanceFences(neutralizeProse(truncateMiddle(r.redact(p.summary.trim()), 4000)))}`,
@@ -181,6 +197,7 @@ export function renderProgress(
     progressMarker(p.jobId),
     `**Issue Agent**`,
     line(p, redactor),
+    ...(p.environment === undefined || p.environment === '' ? [] : [p.environment]),
     `<sub>${footer.join(' · ')}</sub>`,
   ].join('\n\n');
   return publishable(text, {

@@ -16,6 +16,7 @@ import { publish } from './stages/publish.js';
 import { reportEnd, reportFailure } from './stages/report.js';
 import { openStore } from './stages/rounds.js';
 import { runInSandbox } from './stages/run.js';
+import { describeEnvironment } from '../publish/environment.js';
 import type { JobContext, PullInfo } from './stages/types.js';
 
 export { PermanentJobError } from './permanent-job-error.js';
@@ -116,7 +117,9 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     issue: p.issue.number,
   });
   const { gh, tokens, bot } = rt;
-  const redactor = (): Redactor => new Redactor([...tokens.issued, ...rt.secrets]);
+  // Setup secrets never reach the agent, but setup output and errors are recorded: redact them too.
+  const setupSecrets = Object.values(rt.agent.environment.setupSecrets);
+  const redactor = (): Redactor => new Redactor([...tokens.issued, ...rt.secrets, ...setupSecrets]);
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const progress = new ProgressReporter(
     gh,
@@ -179,8 +182,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         await reportEnd(ctx, issue.end, pull);
         return none('cancelled');
       }
-      await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
-      const sandbox = await prepareSandbox({
+      await progress.update({ kind: 'preparing' });
+      const prepared = await prepareSandbox({
         jobId,
         jobsDir: rt.jobsDir,
         paths,
@@ -192,11 +195,21 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         kind: rt.sandbox,
         isolateLocal: rt.isolateLocal,
         agent: rt.agent,
+        config: p.config,
+        repoKey: `github:${p.repo.id}`,
+        followUp: pull !== null,
+        scrub: (text) => ctx.redactor().redact(text),
+        logger: log,
       });
       try {
+        const environment = prepared.environment ?? store?.base.environment ?? null;
+        if (environment !== null)
+          progress.setEnvironment(describeEnvironment(environment, (t) => ctx.redactor().redact(t)));
+        await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
         const ran = await runInSandbox({
           ctx,
-          sandbox,
+          sandbox: prepared.sandbox,
+          environment: prepared.environment,
           store,
           pull,
           issue: issue.text,
@@ -207,7 +220,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         store = ran.store;
         outcome = ran.outcome;
       } finally {
-        await sandbox.close();
+        await prepared.close();
       }
     }
     if (store === null) throw new Error('no trajectory after the run');

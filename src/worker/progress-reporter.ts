@@ -19,6 +19,7 @@ export type ProgressUpdate = DistributiveOmit<ProgressState, 'jobId'>;
 export class ProgressReporter {
   private lastWrite = 0;
   private pending: Promise<void> = Promise.resolve();
+  private environment: string | null = null;
 
   constructor(
     private readonly gh: GitHubClient,
@@ -49,6 +50,11 @@ export class ProgressReporter {
     });
   }
 
+  /** How the environment was made (describeEnvironment): shown under every later state. */
+  setEnvironment(text: string | null): void {
+    this.environment = text;
+  }
+
   /** Writes a state now (after any write in flight) and waits for it. */
   async update(update: ProgressUpdate): Promise<void> {
     this.enqueue(update);
@@ -64,6 +70,7 @@ export class ProgressReporter {
       ...update,
       jobId: this.jobId,
       ...(this.runLink === null ? {} : { runLink: this.runLink }),
+      ...(this.environment === null ? {} : { environment: this.environment }),
     } as ProgressState;
     const body = this.redactor().redact(renderProgress(state));
     try {

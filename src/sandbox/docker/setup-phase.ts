@@ -466,7 +466,7 @@ export class SetupPhase {
       [
         '/bin/sh',
         '-c',
-        '[ -d .git ] || exit 0; mkdir -p .git/info && for p in "$@"; do printf "/%s/\\n" "$p" >> .git/info/exclude; done',
+        '[ -d .git ] || exit 0; mkdir -p .git/info && for p in "$@"; do printf "/%s\\n" "$p" >> .git/info/exclude; done',
         'ia-exclude',
         ...paths,
       ],

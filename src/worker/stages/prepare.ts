@@ -1,7 +1,11 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Logger } from 'pino';
 import type { AgentEnv } from '../../config/agent-env.js';
+import { hostProbe } from '../../environment/host-probe.js';
+import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/plan.js';
+import type { EnvironmentRecord } from '../../events/schema.js';
 import type { HostGit } from '../../github/host-git.js';
 import { pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
@@ -92,7 +96,7 @@ export async function readIssue(
 
 /**
  * What a sandbox is prepared from. Everything the preparation reads is here, so a step added to it
- * (e.g. setting up the repository's environment) takes its inputs from this object.
+ * takes its inputs from this object.
  */
 export interface PrepareSandboxInput {
   readonly jobId: string;
@@ -108,15 +112,37 @@ export interface PrepareSandboxInput {
   readonly baseCommit: string | null;
   readonly kind: FixRuntime['sandbox'];
   readonly isolateLocal: FixRuntime['isolateLocal'];
-  readonly agent: Pick<AgentEnv, 'sandboxPath' | 'sandboxLimits'>;
+  readonly agent: Pick<AgentEnv, 'sandboxPath' | 'sandboxLimits' | 'environment'>;
+  /** The repository's environment settings (`.github/issue-agent.yml`). */
+  readonly config: RepoEnvironmentConfig;
+  /** Names the repository for the environment cache (entries never cross repositories). */
+  readonly repoKey: string;
+  /**
+   * The workspace holds the agent's earlier changes (a follow-up round on its PR): setup may still
+   * run and reuse the cache, but never writes it, so nothing the agent wrote reaches other jobs.
+   */
+  readonly followUp: boolean;
+  /** Removes the job's secrets from recorded text. */
+  readonly scrub: (text: string) => string;
+  readonly logger?: Logger | undefined;
+}
+
+/** A sandbox ready for the agent, and how its environment was made. */
+export interface PreparedSandbox {
+  readonly sandbox: Sandbox;
+  /** Null for a local sandbox (it has no setup phase). */
+  readonly environment: EnvironmentRecord | null;
+  /** Closes the sandbox and what served it (the agent phase's egress). Safe to call twice. */
+  close(): Promise<void>;
 }
 
 /**
  * The pristine clone (fetched or checked), the workspace copied from it at the base commit, and a
- * sandbox on that workspace. The sandbox returned is ready for the agent; the caller closes it. If
- * anything after its creation fails, it is closed here before the error is thrown.
+ * sandbox on that workspace: for Docker, with the repository's environment (runtime image, setup
+ * through the egress proxy or a cached environment). The sandbox returned is ready for the agent;
+ * the caller closes it. If anything after its creation fails, it is closed here first.
  */
-export async function prepareSandbox(input: PrepareSandboxInput): Promise<Sandbox> {
+export async function prepareSandbox(input: PrepareSandboxInput): Promise<PreparedSandbox> {
   const { git, paths, repo } = input;
   await git.ensurePristine(paths.pristine, {
     url: repo.clone_url,
@@ -125,6 +151,39 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Sandbo
   });
   const baseCommit = input.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
   await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
+  if (input.kind === 'docker') {
+    // Loaded only here: the Action and the CLI's local sandbox never need the Docker client.
+    const { prepareEnvironment } = await import('../../environment/prepare.js');
+    // The workspace copy was made by the host and no sandbox process has seen it yet: reading it
+    // by name is safe until the sandbox starts (hostProbe also refuses links).
+    const probe = hostProbe(paths.workspace);
+    const plan = await planEnvironment(probe, input.config);
+    const prepared = await prepareEnvironment({
+      workspace: paths.workspace,
+      probe,
+      jobId: input.jobId,
+      repoKey: input.repoKey,
+      plan,
+      settings: input.agent.environment,
+      limits: input.agent.sandboxLimits,
+      mayStoreCache: !input.followUp,
+      scrub: input.scrub,
+      logger: input.logger,
+    });
+    const close = async (): Promise<void> => {
+      await prepared.sandbox.close();
+      await prepared.close();
+    };
+    try {
+      // The container got its own copy of the files (the host copy was never seen by any sandbox
+      // process, so removing it by name is safe).
+      await rm(paths.workspace, { recursive: true, force: true });
+    } catch (error) {
+      await close();
+      throw error;
+    }
+    return { sandbox: prepared.sandbox, environment: prepared.record, close };
+  }
   const sandbox: Sandbox = await createSandbox({
     kind: input.kind,
     workspace: paths.workspace,
@@ -135,13 +194,5 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Sandbo
       ? {}
       : { isolate: { hide: [pristineRoot(input.jobsDir), paths.trajectory, ...input.isolateLocal.hide] } }),
   });
-  try {
-    // A container got its own copy of the files (the host copy was never seen by any sandbox
-    // process, so removing it by name is safe); a local sandbox works in the copy itself.
-    if (sandbox.kind === 'docker') await rm(paths.workspace, { recursive: true, force: true });
-  } catch (error) {
-    await sandbox.close();
-    throw error;
-  }
-  return sandbox;
+  return { sandbox, environment: null, close: () => sandbox.close() };
 }

@@ -1,3 +1,5 @@
+import { EnvironmentSetupError } from '../../environment/errors.js';
+import { describeEnvironment, failedSetupOutput } from '../../publish/environment.js';
 import type { Outcome } from '../../agent/run-agent.js';
 import { HostGitError } from '../../github/host-git.js';
 import { neutralizeInline, truncateEnd } from '../../publish/markdown.js';
@@ -156,13 +158,27 @@ export async function reportFailure(
   const permanent = isPermanent(error);
   const reason = ctx.redactor().redact(error instanceof Error ? error.message : String(error));
   ctx.log.error({ err: error, attempt: attempt.number }, 'fix job failed');
+  if (error instanceof EnvironmentSetupError) {
+    ctx.progress.setEnvironment(describeEnvironment(error.record, (t) => ctx.redactor().redact(t)));
+  }
   if (permanent || attempt.final) {
-    await ctx.progress.update({ kind: 'ended', outcome: 'failed', reason, summary: '' });
+    await ctx.progress.update({
+      kind: 'ended',
+      outcome: 'failed',
+      reason,
+      summary: '',
+      ...(error instanceof EnvironmentSetupError
+        ? { cause: SETUP_FAILED, details: ctx.redactor().redact(failedSetupOutput(error.record)) }
+        : {}),
+    });
   } else {
     await ctx.progress.update({ kind: 'retrying', attempt: attempt.number, reason });
   }
   return { reason, permanent };
 }
+
+/** The cause of a job whose setup failed. */
+export const SETUP_FAILED = 'setup_failed';
 
 /**
  * Failures a retry cannot fix: a refused request (4xx other than timeouts, conflicts and rate limits,
@@ -172,6 +188,7 @@ export async function reportFailure(
  */
 function isPermanent(error: unknown): boolean {
   if (error instanceof PermanentJobError) return true;
+  if (error instanceof EnvironmentSetupError) return !error.transient;
   if (error instanceof HostGitError) return !error.transient;
   const status = typeof error === 'object' && error !== null && 'status' in error ? error.status : undefined;
   return typeof status === 'number' && status >= 400 && status < 500 && ![408, 409, 429].includes(status);

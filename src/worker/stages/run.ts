@@ -5,7 +5,7 @@ import { stripHiddenText } from '../../agent/untrusted-text.js';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { FileEventStore } from '../../events/file-event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
-import type { Limits, Task } from '../../events/schema.js';
+import type { EnvironmentRecord, Limits, Task } from '../../events/schema.js';
 import type { Model } from '../../model/model.js';
 import type { FixJob } from '../../queue/payloads.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
@@ -18,6 +18,8 @@ export interface RunInput {
   readonly sandbox: Sandbox;
   /** The trajectory of an earlier attempt to resume, or null to start one. */
   readonly store: FileEventStore | null;
+  /** How the sandbox's environment was made, for a new run's base state (null: no setup phase). */
+  readonly environment: EnvironmentRecord | null;
   readonly pull: PullInfo | null;
   /** The issue's text, for a new run that is not a follow-up. */
   readonly issue: IssueText;
@@ -53,6 +55,7 @@ export async function runInSandbox(
       limits: limitsFor(input.agent.limits, p.config.budgets),
       testCommand: p.config.testCommand,
       conversationId: jobId,
+      environment: input.environment,
     });
     store = FileEventStore.create(paths.trajectory, base);
   }
