@@ -37,6 +37,12 @@ export type Confinement =
        * Unset: `cwd` is the host folder itself, with no quota.
        */
       readonly workspaceBytes?: number;
+      /**
+       * The host folder of an egress proxy's socket (see environment/egress.ts), bound read-only at
+       * LOCAL_EGRESS_MOUNT inside, where the private /run would otherwise cover it: the only way out
+       * of the sandbox's network namespace, and only for what the proxy allows.
+       */
+      readonly egressDir?: string;
     };
 
 /**
@@ -56,6 +62,9 @@ export interface SandboxUser {
   readonly uid: number;
   readonly gid: number;
 }
+
+/** Where an isolated sandbox sees the egress proxy's socket folder (Confinement.egressDir). */
+export const LOCAL_EGRESS_MOUNT = '/run/issue-agent-egress';
 
 /** The unprivileged user a root host runs the shell as, unless told otherwise: nobody/nogroup. */
 export const DEFAULT_SANDBOX_USER: SandboxUser = { uid: 65534, gid: 65534 };
@@ -124,7 +133,8 @@ const READY = 'ia-sandbox-ready';
  * Arguments: owner uid/gid of private folders as the init sees the sandbox user, mode (`userns` |
  * `privileged`), the sandbox user's uid/gid, the LAYER and HOLDER scripts, then directives:
  * `W/path` writable, `H/path` hidden, `P/path` private, `Q/bytes` the workspace (the first writable
- * folder) as a private tmpfs of that size, filled with the host folder's content.
+ * folder) as a private tmpfs of that size, filled with the host folder's content, `E/path` the egress
+ * proxy's socket folder, bound read-only at LOCAL_EGRESS_MOUNT.
  *
  * Every step that the confinement depends on ends the start when it fails (exit 97, the reason on
  * stderr): the sandbox never runs with less isolation than it was asked for. /sys and `lo` are
@@ -135,10 +145,11 @@ set -u
 fail() { printf 'ia-sandbox: %s\\n' "$*" >&2; exit 97; }
 ouid=$1 ogid=$2 mode=$3 uid=$4 gid=$5 layer_script=$6 holder_script=$7
 shift 7
-W=() H=() P=() FD=() quota=
+W=() H=() P=() FD=() quota= egress= efd=
 for a in "$@"; do
   case $a in
     Q/*) quota=\${a#Q/} ;;
+    E/*) egress=\${a#E} ;;
     W/*) W+=("\${a#W}") ;;
     H/*) H+=("\${a#H}") ;;
     P/*) P+=("\${a#P}") ;;
@@ -155,6 +166,12 @@ for w in "\${W[@]}"; do
   exec {f}<"$w" || fail "could not open $w"
   FD+=("$f")
 done
+
+# The egress socket's folder, opened now: the private /tmp and /run below cover where it lives.
+if [ -n "$egress" ]; then
+  if [ -L "$egress" ] || [ ! -d "$egress" ]; then fail "$egress is not a folder"; fi
+  exec {efd}<"$egress" || fail "could not open $egress"
+fi
 
 # Hidden paths. One this user cannot reach is skipped: the sandbox user, with no more rights
 # than the init, cannot reach it either.
@@ -223,6 +240,12 @@ for p in "\${P[@]}"; do
     { mkdir -p -m 0700 -- "$p" && chown -R "$ouid:$ogid" -- "$top"; } || fail "could not create $p"
   fi
 done
+
+if [ -n "$egress" ]; then
+  { mkdir -p -- ${LOCAL_EGRESS_MOUNT} && mount -c --bind "/proc/self/fd/$efd" ${LOCAL_EGRESS_MOUNT} &&
+    mount -o remount,bind,ro,nosuid,nodev,noexec -- ${LOCAL_EGRESS_MOUNT}; } || fail "could not bind the egress folder"
+  exec {efd}<&-
+fi
 
 ip link set lo up 2>/dev/null || true
 
@@ -475,8 +498,12 @@ function directives(cwd: string, env: Readonly<Record<string, string>>, confinem
   const quota = confinement.workspaceBytes;
   if (quota !== undefined && (!Number.isInteger(quota) || quota <= 0))
     throw new SandboxError('start_failed', `not a workspace size: ${String(quota)}`);
+  const egress = confinement.egressDir;
+  if (egress !== undefined && !isAbsolute(egress))
+    throw new SandboxError('start_failed', `not an absolute path: ${egress}`);
   return [
     ...(quota === undefined ? [] : [`Q/${String(quota)}`]),
+    ...(egress === undefined ? [] : [`E${canonical(egress)}`]),
     ...writable.map((p) => `W${p}`),
     ...hide.map((p) => `H${p}`),
     ...[...new Set(priv)].map((p) => `P${p}`),
@@ -527,10 +554,15 @@ function initArgv(kind: MechanismKind, user: SandboxUser, dirs: readonly string[
   return [need('sudo'), '-n', '--', ...privileged];
 }
 
-function enterArgv(init: Init, cwd: string, env: Readonly<Record<string, string>>): string[] {
+function enterArgv(
+  init: Init,
+  cwd: string,
+  env: Readonly<Record<string, string>>,
+  bashArgs: readonly string[] = [],
+): string[] {
   const nsenter = need('nsenter');
   const setpriv = need('setpriv');
-  const shell = [need('env'), '-i', ...envArgs(env), need('bash'), '--noprofile', '--norc'];
+  const shell = [need('env'), '-i', ...envArgs(env), need('bash'), '--noprofile', '--norc', ...bashArgs];
   const into = (target: number, namespaces: readonly string[]) => [
     nsenter,
     `--target=${target}`,
@@ -784,6 +816,37 @@ export class ShellLauncher {
     return this.enter(init);
   }
 
+  /**
+   * Starts the isolated sandbox now, without a shell (a setup phase runs before any shell exists).
+   * Only for a `keepAlive` launcher, whose sandbox outlives its processes until close().
+   */
+  async startSandbox(): Promise<void> {
+    this.needKeepAlive('a sandbox started before its shells');
+    await this.sandbox();
+  }
+
+  /**
+   * One process in the sandbox, entered as the shells are (same user, namespaces, no capabilities)
+   * but with its own environment and `bash --noprofile --norc <bashArgs…>`: a setup command, the
+   * egress forwarder, the sweep. Its environment travels on the command line of the host's
+   * launcher (env -i): never put a secret there; send it on the process's standard input instead.
+   */
+  async oneOff(env: Readonly<Record<string, string>>, bashArgs: readonly string[]): Promise<LaunchedShell> {
+    this.needKeepAlive('a one-off process');
+    const init = await this.sandbox();
+    return this.enter(init, env, bashArgs);
+  }
+
+  /** The holder's pid inside the sandbox (the process shells enter; it must outlive every sweep). */
+  get holderPid(): number | null {
+    return this.init?.holderPid ?? null;
+  }
+
+  private needKeepAlive(what: string): void {
+    if (this.options.confinement.kind !== 'isolated' || this.options.keepAlive !== true)
+      throw new SandboxError('start_failed', `${what} needs an isolated sandbox kept alive until close()`);
+  }
+
   /** Ends every shell and the sandbox now. */
   async close(): Promise<void> {
     const init = this.init ?? (await this.starting?.catch(() => null)) ?? null;
@@ -904,8 +967,12 @@ export class ShellLauncher {
     await endInit(init);
   }
 
-  private enter(init: Init): LaunchedShell {
-    const argv = enterArgv(init, canonical(this.options.cwd), this.options.env);
+  private enter(
+    init: Init,
+    env: Readonly<Record<string, string>> = this.options.env,
+    bashArgs: readonly string[] = [],
+  ): LaunchedShell {
+    const argv = enterArgv(init, canonical(this.options.cwd), env, bashArgs);
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new SandboxError('start_failed', 'nothing to run');
     const child = spawn(cmd, args, {

@@ -19,6 +19,7 @@ import {
   type SandboxUser,
 } from './launch.js';
 import { descendantsRss, killDescendants } from './proc-tree.js';
+import { localCaEnv, LocalSetupPhase, type SetupCommandResult } from './setup-phase.js';
 
 export interface LocalSandboxOptions {
   /** The repository on the host; commands start here. */
@@ -45,6 +46,61 @@ export interface LocalSandboxOptions {
      */
     readonly workspaceBytes?: number;
   };
+  /**
+   * A setup phase to run in the isolated sandbox before its shells start (see setup-phase.ts).
+   * Needs `isolate`: an unconfined shell has no namespaces to confine setup to.
+   */
+  readonly setup?: LocalSetupSpec;
+}
+
+/** What to do between the sandbox's start and its shells; mirrors DockerSetupSpec. */
+export interface LocalSetupSpec {
+  /**
+   * Host folder holding the egress proxy's socket (`proxy.sock`, see environment/egress.ts), bound
+   * read-only into the sandbox; the forwarder on 127.0.0.1:3128 leads there. Unset: no way out.
+   */
+  readonly egressDir?: string | undefined;
+  readonly commands: readonly string[];
+  /**
+   * The setup commands' environment on top of the sandbox's own: plain variables, the proxy's (see
+   * localProxyEnv) and the setup secrets. Never given to a shell of the agent phase.
+   */
+  readonly env: Readonly<Record<string, string>>;
+  /** Values that must not outlive setup: a file or a process still holding one fails the phase. */
+  readonly secretValues: readonly string[];
+  /**
+   * Extra CA certificates (PEM), written with a combined bundle below the sandbox's HOME; the
+   * variables that name them (localCaEnv) are added to `env`, and to the shells' with `agentEgress`.
+   */
+  readonly caPem?: Buffer | undefined;
+  /** Per command. */
+  readonly timeoutMs: number;
+  /** Whether a failed command is worth running again (a network error); at most `retries` times. */
+  readonly retryable?: ((r: SetupCommandResult) => boolean) | undefined;
+  /** Default 0. */
+  readonly retries?: number | undefined;
+  /** Workspace paths setup produces: excluded from git snapshots. */
+  readonly outputs: readonly string[];
+  /** Start a forwarder for the agent phase too (the agent has an allowlist on the same socket). */
+  readonly agentEgress?: boolean | undefined;
+  readonly onCommand?: ((r: SetupCommandResult, attempt: number) => void) | undefined;
+}
+
+/** What the setup phase did. */
+export interface LocalSetupReport {
+  readonly results: readonly SetupCommandResult[];
+}
+
+/** A setup command failed (or setup left a secret behind): the sandbox is gone. */
+export class LocalSetupFailedError extends SandboxError {
+  constructor(
+    message: string,
+    readonly results: readonly SetupCommandResult[],
+    /** The last failure looked like the network: a later retry may succeed. */
+    readonly transient: boolean,
+  ) {
+    super('start_failed', message);
+  }
 }
 
 /**
@@ -57,6 +113,8 @@ export async function canIsolate(): Promise<boolean> {
 
 export class LocalSandbox implements Sandbox {
   readonly kind = 'local';
+  /** What the setup phase did, when the sandbox had one. */
+  setupReport: LocalSetupReport | null = null;
   private constructor(
     readonly workdir: string,
     private readonly session: ShellSession,
@@ -99,11 +157,16 @@ export class LocalSandbox implements Sandbox {
       PYTHONDONTWRITEBYTECODE: '1',
       PYTHONUNBUFFERED: '1',
       ...options.env,
+      ...(options.setup?.caPem !== undefined && options.setup.agentEgress === true ? localCaEnv(home) : {}),
     };
     const cleanup = async (): Promise<void> => {
       await rm(scratch, { recursive: true, force: true });
       await rm(spill, { recursive: true, force: true });
     };
+    if (options.setup !== undefined && options.isolate === undefined) {
+      await cleanup();
+      throw new SandboxError('start_failed', 'a setup phase needs the isolated local sandbox');
+    }
     if (options.isolate !== undefined) {
       const support = await isolationSupport();
       if (!support.ok) {
@@ -119,15 +182,32 @@ export class LocalSandbox implements Sandbox {
     // and the harness's, for file operations and checkpoints. keepAlive: a shell replaced after a
     // kill finds the sandbox (and its state file) as it was; close() ends it.
     const workspaceBytes = options.isolate?.workspaceBytes;
+    const egressDir = options.setup?.egressDir;
     const host = localShellHost(workspace, env, isolate, {
       keepAlive: true,
       ...(workspaceBytes === undefined ? {} : { workspaceBytes }),
+      ...(egressDir === undefined ? {} : { egressDir }),
     });
+    const stateFile = join(tmp, '.issue-agent-shell-state.sh');
+    let setupReport: LocalSetupReport | null = null;
+    if (options.setup !== undefined) {
+      try {
+        const setup = options.setup;
+        setupReport = await runLocalSetup(host, env, workspace, stateFile, {
+          ...setup,
+          env: { ...setup.env, ...(setup.caPem === undefined ? {} : localCaEnv(home)) },
+        });
+      } catch (error) {
+        await host.close();
+        await cleanup();
+        throw error;
+      }
+    }
     const captureBytes = options.captureBytes ?? 256 * 1024;
     const session = new ShellSession(host, {
       workdir: workspace,
       // In TMPDIR, which an isolated sandbox makes private: the host never reads it.
-      stateFile: join(tmp, '.issue-agent-shell-state.sh'),
+      stateFile,
       capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: spill },
     });
     const harness = harnessShell(host, { workdir: workspace, spillDir: spill });
@@ -141,7 +221,17 @@ export class LocalSandbox implements Sandbox {
       await cleanup();
       throw error;
     }
-    return new LocalSandbox(workspace, session, harness, host, scratch, spill, workspaceBytes !== undefined);
+    const sandbox = new LocalSandbox(
+      workspace,
+      session,
+      harness,
+      host,
+      scratch,
+      spill,
+      workspaceBytes !== undefined,
+    );
+    sandbox.setupReport = setupReport;
+    return sandbox;
   }
 
   async exec(command: string, options: ExecOptions): Promise<ExecResult> {
@@ -184,6 +274,12 @@ export interface LocalShellHost extends ShellHost {
   readonly mechanism: string | null;
   /** Ends every shell of this host and, when isolated, its sandbox with everything in it. */
   close(): Promise<void>;
+  /** Starts the isolated sandbox without a shell (needs `keepAlive`). */
+  startSandbox(): Promise<void>;
+  /** One process in the isolated sandbox with its own environment (see ShellLauncher.oneOff). */
+  oneOff(env: Readonly<Record<string, string>>, bashArgs: readonly string[]): Promise<LaunchedShell>;
+  /** The holder's pid inside the sandbox, once it started. */
+  readonly holderPid: number | null;
 }
 
 export interface LocalShellHostOptions {
@@ -200,6 +296,8 @@ export interface LocalShellHostOptions {
   readonly keepAlive?: boolean;
   /** With `isolate`: the workspace as a private tmpfs of this size (see Confinement). */
   readonly workspaceBytes?: number;
+  /** With `isolate`: the egress proxy's socket folder, bound read-only inside (see Confinement). */
+  readonly egressDir?: string;
 }
 
 /**
@@ -225,6 +323,7 @@ export function localShellHost(
             hide: isolate.hide,
             writable: options.writable ?? [],
             ...(options.workspaceBytes === undefined ? {} : { workspaceBytes: options.workspaceBytes }),
+            ...(options.egressDir === undefined ? {} : { egressDir: options.egressDir }),
           },
     ...(options.mechanisms === undefined ? {} : { mechanisms: options.mechanisms }),
     ...(options.sandboxUser === undefined ? {} : { sandboxUser: options.sandboxUser }),
@@ -247,6 +346,11 @@ export function localShellHost(
       return launcher.mechanism;
     },
     close: () => launcher.close(),
+    startSandbox: () => launcher.startSandbox(),
+    oneOff: (e, args) => launcher.oneOff(e, args),
+    get holderPid() {
+      return launcher.holderPid;
+    },
     async spawn(): Promise<ShellTransport> {
       const shell = await launcher.launch();
       const { child } = shell;
@@ -289,4 +393,68 @@ export function localShellHost(
 function signalNumber(signal: NodeJS.Signals): number {
   const table: Partial<Record<NodeJS.Signals, number>> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGSEGV: 11 };
   return table[signal] ?? 0;
+}
+
+/** Network failures are retried after this long, doubling, at most 8 s. */
+const RETRY_BASE_MS = 1000;
+
+/**
+ * The setup phase in a started sandbox, before any shell (see setup-phase.ts): the CA bundle, the
+ * forwarder, the commands (retried when `retryable` says so), then the sweep, the search for secret
+ * values left behind, the outputs excluded from snapshots, and the agent phase's forwarder if any.
+ */
+async function runLocalSetup(
+  host: LocalShellHost,
+  env: Readonly<Record<string, string>>,
+  workspace: string,
+  stateFile: string,
+  spec: LocalSetupSpec,
+): Promise<LocalSetupReport> {
+  const phase = new LocalSetupPhase(host, env);
+  await host.startSandbox();
+  if (spec.caPem !== undefined) await phase.installCaBundle(spec.caPem);
+  const results: SetupCommandResult[] = [];
+  if (spec.commands.length > 0 && spec.egressDir !== undefined) await phase.startForwarder();
+  for (const command of spec.commands) {
+    let r: SetupCommandResult;
+    let attempt = 0;
+    for (;;) {
+      attempt += 1;
+      r = await phase.run(command, spec.env, spec.timeoutMs);
+      spec.onCommand?.(r, attempt);
+      if (r.exitCode === 0 || attempt > (spec.retries ?? 0) || spec.retryable?.(r) !== true) break;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(8000, RETRY_BASE_MS * 2 ** (attempt - 1))));
+    }
+    results.push(r);
+    if (r.exitCode !== 0) {
+      const why = r.timedOut
+        ? `timed out after ${Math.round(spec.timeoutMs / 1000)} s`
+        : `exited with ${String(r.exitCode)}`;
+      throw new LocalSetupFailedError(
+        `the setup command \`${command}\` ${why}`,
+        results,
+        spec.retryable?.(r) === true,
+      );
+    }
+  }
+  // Nothing setup started survives into the agent phase: not the forwarder, not a daemon, not a
+  // process holding a setup secret in its environment.
+  await phase.sweep();
+  if (spec.secretValues.length > 0) {
+    const dirs = [workspace, env.HOME, env.TMPDIR, '/tmp', '/var/tmp', '/dev/shm', '/run'];
+    const holders = await phase.secretHolders(
+      spec.secretValues,
+      dirs.filter((d): d is string => d !== undefined),
+    );
+    if (holders.length > 0) {
+      throw new LocalSetupFailedError(
+        `setup left a setup secret in ${holders.length} place(s) (${holders.slice(0, 3).join(', ')}); a setup secret must not outlive setup`,
+        results,
+        false,
+      );
+    }
+  }
+  await phase.finish(spec.outputs, [stateFile]);
+  if (spec.agentEgress === true && spec.egressDir !== undefined) await phase.startForwarder();
+  return { results };
 }

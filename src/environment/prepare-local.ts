@@ -1,0 +1,280 @@
+import { execFileSync } from 'node:child_process';
+import type { Logger } from 'pino';
+import type { EnvironmentSettings } from '../config/agent-env.js';
+import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
+import type { SetupCommandResult } from '../sandbox/docker/setup-phase.js';
+import { LocalSandbox, LocalSetupFailedError, type LocalSetupSpec } from '../sandbox/local/local-sandbox.js';
+import { localProxyEnv } from '../sandbox/local/setup-phase.js';
+import { startEgressSession, type EgressSession } from './egress.js';
+import { EnvironmentSetupError } from './errors.js';
+import type { EnvironmentPlan } from './plan.js';
+
+export { EnvironmentSetupError };
+
+export interface PrepareLocalInput {
+  /** The host copy of the repository, made before any sandbox process existed. */
+  readonly workspace: string;
+  readonly plan: EnvironmentPlan;
+  readonly settings: EnvironmentSettings;
+  /** PATH of the sandbox (the runner's tools: its Node, npm, Python). */
+  readonly path: string;
+  /** The isolated sandbox's confinement (see LocalSandboxOptions.isolate); setup needs it. */
+  readonly isolate: { readonly hide: readonly string[]; readonly workspaceBytes?: number };
+  readonly logger?: Logger | undefined;
+  /** Removes the job's secrets from text before it is recorded. */
+  readonly scrub: (text: string) => string;
+}
+
+export interface PreparedLocalEnvironment {
+  readonly sandbox: LocalSandbox;
+  readonly record: EnvironmentRecord;
+  /** Stops the agent phase's egress, if it has one. Call after the sandbox is closed. */
+  close(): Promise<void>;
+}
+
+/** Output that says a setup command failed on the network rather than on the project. */
+const NETWORK_FAILURE =
+  /ECONNRESET|ETIMEDOUT|EAI_AGAIN|ECONNREFUSED|socket hang up|network (?:error|timeout)|502 Bad Gateway|503 Service Unavailable|504 Gateway|Connection reset|Read timed out|ReadTimeoutError|Temporary failure in name resolution|Max retries exceeded/i;
+
+function isNetworkFailure(r: SetupCommandResult): boolean {
+  return r.exitCode !== 0 && !r.timedOut && NETWORK_FAILURE.test(r.output);
+}
+
+const SETUP_RETRIES = 2;
+
+/** What the record calls the environment of a local sandbox (it has no image). */
+export const LOCAL_IMAGE = 'local (the runner’s own tools)';
+
+/**
+ * prepareEnvironment for the isolated local sandbox (the Action's default): the plan's setup
+ * commands through the egress proxy, inside the sandbox, before its shells exist (see
+ * sandbox/local/setup-phase.ts), and the environment record. Differences from Docker: no image (the
+ * runner's tools, whose versions the record states: `runtime:` cannot change them here, a workflow
+ * step before the action can), and no cache (a runner is used once; actions/cache in the workflow is
+ * the place for that).
+ */
+export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise<PreparedLocalEnvironment> {
+  const started = Date.now();
+  const { plan, settings } = input;
+  const log = input.logger;
+  const secretNames = plan.secretNames.filter((n) => settings.setupSecrets[n] !== undefined);
+  const missingSecrets = plan.secretNames.filter((n) => settings.setupSecrets[n] === undefined);
+  const secrets: Record<string, string> = {};
+  for (const n of secretNames) secrets[n] = settings.setupSecrets[n] ?? '';
+  const toRun = settings.setupEnabled ? plan.setup.commands : [];
+
+  const mirrorEnv: Record<string, string> = {
+    ...(settings.npmRegistry === null ? {} : { npm_config_registry: settings.npmRegistry }),
+    ...(settings.pipIndexUrl === null ? {} : { PIP_INDEX_URL: settings.pipIndexUrl }),
+  };
+  const setupHosts = unique([
+    ...plan.setupAllowHosts,
+    ...settings.allowHosts,
+    ...hostsOf([settings.npmRegistry, settings.pipIndexUrl]),
+  ]);
+  const agentHosts = unique(plan.agentAllowHosts);
+  let egress: EgressSession | null = null;
+  if (toRun.length > 0 || agentHosts.length > 0) {
+    egress = await startEgressSession({
+      allowHosts: toRun.length > 0 ? setupHosts : agentHosts,
+      allowCidrs: settings.allowCidrs,
+      logger: log,
+    });
+  }
+
+  const attempts = new Map<string, number>();
+  const runtimes = runnerRuntimes(plan, input.path);
+  const record = (results: readonly SetupCommandResult[]): EnvironmentRecord => ({
+    image: LOCAL_IMAGE,
+    runtimes,
+    setup: {
+      source: plan.setup.source,
+      reason: [
+        !settings.setupEnabled && plan.setup.commands.length > 0
+          ? `${plan.setup.reason}; setup is turned off for this run (ISSUE_AGENT_SETUP=off)`
+          : plan.setup.reason,
+        ...(missingSecrets.length > 0 ? [`setup secrets not provided: ${missingSecrets.join(', ')}`] : []),
+      ].join('; '),
+      commands: plan.setup.commands.map((c) => {
+        const r = results.find((x) => x.command === c.command);
+        return {
+          command: input.scrub(c.command),
+          reason: c.reason,
+          exitCode: r?.exitCode ?? null,
+          timedOut: r?.timedOut ?? false,
+          durationMs: r?.durationMs ?? 0,
+          attempts: attempts.get(c.command) ?? 0,
+          output: input.scrub(r?.output ?? ''),
+        };
+      }),
+      testEnv: { ...plan.setup.testEnv },
+      secrets: secretNames,
+      cache: { status: 'disabled', key: null, note: 'the local sandbox keeps no environment cache' },
+      durationMs: Date.now() - started,
+    },
+    egress: {
+      setup: toRun.length > 0 && egress !== null ? egressRecord(egress, setupHosts) : null,
+      agentAllowHosts: agentHosts,
+    },
+  });
+
+  // The CA bundle's variables are added by the sandbox, which knows its HOME (see LocalSetupSpec).
+  const spec: LocalSetupSpec = {
+    ...(egress === null ? {} : { egressDir: egress.dir }),
+    commands: toRun.map((c) => c.command),
+    env: {
+      ...plan.env,
+      ...plan.setup.testEnv,
+      ...localProxyEnv(),
+      ...mirrorEnv,
+      ...secrets,
+    },
+    secretValues: Object.values(secrets),
+    ...(settings.extraCaPem === null ? {} : { caPem: Buffer.from(settings.extraCaPem) }),
+    timeoutMs: settings.setupTimeoutMs,
+    retries: SETUP_RETRIES,
+    retryable: isNetworkFailure,
+    outputs: plan.setup.outputs,
+    agentEgress: agentHosts.length > 0,
+    onCommand: (r, attempt) => {
+      attempts.set(r.command, attempt);
+      log?.info({ command: input.scrub(r.command), exitCode: r.exitCode, attempt }, 'setup command');
+    },
+  };
+
+  let sandbox: LocalSandbox;
+  try {
+    sandbox = await LocalSandbox.create({
+      workspace: input.workspace,
+      path: input.path,
+      isolate: input.isolate,
+      env: {
+        ...plan.env,
+        ...plan.setup.testEnv,
+        ...(agentHosts.length > 0 ? { ...localProxyEnv(), ...mirrorEnv } : {}),
+      },
+      setup: spec,
+    });
+  } catch (error) {
+    if (egress !== null) await egress.close();
+    if (error instanceof LocalSetupFailedError) {
+      throw new EnvironmentSetupError(input.scrub(error.message), record(error.results), error.transient, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+  const done = record(sandbox.setupReport?.results ?? []);
+  // The setup proxy ends with setup; the agent phase gets its own allowlist on the same socket, or
+  // none: then the socket is gone and nothing can leave the sandbox.
+  let agentEgress: EgressSession | null = null;
+  if (egress !== null) {
+    if (agentHosts.length === 0) {
+      await egress.close();
+    } else {
+      if (toRun.length > 0) await egress.reopen(agentHosts);
+      agentEgress = egress;
+      log?.warn({ hosts: agentHosts }, 'the agent phase may reach an allowlist through the proxy');
+    }
+  }
+  return {
+    sandbox,
+    record: done,
+    close: async () => {
+      if (agentEgress !== null) await agentEgress.close();
+    },
+  };
+}
+
+/**
+ * The plan's runtimes as the local sandbox has them: the versions on its PATH, whatever the
+ * repository asked for (the Action cannot change the runner's Node; a setup-node step can).
+ */
+function runnerRuntimes(plan: EnvironmentPlan, path: string): EnvironmentRecord['runtimes'] {
+  return plan.runtimes.map((r) => {
+    if (r.language === 'node') {
+      const v = toolVersion('node', ['--version'], path) ?? process.version;
+      return {
+        language: r.language,
+        version: v.replace(/^v/, ''),
+        requested: r.requested,
+        source: 'runner',
+        note: `the Action's local sandbox runs the runner's Node ${v}; use actions/setup-node before this action to pick a version`,
+      };
+    }
+    if (r.language === 'python') {
+      const v = toolVersion('python3', ['--version'], path)?.replace(/^Python\s+/i, '') ?? 'unknown';
+      return {
+        language: r.language,
+        version: v,
+        requested: r.requested,
+        source: 'runner',
+        note: `the Action's local sandbox runs the runner's Python ${v}; use actions/setup-python before this action to pick a version`,
+      };
+    }
+    return { ...r, source: 'runner', note: "the Action's local sandbox uses the runner's own tools" };
+  });
+}
+
+function toolVersion(tool: string, args: readonly string[], path: string): string | null {
+  try {
+    const out = execFileSync(tool, args, {
+      env: { PATH: path },
+      encoding: 'utf8',
+      timeout: 10_000,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const line = out.trim().split('\n')[0] ?? '';
+    return line === '' ? null : line;
+  } catch {
+    return null;
+  }
+}
+
+function egressRecord(session: EgressSession, allowHosts: readonly string[]): EgressPhaseRecord {
+  const t = session.log.totals();
+  return {
+    allowHosts: [...allowHosts],
+    requests: session.requests.map((r) => ({
+      time: r.time,
+      method: r.method,
+      host: r.host,
+      port: r.port,
+      allowed: r.allowed,
+      ...(r.reason === undefined ? {} : { reason: r.reason }),
+      ...(r.status === undefined ? {} : { status: r.status }),
+      bytesUp: r.bytesUp,
+      bytesDown: r.bytesDown,
+      durationMs: r.durationMs,
+    })),
+    dropped: session.dropped,
+    denied: session.log.deniedHosts().map((d) => ({
+      host: d.host,
+      ports: [...d.ports],
+      count: d.count,
+      reason: d.reason,
+    })),
+    totals: {
+      requests: t.requests,
+      allowed: t.allowed,
+      denied: t.denied,
+      bytesUp: t.bytesUp,
+      bytesDown: t.bytesDown,
+    },
+  };
+}
+
+function hostsOf(urls: readonly (string | null)[]): string[] {
+  return urls.flatMap((u) => {
+    if (u === null) return [];
+    try {
+      return [new URL(u).hostname];
+    } catch {
+      return [];
+    }
+  });
+}
+
+function unique(xs: readonly string[]): string[] {
+  return [...new Set(xs)];
+}

@@ -1,0 +1,260 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, it, type TestContext } from 'node:test';
+import type { EnvironmentSettings } from '../../src/config/agent-env.js';
+import type { EnvironmentPlan } from '../../src/environment/plan.js';
+import {
+  EnvironmentSetupError,
+  prepareLocalEnvironment,
+  type PreparedLocalEnvironment,
+} from '../../src/environment/prepare-local.js';
+import { isolationSupport } from '../../src/sandbox/local/launch.js';
+import { registryDeployment } from '../support/egress-env.js';
+
+/**
+ * The setup phase of the isolated local sandbox (the Action's default), end to end: npm ci of a
+ * one-package lockfile through the egress proxy from a sandbox whose only interface is `lo`; a host
+ * off the allowlist refused and logged; a canary setup secret that setup sees and nothing after it
+ * does (the agent's shell, any process's environment, any file it can read); a process setup left
+ * running is gone before the agent's shell starts.
+ */
+
+const run = promisify(execFile);
+const REPO = fileURLToPath(new URL('../..', import.meta.url));
+// Not under /tmp, which the sandbox makes private (the workspace is bound in anyway; this keeps the
+// fixtures where a person debugging a failure finds them).
+const ARTIFACTS = join(REPO, 'test-artifacts', 'local-setup');
+const CANARY = 'ia-canary-7f3c9a1e5b2d4068';
+const SANDBOX_PATH = process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin';
+const support = await isolationSupport();
+const skip =
+  !support.ok && process.env.ISSUE_AGENT_REQUIRE_DOCKER !== '1'
+    ? `no isolation here: ${support.reason}`
+    : false;
+
+const PACKAGE_JSON = {
+  name: 'env-fixture',
+  version: '1.0.0',
+  scripts: { test: "node -e \"require('is-number'); console.log('ok')\"" },
+  devDependencies: { 'is-number': '7.0.0' },
+};
+const LOCKFILE = {
+  name: 'env-fixture',
+  version: '1.0.0',
+  lockfileVersion: 3,
+  requires: true,
+  packages: {
+    '': { name: 'env-fixture', version: '1.0.0', devDependencies: { 'is-number': '7.0.0' } },
+    'node_modules/is-number': {
+      version: '7.0.0',
+      resolved: 'https://registry.npmjs.org/is-number/-/is-number-7.0.0.tgz',
+      integrity:
+        'sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZUBlbGXYxxng==',
+      dev: true,
+      license: 'MIT',
+      engines: { node: '>=0.12.0' },
+    },
+  },
+};
+
+async function repo(t: TestContext): Promise<string> {
+  await mkdir(ARTIFACTS, { recursive: true });
+  const dir = await mkdtemp(join(ARTIFACTS, 'ws-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'package.json'), JSON.stringify(PACKAGE_JSON, null, 2));
+  await writeFile(join(dir, 'package-lock.json'), JSON.stringify(LOCKFILE, null, 2));
+  await writeFile(join(dir, '.gitignore'), '');
+  await run('git', ['init', '-q', '-b', 'main', dir]);
+  await run('git', ['-C', dir, 'add', '-A']);
+  await run('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@e', 'commit', '-qm', 'init']);
+  return dir;
+}
+
+function plan(commands: readonly string[], over: Partial<EnvironmentPlan> = {}): EnvironmentPlan {
+  return {
+    image: 'issue-agent/node:22',
+    runtimes: [{ language: 'node', version: '22', requested: '22', source: 'configured' }],
+    setup: {
+      source: 'configured',
+      reason: 'test',
+      commands: commands.map((command) => ({ command, reason: 'test' })),
+      outputs: ['node_modules'],
+      inputs: ['package.json', 'package-lock.json'],
+      testEnv: {},
+    },
+    env: {},
+    setupAllowHosts: ['registry.npmjs.org'],
+    agentAllowHosts: [],
+    secretNames: ['CANARY_TOKEN'],
+    cache: true,
+    ...over,
+  };
+}
+
+async function settings(over: Partial<EnvironmentSettings> = {}): Promise<EnvironmentSettings> {
+  const deployment = await registryDeployment();
+  return {
+    setupEnabled: true,
+    allowHosts: [],
+    allowCidrs: deployment.allowCidrs,
+    extraCaPem: deployment.extraCaPem,
+    npmRegistry: null,
+    pipIndexUrl: null,
+    setupSecrets: { CANARY_TOKEN: CANARY },
+    cacheDir: null,
+    cacheMaxBytes: 0,
+    setupTimeoutMs: 5 * 60_000,
+    ...over,
+  };
+}
+
+async function prepare(
+  t: TestContext,
+  workspace: string,
+  p: EnvironmentPlan,
+  s: EnvironmentSettings,
+): Promise<PreparedLocalEnvironment> {
+  const env = await prepareLocalEnvironment({
+    workspace,
+    plan: p,
+    settings: s,
+    path: SANDBOX_PATH,
+    isolate: { hide: [], workspaceBytes: 256 * 1024 * 1024 },
+    scrub: (text) => text.split(CANARY).join('***'),
+  });
+  t.after(async () => {
+    await env.sandbox.close();
+    await env.close();
+  });
+  return env;
+}
+
+const sh = async (env: PreparedLocalEnvironment, command: string): Promise<string> =>
+  (await env.sandbox.exec(command, { timeoutMs: 60_000 })).output;
+
+describe('the isolated local sandbox: setup phase', { skip }, () => {
+  it('npm ci through the egress proxy; off-list refused and logged; the canary and a daemon end with setup', async (t) => {
+    const workspace = await repo(t);
+    const env = await prepare(
+      t,
+      workspace,
+      plan([
+        'npm ci --no-audit --no-fund',
+        [
+          // What setup sees: only lo, and the canary.
+          'ls /sys/class/net > "$TMPDIR/setup-interfaces.txt"',
+          'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " >> "$TMPDIR/setup-interfaces.txt"',
+          '[ "$CANARY_TOKEN" = ' + CANARY + ' ] && echo canary-seen > "$TMPDIR/setup-canary.txt"',
+          // Off the allowlist, and straight past the proxy: both fail.
+          'curl -sS -m 10 https://example.com/ -o /dev/null; echo "offlist=$?" >> "$TMPDIR/egress.txt"',
+          'curl -sS -m 10 --noproxy "*" https://registry.npmjs.org/ -o /dev/null; echo "direct=$?" >> "$TMPDIR/egress.txt"',
+          // A daemon with the canary in its environment, detached from setup every way it can be.
+          '(setsid sleep 4242 </dev/null >/dev/null 2>&1 &)',
+          '{ nohup node -e "setInterval(() => {}, 1000)" --ia-daemon </dev/null >/dev/null 2>&1 & }',
+          'sleep 0.5',
+          `ps -eo args= | grep -cE '[s]leep 4242|[i]a-daemon' > "$TMPDIR/daemons-alive.txt"`,
+        ].join('; '),
+      ]),
+      await settings(),
+    );
+    const rec = env.record;
+    assert.equal(rec.setup.commands[0]?.exitCode, 0, rec.setup.commands[0]?.output);
+    assert.equal(rec.setup.commands[1]?.exitCode, 0, rec.setup.commands[1]?.output);
+    assert.deepEqual(rec.setup.secrets, ['CANARY_TOKEN']);
+    assert.equal(rec.setup.cache.status, 'disabled');
+    const node = rec.runtimes.find((r) => r.language === 'node');
+    assert.match(node?.note ?? '', /runner's Node v\d+.*actions\/setup-node/);
+
+    const egress = rec.egress.setup;
+    assert.ok(egress !== null);
+    assert.ok(
+      egress.requests.some((r) => r.allowed && r.host === 'registry.npmjs.org' && r.bytesDown > 0),
+      `npm reached the registry through the proxy: ${JSON.stringify(egress.requests)}`,
+    );
+    assert.deepEqual(
+      egress.denied.map((d) => d.host),
+      ['example.com'],
+    );
+
+    // Setup saw lo only, and the canary; its other ways out failed.
+    const seen = await sh(
+      env,
+      'cat "$TMPDIR/setup-interfaces.txt" "$TMPDIR/setup-canary.txt" "$TMPDIR/egress.txt"',
+    );
+    assert.match(seen, /^lo\nlo\ncanary-seen\n/, seen);
+    assert.match(seen, /^offlist=[1-9]\d*$/m, seen);
+    assert.match(seen, /^direct=[1-9]\d*$/m, seen);
+    assert.equal((await sh(env, 'cat "$TMPDIR/daemons-alive.txt"')).trim(), '2', 'both daemons ran in setup');
+
+    // The agent phase: the dependency is installed, only lo, no proxy, no canary anywhere.
+    assert.match(await sh(env, 'npm test 2>&1'), /^ok$/m);
+    const agent = await sh(
+      env,
+      [
+        'ls /sys/class/net',
+        'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "',
+        'echo "proxyvars=$(env | grep -ic proxy)"',
+        'curl -sS -m 5 --proxy http://127.0.0.1:3128 https://registry.npmjs.org/ -o /dev/null 2>/dev/null; echo "viaforwarder=$?"',
+        `echo "env=$(env | grep -c ${CANARY})"`,
+        `echo "environ=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ${CANARY})"`,
+        `echo "files=$(grep -rlsF ${CANARY} . "$HOME" "$TMPDIR" /tmp /var/tmp /dev/shm /run | wc -l)"`,
+        // Running processes (not zombies) other than the init, the holder and these shells.
+        `echo "daemons=$(ps -eo stat=,args= | grep -v '^Z' | grep -cE '[s]leep 4242|[i]a-daemon|[i]a-forwarder|[n]ode -e')"`,
+        'git status --porcelain',
+      ].join('; '),
+    );
+    assert.match(agent, /^lo\nlo\n/, agent);
+    assert.match(agent, /^proxyvars=0$/m, agent);
+    assert.match(agent, /^viaforwarder=[1-9]\d*$/m, agent);
+    assert.match(agent, /^env=0$/m, agent);
+    assert.match(agent, /^environ=0$/m, agent);
+    assert.match(agent, /^files=0$/m, agent);
+    assert.match(agent, /^daemons=0$/m, agent);
+    // node_modules is a setup output: excluded from the harness's snapshots.
+    assert.doesNotMatch(agent, /node_modules/);
+  });
+
+  it('a setup secret written to a file fails setup, and the record names neither the secret nor its value', async (t) => {
+    const workspace = await repo(t);
+    await assert.rejects(
+      prepare(t, workspace, plan(['echo "token=$CANARY_TOKEN" > leaked.txt']), await settings()),
+      (error: unknown) => {
+        assert.ok(error instanceof EnvironmentSetupError, String(error));
+        assert.match(error.message, /leaked\.txt/);
+        assert.match(error.message, /setup secret must not outlive setup/);
+        assert.doesNotMatch(JSON.stringify(error.record), new RegExp(CANARY));
+        return true;
+      },
+    );
+  });
+
+  it('a failing command fails setup with its output; a setup that is off runs nothing', async (t) => {
+    const workspace = await repo(t);
+    await assert.rejects(
+      prepare(t, workspace, plan(['echo "$CANARY_TOKEN broke"; exit 3']), await settings()),
+      (error: unknown) => {
+        assert.ok(error instanceof EnvironmentSetupError, String(error));
+        assert.match(error.message, /exited with 3/);
+        const cmd = error.record.setup.commands[0];
+        assert.equal(cmd?.exitCode, 3);
+        assert.equal(cmd.output.trim(), '*** broke');
+        assert.equal(error.transient, false);
+        return true;
+      },
+    );
+    const off = await prepare(
+      t,
+      workspace,
+      plan(['echo ran > ran.txt']),
+      await settings({ setupEnabled: false }),
+    );
+    assert.equal(off.record.setup.commands[0]?.exitCode, null);
+    assert.match(off.record.setup.reason, /ISSUE_AGENT_SETUP=off/);
+    assert.equal(off.record.egress.setup, null);
+    assert.match(await sh(off, 'ls ran.txt 2>&1; ls /sys/class/net'), /No such file[\s\S]*^lo$/m);
+  });
+});
