@@ -26,6 +26,11 @@ export interface ActionInputs {
   readonly testCommand: string | null;
   readonly workDir: string | null;
   readonly logLevel: string;
+  /**
+   * `setup` (on/off): whether the repository's setup commands run before the agent (see
+   * docs/github-action.md). Null when not given: ISSUE_AGENT_SETUP decides, default on.
+   */
+  readonly setup: 'on' | 'off' | null;
 }
 
 export interface RunnerContext {
@@ -91,6 +96,11 @@ export function readInputs(env: NodeJS.ProcessEnv): ActionInputs {
     z.string().regex(/^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]+$/, 'not a branch name'),
     input(env, 'base-branch'),
   );
+  const setup = pick(
+    'setup',
+    z.preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), z.enum(['on', 'off'])),
+    input(env, 'setup'),
+  );
   if (problems.length > 0 || apiKey === null || token === null) throw new ActionInputError(problems);
   return {
     anthropicApiKey: apiKey,
@@ -111,6 +121,7 @@ export function readInputs(env: NodeJS.ProcessEnv): ActionInputs {
     testCommand: input(env, 'test-command'),
     workDir: input(env, 'work-dir'),
     logLevel: input(env, 'log-level') ?? 'info',
+    setup: setup ?? null,
   };
 }
 

@@ -33,6 +33,7 @@ import {
 import { parseTrigger, type Trigger } from '../app/triggers.js';
 import { FixRunError, runFix, type FixJobResult } from '../worker/fix-run.js';
 import { ActionInputError, readInputs, readRunner, type ActionInputs, type RunnerContext } from './inputs.js';
+import { environmentEnv, setupSecretValues } from './environment-env.js';
 import { fileCommandPaths, runnerHidePaths } from './isolation.js';
 import { RunnerIo } from './runner-io.js';
 
@@ -82,7 +83,7 @@ export async function runAction(env: NodeJS.ProcessEnv, options: ActionOptions =
   // Secrets are masked before anything else is printed, including the skip line.
   const token = nonEmpty(env['INPUT_GITHUB-TOKEN']) ?? nonEmpty(env.GITHUB_TOKEN);
   const key = nonEmpty(env['INPUT_ANTHROPIC-API-KEY']) ?? nonEmpty(env.ANTHROPIC_API_KEY);
-  io.start([token, key].filter((s): s is string => s !== null));
+  io.start([token, key, ...setupSecretValues(env)].filter((s): s is string => s !== null));
   if (!parsed.ok) return skip(io, write, `nothing to do: ${parsed.reason}`);
   const trigger = parsed.trigger;
 
@@ -123,7 +124,7 @@ async function handle(
   if (`${where.owner}/${where.repo}`.toLowerCase() !== runner.repository.toLowerCase()) {
     return skip(io, write, `the event is about ${where.owner}/${where.repo}, not ${runner.repository}`);
   }
-  const redactor = new Redactor([inputs.githubToken, inputs.anthropicApiKey]);
+  const redactor = new Redactor([inputs.githubToken, inputs.anthropicApiKey, ...setupSecretValues(env)]);
   const runsUrl = `${runner.serverUrl}/${runner.repository}/actions/runs/${runner.runId}`;
   // Everything posted goes through `publishable`: links may lead to GitHub and this workflow run.
   const audience: Audience = {
@@ -187,6 +188,9 @@ async function handle(
     ...(inputs.anthropicBaseUrl === null ? {} : { ANTHROPIC_BASE_URL: inputs.anthropicBaseUrl }),
     ...(inputs.model === null ? {} : { ISSUE_AGENT_MODEL: inputs.model }),
     ISSUE_AGENT_LOG_LEVEL: inputs.logLevel,
+    // The setup phase (isolated local sandbox or Docker): the step's ISSUE_AGENT_* settings and the
+    // `setup` input; the repository's `.github/issue-agent.yml` says what to run.
+    ...environmentEnv(env, inputs.setup),
   });
   let cancelledBy: string | null = null;
   signal?.addEventListener('abort', () => {
