@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { SandboxError } from '../sandbox.js';
@@ -225,6 +226,13 @@ export async function execStream(
       else reject(error instanceof Error ? error : new Error(String(error)));
     });
   });
+  if (options.stdout !== undefined && !state.overflow && !timedOut) {
+    // The exec's stream has ended, but output held back by a slow sink (backpressure pauses `out`)
+    // is still buffered: the result is complete only once `out` has handed over its last byte.
+    const drained = once(out, 'end');
+    out.end();
+    await drained;
+  }
   if (state.overflow) {
     throw new SandboxError('start_failed', `the output passed its limit of ${options.maxStdoutBytes} bytes`);
   }
