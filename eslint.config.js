@@ -45,6 +45,8 @@ export default tseslint.config(
       'coverage/**',
       'test-artifacts/**',
       'dist-action/**',
+      // Fixture repositories are other projects' code, with their own runners' globals (jest's).
+      'test/fixtures/repos/**',
     ],
   },
   js.configs.recommended,

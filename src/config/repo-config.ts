@@ -131,7 +131,13 @@ export const repoConfigSchema = z
     setup: z
       .array(
         z
-          .string()
+          .string({
+            // `- echo "a: b"` is a one-key mapping to YAML, not a string; say how to write it.
+            error: (issue) =>
+              typeof issue.input === 'object' && issue.input !== null && !Array.isArray(issue.input)
+                ? 'a setup command must be a string; YAML read this one as a mapping because it contains ": " (quote the whole command)'
+                : 'a setup command must be a string',
+          })
           .max(2000)
           .refine((c) => c.trim() !== '', 'a setup command cannot be empty')
           .refine((c) => !c.includes('\0'), 'a setup command cannot contain a NUL character'),

@@ -2,12 +2,55 @@ import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { EnvironmentSettings } from '../config/agent-env.js';
 import { EGRESS_SOCKET_NAME } from '../sandbox/docker/setup-phase.js';
 import { EgressLog } from '../sandbox/egress/egress-log.js';
 import { startEgressProxy, type EgressLogEntry, type EgressProxy } from '../sandbox/egress/egress-proxy.js';
 
 /** Requests kept per phase in the trajectory (the totals and the refused hosts are always complete). */
 export const MAX_LOGGED_REQUESTS = 200;
+
+/** Ports the proxy lets setup reach when no mirror adds one: HTTPS and HTTP. */
+export const DEFAULT_EGRESS_PORTS: readonly number[] = [443, 80];
+
+/** The deployment's package mirrors, as setup sees them. */
+export interface Mirrors {
+  /** Points npm and pip at the mirrors (npm_config_registry, PIP_INDEX_URL). */
+  readonly env: Readonly<Record<string, string>>;
+  /** The mirrors' hosts, which setup may reach besides the plan's. */
+  readonly hosts: readonly string[];
+  /** DEFAULT_EGRESS_PORTS and the mirrors' own ports (a mirror on :8080 is reachable on :8080 only). */
+  readonly ports: readonly number[];
+}
+
+/**
+ * What the mirror settings (ISSUE_AGENT_NPM_REGISTRY, ISSUE_AGENT_PIP_INDEX_URL) open: their hosts
+ * and ports for setup, and the variables that send the package managers there. The settings were
+ * checked as URLs when read; one that does not parse opens nothing.
+ */
+export function mirrorsOf(settings: Pick<EnvironmentSettings, 'npmRegistry' | 'pipIndexUrl'>): Mirrors {
+  const hosts: string[] = [];
+  const ports = new Set(DEFAULT_EGRESS_PORTS);
+  for (const u of [settings.npmRegistry, settings.pipIndexUrl]) {
+    if (u === null) continue;
+    let url: URL;
+    try {
+      url = new URL(u);
+    } catch {
+      continue;
+    }
+    hosts.push(url.hostname);
+    ports.add(url.port !== '' ? Number(url.port) : url.protocol === 'http:' ? 80 : 443);
+  }
+  return {
+    env: {
+      ...(settings.npmRegistry === null ? {} : { npm_config_registry: settings.npmRegistry }),
+      ...(settings.pipIndexUrl === null ? {} : { PIP_INDEX_URL: settings.pipIndexUrl }),
+    },
+    hosts: [...new Set(hosts)],
+    ports: [...ports],
+  };
+}
 
 /** One egress session: a proxy on a socket in a directory made for one sandbox. */
 export interface EgressSession {
@@ -28,6 +71,8 @@ export interface EgressSessionOptions {
   readonly allowHosts: readonly string[];
   /** Otherwise refused addresses to allow (a registry mirror on a private network). */
   readonly allowCidrs: readonly string[];
+  /** Destination ports, in every phase of the session (default DEFAULT_EGRESS_PORTS). */
+  readonly allowedPorts?: readonly number[] | undefined;
   readonly logger?: Logger | undefined;
   readonly onRequest?: ((entry: EgressLogEntry) => void) | undefined;
 }
@@ -53,6 +98,7 @@ export async function startEgressSession(options: EgressSessionOptions): Promise
       socketMode: 0o666,
       allowHosts,
       allowPrivate: options.allowCidrs,
+      allowedPorts: options.allowedPorts ?? DEFAULT_EGRESS_PORTS,
       logger: options.logger,
       onRequest: (entry) => {
         log.record(entry);

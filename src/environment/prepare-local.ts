@@ -5,7 +5,7 @@ import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
 import type { SetupCommandResult } from '../sandbox/docker/setup-phase.js';
 import { LocalSandbox, LocalSetupFailedError, type LocalSetupSpec } from '../sandbox/local/local-sandbox.js';
 import { localProxyEnv } from '../sandbox/local/setup-phase.js';
-import { startEgressSession, type EgressSession } from './egress.js';
+import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import { EnvironmentSetupError } from './errors.js';
 import type { EnvironmentPlan } from './plan.js';
 
@@ -63,21 +63,16 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
   for (const n of secretNames) secrets[n] = settings.setupSecrets[n] ?? '';
   const toRun = settings.setupEnabled ? plan.setup.commands : [];
 
-  const mirrorEnv: Record<string, string> = {
-    ...(settings.npmRegistry === null ? {} : { npm_config_registry: settings.npmRegistry }),
-    ...(settings.pipIndexUrl === null ? {} : { PIP_INDEX_URL: settings.pipIndexUrl }),
-  };
-  const setupHosts = unique([
-    ...plan.setupAllowHosts,
-    ...settings.allowHosts,
-    ...hostsOf([settings.npmRegistry, settings.pipIndexUrl]),
-  ]);
+  const mirrors = mirrorsOf(settings);
+  const mirrorEnv = mirrors.env;
+  const setupHosts = unique([...plan.setupAllowHosts, ...settings.allowHosts, ...mirrors.hosts]);
   const agentHosts = unique(plan.agentAllowHosts);
   let egress: EgressSession | null = null;
   if (toRun.length > 0 || agentHosts.length > 0) {
     egress = await startEgressSession({
       allowHosts: toRun.length > 0 ? setupHosts : agentHosts,
       allowCidrs: settings.allowCidrs,
+      allowedPorts: mirrors.ports,
       logger: log,
     });
   }
@@ -262,17 +257,6 @@ function egressRecord(session: EgressSession, allowHosts: readonly string[]): Eg
       bytesDown: t.bytesDown,
     },
   };
-}
-
-function hostsOf(urls: readonly (string | null)[]): string[] {
-  return urls.flatMap((u) => {
-    if (u === null) return [];
-    try {
-      return [new URL(u).hostname];
-    } catch {
-      return [];
-    }
-  });
 }
 
 function unique(xs: readonly string[]): string[] {

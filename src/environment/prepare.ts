@@ -11,7 +11,7 @@ import { EnvironmentCache } from './env-cache.js';
 import { EnvironmentSetupError } from './errors.js';
 
 export { EnvironmentSetupError };
-import { startEgressSession, type EgressSession } from './egress.js';
+import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import type { EnvironmentPlan } from './plan.js';
 
 export interface PrepareInput {
@@ -91,15 +91,9 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
   const toRun = hit === null ? commands : [];
 
   const withCa = settings.extraCaPem !== null;
-  const mirrorEnv: Record<string, string> = {
-    ...(settings.npmRegistry === null ? {} : { npm_config_registry: settings.npmRegistry }),
-    ...(settings.pipIndexUrl === null ? {} : { PIP_INDEX_URL: settings.pipIndexUrl }),
-  };
-  const setupHosts = unique([
-    ...plan.setupAllowHosts,
-    ...settings.allowHosts,
-    ...hostsOf([settings.npmRegistry, settings.pipIndexUrl]),
-  ]);
+  const mirrors = mirrorsOf(settings);
+  const mirrorEnv = mirrors.env;
+  const setupHosts = unique([...plan.setupAllowHosts, ...settings.allowHosts, ...mirrors.hosts]);
   const agentHosts = unique(plan.agentAllowHosts);
   const needsEgress = toRun.length > 0 || agentHosts.length > 0;
   let egress: EgressSession | null = null;
@@ -107,6 +101,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     egress = await startEgressSession({
       allowHosts: toRun.length > 0 ? setupHosts : agentHosts,
       allowCidrs: settings.allowCidrs,
+      allowedPorts: mirrors.ports,
       logger: log,
     });
   }
@@ -218,8 +213,8 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       throw new EnvironmentSetupError(
         input.scrub(error.message),
         record(error.results, stored),
+        // No `cause`: it carries the same message, which pino's error serializer would repeat.
         error.transient,
-        { cause: error },
       );
     }
     throw error;
@@ -314,17 +309,6 @@ async function hashInputs(
     out.push([p, text === null ? null : createHash('sha256').update(text).digest('hex')]);
   }
   return out;
-}
-
-function hostsOf(urls: readonly (string | null)[]): string[] {
-  return urls.flatMap((u) => {
-    if (u === null) return [];
-    try {
-      return [new URL(u).hostname];
-    } catch {
-      return [];
-    }
-  });
 }
 
 function unique(xs: readonly string[]): string[] {

@@ -104,8 +104,12 @@ export function renderEnvironment(rec: EnvironmentRecord, redact: Redact = (t) =
     out.push(`Setup secrets provided: ${setup.secrets.map((s) => codeSpan(s)).join(', ')} (setup only).`);
   const eg = rec.egress.setup;
   if (eg !== null) {
+    const hostList = (hosts: readonly string[]): string =>
+      hosts.map((h) => codeSpan(truncateEnd(redact(h), 100))).join(', ');
+    // The hosts reached, from the recorded requests (the first MAX_LOGGED_REQUESTS), beside what was allowed.
+    const reached = [...new Set(eg.requests.filter((r) => r.allowed).map((r) => r.host))];
     out.push(
-      `Network during setup: ${eg.totals.allowed} request(s) through the egress proxy to ${eg.allowHosts.length === 0 ? 'no host' : eg.allowHosts.map((h) => codeSpan(truncateEnd(redact(h), 100))).join(', ')}; ${eg.totals.denied} refused.`,
+      `Network during setup: ${eg.totals.allowed} request(s) through the egress proxy${reached.length === 0 ? '' : `, to ${hostList(reached)}`} (allowlist: ${eg.allowHosts.length === 0 ? 'empty' : hostList(eg.allowHosts)}); ${eg.totals.denied} refused.`,
     );
     if (eg.denied.length > 0) {
       out.push('');

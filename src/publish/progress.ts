@@ -130,7 +130,9 @@ function line(p: ProgressState, r: Redactor): string {
       const draft = p.draft ? ' as a draft' : '';
       const what =
         p.updated === true ? `Pushed new commits to ${link}.` : `Pull request ${link} opened${draft}.`;
-      return `${outcomeIcon(p.outcome)} **${what}**\n\n${describeOutcome({ outcome: p.outcome, cause: p.cause })}`;
+      const words = describeOutcome({ outcome: p.outcome, cause: p.cause });
+      const hint = p.outcome === 'unverified' && p.cause === ENVIRONMENT ? `\n\n${ENVIRONMENT_HINT}` : '';
+      return `${outcomeIcon(p.outcome)} **${what}**\n\n${words}${hint}`;
     }
     case 'ended': {
       const parts = [

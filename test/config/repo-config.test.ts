@@ -85,6 +85,16 @@ test('a full environment section parses', () => {
   assert.deepEqual(parseRepoConfig({ runtime: { node: '20.18.1' } }, defaults).runtime, { node: '20.18.1' });
 });
 
+test('a setup command YAML read as a mapping (it holds ": ") is named, with how to write it', () => {
+  // `- echo "codegen: missing" >&2` parses as { 'echo "codegen': 'missing" >&2' }.
+  const [problem] = problems({ setup: ['npm ci', { 'echo "codegen': 'missing" >&2' }] });
+  assert.match(
+    problem ?? '',
+    /^setup\.1: a setup command must be a string; YAML read this one as a mapping .*quote the whole command/,
+  );
+  assert.match(problems({ setup: [7] })[0] ?? '', /^setup\.0: a setup command must be a string$/);
+});
+
 test('variables that steer the shell, the loader, the proxy or the harness are refused', () => {
   for (const name of [
     'HOME',

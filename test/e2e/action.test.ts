@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { createAppAuth } from '@octokit/auth-app';
 import { request } from '@octokit/request';
 import { Octokit } from '@octokit/rest';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parse as parseYaml } from 'yaml';
+import { ACTION_ENTRY as ENTRY, runBundledAction, type ActionRun } from '../support/action-runner.js';
 import { makeFixtureRepo, gitOutput, type FixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
 import {
@@ -32,36 +32,8 @@ const MAINTAINER = 'maria';
 const OUTSIDER = 'mallory';
 const MODEL_KEY = 'sk-ant-canary-action-key-0123456789abcdef';
 const FOLLOW_UP = 'Follow-up on pull request';
-const ENTRY = join(ROOT, 'dist-action', 'index.mjs');
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'repos');
 
-interface ActionRun {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly outputs: Record<string, string>;
-  readonly summary: string;
-  readonly runnerTemp: string;
-}
-
-/** GITHUB_OUTPUT's `name<<delimiter` blocks. */
-function parseOutputs(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const m = /^([\w-]+)<<(.+)$/.exec(lines[i] ?? '');
-    if (m === null) continue;
-    const value: string[] = [];
-    for (i++; i < lines.length && lines[i] !== m[2]; i++) value.push(lines[i] ?? '');
-    out[m[1] ?? ''] = value.join('\n');
-  }
-  return out;
-}
-
-/**
- * The bundled action (dist-action/index.mjs, what `uses:` runs) as the runner starts it: `node`
- * with the event file, INPUT_* variables for every input (action.yml's defaults filled in, as the
- * runner does), GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files and the runner's context variables.
- */
 describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () => {
   let fixture: FixtureRepo;
   let sim: GitHubSim;
@@ -129,86 +101,25 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
     for (const t of temps) rmSync(t, { recursive: true, force: true });
   });
 
-  const defaults = (): Record<string, string> => {
-    const spec = parseYaml(readFileSync(join(ROOT, 'action.yml'), 'utf8')) as {
-      inputs: Record<string, { default?: string }>;
-    };
-    const env: Record<string, string> = {};
-    for (const [name, input] of Object.entries(spec.inputs)) {
-      env[`INPUT_${name.toUpperCase()}`] = input.default ?? '';
-    }
-    return env;
-  };
-
-  const runAction = async (
+  const runAction = (
     event: string,
     payload: Record<string, unknown>,
     inputs: Record<string, string> = {},
     onSpawn?: (child: ChildProcess) => void,
-  ): Promise<ActionRun> => {
-    const temp = mkdtempSync(join(tmpdir(), 'ia-runner-'));
-    temps.push(temp);
-    const eventPath = join(temp, 'event.json');
-    // A workflow's event has no `installation`: drop the one the webhook example carries.
-    const workflowPayload = { ...payload };
-    delete workflowPayload.installation;
-    writeFileSync(eventPath, JSON.stringify(workflowPayload));
-    // The runner's layout: file commands in their own folder, the workflow's checkout (with the token
-    // in its git config, as actions/checkout leaves it) beside the runner's temp folder.
-    mkdirSync(join(temp, 'file-commands'));
-    const outputFile = join(temp, 'file-commands', 'output');
-    const summaryFile = join(temp, 'file-commands', 'summary');
-    writeFileSync(outputFile, '');
-    writeFileSync(summaryFile, '');
-    const token = sim.actionsToken(OWNER, REPO);
-    mkdirSync(join(temp, 'workspace', '.git'), { recursive: true });
-    writeFileSync(
-      join(temp, 'workspace', '.git', 'config'),
-      `[http "${sim.url}/"]\n\textraheader = AUTHORIZATION: basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}\n`,
-    );
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      CI: 'true',
-      GITHUB_ACTIONS: 'true',
-      GITHUB_EVENT_NAME: event,
-      GITHUB_EVENT_PATH: eventPath,
-      GITHUB_REPOSITORY: `${OWNER}/${REPO}`,
-      GITHUB_API_URL: sim.url,
-      GITHUB_SERVER_URL: sim.url,
-      GITHUB_RUN_ID: String(++runId),
-      GITHUB_RUN_ATTEMPT: '1',
-      GITHUB_WORKSPACE: join(temp, 'workspace'),
-      RUNNER_TEMP: join(temp, 'runner-temp'),
-      GITHUB_OUTPUT: outputFile,
-      GITHUB_STEP_SUMMARY: summaryFile,
-      ...defaults(),
-      'INPUT_GITHUB-TOKEN': token,
-      'INPUT_ANTHROPIC-API-KEY': MODEL_KEY,
-      'INPUT_ANTHROPIC-BASE-URL': model.url,
-      'INPUT_LOG-LEVEL': 'info',
-      ...Object.fromEntries(Object.entries(inputs).map(([k, v]) => [`INPUT_${k.toUpperCase()}`, v])),
-    };
-    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-      const child = execFile(
-        process.execPath,
-        [ENTRY],
-        { env, cwd: temp, maxBuffer: 64 * 1024 * 1024, timeout: 300_000 },
-        (error, out, err) => {
-          const exit = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
-          resolve({ code: exit, stdout: `${out}${err}` });
-        },
-      );
-      onSpawn?.(child);
+  ): Promise<ActionRun> =>
+    runBundledAction({
+      sim,
+      owner: OWNER,
+      repo: REPO,
+      modelUrl: model.url,
+      modelKey: MODEL_KEY,
+      event,
+      payload,
+      inputs,
+      runId: ++runId,
+      temps,
+      ...(onSpawn === undefined ? {} : { onSpawn }),
     });
-    return {
-      code,
-      stdout,
-      outputs: parseOutputs(readFileSync(outputFile, 'utf8')),
-      summary: readFileSync(summaryFile, 'utf8'),
-      runnerTemp: join(temp, 'runner-temp'),
-    };
-  };
 
   const issueWith = (title: string) =>
     sim.createIssue(OWNER, REPO, {

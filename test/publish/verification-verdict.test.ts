@@ -170,6 +170,7 @@ describe('the words for an unverified run whose environment is broken', () => {
       cause: 'environment',
     });
     assert.match(text, /the test environment is broken/);
+    assert.match(text, /`setup`/, 'and what to do about it');
   });
 
   test('the pull request body carries the outcome words and the broken-environment paragraph', () => {

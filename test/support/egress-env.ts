@@ -28,3 +28,14 @@ export async function registryDeployment(host = 'registry.npmjs.org'): Promise<{
   }
   return { allowCidrs, extraCaPem };
 }
+
+/** registryDeployment as the App's and the Action's environment variables. */
+export async function registryDeploymentEnv(): Promise<Record<string, string>> {
+  const d = await registryDeployment();
+  return {
+    ISSUE_AGENT_EGRESS_ALLOW_CIDRS: d.allowCidrs.join(','),
+    ...(process.env.NODE_EXTRA_CA_CERTS === undefined
+      ? {}
+      : { ISSUE_AGENT_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS }),
+  };
+}

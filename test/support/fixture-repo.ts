@@ -12,7 +12,9 @@ export interface FixtureRepo {
 }
 
 /** Copies a fixture project into a fresh temp dir and commits it, as a user's checkout would be. */
-export function makeFixtureRepo(name: 'node-calc' | 'python-inventory'): FixtureRepo {
+export type FixtureName = 'node-calc' | 'python-inventory' | 'node-slug' | 'python-durations';
+
+export function makeFixtureRepo(name: FixtureName): FixtureRepo {
   const root = mkdtempSync(join(tmpdir(), `ia-${name}-`));
   const dir = join(root, 'repo');
   cpSync(join(FIXTURES, name), dir, { recursive: true });

@@ -4,7 +4,9 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
+import { FileEventStore } from '../../src/events/file-event-store.js';
+import type { AgentEvent, BaseState } from '../../src/events/schema.js';
+import { makeFixtureRepo, type FixtureName, type FixtureRepo } from './fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
 import { startModelSimulator, type ModelSimulator, type Policy } from './model-sim/index.js';
 import { freePort, startRedis, type TestRedis } from './redis-server.js';
@@ -68,6 +70,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     PORT: String(port),
     HOST: '127.0.0.1',
     ISSUE_AGENT_WORK_DIR: join(workDir, 'work'),
+    // Prepared environments stay with the pipeline's temp folder, never in the user's state folder.
+    ISSUE_AGENT_ENV_CACHE_DIR: join(workDir, 'env-cache'),
     ISSUE_AGENT_SANDBOX: options.sandbox ?? 'local',
     ANTHROPIC_API_KEY: options.modelKey,
     ANTHROPIC_BASE_URL: options.modelUrl,
@@ -180,6 +184,10 @@ export interface StackOptions {
   readonly sandbox?: 'local' | 'docker';
   /** Configure the App's "Sign in with GitHub" (its OAuth client) against the simulator. */
   readonly githubSignIn?: boolean;
+  /** The repository (default node-calc). */
+  readonly fixture?: FixtureName;
+  /** Extra environment for the App and workers (deployment settings). */
+  readonly env?: Record<string, string>;
 }
 
 /**
@@ -193,7 +201,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     for (const c of cleanups.reverse()) await c();
   };
   try {
-    const fixture = makeFixtureRepo('node-calc');
+    const fixture = makeFixtureRepo(options.fixture ?? 'node-calc');
     cleanups.push(() => {
       fixture.cleanup();
     });
@@ -213,15 +221,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       redisUrl: redis.url,
       ...(options.workers === undefined ? {} : { workers: options.workers }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
-      ...(options.githubSignIn === true
-        ? {
-            env: {
+      env: {
+        ...(options.githubSignIn === true
+          ? {
               ISSUE_AGENT_GITHUB_CLIENT_ID: sim.app.clientId,
               ISSUE_AGENT_GITHUB_CLIENT_SECRET: sim.app.clientSecret,
               ISSUE_AGENT_GITHUB_WEB_URL: sim.url,
-            },
-          }
-        : {}),
+            }
+          : {}),
+        ...options.env,
+      },
     });
     cleanups.push(() => pipeline.stop());
     return { fixture, redis, sim, model, pipeline, stop };
@@ -229,4 +238,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw error;
   }
+}
+
+/** A finished or running job's recorded run: its base state and events, from the worker's job folder. */
+export function readJobRun(stack: Stack, job: string): { base: BaseState; events: AgentEvent[] } {
+  const store = FileEventStore.open(join(stack.pipeline.workDir, 'work', 'jobs', job, 'trajectory'));
+  return { base: store.base, events: [...store.events] };
 }

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { PassThrough, type Readable, type Writable } from 'node:stream';
+import { PassThrough, Readable, type Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { SandboxError } from '../sandbox.js';
 import { CONTAINER_HOME, CONTAINER_WORKDIR, EGRESS_MOUNT } from './container-spec.js';
@@ -385,7 +385,10 @@ export class SetupPhase {
       AttachStderr: false,
       Tty: false,
     });
-    await exec.start({ Detach: true });
+    // A detached start still answers with a (empty) response stream; left unread, it holds a socket
+    // to the engine open until the engine's own timeout, which keeps the host process alive.
+    const started: unknown = await exec.start({ Detach: true });
+    if (started instanceof Readable) started.destroy();
     // LISTEN (0A) on 127.0.0.1:3128 in the container's own /proc/net/tcp; no connection is made.
     const port = FORWARDER_PORT.toString(16).toUpperCase().padStart(4, '0');
     const r = await execStream(

@@ -10,6 +10,7 @@ import type { HostGit } from '../../github/host-git.js';
 import { pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
 import { createSandbox } from '../../sandbox/create-sandbox.js';
+import { DEFAULT_LIMITS } from '../../sandbox/docker/container-spec.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
 import { approvedIssueText, pullOwnership } from '../../app/trigger-rules.js';
 import type { FixRuntime, TokenSource } from '../fix-run.js';
@@ -130,7 +131,7 @@ export interface PrepareSandboxInput {
 /** A sandbox ready for the agent, and how its environment was made. */
 export interface PreparedSandbox {
   readonly sandbox: Sandbox;
-  /** Null for a local sandbox (it has no setup phase). */
+  /** Null for a local sandbox that is not isolated (it has no setup phase). */
   readonly environment: EnvironmentRecord | null;
   /** Closes the sandbox and what served it (the agent phase's egress). Safe to call twice. */
   close(): Promise<void>;
@@ -184,15 +185,35 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     }
     return { sandbox: prepared.sandbox, environment: prepared.record, close };
   }
+  if (input.isolateLocal !== undefined) {
+    // The isolated local sandbox (the Action's default) has a setup phase of its own: the same plan,
+    // the same egress proxy, inside the sandbox's namespaces (see environment/prepare-local.ts).
+    const { prepareLocalEnvironment } = await import('../../environment/prepare-local.js');
+    const plan = await planEnvironment(hostProbe(paths.workspace), input.config);
+    const prepared = await prepareLocalEnvironment({
+      workspace: paths.workspace,
+      plan,
+      settings: input.agent.environment,
+      path: input.agent.sandboxPath,
+      isolate: {
+        hide: [pristineRoot(input.jobsDir), paths.trajectory, ...input.isolateLocal.hide],
+        workspaceBytes: input.agent.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
+      },
+      scrub: input.scrub,
+      logger: input.logger,
+    });
+    const close = async (): Promise<void> => {
+      await prepared.sandbox.close();
+      await prepared.close();
+    };
+    return { sandbox: prepared.sandbox, environment: prepared.record, close };
+  }
   const sandbox: Sandbox = await createSandbox({
     kind: input.kind,
     workspace: paths.workspace,
     path: input.agent.sandboxPath,
     jobId: input.jobId,
     limits: input.agent.sandboxLimits,
-    ...(input.isolateLocal === undefined
-      ? {}
-      : { isolate: { hide: [pristineRoot(input.jobsDir), paths.trajectory, ...input.isolateLocal.hide] } }),
   });
   return { sandbox, environment: null, close: () => sandbox.close() };
 }

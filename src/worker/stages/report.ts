@@ -132,6 +132,7 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
         url: pr.html_url,
         number: pr.number,
         outcome: outcome.outcome,
+        ...(outcome.cause === undefined ? {} : { cause: outcome.cause }),
         draft: end.draft,
         ...(end.updated ? { updated: true } : {}),
       });

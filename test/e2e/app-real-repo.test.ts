@@ -1,0 +1,274 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { oracle } from '../support/model-sim/index.js';
+import { FIXTURES } from '../support/fixture-repo.js';
+import { routeByTag } from '../support/pipeline-fixtures.js';
+import { registryDeploymentEnv } from '../support/egress-env.js';
+import { readJobRun, startStack, type Stack } from '../support/pipeline.js';
+import { redisSkipReason } from '../support/redis-server.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+
+const MODEL_KEY = 'sk-ant-real-repo-canary-0123456789abcdef';
+
+/**
+ * Must-shows 1, 3, 8, 9 and 10 of the environments issue on one realistic repository: jest and its
+ * ~300 packages from the npm registry (package-lock.json, no config), Node pinned to 20 by .nvmrc,
+ * a suite that tests colour detection from the environment it runs in, and one test that fails
+ * everywhere but on the release machine. The model applies the known fix.
+ */
+dockerTest(
+  'App pipeline, Docker, a real JavaScript repository with no config: npm ci through the proxy, Node 20 from .nvmrc, baseline fails on the issue test, resolved with the pre-existing failure named',
+  async (_docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'slugs',
+      fixture: 'node-slug',
+      maintainer: { login: 'maria', permission: 'maintain' },
+      modelKey: MODEL_KEY,
+      sandbox: 'docker',
+      env: await registryDeploymentEnv(),
+      policy: (fixture) => oracle(fixture.patch),
+    });
+    try {
+      const { sim, pipeline } = stack;
+      const n = sim.createIssue('acme', 'slugs', {
+        title: 'Slugs keep runs of dashes',
+        body: '`slugify("Rock & Roll -- Live!")` gives `rock---roll----live`; it should be `rock-roll-live`.',
+        author: 'maria',
+      }).number;
+      await sim.label('acme', 'slugs', n, 'agent', 'maria');
+      await sim.waitFor(() => sim.pulls('acme', 'slugs').length > 0, 360_000, `a PR\n${pipeline.logs()}`);
+      const pr = sim.pulls('acme', 'slugs')[0];
+      assert.ok(pr);
+
+      const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
+      assert.ok(job);
+      const { base, events } = readJobRun(stack, job);
+      const env = base.environment;
+      assert.ok(env !== undefined, 'the base state records the environment');
+      // 3: the runtime pinned by .nvmrc, and where that came from.
+      assert.equal(env.image, 'issue-agent/node:20');
+      assert.deepEqual(
+        env.runtimes.map((r) => [r.language, r.version, r.source]),
+        [['node', '20', '.nvmrc']],
+      );
+      // 1: npm ci detected from the lockfile and run through the proxy.
+      assert.equal(env.setup.source, 'detected');
+      assert.deepEqual(
+        env.setup.commands.map((c) => [c.command, c.exitCode]),
+        [['npm ci --no-audit --no-fund', 0]],
+      );
+      assert.match(env.setup.commands[0]?.reason ?? '', /package-lock\.json/);
+      const egress = env.egress.setup;
+      assert.ok(egress !== null);
+      assert.ok(
+        egress.totals.allowed > 0 && egress.totals.bytesDown > 1_000_000,
+        'packages came through the proxy',
+      );
+      assert.deepEqual(egress.denied, []);
+      assert.equal(env.setup.cache.status, 'stored');
+
+      const runs = events.filter((e) => e.kind === 'test_run');
+      const baseline = runs.find((e) => e.phase === 'baseline');
+      const final = runs.find((e) => e.phase === 'final');
+      assert.ok(baseline !== undefined && final !== undefined);
+      // 10: what jest really printed, parsed test by test.
+      assert.deepEqual([...baseline.summary.failedNames].sort(), [
+        'release › signing key is configured',
+        'slugify › collapses runs of punctuation into one dash',
+      ]);
+      assert.equal(baseline.summary.passed, 6);
+      // 9: the colour-detection tests pass in the sandbox as they do on a host.
+      for (const name of [
+        'supportsColor › FORCE_COLOR turns colour on without a terminal',
+        'supportsColor › CLICOLOR_FORCE turns colour on without a terminal',
+        'supportsColor › NO_COLOR turns colour off on a terminal',
+        'runtime › runs on the Node major pinned in .nvmrc',
+      ]) {
+        assert.ok(baseline.summary.passedNames.includes(name), `${name} passes at baseline`);
+        assert.ok(final.summary.passedNames.includes(name), `${name} passes at the end`);
+      }
+      assert.deepEqual(final.summary.failedNames, ['release › signing key is configured']);
+
+      // 8: resolved, the pre-existing failure named and not held against the fix.
+      const end = events.find((e) => e.kind === 'outcome');
+      assert.ok(end?.kind === 'outcome');
+      assert.equal(end.outcome, 'resolved', end.reason);
+      assert.equal(pr.draft, false);
+      assert.match(pr.body, /Failing before and after, not caused by this change/);
+      assert.match(pr.body, /release › signing key is configured/);
+      // The PR says what ran and why.
+      assert.match(pr.body, /### Environment/);
+      assert.match(pr.body, /npm ci --no-audit --no-fund/);
+      assert.match(pr.body, /\.nvmrc/);
+      const progress = sim.comments('acme', 'slugs', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+      assert.match(progress, /\*\*Environment:\*\*/);
+      assert.match(progress, /npm ci/);
+      // The change is the fix alone: no node_modules in it.
+      assert.doesNotMatch(pr.body, /node_modules\//);
+    } finally {
+      await stack.stop();
+    }
+  },
+  { timeout: 600_000 },
+);
+
+/** A copy of node-slug with a `.github/issue-agent.yml`, as its own repository in the simulator. */
+async function slugRepoWithConfig(stack: Stack, name: string, config: string): Promise<void> {
+  const root = mkdtempSync(join(tmpdir(), 'ia-slug-config-'));
+  try {
+    const dir = join(root, 'repo');
+    cpSync(join(FIXTURES, 'node-slug'), dir, { recursive: true });
+    mkdirSync(join(dir, '.github'), { recursive: true });
+    writeFileSync(join(dir, '.github', 'issue-agent.yml'), config);
+    const git = (...args: string[]): void => {
+      execFileSync('git', ['-c', 'user.name=Fixture', '-c', 'user.email=fixture@example.invalid', ...args], {
+        cwd: dir,
+        stdio: 'ignore',
+      });
+    };
+    git('init', '-q', '-b', 'main');
+    git('add', '-A');
+    git('commit', '-q', '-m', 'initial');
+    await stack.sim.createRepo({ owner: 'acme', name, sourceDir: dir });
+    stack.sim.setPermission('acme', name, 'maria', 'maintain');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Must-shows 6 (through the App), 7 and the second half of 8: a second job of the same repository
+ * and lockfile reuses the prepared environment; a change that breaks a test that passed at baseline
+ * is not resolved and the regression is named; a setup command that fails ends the job
+ * failed/setup_failed with its output; a repository whose test command cannot start (no setup, so
+ * jest is missing) ends with an outcome that says the environment is broken.
+ */
+dockerTest(
+  'App pipeline, Docker: cache hit on the second job, a regression named, setup_failed with output, a broken environment said as such',
+  async (_docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const fix = readFileSync(join(FIXTURES, 'node-slug.fix.patch'), 'utf8');
+    const regress = readFileSync(join(FIXTURES, 'node-slug.regress.patch'), 'utf8');
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'slugs',
+      fixture: 'node-slug',
+      maintainer: { login: 'maria', permission: 'maintain' },
+      modelKey: MODEL_KEY,
+      sandbox: 'docker',
+      env: await registryDeploymentEnv(),
+      policy: () => routeByTag({ '[regress]': oracle(regress) }, oracle(fix)),
+    });
+    try {
+      const { sim, pipeline } = stack;
+      const progressOf = (repo: string, issue: number): string =>
+        sim.comments('acme', repo, issue).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+      const jobsDir = join(pipeline.workDir, 'work', 'jobs');
+
+      // First job: setup runs and the environment is kept.
+      const first = sim.createIssue('acme', 'slugs', {
+        title: 'Dashes',
+        body: 'Runs of dashes.',
+        author: 'maria',
+      });
+      await sim.label('acme', 'slugs', first.number, 'agent', 'maria');
+      await sim.waitFor(() => sim.pulls('acme', 'slugs').length === 1, 360_000, `PR 1\n${pipeline.logs()}`);
+      const [job1] = readdirSync(jobsDir);
+      assert.ok(job1);
+      assert.equal(readJobRun(stack, job1).base.environment?.setup.cache.status, 'stored');
+
+      // Second job, same repository and lockfile: setup skipped; its change regresses a test.
+      const second = sim.createIssue('acme', 'slugs', {
+        title: 'Dashes again [regress]',
+        body: 'Runs of dashes, simpler.',
+        author: 'maria',
+      });
+      await sim.label('acme', 'slugs', second.number, 'agent', 'maria');
+      await sim.waitFor(
+        () =>
+          /Finished|Pull request|Pushed/.test(progressOf('slugs', second.number)) &&
+          readdirSync(jobsDir).length === 2,
+        360_000,
+        `job 2\n${pipeline.logs()}`,
+      );
+      await sim.waitFor(() => sim.pulls('acme', 'slugs').length === 2, 60_000, `PR 2\n${pipeline.logs()}`);
+      const job2 = readdirSync(jobsDir).find((j) => j !== job1);
+      assert.ok(job2);
+      const run2 = readJobRun(stack, job2);
+      const env2 = run2.base.environment;
+      assert.ok(env2 !== undefined);
+      assert.equal(env2.setup.cache.status, 'hit');
+      assert.equal(env2.setup.commands[0]?.attempts, 0, 'setup did not run');
+      assert.equal(env2.egress.setup, null, 'and nothing was fetched');
+      const end2 = run2.events.find((e) => e.kind === 'outcome');
+      assert.ok(end2?.kind === 'outcome');
+      assert.equal(end2.outcome, 'unverified', end2.reason);
+      assert.match(end2.reason, /slugify › drops accents/);
+      const pr2 = sim.pulls('acme', 'slugs').find((p) => p.body.includes(`#${second.number}`));
+      assert.ok(pr2);
+      assert.equal(pr2.draft, true);
+      assert.match(pr2.body, /Passing before, failing now/);
+      assert.match(pr2.body, /slugify › drops accents/);
+      assert.match(pr2.body, /reused a cached environment/);
+
+      // A setup command that fails: failed/setup_failed, with the command's output.
+      await slugRepoWithConfig(
+        stack,
+        'slugs-setup-fails',
+        'setup:\n  - npm ci --no-audit --no-fund\n  - \'echo "codegen: schema.graphql not found" >&2; exit 4\'\n',
+      );
+      const broken = sim.createIssue('acme', 'slugs-setup-fails', {
+        title: 'Dashes',
+        body: 'x',
+        author: 'maria',
+      });
+      await sim.label('acme', 'slugs-setup-fails', broken.number, 'agent', 'maria');
+      await sim.waitFor(
+        () => /Finished without a pull request/.test(progressOf('slugs-setup-fails', broken.number)),
+        360_000,
+        `setup failure\n${JSON.stringify(sim.comments('acme', 'slugs-setup-fails', broken.number))}\n${pipeline.logs()}`,
+      );
+      const failed = progressOf('slugs-setup-fails', broken.number);
+      assert.match(failed, /exited with 4/);
+      assert.match(failed, /codegen: schema\.graphql not found/);
+      assert.equal(sim.pulls('acme', 'slugs-setup-fails').length, 0);
+
+      // No setup at all: the test command cannot start. Not "resolved", not "tests fail".
+      await slugRepoWithConfig(stack, 'slugs-no-setup', 'setup: []\n');
+      const bare = sim.createIssue('acme', 'slugs-no-setup', { title: 'Dashes', body: 'x', author: 'maria' });
+      await sim.label('acme', 'slugs-no-setup', bare.number, 'agent', 'maria');
+      await sim.waitFor(
+        () => sim.pulls('acme', 'slugs-no-setup').length === 1,
+        360_000,
+        `broken environment\n${pipeline.logs()}`,
+      );
+      const pr3 = sim.pulls('acme', 'slugs-no-setup')[0];
+      assert.ok(pr3);
+      assert.equal(pr3.draft, true);
+      assert.match(pr3.body, /The test environment is broken/);
+      assert.doesNotMatch(pr3.body, /✅ \*\*Resolved/);
+      // The progress comment is edited to its end after the pull request is opened.
+      await sim.waitFor(
+        () => /environment is broken/i.test(progressOf('slugs-no-setup', bare.number)),
+        60_000,
+        `the broken environment in the progress comment\n${JSON.stringify(sim.comments('acme', 'slugs-no-setup', bare.number))}\n${pipeline.logs()}`,
+      );
+    } finally {
+      await stack.stop();
+    }
+  },
+  { timeout: 900_000 },
+);
