@@ -4,15 +4,28 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs, promisify, type ParseArgsConfig } from 'node:util';
 import { pino } from 'pino';
+import { parse as parseYaml } from 'yaml';
 import { runAgent, type Outcome } from '../agent/run-agent.js';
 import { newBaseState } from '../agent/new-run.js';
 import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
+import {
+  parseRepoConfig,
+  REPO_CONFIG_PATH,
+  RepoConfigError,
+  type RepoConfig,
+} from '../config/repo-config.js';
+import { EnvironmentSetupError } from '../environment/errors.js';
+import { hostProbe } from '../environment/host-probe.js';
+import { planEnvironment } from '../environment/plan.js';
+import { failedSetupOutput } from '../publish/environment.js';
+import { Redactor } from '../publish/redact.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
-import type { Limits, Task } from '../events/schema.js';
+import type { EnvironmentRecord, Limits, Task } from '../events/schema.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
+import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { applyToCheckout, cliHidePaths, copyCheckout, WorkspaceCopyError } from './workspace-copy.js';
 import { ProgressPrinter } from './progress.js';
@@ -24,12 +37,17 @@ const run = promisify(execFile);
 const USAGE = `usage:
   issue-agent resolve <repo-dir> (--task TEXT | --task-file FILE) [--title TEXT] [--max-steps N]
                       [--max-usd X] [--max-minutes M] [--out DIR] [--sandbox local|docker|unconfined]
-                      [--test-command CMD] [--allow-dirty] [--json]
-  issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker|unconfined] [--json]
+                      [--setup on|off] [--test-command CMD] [--allow-dirty] [--json]
+  issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker|unconfined] [--setup on|off] [--json]
   issue-agent replay <trajectory-dir> [--json]
 
+--setup on (default): before the agent, the checkout's setup (from .github/issue-agent.yml or detected
+  from its lockfile) runs in the sandbox through the egress proxy; off: none. Not in --sandbox unconfined.
+
 environment: ANTHROPIC_API_KEY (required to run), ANTHROPIC_BASE_URL, ISSUE_AGENT_MODEL,
-  ISSUE_AGENT_RUNS_DIR (where trajectories go), ISSUE_AGENT_MAX_* (budgets), see README.`;
+  ISSUE_AGENT_RUNS_DIR (where trajectories go), ISSUE_AGENT_MAX_* (budgets), ISSUE_AGENT_EGRESS_*,
+  ISSUE_AGENT_EXTRA_CA_CERTS, ISSUE_AGENT_NPM_REGISTRY, ISSUE_AGENT_PIP_INDEX_URL,
+  ISSUE_AGENT_SETUP_SECRET_<NAME> (setup), see README and docs/environments.md.`;
 
 /** Bad usage or bad input: exit 2, one line, nothing touched. */
 class UsageError extends Error {}
@@ -110,8 +128,47 @@ function recordedKind(kind: string, confined: boolean): CliSandbox {
 interface CliWorkspace {
   readonly copy: string;
   readonly sandbox: Sandbox;
+  /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
+  readonly environment: EnvironmentRecord | null;
   close(): Promise<void>;
 }
+
+function setupFlag(raw: string | undefined): boolean {
+  if (raw === undefined || raw === 'on') return true;
+  if (raw === 'off') return false;
+  throw new UsageError(`--setup must be on or off, got "${raw}"`);
+}
+
+/**
+ * The checkout's `.github/issue-agent.yml` (its committed version: read from the copy, which no
+ * sandbox process has touched yet, through the probe that refuses links). Only its environment keys
+ * matter here; the rest (labels, who may trigger) is the App's.
+ */
+async function checkoutConfig(copy: string): Promise<RepoConfig> {
+  const text = await hostProbe(copy).readText(REPO_CONFIG_PATH);
+  let raw: unknown = null;
+  if (text !== null) {
+    try {
+      raw = parseYaml(text) as unknown;
+    } catch (error) {
+      throw new UsageError(
+        `${REPO_CONFIG_PATH} is not valid YAML: ${error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error)}`,
+      );
+    }
+  }
+  try {
+    return parseRepoConfig(raw, { label: 'issue-agent', handle: '@issue-agent' });
+  } catch (error) {
+    if (error instanceof RepoConfigError)
+      throw new UsageError(
+        `${REPO_CONFIG_PATH} is invalid:\n${error.problems.map((p) => `  - ${p}`).join('\n')}`,
+      );
+    throw error;
+  }
+}
+
+/** Setup failed: what ran, and the output of the command that failed (secrets removed). */
+class SetupError extends Error {}
 
 /** A copy of the checkout and a sandbox over it (see workspace-copy.ts). */
 async function openWorkspace(
@@ -120,6 +177,7 @@ async function openWorkspace(
   env: AgentEnv,
   trajectory: string,
   runId: string,
+  setup: boolean,
 ): Promise<CliWorkspace> {
   let copy: Awaited<ReturnType<typeof copyCheckout>>;
   try {
@@ -128,15 +186,65 @@ async function openWorkspace(
     if (error instanceof WorkspaceCopyError) throw new UsageError(`${repo}: ${error.message}`);
     throw error;
   }
+  const closeCopy = (): Promise<void> => copy.cleanup();
   try {
-    const sandbox = await createSandbox({
-      kind: kind === 'docker' ? 'docker' : 'local',
-      workspace: copy.dir,
-      path: env.sandboxPath,
-      jobId: 'cli',
-      limits: env.sandboxLimits,
-      ...(kind === 'local'
-        ? {
+    const config = await checkoutConfig(copy.dir);
+    const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && setup };
+    const redactor = new Redactor([
+      ...Object.values(settings.setupSecrets),
+      ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
+    ]);
+    const scrub = (text: string): string => redactor.redact(text);
+    if (kind === 'unconfined') {
+      const sandbox = await createSandbox({
+        kind: 'local',
+        workspace: copy.dir,
+        path: env.sandboxPath,
+        jobId: 'cli',
+        limits: env.sandboxLimits,
+      });
+      return {
+        copy: copy.dir,
+        sandbox,
+        environment: null,
+        close: async () => {
+          await sandbox.close();
+          await closeCopy();
+        },
+      };
+    }
+    // The copy was made by this process and no sandbox process has seen it: reading it is safe.
+    const plan = await planEnvironment(hostProbe(copy.dir), config);
+    if (settings.setupEnabled && plan.setup.commands.length > 0) {
+      process.stderr.write(
+        `setup: ${plan.setup.commands.map((c) => c.command).join(' && ')} (${plan.setup.reason})\n`,
+      );
+    }
+    const logger = pino({ level: env.logLevel, base: { run: runId } }, pino.destination(2));
+    const prepared =
+      kind === 'docker'
+        ? await (
+            await import('../environment/prepare.js')
+          ).prepareEnvironment({
+            workspace: copy.dir,
+            probe: hostProbe(copy.dir),
+            jobId: 'cli',
+            // The cache is keyed by the checkout's path: entries never cross repositories.
+            repoKey: `local:${repo}`,
+            plan,
+            settings,
+            limits: env.sandboxLimits,
+            mayStoreCache: true,
+            scrub,
+            logger,
+          })
+        : await (
+            await import('../environment/prepare-local.js')
+          ).prepareLocalEnvironment({
+            workspace: copy.dir,
+            plan,
+            settings,
+            path: env.sandboxPath,
             isolate: {
               hide: cliHidePaths({
                 repo,
@@ -146,20 +254,29 @@ async function openWorkspace(
                 home: process.env.HOME,
                 path: env.sandboxPath,
               }),
+              workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
             },
-          }
-        : {}),
-    });
+            scrub,
+            logger,
+          });
     return {
       copy: copy.dir,
-      sandbox,
+      sandbox: prepared.sandbox,
+      environment: prepared.record,
       close: async () => {
-        await sandbox.close();
-        await copy.cleanup();
+        await prepared.sandbox.close();
+        await prepared.close();
+        await closeCopy();
       },
     };
   } catch (error) {
-    await copy.cleanup();
+    await closeCopy();
+    if (error instanceof EnvironmentSetupError) {
+      const output = failedSetupOutput(error.record);
+      throw new SetupError(
+        `setup failed: ${error.message}${output === '' ? '' : `\n${output.trimEnd()}`}\n(fix the command, change setup: in ${REPO_CONFIG_PATH}, or pass --setup off)`,
+      );
+    }
     if (error instanceof Error && error.name === 'SandboxError' && kind === 'local')
       throw new UsageError(
         `${error.message}. Use --sandbox docker, or --sandbox unconfined to run without isolation (trusted work only).`,
@@ -244,6 +361,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
     'max-minutes': { type: 'string' },
     out: { type: 'string' },
     sandbox: { type: 'string' },
+    setup: { type: 'string' },
     'test-command': { type: 'string' },
     'allow-dirty': { type: 'boolean' },
     json: { type: 'boolean' },
@@ -258,6 +376,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
     ...optional('maxWallMs', minutesToMs(positiveNumber('max-minutes', values['max-minutes'], false))),
   };
   const kind = sandboxKind(values.sandbox);
+  const setup = setupFlag(values.setup);
   const testCommand = values['test-command'];
   if (testCommand?.trim() === '') throw new UsageError('--test-command is empty');
   const m = model(env, env.model);
@@ -269,7 +388,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
 
   const conversationId = randomUUID();
   const dir = out ?? resolve(env.runsDir, conversationId);
-  const ws = await openWorkspace(repo, kind, env, dir, conversationId);
+  const ws = await openWorkspace(repo, kind, env, dir, conversationId, setup);
   try {
     const base = await newBaseState({
       task,
@@ -280,8 +399,10 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
       conversationId,
       workspacePath: repo,
       sandboxLabel: recordedKind(ws.sandbox.kind, kind === 'local'),
+      environment: ws.environment,
     });
     const store = FileEventStore.create(dir, base);
+    if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
     return await execute(store, ws.sandbox, m, env, values.json === true, repo);
   } finally {
     await ws.close();
@@ -292,15 +413,18 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
   const { values, positionals } = parse(args, {
     repo: { type: 'string' },
     sandbox: { type: 'string' },
+    setup: { type: 'string' },
     json: { type: 'boolean' },
   });
   if (positionals.length !== 1 || positionals[0] === undefined)
     throw new UsageError('resume takes exactly one <trajectory-dir>');
+  const setup = setupFlag(values.setup);
   const store = openStore(positionals[0]);
   const m = model(env, store.base.model);
   const repo = await checkRepo(resolve(values.repo ?? store.base.workspace.path), true);
   const kind = sandboxKind(values.sandbox ?? store.base.sandbox);
-  const ws = await openWorkspace(repo, kind, env, store.location, store.base.conversationId);
+  const ws = await openWorkspace(repo, kind, env, store.location, store.base.conversationId, setup);
+  if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
   try {
     return await execute(store, ws.sandbox, m, env, values.json === true, repo);
   } finally {
@@ -418,6 +542,22 @@ async function execute(
   return exitCodeFor(outcome);
 }
 
+/** One line on how the environment was made, for the terminal. */
+function environmentLine(rec: EnvironmentRecord): string {
+  const runtimes = rec.runtimes.map((r) => `${r.language} ${r.version} from ${r.source}`).join(', ');
+  const ran = rec.setup.commands.filter((c) => c.attempts > 0);
+  const setup =
+    rec.setup.cache.status === 'hit'
+      ? 'reused a cached environment'
+      : ran.length === 0
+        ? `none (${rec.setup.reason})`
+        : ran
+            .map((c) => `${c.command} (exit ${String(c.exitCode)}, ${(c.durationMs / 1000).toFixed(1)} s)`)
+            .join(', ');
+  const reached = rec.egress.setup?.totals;
+  return `environment: ${rec.image}${runtimes === '' ? '' : ` (${runtimes})`}; setup: ${setup}${reached === undefined ? '' : `; ${reached.allowed} request(s) through the egress proxy, ${reached.denied} refused`}`;
+}
+
 function optional(key: keyof Limits, value: number | undefined): Partial<Limits> {
   return value === undefined ? {} : { [key]: value };
 }
@@ -434,6 +574,11 @@ main(process.argv.slice(2)).then(
     if (error instanceof UsageError) {
       console.error(`issue-agent: ${error.message}`);
       process.exitCode = EXIT.usage;
+      return;
+    }
+    if (error instanceof SetupError) {
+      console.error(`issue-agent: ${error.message}`);
+      process.exitCode = EXIT.failed;
       return;
     }
     console.error(`issue-agent: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);

@@ -17,6 +17,8 @@ export function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
+    // Never the developer's state folder; a test that wants the cache gives it a folder of its own.
+    ISSUE_AGENT_ENV_CACHE: 'off',
     ...extra,
   };
 }
