@@ -443,6 +443,75 @@ describe('isolated shell with keepAlive', { skip }, () => {
   });
 });
 
+/** This process's children in state T (stopped), by host pid. */
+function stoppedChildren(): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(ppid) === process.pid && state === 'T') out.push(Number(name));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+describe('a shell that stops itself', { skip }, () => {
+  // nsenter, on the host, stops itself when the process it entered the sandbox with stops, and,
+  // stopped, never exits: a host process the sandbox could leave behind forever (a worker or the
+  // Action that never finishes). The launcher kills it with the shell and at close.
+  attackTest(
+    'SIGSTOP of its own shell leaves no stopped host process, and close() returns',
+    { timeout: 30_000 },
+    async () => {
+      const f = fixture();
+      const host = localShellHost(
+        f.workspace,
+        { PATH: SANDBOX_PATH, HOME: '/tmp/ia-home', TMPDIR: '/tmp/ia-tmp' },
+        { hide: f.hide },
+        { keepAlive: true },
+      );
+      const session = new ShellSession(host, {
+        workdir: f.workspace,
+        stateFile: '/tmp/ia-tmp/state.sh',
+        capture: { headBytes: 64 * 1024, tailBytes: 64 * 1024, spillDir: f.root },
+      });
+      try {
+        await session.start();
+        const r = await session.exec('kill -STOP $$', { timeoutMs: 1000 });
+        assert.equal(r.killed, 'timeout');
+        assert.ok(
+          await eventually(() => stoppedChildren().length === 0),
+          `stopped: ${stoppedChildren().join(', ')}`,
+        );
+        assert.equal(
+          (await session.exec('echo alive', opts)).output,
+          'alive\n',
+          'a new shell took its place',
+        );
+        // Stopped again, and the sandbox closed under it.
+        void session.exec('kill -STOP $$', { timeoutMs: 60_000 });
+        await new Promise((r) => setTimeout(r, 300));
+        session.close();
+        await host.close();
+        assert.ok(
+          await eventually(() => stoppedChildren().length === 0),
+          `stopped: ${stoppedChildren().join(', ')}`,
+        );
+      } finally {
+        session.close();
+        await host.close();
+        // Were one left, this file's process could never exit: end it so the failure is reported.
+        for (const pid of stoppedChildren()) process.kill(pid, 'SIGKILL');
+        rmSync(f.root, { recursive: true, force: true });
+      }
+    },
+  );
+});
+
 /** Where isolation cannot run, the sandbox refuses rather than run without it. */
 describe('isolation unavailable', () => {
   it(

@@ -800,6 +800,14 @@ export class ShellLauncher {
   private init: Init | null = null;
   private starting: Promise<Init> | null = null;
   private readonly live = new Map<Init, number>();
+  /**
+   * Every host-side process that entered the sandbox and has not exited. `nsenter` forks into the
+   * PID namespace and waits for its child; when that child is stopped (SIGSTOP from anything in the
+   * sandbox, or the setup sweep's stop-then-kill), nsenter stops itself too and, stopped, never
+   * reaps its child or exits. So a process left here is SIGKILLed (which works on a stopped
+   * process) when its shell is killed and when the launcher closes, never waited for.
+   */
+  private readonly entered = new Set<ChildProcess>();
   private handed = false;
 
   constructor(private readonly options: LaunchOptions) {}
@@ -852,6 +860,10 @@ export class ShellLauncher {
     const init = this.init ?? (await this.starting?.catch(() => null)) ?? null;
     this.init = null;
     if (init !== null) await this.end(init);
+    // With the sandbox gone, a host-side process still here is one that can no longer end by itself.
+    for (const child of this.entered) {
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) killPid(child.pid);
+    }
   }
 
   private launchUnconfined(): LaunchedShell {
@@ -981,6 +993,8 @@ export class ShellLauncher {
       detached: true,
     });
     child.on('error', () => undefined);
+    this.entered.add(child);
+    child.once('exit', () => this.entered.delete(child));
     this.live.set(init, (this.live.get(init) ?? 0) + 1);
     const found = topInNamespace(child, Date.now() + START_TIMEOUT_MS);
     found.catch(() => undefined);
@@ -1011,7 +1025,10 @@ export class ShellLauncher {
       kill: () => {
         child.stdin.end();
         void found.then(
-          ({ host }) => killTree(host),
+          async ({ host }) => {
+            await killTree(host);
+            if (child.pid !== undefined) killPid(child.pid);
+          },
           () => {
             if (child.pid !== undefined) killPid(child.pid);
           },

@@ -194,6 +194,9 @@ export class LocalSetupPhase {
     private readonly baseEnv: Readonly<Record<string, string>>,
   ) {}
 
+  /** The forwarder's host-side process; ended with the sweep (see sweep()). */
+  private forwarder: LaunchedShell | null = null;
+
   private get home(): string {
     return this.baseEnv.HOME ?? '/tmp';
   }
@@ -231,6 +234,7 @@ export class LocalSetupPhase {
       SOCKET,
       String(LOCAL_FORWARDER_PORT),
     ]);
+    this.forwarder = shell;
     const { child } = shell;
     child.stdin.end();
     let err = '';
@@ -291,6 +295,10 @@ export class LocalSetupPhase {
   async sweep(): Promise<void> {
     const holder = this.host.holderPid;
     const r = await this.runScript(SWEEP, holder === null ? [] : [String(holder)], { timeoutMs: 60_000 });
+    // The sweep stops the forwarder before killing it, and its host-side nsenter may have stopped
+    // itself in turn (see LocalLauncher.entered): end that one from here rather than wait for it.
+    this.forwarder?.kill();
+    this.forwarder = null;
     if (r.exitCode !== 0)
       throw new SandboxError(
         'start_failed',
