@@ -67,7 +67,6 @@ export async function runDockerBench(options: DockerBenchOptions = {}): Promise<
       workspace: await workspace(),
       jobId: 'bench',
       image,
-      setupNetwork: 'none',
     });
     const shell: number[] = [];
     const exec: number[] = [];
@@ -100,7 +99,6 @@ export async function runDockerBench(options: DockerBenchOptions = {}): Promise<
             workspace: ws,
             jobId: `bench-cold-${i}`,
             image,
-            setupNetwork: 'none',
           });
         }),
       );

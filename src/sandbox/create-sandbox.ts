@@ -34,11 +34,9 @@ export async function createSandbox(options: CreateSandboxOptions): Promise<Sand
           }),
     });
   const { DockerSandbox } = await import('./docker/docker-sandbox.js');
-  // No setup phase runs here, so the container never needs a network: it is created without one.
   return DockerSandbox.create({
     workspace: options.workspace,
     jobId: options.jobId,
-    setupNetwork: 'none',
     ...(options.limits === undefined ? {} : { limits: options.limits }),
   });
 }

@@ -28,7 +28,6 @@ async function sandboxOf(kind: 'docker' | 'local', ws: string, hide: readonly st
     workspace: ws,
     jobId: 'attack-boundary',
     image: 'issue-agent/node:latest',
-    setupNetwork: 'none',
     owner: testOwner('attack-boundary'),
   });
 }

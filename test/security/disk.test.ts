@@ -25,7 +25,6 @@ async function dockerSandbox(ws: string, limits: { workspaceBytes?: number; tmpB
     workspace: ws,
     jobId: 'attack-disk',
     image: 'issue-agent/base:latest',
-    setupNetwork: 'none',
     owner: testOwner('attack-disk'),
     limits,
   });

@@ -92,7 +92,6 @@ attack(
       workspace: ws,
       jobId: 'attack-race',
       image: 'issue-agent/base:latest',
-      setupNetwork: 'none',
       owner: testOwner('attack'),
     });
     t.after(async () => {

@@ -69,8 +69,6 @@ export interface ContainerSpecInput {
   /** `uid:gid` of the container's processes; never 0. */
   readonly uid: number;
   readonly gid: number;
-  /** NetworkMode at creation: `none`, or the setup network (disconnected before the agent phase). */
-  readonly network: string;
   readonly limits: Required<SandboxLimits>;
   readonly labels: {
     readonly job: string;
@@ -115,7 +113,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     StopTimeout: 1,
     HostConfig: {
       Init: true,
-      NetworkMode: input.network,
+      // No network interface but loopback, in every phase: setup reaches out through the egress
+      // proxy's socket (egressDir), never through an interface.
+      NetworkMode: 'none',
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges:true'],
       Privileged: false,

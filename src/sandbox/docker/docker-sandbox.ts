@@ -47,14 +47,6 @@ export interface DockerSandboxOptions {
   readonly docker?: Docker | undefined;
   /** Resource limits; see DEFAULT_LIMITS. */
   readonly limits?: SandboxLimits | undefined;
-  /**
-   * Network of the setup phase (runSetup), fixed when the container is created: the engine cannot
-   * attach a `none` container to a network later. Default `'default'` (the engine's default
-   * network). Pass `'none'` where no container may get an address. The agent phase never has a
-   * network: the container is disconnected from every network after setup, or before the first
-   * exec() when setup was skipped.
-   */
-  readonly setupNetwork?: string | undefined;
   /** Extra variables for the shell. Never a secret: the model sees command output. */
   readonly env?: Readonly<Record<string, string>> | undefined;
   /**
@@ -80,7 +72,6 @@ export interface AdoptParams {
   readonly image: string;
   readonly jobId: string;
   readonly limits: Required<SandboxLimits>;
-  readonly network: string;
   readonly captureBytes?: number | undefined;
   readonly startTimeoutMs?: number | undefined;
   readonly scratchParent?: string | undefined;
@@ -107,7 +98,7 @@ const FORK_FAILURE = /Resource temporarily unavailable|Cannot fork|can't fork|fo
 const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/pids/pids.events'];
 
 /**
- * One hardened container per job (see container-spec.ts): non-root, no network in the agent phase,
+ * One hardened container per job (see container-spec.ts): non-root, no network interface in any phase,
  * no capabilities, no-new-privileges, read-only root, the workspace, /tmp and HOME on sized tmpfs
  * mounts, memory (no swap), CPU and pids limits, no host path at all, no host environment.
  *
@@ -121,7 +112,6 @@ export class DockerSandbox implements Sandbox {
   private closed = false;
   private closing: Promise<void> | null = null;
   private failure: SandboxError | null = null;
-  private isolated: boolean;
   private oomKills = 0;
   /** The cgroup's count of forks refused by the pids limit, as of the last reading. */
   private pidsMaxEvents = 0;
@@ -134,16 +124,13 @@ export class DockerSandbox implements Sandbox {
     readonly image: string,
     private job: string,
     private readonly limits: Required<SandboxLimits>,
-    private readonly network: string,
     private readonly host: DockerShellHost,
     private readonly session: ShellSession,
     private readonly harness: HarnessShell,
     private readonly scratch: string,
     private logger: Logger | undefined,
     private afterClose: (() => Promise<void>) | undefined,
-  ) {
-    this.isolated = network === 'none';
-  }
+  ) {}
 
   get jobId(): string {
     return this.job;
@@ -182,8 +169,6 @@ export class DockerSandbox implements Sandbox {
     const image = options.image ?? (await chooseImage(workspace));
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     const setup = options.setup;
-    // A setup phase never needs a network: its egress is the proxy socket.
-    const network = setup === undefined ? (options.setupNetwork ?? 'default') : 'none';
     let container: Docker.Container;
     try {
       container = await docker.createContainer(
@@ -192,7 +177,6 @@ export class DockerSandbox implements Sandbox {
           image,
           uid: AGENT_UID,
           gid: AGENT_GID,
-          network,
           limits,
           labels: { job: options.jobId, owner: options.owner ?? ownerId() },
           env: options.env,
@@ -231,7 +215,6 @@ export class DockerSandbox implements Sandbox {
       image,
       jobId: options.jobId,
       limits,
-      network,
       captureBytes: options.captureBytes,
       startTimeoutMs: options.startTimeoutMs,
       scratchParent: options.scratchParent,
@@ -277,7 +260,6 @@ export class DockerSandbox implements Sandbox {
         params.image,
         params.jobId,
         params.limits,
-        params.network,
         host,
         session,
         harness,
@@ -310,52 +292,13 @@ export class DockerSandbox implements Sandbox {
     return reapOrphans(docker, options);
   }
 
-  /**
-   * Runs per-repository setup commands (e.g. installing dependencies) on the setup network, then
-   * disconnects the container from every network. Stops at the first failing command and returns
-   * the results so far; the container is isolated either way.
-   */
-  async runSetup(
-    commands: readonly string[],
-    options: { readonly network?: string; readonly timeoutMs?: number } = {},
-  ): Promise<ExecResult[]> {
-    this.assertUsable();
-    const network = options.network ?? this.network;
-    if (this.isolated && network !== 'none') {
-      throw new SandboxError(
-        'start_failed',
-        `setup on network ${network} needs a sandbox created with setupNetwork ${network} before its agent phase`,
-      );
-    }
-    if (network !== this.network) {
-      throw new SandboxError(
-        'start_failed',
-        `this sandbox was created with setupNetwork ${this.network}; create it with setupNetwork ${network}`,
-      );
-    }
-    const results: ExecResult[] = [];
-    try {
-      for (const command of commands) {
-        const r = await this.execChecked(command, { timeoutMs: options.timeoutMs ?? 10 * 60_000 });
-        results.push(r);
-        this.logger?.info({ command, exitCode: r.exitCode, durationMs: r.durationMs }, 'setup command');
-        if (r.exitCode !== 0) break;
-      }
-    } finally {
-      if (!this.closed && this.failure === null) await this.isolate();
-    }
-    return results;
-  }
-
   async exec(command: string, options: ExecOptions): Promise<ExecResult> {
     this.assertUsable();
-    if (!this.isolated) await this.isolate();
     return this.execChecked(command, options);
   }
 
   async harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult> {
     this.assertUsable();
-    if (!this.isolated) await this.isolate();
     let result: ExecResult;
     try {
       result = await this.harness.exec(command, options);
@@ -624,41 +567,6 @@ export class DockerSandbox implements Sandbox {
     } catch {
       return null;
     }
-  }
-
-  /** Disconnects the container from every network and checks that only `lo` is left. */
-  private async isolate(): Promise<void> {
-    if (this.isolated) return;
-    const info = await this.container.inspect();
-    const networks = Object.keys(info.NetworkSettings.Networks);
-    for (const name of networks) {
-      if (name === 'none') continue;
-      await this.docker
-        .getNetwork(name)
-        .disconnect({ Container: this.container.id, Force: true })
-        .catch((error: unknown) => {
-          throw new SandboxError(
-            'start_failed',
-            `could not disconnect from ${name}: ${errorMessage(error)}`,
-            {
-              cause: error,
-            },
-          );
-        });
-    }
-    const r = await runOneOff(this.docker, this.container, ['/bin/sh', '-c', 'ls /sys/class/net'], {
-      timeoutMs: 10_000,
-    });
-    const interfaces = r.stdout.split(/\s+/).filter((s) => s !== '');
-    if (interfaces.some((i) => i !== 'lo')) {
-      await this.container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
-      throw (this.failure = new SandboxError(
-        'start_failed',
-        `the container still has network interfaces after setup: ${interfaces.join(', ')}`,
-      ));
-    }
-    this.isolated = true;
-    this.logger?.info({ networks }, 'sandbox isolated from every network');
   }
 }
 

@@ -150,7 +150,6 @@ export class WarmPool {
           image,
           uid: AGENT_UID,
           gid: AGENT_GID,
-          network: 'none',
           limits: this.limits,
           labels: { job: 'pool', owner: this.owner, pool: image },
           env: this.options.env,
@@ -168,7 +167,6 @@ export class WarmPool {
       image,
       jobId: 'pool',
       limits: this.limits,
-      network: 'none',
       captureBytes: this.options.captureBytes,
       logger: this.options.logger,
     });

@@ -27,7 +27,6 @@ async function sandboxFor(
     workspace,
     jobId: `escape-${t.name.slice(0, 20)}`,
     image: 'issue-agent/python:latest',
-    setupNetwork: 'none',
     owner: testOwner('escape'),
     ...extra,
   });

@@ -23,7 +23,6 @@ dockerTest(
         workspace,
         jobId: `lifecycle-${i}`,
         image: 'issue-agent/base:latest',
-        setupNetwork: 'none',
         owner,
         scratchParent,
       });
@@ -85,7 +84,6 @@ dockerTest(
           image: 'issue-agent/base:latest',
           uid: 1000,
           gid: 1000,
-          network: 'none',
           limits: DEFAULT_LIMITS,
           labels: { job, owner },
         }),

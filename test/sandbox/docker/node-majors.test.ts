@@ -34,7 +34,6 @@ async function runIn(
     workspace: await tempWorkspace(t),
     jobId: 'node-majors',
     image,
-    setupNetwork: 'none',
     owner: testOwner('node-majors'),
   });
   try {

@@ -9,7 +9,6 @@ dockerTest('persistent shell: cwd and env persist between commands', async (dock
     workspace,
     jobId: 'shell-persist',
     image: 'issue-agent/base:latest',
-    setupNetwork: 'none',
     owner: testOwner('shell'),
   });
   t.after(() => sandbox.close());
@@ -50,7 +49,6 @@ dockerTest(
       workspace,
       jobId: 'shell-timeout',
       image: 'issue-agent/base:latest',
-      setupNetwork: 'none',
       owner: testOwner('shell'),
     });
     t.after(() => sandbox.close());
@@ -96,7 +94,6 @@ dockerTest(
       workspace,
       jobId: 'shell-busy',
       image: 'issue-agent/base:latest',
-      setupNetwork: 'none',
       owner: testOwner('shell'),
     });
     t.after(() => sandbox.close());
@@ -120,7 +117,6 @@ dockerTest(
       workspace,
       jobId: 'shell-env',
       image: 'issue-agent/base:latest',
-      setupNetwork: 'none',
       owner: testOwner('shell'),
     });
     t.after(() => sandbox.close());
