@@ -100,7 +100,8 @@ const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/p
 /**
  * One hardened container per job (see container-spec.ts): non-root, no network interface in any phase,
  * no capabilities, no-new-privileges, read-only root, the workspace, /tmp and HOME on sized tmpfs
- * mounts, memory (no swap), CPU and pids limits, no host path at all, no host environment.
+ * mounts, memory (no swap), CPU and pids limits, no host path but the egress proxy's socket folder
+ * (read-only, when there is a setup phase), no host environment.
  *
  * Commands go through one persistent bash per container (ShellSession over DockerShellHost). A
  * container that died (killed, OOM) or whose pids are exhausted by a fork bomb turns into a
