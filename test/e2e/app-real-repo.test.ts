@@ -12,6 +12,14 @@ import { redisSkipReason } from '../support/redis-server.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const MODEL_KEY = 'sk-ant-real-repo-canary-0123456789abcdef';
+const CODEGEN_CANARY = 'cgt_canary_7f3a9b1c5d2e8f4a6b0c';
+
+/** Every file under `dir`, recursively. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? filesUnder(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : [],
+  );
+}
 
 /**
  * Must-shows 1, 3, 8, 9 and 10 of the environments issue on one realistic repository: jest and its
@@ -169,7 +177,7 @@ dockerTest(
       maintainer: { login: 'maria', permission: 'maintain' },
       modelKey: MODEL_KEY,
       sandbox: 'docker',
-      env: await registryDeploymentEnv(),
+      env: { ...(await registryDeploymentEnv()), ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN: CODEGEN_CANARY },
       policy: () => routeByTag({ '[regress]': oracle(regress) }, oracle(fix)),
     });
     try {
@@ -228,7 +236,8 @@ dockerTest(
       await slugRepoWithConfig(
         stack,
         'slugs-setup-fails',
-        'setup:\n  - npm ci --no-audit --no-fund\n  - \'echo "codegen: schema.graphql not found" >&2; exit 4\'\n',
+        // The failing command prints the setup secret it was given: what the job shows must not.
+        'setupSecrets: [CODEGEN_TOKEN]\nsetup:\n  - npm ci --no-audit --no-fund\n  - \'echo "codegen with $CODEGEN_TOKEN: schema.graphql not found" >&2; exit 4\'\n',
       );
       const broken = sim.createIssue('acme', 'slugs-setup-fails', {
         title: 'Dashes',
@@ -243,8 +252,17 @@ dockerTest(
       );
       const failed = progressOf('slugs-setup-fails', broken.number);
       assert.match(failed, /exited with 4/);
-      assert.match(failed, /codegen: schema\.graphql not found/);
+      assert.match(failed, /codegen with \[REDACTED\]: schema\.graphql not found/);
       assert.equal(sim.pulls('acme', 'slugs-setup-fails').length, 0);
+      // Must-show 5 through the App: the canary setup printed is in no comment, no log, no file of the job.
+      const everything = [
+        JSON.stringify(sim.comments('acme', 'slugs-setup-fails', broken.number)),
+        pipeline.logs(),
+        ...readdirSync(jobsDir).flatMap((j) =>
+          filesUnder(join(jobsDir, j)).map((f) => readFileSync(f, 'utf8')),
+        ),
+      ];
+      for (const text of everything) assert.ok(!text.includes(CODEGEN_CANARY), 'the setup secret leaked');
 
       // No setup at all: the test command cannot start. Not "resolved", not "tests fail".
       await slugRepoWithConfig(stack, 'slugs-no-setup', 'setup: []\n');
