@@ -39,14 +39,24 @@ export class EnvironmentCache {
     return join(this.dirOf(repoKey), `${key}.tar`);
   }
 
-  /** An open stream of the entry (opened now, so a concurrent eviction cannot take it away), or null. */
-  async open(repoKey: string, key: string): Promise<{ stream: () => ReadStream; bytes: number } | null> {
+  /**
+   * An open stream of the entry (opened now, so a concurrent eviction cannot take it away), or null.
+   * `path` is for a read-only bind mount into the sandbox (faster than the stream), given only when
+   * the sandbox user can read the file; an eviction between now and the mount makes the container
+   * fail to start, and the stream is the fallback.
+   */
+  async open(
+    repoKey: string,
+    key: string,
+  ): Promise<{ stream: () => ReadStream; bytes: number; path: string | null } | null> {
     const path = this.pathOf(repoKey, key);
     let size: number;
+    let mountable: boolean;
     try {
       const st = await lstat(path);
       if (!st.isFile()) return null;
       size = st.size;
+      mountable = (st.mode & 0o004) !== 0;
     } catch {
       return null;
     }
@@ -60,7 +70,7 @@ export class EnvironmentCache {
       stream.once('error', reject);
     }).catch(() => undefined);
     if (stream.destroyed) return null;
-    return { stream: () => stream, bytes: size };
+    return { stream: () => stream, bytes: size, path: mountable ? path : null };
   }
 
   /**
@@ -77,7 +87,9 @@ export class EnvironmentCache {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const final = this.pathOf(repoKey, key);
     const tmp = `${final}.${randomBytes(6).toString('hex')}.tmp`;
-    const sink = createWriteStream(tmp, { flags: 'wx', mode: 0o600 });
+    // Readable by all: the folders above are this process's alone (0700), so the only other reader
+    // is the sandbox of a later job of the same repository, through a read-only bind mount.
+    const sink = createWriteStream(tmp, { flags: 'wx', mode: 0o644 });
     let stored = false;
     try {
       const wrote = await write(sink, this.maxBytes);

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
@@ -157,6 +158,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
   const spec: DockerSetupSpec = {
     ...(egress === null ? {} : { egressDir: egress.dir }),
     ...(hit === null ? {} : { restore: hit.stream }),
+    ...(hit?.path == null ? {} : { restoreFile: hit.path }),
     commands: toRun.map((c) => c.command),
     env: {
       ...plan.env,
@@ -191,9 +193,8 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     stored = { status: 'not-stored', key, note: 'a follow-up round never writes the cache' };
   }
 
-  let sandbox: DockerSandbox;
-  try {
-    sandbox = await DockerSandbox.create({
+  const create = (setup: DockerSetupSpec): Promise<DockerSandbox> =>
+    DockerSandbox.create({
       workspace: input.workspace,
       jobId: input.jobId,
       image: plan.image,
@@ -204,9 +205,19 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
         ...plan.setup.testEnv,
         ...(agentHosts.length > 0 ? { ...proxyEnv(withCa), ...mirrorEnv } : {}),
       },
-      setup: spec,
+      setup,
       ...(log === undefined ? {} : { logger: log }),
     });
+  let sandbox: DockerSandbox;
+  try {
+    try {
+      sandbox = await create(spec);
+    } catch (error) {
+      // The entry was evicted between the lookup and the mount: restore from the stream opened then.
+      if (spec.restoreFile === undefined || error instanceof SetupFailedError || existsSync(spec.restoreFile))
+        throw error;
+      sandbox = await create({ ...spec, restoreFile: undefined });
+    }
   } catch (error) {
     if (egress !== null) await egress.close();
     if (error instanceof SetupFailedError) {

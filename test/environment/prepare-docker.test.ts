@@ -305,6 +305,14 @@ dockerTest(
       second,
       'echo "module.exports = () => { throw new Error(\'poisoned\') }" > node_modules/is-number/index.js',
     );
+    // The entry itself is in the sandbox (read-only): a job can read it, never change it.
+    assert.match(
+      await sh(
+        second,
+        'f=/run/issue-agent-env/entry.tar; test -r $f && echo readable; { echo x >> $f; } 2>/dev/null || echo "append:refused"; rm -f $f 2>/dev/null || echo "rm:refused"; test -f $f && echo still-there',
+      ),
+      /^readable\nappend:refused\nrm:refused\nstill-there$/m,
+    );
     const third = await prepare(t, await repo(t), plan(), s);
     assert.equal(third.record.setup.cache.status, 'hit');
     assert.doesNotMatch(await sh(third, 'cat node_modules/is-number/index.js'), /poisoned/);

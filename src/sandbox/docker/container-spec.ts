@@ -82,7 +82,17 @@ export interface ContainerSpecInput {
    * in it by a name the sandbox could change (the mount is read-only to the sandbox).
    */
   readonly egressDir?: string | undefined;
+  /**
+   * A cached environment (a tar file of the environment cache) mounted read-only at RESTORE_MOUNT
+   * so that setup extracts it in place instead of streaming it through the engine. Only ever the
+   * entry of this repository and these inputs (see environment/env-cache.ts); entries are written
+   * once and renamed into place, never changed, so what is mounted is what was looked up.
+   */
+  readonly restoreFile?: string | undefined;
 }
+
+/** Where a cached environment's tar file is mounted (read-only) when one is restored. */
+export const RESTORE_MOUNT = '/run/issue-agent-env/entry.tar';
 
 /** The hardened create options of a sandbox container. */
 export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreateOptions {
@@ -121,14 +131,19 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Privileged: false,
       ReadonlyRootfs: true,
       IpcMode: 'private',
-      // No host path but the egress socket's directory: the workspace is a tmpfs the repository is copied into (see
+      // No host path but the egress socket's directory and a cached environment's tar file, both
+      // read-only: the workspace is a tmpfs the repository is copied into (see
       // DockerSandbox.copyIn), so no host process ever has a name for a file the agent can change,
       // and its size is a limit the kernel enforces. Every writable place is a sized tmpfs, so a
       // job cannot use the host's disk.
-      Mounts:
-        input.egressDir === undefined
+      Mounts: [
+        ...(input.egressDir === undefined
           ? []
-          : [{ Type: 'bind', Source: input.egressDir, Target: EGRESS_MOUNT, ReadOnly: true }],
+          : [{ Type: 'bind' as const, Source: input.egressDir, Target: EGRESS_MOUNT, ReadOnly: true }]),
+        ...(input.restoreFile === undefined
+          ? []
+          : [{ Type: 'bind' as const, Source: input.restoreFile, Target: RESTORE_MOUNT, ReadOnly: true }]),
+      ],
       Tmpfs: {
         [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0755`,
         '/tmp': `rw,nosuid,nodev,size=${limits.tmpBytes},mode=1777`,

@@ -182,6 +182,7 @@ export class DockerSandbox implements Sandbox {
           labels: { job: options.jobId, owner: options.owner ?? ownerId() },
           env: options.env,
           ...(setup?.egressDir === undefined ? {} : { egressDir: setup.egressDir }),
+          ...(setup?.restoreFile === undefined ? {} : { restoreFile: setup.restoreFile }),
         }),
       );
     } catch (error) {
@@ -577,6 +578,11 @@ export interface DockerSetupSpec {
   readonly egressDir?: string | undefined;
   /** A cached environment (a tar stream) to unpack over the repository before the commands. */
   readonly restore?: (() => Readable) | undefined;
+  /**
+   * The same environment as a file the sandbox user may read: mounted read-only and extracted in
+   * place (faster than the stream, which is then not read). Wins over `restore`.
+   */
+  readonly restoreFile?: string | undefined;
   readonly commands: readonly string[];
   /** The setup commands' environment: plain variables, the proxy's, and the setup secrets. */
   readonly env: Readonly<Record<string, string>>;
@@ -626,7 +632,11 @@ async function runSetupPhase(
   logger: Logger | undefined,
 ): Promise<SetupReport> {
   const phase = new SetupPhase(docker, container, CONTAINER_USER);
-  await phase.recordMainProcesses();
+  // Only setup commands run the repository's code. Without them (a cache hit, or nothing to set up)
+  // no process but ours ever ran here, so there is nothing to sweep, and the steps that follow the
+  // copy run side by side: the ready time of a cache hit is that of its largest step.
+  const runsCode = spec.commands.length > 0;
+  if (runsCode) await phase.recordMainProcesses();
   const copy = await streamTree(docker, container, workspace);
   if (copy.unpack.exitCode !== 0 || copy.packCode !== 0) {
     throw new SandboxError(
@@ -634,35 +644,50 @@ async function runSetupPhase(
       `could not copy the repository into the sandbox: ${(copy.unpack.stderr + copy.packError).trim().slice(0, 500)} (workspace limit ${limits.workspaceBytes} bytes)`,
     );
   }
-  if (spec.restore !== undefined) await phase.unpack(spec.restore());
-  if (spec.caPem !== undefined) await phase.installCaBundle(spec.caPem);
+  const { restoreFile, restore: restoreStream } = spec;
+  const restore =
+    restoreFile !== undefined
+      ? (): Promise<void> => phase.unpackMounted()
+      : restoreStream !== undefined
+        ? (): Promise<void> => phase.unpack(restoreStream())
+        : undefined;
+  const caPem = spec.caPem;
+  if (!runsCode) {
+    await Promise.all([
+      restore === undefined ? undefined : restore(),
+      caPem === undefined ? undefined : phase.installCaBundle(caPem),
+      phase.exclude(spec.outputs),
+    ]);
+    if (spec.agentEgress === true && spec.egressDir !== undefined) await phase.startForwarder();
+    return { results: [], captureError: null };
+  }
+  if (restore !== undefined) await restore();
+  if (caPem !== undefined) await phase.installCaBundle(caPem);
   const results: SetupCommandResult[] = [];
-  if (spec.commands.length > 0) {
-    if (spec.egressDir !== undefined) await phase.startForwarder();
-    for (const command of spec.commands) {
-      let r: SetupCommandResult;
-      let attempt = 0;
-      for (;;) {
-        attempt += 1;
-        r = await phase.run(command, spec.env, spec.timeoutMs);
-        spec.onCommand?.(r, attempt);
-        logger?.info({ command, exitCode: r.exitCode, durationMs: r.durationMs, attempt }, 'setup command');
-        const failed = r.exitCode !== 0;
-        if (!failed || attempt > (spec.retries ?? 0) || spec.retryable?.(r) !== true) break;
-        await delay(Math.min(8000, 1000 * 2 ** (attempt - 1)));
-      }
-      results.push(r);
-      if (r.exitCode !== 0) {
-        await phase.sweep().catch(() => undefined);
-        const why = r.timedOut
-          ? `timed out after ${Math.round(spec.timeoutMs / 1000)} s`
-          : `exited with ${String(r.exitCode)}`;
-        throw new SetupFailedError(
-          `the setup command \`${command}\` ${why}`,
-          results,
-          spec.retryable?.(r) === true,
-        );
-      }
+  if (spec.egressDir !== undefined) await phase.startForwarder();
+  for (const command of spec.commands) {
+    let r: SetupCommandResult;
+    let attempt = 0;
+    for (;;) {
+      attempt += 1;
+      r = await phase.run(command, spec.env, spec.timeoutMs);
+      spec.onCommand?.(r, attempt);
+      logger?.info({ command, exitCode: r.exitCode, durationMs: r.durationMs, attempt }, 'setup command');
+      const failed = r.exitCode !== 0;
+      if (!failed || attempt > (spec.retries ?? 0) || spec.retryable?.(r) !== true) break;
+      await delay(Math.min(8000, 1000 * 2 ** (attempt - 1)));
+    }
+    results.push(r);
+    if (r.exitCode !== 0) {
+      await phase.sweep().catch(() => undefined);
+      const why = r.timedOut
+        ? `timed out after ${Math.round(spec.timeoutMs / 1000)} s`
+        : `exited with ${String(r.exitCode)}`;
+      throw new SetupFailedError(
+        `the setup command \`${command}\` ${why}`,
+        results,
+        spec.retryable?.(r) === true,
+      );
     }
   }
   // Nothing setup started survives into the agent phase: not a forwarder, not a daemon, not a

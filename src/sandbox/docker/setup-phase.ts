@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { PassThrough, Readable, type Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { SandboxError } from '../sandbox.js';
-import { CONTAINER_HOME, CONTAINER_WORKDIR, EGRESS_MOUNT } from './container-spec.js';
+import { CONTAINER_HOME, CONTAINER_WORKDIR, EGRESS_MOUNT, RESTORE_MOUNT } from './container-spec.js';
 
 export { EGRESS_MOUNT };
 import { errorMessage } from './docker-shell.js';
@@ -321,6 +321,22 @@ export class SetupPhase {
   }
 
   /** Unpacks a tar stream (a cached environment) into the workspace, as the sandbox user. */
+  /** Extracts the cached environment mounted at RESTORE_MOUNT (see ContainerSpecInput.restoreFile). */
+  async unpackMounted(): Promise<void> {
+    const r = await execStream(
+      this.docker,
+      this.container,
+      ['tar', '-x', '-f', RESTORE_MOUNT, '-C', CONTAINER_WORKDIR, '--no-same-owner', '--no-overwrite-dir'],
+      { user: this.user, timeoutMs: 10 * 60_000 },
+    );
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `could not unpack the cached environment: ${r.output.trim().slice(0, 500)}`,
+      );
+    }
+  }
+
   async unpack(archive: Readable): Promise<void> {
     const r = await execStream(
       this.docker,
