@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import type { WarmPool } from '../src/sandbox/docker/warm-pool.js';
 import { Queue, Worker, type Job } from 'bullmq';
 import { pino } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
@@ -23,12 +24,28 @@ async function main(): Promise<void> {
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
 
+  let warmPool: WarmPool | undefined;
   if (app.sandbox === 'docker') {
     const { default: Docker } = await import('dockerode');
     const { reapOrphans } = await import('../src/sandbox/docker/reap.js');
     const reaped = await reapOrphans(new Docker());
     if (reaped.removed.length > 0)
       logger.info({ removed: reaped.removed }, 'reaped sandboxes of dead workers');
+    if (Object.keys(app.warmPool).length > 0) {
+      // Started containers for jobs that need no setup (see PrepareInput.pool); filled in the
+      // background: a job that comes first gets a cold start, as without a pool.
+      const { WarmPool } = await import('../src/sandbox/docker/warm-pool.js');
+      const pool = new WarmPool({ images: app.warmPool, limits: agent.sandboxLimits, logger });
+      warmPool = pool;
+      pool.start().then(
+        () => {
+          logger.info({ images: app.warmPool }, 'warm pool ready');
+        },
+        (error: unknown) => {
+          logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'warm pool');
+        },
+      );
+    }
   }
 
   let bot: BotIdentity | null = null;
@@ -65,6 +82,7 @@ async function main(): Promise<void> {
             }),
           bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
           progressIntervalMs: app.progressIntervalMs,
+          ...(warmPool === undefined ? {} : { warmPool }),
           redis,
           fixQueue,
           settings,
@@ -130,10 +148,15 @@ async function main(): Promise<void> {
     if (closing) process.exit(130);
     closing = true;
     logger.info({ signal }, 'finishing running jobs; send the signal again to exit now');
-    worker.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    worker
+      .close()
+      .then(async () => {
+        await warmPool?.close();
+      })
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);

@@ -26,6 +26,8 @@ export interface AppEnv {
   /** Where workers keep clones and trajectories (one folder per job). */
   readonly workDir: string;
   readonly sandbox: 'docker' | 'local';
+  /** Started containers a Docker worker keeps ready per image (ISSUE_AGENT_WARM_POOL); empty: none. */
+  readonly warmPool: Readonly<Record<string, number>>;
   /** Public base URL of the App's server; trajectory links in PRs point under it when set. */
   readonly publicUrl: string | null;
   /** BullMQ lock duration; a worker that stops renewing it for this long is considered dead. */
@@ -76,6 +78,21 @@ const schema = z.object({
   ISSUE_AGENT_INTAKE_CONCURRENCY: int(1).default(8),
   ISSUE_AGENT_WORK_DIR: z.string().min(1).optional(),
   ISSUE_AGENT_SANDBOX: z.enum(['docker', 'local']).default('docker'),
+  ISSUE_AGENT_WARM_POOL: z
+    .string()
+    .transform((text, ctx) => {
+      const pool: Record<string, number> = {};
+      for (const item of text.split(/[\s,]+/).filter((x) => x !== '')) {
+        const m = /^([a-z0-9][a-z0-9._/-]*(?::[\w.-]+)?)=([1-9])$/.exec(item);
+        if (m === null) {
+          ctx.addIssue({ code: 'custom', message: `"${item}" is not image=count (a count of 1 to 9)` });
+          return z.NEVER;
+        }
+        pool[m[1] ?? ''] = Number(m[2]);
+      }
+      return pool;
+    })
+    .optional(),
   ISSUE_AGENT_PUBLIC_URL: z.url().optional(),
   ISSUE_AGENT_LOCK_DURATION_MS: int(1000).default(60_000),
   ISSUE_AGENT_STALLED_INTERVAL_MS: int(500).default(30_000),
@@ -155,6 +172,7 @@ export function readAppEnv(
     intakeConcurrency: v.ISSUE_AGENT_INTAKE_CONCURRENCY,
     workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
     sandbox: v.ISSUE_AGENT_SANDBOX,
+    warmPool: v.ISSUE_AGENT_WARM_POOL ?? {},
     publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
     lockDurationMs: v.ISSUE_AGENT_LOCK_DURATION_MS,
     stalledIntervalMs: v.ISSUE_AGENT_STALLED_INTERVAL_MS,

@@ -32,9 +32,25 @@ export interface PrepareInput {
    */
   readonly mayStoreCache: boolean;
   readonly docker?: Docker | undefined;
+  /**
+   * Started containers to take one from instead of a cold start (the worker's warm pool), for a job
+   * that needs nothing a warm container lacks: no setup to run, no cached environment to restore,
+   * no egress, no variables of its own (a warm container's environment was fixed at its start).
+   */
+  readonly pool?: SandboxPool | undefined;
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;
+}
+
+/** What prepareEnvironment needs of a warm pool (see sandbox/docker/warm-pool.ts). */
+export interface SandboxPool {
+  serves(image: string): boolean;
+  acquire(options: {
+    readonly workspace: string;
+    readonly jobId: string;
+    readonly image: string;
+  }): Promise<DockerSandbox>;
 }
 
 export interface PreparedEnvironment {
@@ -208,10 +224,23 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       setup,
       ...(log === undefined ? {} : { logger: log }),
     });
+  const warm =
+    input.pool?.serves(plan.image) === true &&
+    spec.commands.length === 0 &&
+    hit === null &&
+    egress === null &&
+    Object.keys({ ...plan.env, ...plan.setup.testEnv }).length === 0
+      ? input.pool
+      : null;
   let sandbox: DockerSandbox;
   try {
     try {
-      sandbox = await create(spec);
+      if (warm !== null) {
+        sandbox = await warm.acquire({ workspace: input.workspace, jobId: input.jobId, image: plan.image });
+        log?.info({ image: plan.image }, 'sandbox from the warm pool');
+      } else {
+        sandbox = await create(spec);
+      }
     } catch (error) {
       // The entry was evicted between the lookup and the mount: restore from the stream opened then.
       if (spec.restoreFile === undefined || error instanceof SetupFailedError || existsSync(spec.restoreFile))

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { SandboxPool } from '../environment/prepare.js';
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -31,6 +32,8 @@ export interface WorkerDeps {
   readonly logger: Logger;
   /** Step updates of the progress comment are at most this often. */
   readonly progressIntervalMs?: number;
+  /** The worker's warm Docker containers (ISSUE_AGENT_WARM_POOL), if it keeps any. */
+  readonly warmPool?: SandboxPool | undefined;
 }
 
 /**
@@ -78,6 +81,7 @@ export async function runFixJob(
         agent: deps.agent,
         model: deps.model,
         sandbox: deps.app.sandbox,
+        ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
         runLink,
         trajectoryLink: (dir) =>
           (runLink === null ? null : `${runLink} (sign in with GitHub, or use the admin token)`) ??

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { SandboxPool } from '../environment/prepare.js';
 import type { Logger } from 'pino';
 import type { Outcome } from '../agent/run-agent.js';
 import type { AgentEnv } from '../config/agent-env.js';
@@ -46,6 +47,8 @@ export interface FixRuntime {
    * Unset: a plain child process (the App's workers use Docker for untrusted code).
    */
   readonly isolateLocal?: { readonly hide: readonly string[] };
+  /** Warm Docker containers to start jobs in (the worker's pool), when a job can use one. */
+  readonly warmPool?: SandboxPool | undefined;
   /** Where people read the full trajectory (the run view), or null. */
   readonly runLink: string | null;
   /** The PR's text for the full trajectory (with `runLink` or, without one, where the log is kept). */
@@ -199,6 +202,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         repoKey: `github:${p.repo.id}`,
         followUp: pull !== null,
         scrub: (text) => ctx.redactor().redact(text),
+        pool: rt.warmPool,
         logger: log,
       });
       try {

@@ -127,6 +127,20 @@ test('App settings: required values, a PEM key, defaults', () => {
     () => readAppEnv({ APP_ID: '1', PRIVATE_KEY: pem, WEBHOOK_SECRET: 's', ISSUE_AGENT_SANDBOX: 'vm' }),
     /ISSUE_AGENT_SANDBOX/,
   );
+  assert.deepEqual(env.warmPool, {}, 'no warm pool unless asked for');
+  const pooled = readAppEnv({
+    APP_ID: '1',
+    PRIVATE_KEY: pem,
+    WEBHOOK_SECRET: 's',
+    ISSUE_AGENT_WARM_POOL: 'issue-agent/node:22=2, issue-agent/python=1',
+  });
+  assert.deepEqual(pooled.warmPool, { 'issue-agent/node:22': 2, 'issue-agent/python': 1 });
+  for (const bad of ['issue-agent/node:22', 'issue-agent/node:22=0', 'node=12', 'UPPER=1'])
+    assert.throws(
+      () => readAppEnv({ APP_ID: '1', PRIVATE_KEY: pem, WEBHOOK_SECRET: 's', ISSUE_AGENT_WARM_POOL: bad }),
+      /ISSUE_AGENT_WARM_POOL/,
+      bad,
+    );
 });
 
 test('the config cache serves a repo’s settings within its TTL and never when disabled', async () => {

@@ -29,6 +29,9 @@ dockerTest(
       maintainer: { login: 'maria', permission: 'maintain' },
       modelKey: MODEL_KEY,
       sandbox: 'docker',
+      // The worker keeps a warm container of the image this repository needs (no setup: it has no
+      // dependencies), so the job starts in one.
+      env: { ISSUE_AGENT_WARM_POOL: 'issue-agent/node:22=1' },
       policy: (fixture) =>
         bashThenOracle(
           'id -u; env; cat /proc/1/environ | tr "\\0" "\\n"; cat .git/config; ls /sys/class/net',
@@ -55,6 +58,7 @@ dockerTest(
         sandbox: string;
       };
       assert.equal(base.sandbox, 'docker');
+      assert.match(pipeline.logs(), /"msg":"sandbox from the warm pool"/);
       const trajectory = allFiles(join(jobs, job, 'trajectory'))
         .map((f) => readFileSync(f, 'utf8'))
         .join('\n');

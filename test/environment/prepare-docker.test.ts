@@ -15,7 +15,9 @@ import {
   type PreparedEnvironment,
 } from '../../src/environment/prepare.js';
 import { registryDeployment } from '../support/egress-env.js';
-import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+import { dockerTest, testOwner } from '../sandbox/docker/docker-test-support.js';
+import { WarmPool } from '../../src/sandbox/docker/warm-pool.js';
+import { LABEL_POOL } from '../../src/sandbox/docker/owner.js';
 
 const run = promisify(execFile);
 
@@ -327,6 +329,49 @@ dockerTest(
     const other = await prepare(t, await repo(t), plan(), s, 'test:two');
     assert.equal(other.record.setup.cache.status, 'stored');
     assert.notEqual(other.record.setup.cache.key, first.record.setup.cache.key);
+  },
+  { timeout: 300_000 },
+);
+
+dockerTest(
+  'warm pool: a job with nothing to set up starts in a warm container; a job with setup, or a cache hit, never does',
+  async (docker, t) => {
+    const pool = new WarmPool({ images: { 'issue-agent/node:22': 1 }, docker, owner: testOwner('env-pool') });
+    t.after(() => pool.close());
+    await pool.start();
+    const s = await settings(t);
+    const fromPool = async (env: PreparedEnvironment): Promise<boolean> => {
+      const info = await docker.getContainer(env.sandbox.containerId).inspect();
+      return info.Config.Labels[LABEL_POOL] !== undefined;
+    };
+    const prepareWith = async (p: EnvironmentPlan, workspace: string): Promise<PreparedEnvironment> => {
+      const env = await prepareEnvironment({
+        workspace,
+        probe: hostProbe(workspace),
+        jobId: `env-${Math.random().toString(36).slice(2, 8)}`,
+        repoKey: 'test:pool',
+        plan: p,
+        settings: s,
+        mayStoreCache: true,
+        scrub: (text) => text,
+        pool,
+      });
+      t.after(async () => {
+        await env.sandbox.close();
+        await env.close();
+      });
+      return env;
+    };
+    const none = await prepareWith(plan({ commands: [] }), await repo(t));
+    assert.ok(await fromPool(none), 'no setup: a warm container');
+    assert.match(await sh(none, 'cat package.json'), /env-fixture/, 'with the repository copied in');
+    await pool.drain();
+    const setup = await prepareWith(plan(), await repo(t));
+    assert.equal(setup.record.setup.cache.status, 'stored');
+    assert.ok(!(await fromPool(setup)), 'setup runs in a container made for it');
+    const hit = await prepareWith(plan(), await repo(t));
+    assert.equal(hit.record.setup.cache.status, 'hit');
+    assert.ok(!(await fromPool(hit)), 'a restore needs its mount: a container made for it');
   },
   { timeout: 300_000 },
 );

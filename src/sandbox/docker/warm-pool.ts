@@ -60,6 +60,11 @@ export class WarmPool {
     await this.drain();
   }
 
+  /** Whether the pool keeps containers of `image`. */
+  serves(image: string): boolean {
+    return Object.hasOwn(this.options.images, image);
+  }
+
   /** Number of ready containers of an image. */
   size(image: string): number {
     return this.ready.get(image)?.length ?? 0;

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { hostProbe } from '../../environment/host-probe.js';
 import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/plan.js';
+import type { SandboxPool } from '../../environment/prepare.js';
 import type { EnvironmentRecord } from '../../events/schema.js';
 import type { HostGit } from '../../github/host-git.js';
 import { pristineRoot } from '../../github/pristine-clone.js';
@@ -125,6 +126,8 @@ export interface PrepareSandboxInput {
   readonly followUp: boolean;
   /** Removes the job's secrets from recorded text. */
   readonly scrub: (text: string) => string;
+  /** The worker's warm containers (Docker), for jobs that can use one (see PrepareInput.pool). */
+  readonly pool?: SandboxPool | undefined;
   readonly logger?: Logger | undefined;
 }
 
@@ -169,6 +172,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       limits: input.agent.sandboxLimits,
       mayStoreCache: !input.followUp,
       scrub: input.scrub,
+      pool: input.pool,
       logger: input.logger,
     });
     const close = async (): Promise<void> => {
