@@ -40,6 +40,22 @@ export interface SetupPlan {
 export const SANDBOX_WORKSPACE = '/workspace';
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
+/**
+ * Where setup installs the project's package manager (pnpm, yarn): in the workspace, so it is kept
+ * with the cached environment, excluded from the change like node_modules, and first on the PATH
+ * of the tests and the agent (a test command of `pnpm test` needs a pnpm; the images have npm only).
+ */
+export const TOOLS_DIR = '.issue-agent-tools';
+const TOOLS_BIN = `${TOOLS_DIR}/bin`;
+const TOOLS_ENV = { PATH: `${SANDBOX_WORKSPACE}/${TOOLS_BIN}:${DEFAULT_PATH}` };
+
+function installTool(spec: string): SetupCommand {
+  return {
+    command: `npm install --global --prefix ${TOOLS_DIR} --no-audit --no-fund --loglevel=error ${spec}`,
+    reason: `the package manager the project uses, in ${TOOLS_DIR} (first on the tests' PATH)`,
+  };
+}
+
 const NPM_REGISTRY = 'registry.npmjs.org';
 const YARN_REGISTRY = 'registry.yarnpkg.com';
 const PYPI_HOSTS = ['pypi.org', 'files.pythonhosted.org'] as const;
@@ -162,11 +178,12 @@ async function pnpmPlan(
   return {
     ecosystem: 'pnpm',
     commands: [
-      { command: `npx --yes pnpm@${version} install --frozen-lockfile`, reason: why + registryNote },
+      installTool(`pnpm@${version}`),
+      { command: `${TOOLS_BIN}/pnpm install --frozen-lockfile`, reason: why + registryNote },
     ],
     allowHosts: [NPM_REGISTRY],
-    testEnv: {},
-    outputs: nodeModules(workspaces),
+    testEnv: TOOLS_ENV,
+    outputs: [...nodeModules(workspaces), TOOLS_DIR],
     inputs: [
       ...inputs,
       ...(await existing(probe, ['pnpm-workspace.yaml', '.pnpmfile.cjs'])),
@@ -230,11 +247,12 @@ async function yarnPlan(
     return {
       ecosystem: 'yarn-classic',
       commands: [
-        { command: `npx --yes yarn@${version} install --frozen-lockfile`, reason: why + registryNote },
+        installTool(`yarn@${version}`),
+        { command: `${TOOLS_BIN}/yarn install --frozen-lockfile`, reason: why + registryNote },
       ],
       allowHosts,
-      testEnv: {},
-      outputs: nodeModules(workspaces),
+      testEnv: TOOLS_ENV,
+      outputs: [...nodeModules(workspaces), TOOLS_DIR],
       inputs: allInputs,
     };
   }
@@ -247,29 +265,49 @@ async function yarnPlan(
   // Packages go to the workspace's .yarn/cache rather than the global cache under HOME, so that a
   // Plug'n'Play map that points at them survives the cache (HOME does not).
   const cacheEnv = 'YARN_ENABLE_GLOBAL_CACHE=false';
-  let command: string;
+  const commands: SetupCommand[] = [];
   let why: string;
+  let testEnv: Record<string, string> = TOOLS_ENV;
   const yarnPath = yarnrc.yarnPath;
   const pathProblem = yarnPath === null ? null : unsafeRelPath(yarnPath);
-  if (yarnPath !== null && pathProblem === null && (await probe.exists(yarnPath))) {
-    command = `${cacheEnv} node ${yarnPath} install --immutable`;
+  if (
+    yarnPath !== null &&
+    pathProblem === null &&
+    /^[\w./-]+$/.test(yarnPath) &&
+    (await probe.exists(yarnPath))
+  ) {
+    // The repository's own yarn release, behind a `yarn` on the PATH (the path was checked to be a
+    // plain relative one inside the repository, so it is safe in the shim's text).
+    commands.push({
+      command: `mkdir -p ${TOOLS_BIN} && printf '%s\\n' '#!/bin/sh' 'exec node ${SANDBOX_WORKSPACE}/${yarnPath} "$@"' > ${TOOLS_BIN}/yarn && chmod +x ${TOOLS_BIN}/yarn`,
+      reason: `a \`yarn\` in ${TOOLS_DIR} that runs the repository's yarnPath (first on the tests' PATH)`,
+    });
     why = `yarn berry (${signs}); .yarnrc.yml yarnPath is ${yarnPath}`;
+    commands.push({
+      command: `${cacheEnv} ${TOOLS_BIN}/yarn install --immutable`,
+      reason: why + registryNote,
+    });
     allInputs.push(yarnPath);
   } else {
     let version: string;
     if (fromField?.ok === true && fieldMajor !== null && fieldMajor >= 2) version = fromField.version;
     else version = berryMajorForLockfile(lock);
-    // The package has two bins (yarn, yarnpkg), so npx must be told which to run. A yarnPath that
-    // is not used here would still be followed by yarn itself: YARN_IGNORE_PATH turns that off.
+    // A yarnPath that is not used here would still be followed by yarn itself: YARN_IGNORE_PATH
+    // turns that off, for setup and for the tests.
     const ignorePath = yarnPath !== null ? ' YARN_IGNORE_PATH=1' : '';
-    command = `${cacheEnv}${ignorePath} npx --yes --package=@yarnpkg/cli-dist@${version} -- yarn install --immutable`;
+    if (yarnPath !== null) testEnv = { ...TOOLS_ENV, YARN_IGNORE_PATH: '1' };
     why = `yarn berry (${signs})${fieldNote}`;
     if (yarnPath !== null) {
       why +=
         pathProblem !== null
           ? `; yarnPath ignored: ${pathProblem}`
-          : `; yarnPath ${yarnPath} is not in the repository`;
+          : `; yarnPath ${yarnPath} is not in the repository, or not a plain path`;
     }
+    commands.push(installTool(`@yarnpkg/cli-dist@${version}`));
+    commands.push({
+      command: `${cacheEnv}${ignorePath} ${TOOLS_BIN}/yarn install --immutable`,
+      reason: why + registryNote,
+    });
   }
   const linker = yarnrc.nodeLinker;
   const outputs =
@@ -278,10 +316,10 @@ async function yarnPlan(
       : ['.pnp.cjs', '.pnp.loader.mjs', '.yarn/cache', '.yarn/unplugged', '.yarn/install-state.gz'];
   return {
     ecosystem: 'yarn-berry',
-    commands: [{ command, reason: why + registryNote }],
+    commands,
     allowHosts,
-    testEnv: {},
-    outputs,
+    testEnv,
+    outputs: [...outputs, TOOLS_DIR],
     inputs: allInputs,
   };
 }

@@ -42,16 +42,24 @@ async function plan(files: Record<string, string>): Promise<SetupPlan> {
   return found;
 }
 
-/** The one command of a single-command plan. */
-async function command(files: Record<string, string>): Promise<string> {
-  const found = await plan(files);
-  assert.equal(found.commands.length, 1, JSON.stringify(found.commands));
-  return found.commands[0]?.command ?? '';
+/** A plan's commands as one line. */
+function all(found: SetupPlan): string {
+  return found.commands.map((c) => c.command).join(' && ');
 }
 
-function reasonOf(found: SetupPlan, index = 0): string {
-  return found.commands[index]?.reason ?? '';
+async function command(files: Record<string, string>): Promise<string> {
+  return all(await plan(files));
 }
+
+/** One command's reason, or all of them. */
+function reasonOf(found: SetupPlan, index?: number): string {
+  return index === undefined
+    ? found.commands.map((c) => c.reason).join('; ')
+    : (found.commands[index]?.reason ?? '');
+}
+
+/** Installing the project's package manager into the workspace's tools folder. */
+const TOOL = 'npm install --global --prefix .issue-agent-tools --no-audit --no-fund --loglevel=error ';
 
 const pkg = (fields: Record<string, unknown> = {}): string =>
   JSON.stringify({ name: 'x', scripts: { test: 'node --test' }, ...fields });
@@ -86,7 +94,7 @@ void describe('npm', () => {
       outputs: ['node_modules'],
       inputs: ['package-lock.json', 'package.json', '.npmrc'],
     });
-    assert.doesNotMatch(found.commands[0]?.command ?? '', /ignore-scripts/);
+    assert.doesNotMatch(all(found), /ignore-scripts/);
   });
 
   void test('npm-shrinkwrap.json counts as a lockfile', async () => {
@@ -148,7 +156,7 @@ void describe('pnpm', () => {
       'pnpm-lock.yaml': lock("'6.0'"),
     });
     assert.equal(found.ecosystem, 'pnpm');
-    assert.equal(found.commands[0]?.command, 'npx --yes pnpm@9.12.0 install --frozen-lockfile');
+    assert.equal(all(found), `${TOOL}pnpm@9.12.0 && .issue-agent-tools/bin/pnpm install --frozen-lockfile`);
     assert.deepEqual(found.allowHosts, ['registry.npmjs.org']);
   });
 
@@ -161,7 +169,7 @@ void describe('pnpm', () => {
         }),
         'pnpm-lock.yaml': lock("'9.0'"),
       }),
-      'npx --yes pnpm@9.12.0 install --frozen-lockfile',
+      `${TOOL}pnpm@9.12.0 && .issue-agent-tools/bin/pnpm install --frozen-lockfile`,
     );
   });
 
@@ -176,7 +184,7 @@ void describe('pnpm', () => {
     ] as const) {
       assert.equal(
         await command({ 'package.json': pkg(), 'pnpm-lock.yaml': lock(v) }),
-        `npx --yes pnpm@${major} install --frozen-lockfile`,
+        `${TOOL}pnpm@${major} && .issue-agent-tools/bin/pnpm install --frozen-lockfile`,
         v,
       );
     }
@@ -185,7 +193,7 @@ void describe('pnpm', () => {
 
   void test('an unknown lockfileVersion uses the latest pnpm and says so', async () => {
     const found = await plan({ 'package.json': pkg(), 'pnpm-lock.yaml': lock("'42.0'") });
-    assert.equal(found.commands[0]?.command, 'npx --yes pnpm@latest install --frozen-lockfile');
+    assert.equal(all(found), `${TOOL}pnpm@latest && .issue-agent-tools/bin/pnpm install --frozen-lockfile`);
     assert.match(reasonOf(found), /42\.0 is not one this knows/);
   });
 
@@ -200,7 +208,7 @@ void describe('pnpm', () => {
         'package.json': pkg({ packageManager: bad }),
         'pnpm-lock.yaml': lock("'9.0'"),
       });
-      assert.equal(found.commands[0]?.command, 'npx --yes pnpm@9 install --frozen-lockfile', bad);
+      assert.equal(all(found), `${TOOL}pnpm@9 && .issue-agent-tools/bin/pnpm install --frozen-lockfile`, bad);
       assert.match(reasonOf(found), /is not name@x\.y\.z, so it was not used/, bad);
     }
   });
@@ -212,7 +220,7 @@ void describe('pnpm', () => {
       'pnpm-workspace.yaml': "packages:\n  - 'apps/*'\n",
       'apps/web/package.json': '{}',
     });
-    assert.deepEqual(found.outputs, ['node_modules', 'apps/web/node_modules']);
+    assert.deepEqual(found.outputs, ['node_modules', 'apps/web/node_modules', '.issue-agent-tools']);
     assert.deepEqual(found.inputs, [
       'pnpm-lock.yaml',
       'package.json',
@@ -239,10 +247,10 @@ void describe('yarn classic', () => {
   void test('a v1 lockfile without .yarnrc.yml', async () => {
     const found = await plan({ 'package.json': pkg(), 'yarn.lock': YARN_V1 });
     assert.equal(found.ecosystem, 'yarn-classic');
-    assert.equal(found.commands[0]?.command, 'npx --yes yarn@1 install --frozen-lockfile');
+    assert.equal(all(found), `${TOOL}yarn@1 && .issue-agent-tools/bin/yarn install --frozen-lockfile`);
     assert.match(reasonOf(found), /yarn v1 lockfile/);
     assert.deepEqual(found.allowHosts, ['registry.npmjs.org', 'registry.yarnpkg.com']);
-    assert.deepEqual(found.outputs, ['node_modules']);
+    assert.deepEqual(found.outputs, ['node_modules', '.issue-agent-tools']);
   });
 
   void test('packageManager yarn@1.x wins, even beside a .yarnrc.yml', async () => {
@@ -252,7 +260,7 @@ void describe('yarn classic', () => {
       '.yarnrc.yml': 'nodeLinker: node-modules\n',
     });
     assert.equal(found.ecosystem, 'yarn-classic');
-    assert.equal(found.commands[0]?.command, 'npx --yes yarn@1.22.19 install --frozen-lockfile');
+    assert.equal(all(found), `${TOOL}yarn@1.22.19 && .issue-agent-tools/bin/yarn install --frozen-lockfile`);
     assert.ok(found.inputs.includes('.yarnrc.yml'));
   });
 });
@@ -267,9 +275,12 @@ void describe('yarn berry', () => {
     });
     assert.equal(found.ecosystem, 'yarn-berry');
     assert.equal(
-      found.commands[0]?.command,
-      'YARN_ENABLE_GLOBAL_CACHE=false node .yarn/releases/yarn-4.5.0.cjs install --immutable',
+      all(found),
+      `mkdir -p .issue-agent-tools/bin && printf '%s\\n' '#!/bin/sh' 'exec node /workspace/.yarn/releases/yarn-4.5.0.cjs "$@"' > .issue-agent-tools/bin/yarn && chmod +x .issue-agent-tools/bin/yarn && YARN_ENABLE_GLOBAL_CACHE=false .issue-agent-tools/bin/yarn install --immutable`,
     );
+    assert.deepEqual(found.testEnv, {
+      PATH: '/workspace/.issue-agent-tools/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    });
     assert.ok(found.inputs.includes('.yarn/releases/yarn-4.5.0.cjs'));
     assert.deepEqual(found.outputs, [
       '.pnp.cjs',
@@ -277,13 +288,14 @@ void describe('yarn berry', () => {
       '.yarn/cache',
       '.yarn/unplugged',
       '.yarn/install-state.gz',
+      '.issue-agent-tools',
     ]);
   });
 
   void test('without yarnPath: the packageManager version, else the lockfile’s major', async () => {
     assert.equal(
       await command({ 'package.json': pkg({ packageManager: 'yarn@3.6.4' }), 'yarn.lock': BERRY_LOCK(6) }),
-      'YARN_ENABLE_GLOBAL_CACHE=false npx --yes --package=@yarnpkg/cli-dist@3.6.4 -- yarn install --immutable',
+      `${TOOL}@yarnpkg/cli-dist@3.6.4 && YARN_ENABLE_GLOBAL_CACHE=false .issue-agent-tools/bin/yarn install --immutable`,
     );
     for (const [v, major] of [
       [4, '2'],
@@ -292,7 +304,7 @@ void describe('yarn berry', () => {
     ] as const) {
       assert.equal(
         await command({ 'package.json': pkg(), 'yarn.lock': BERRY_LOCK(v) }),
-        `YARN_ENABLE_GLOBAL_CACHE=false npx --yes --package=@yarnpkg/cli-dist@${major} -- yarn install --immutable`,
+        `${TOOL}@yarnpkg/cli-dist@${major} && YARN_ENABLE_GLOBAL_CACHE=false .issue-agent-tools/bin/yarn install --immutable`,
       );
     }
     assert.equal(berryMajorForLockfile('no metadata'), '4');
@@ -306,7 +318,7 @@ void describe('yarn berry', () => {
       'pkgs/one/package.json': '{}',
     });
     assert.equal(found.ecosystem, 'yarn-berry');
-    assert.deepEqual(found.outputs, ['node_modules', 'pkgs/one/node_modules']);
+    assert.deepEqual(found.outputs, ['node_modules', 'pkgs/one/node_modules', '.issue-agent-tools']);
     assert.match(reasonOf(found), /\.yarnrc\.yml/);
   });
 
@@ -323,10 +335,10 @@ void describe('yarn berry', () => {
         '.yarnrc.yml': `yarnPath: "${yarnPath}"\n`,
         '.yarn/releases/yarn.cjs': '',
       });
-      const cmd = found.commands[0]?.command ?? '';
+      const cmd = all(found);
       assert.equal(
         cmd,
-        'YARN_ENABLE_GLOBAL_CACHE=false YARN_IGNORE_PATH=1 npx --yes --package=@yarnpkg/cli-dist@4 -- yarn install --immutable',
+        `${TOOL}@yarnpkg/cli-dist@4 && YARN_ENABLE_GLOBAL_CACHE=false YARN_IGNORE_PATH=1 .issue-agent-tools/bin/yarn install --immutable`,
         yarnPath,
       );
       assert.match(reasonOf(found), why, yarnPath);
@@ -339,8 +351,8 @@ void describe('yarn berry', () => {
       'yarn.lock': BERRY_LOCK(8),
     });
     assert.equal(
-      found.commands[0]?.command,
-      'YARN_ENABLE_GLOBAL_CACHE=false npx --yes --package=@yarnpkg/cli-dist@4 -- yarn install --immutable',
+      all(found),
+      `${TOOL}@yarnpkg/cli-dist@4 && YARN_ENABLE_GLOBAL_CACHE=false .issue-agent-tools/bin/yarn install --immutable`,
     );
     assert.match(reasonOf(found), /not name@x\.y\.z/);
   });

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import type { TestContext } from 'node:test';
 import type { EnvironmentSettings } from '../../src/config/agent-env.js';
 import { hostProbe } from '../../src/environment/host-probe.js';
-import type { EnvironmentPlan } from '../../src/environment/plan.js';
+import { planEnvironment, type EnvironmentPlan } from '../../src/environment/plan.js';
 import {
   EnvironmentSetupError,
   prepareEnvironment,
@@ -372,6 +372,63 @@ dockerTest(
     const hit = await prepareWith(plan(), await repo(t));
     assert.equal(hit.record.setup.cache.status, 'hit');
     assert.ok(!(await fromPool(hit)), 'a restore needs its mount: a container made for it');
+  },
+  { timeout: 300_000 },
+);
+
+/** A real pnpm 9 lockfile of one package (`pnpm install --lockfile-only`). */
+const PNPM_LOCK = `lockfileVersion: '9.0'
+
+settings:
+  autoInstallPeers: true
+  excludeLinksFromLockfile: false
+
+importers:
+
+  .:
+    devDependencies:
+      is-number:
+        specifier: 7.0.0
+        version: 7.0.0
+
+packages:
+
+  is-number@7.0.0:
+    resolution: {integrity: sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZUBlbGXYxxng==}
+    engines: {node: '>=0.12.0'}
+
+snapshots:
+
+  is-number@7.0.0: {}
+`;
+
+dockerTest(
+  'environment: a pnpm project gets pnpm at its lockfile’s major, installed through the proxy, on the PATH of the tests and the agent, and kept by the cache',
+  async (_docker, t) => {
+    const files = { 'pnpm-lock.yaml': PNPM_LOCK, 'package-lock.json': '' };
+    const make = async (): Promise<string> => {
+      const dir = await repo(t, files);
+      await rm(join(dir, 'package-lock.json'));
+      await run('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@e', 'commit', '-qam', 'pnpm']);
+      return dir;
+    };
+    const workspace = await make();
+    const planned = await planEnvironment(hostProbe(workspace), {});
+    assert.equal(planned.setup.commands.length, 2, JSON.stringify(planned.setup.commands));
+    const s = await settings(t);
+    const first = await prepare(t, workspace, planned, s);
+    assert.deepEqual(
+      first.record.setup.commands.map((c) => c.exitCode),
+      [0, 0],
+      first.record.setup.commands.map((c) => c.output).join('\n'),
+    );
+    // The harness's test command for a pnpm project is `pnpm test`.
+    const out = await sh(first, 'pnpm --version; pnpm test 2>&1 | tail -1; git status --porcelain');
+    assert.match(out, /^9\.\d+\.\d+\nok\n$/, out);
+    // A cache hit has pnpm too.
+    const hit = await prepare(t, await make(), planned, s);
+    assert.equal(hit.record.setup.cache.status, 'hit');
+    assert.match(await sh(hit, 'pnpm test 2>&1 | tail -1'), /^ok$/m);
   },
   { timeout: 300_000 },
 );
