@@ -8,6 +8,7 @@ import { localProxyEnv } from '../sandbox/local/setup-phase.js';
 import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import { EnvironmentSetupError } from './errors.js';
 import type { EnvironmentPlan } from './plan.js';
+import { DEFAULT_PATH, SANDBOX_WORKSPACE } from './detect-setup.js';
 
 export { EnvironmentSetupError };
 
@@ -62,6 +63,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
   const secrets: Record<string, string> = {};
   for (const n of secretNames) secrets[n] = settings.setupSecrets[n] ?? '';
   const toRun = settings.setupEnabled ? plan.setup.commands : [];
+  const testEnv = localTestEnv(plan.setup.testEnv, input.workspace, input.path);
 
   const mirrors = mirrorsOf(settings);
   const mirrorEnv = mirrors.env;
@@ -102,7 +104,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
           output: input.scrub(r?.output ?? ''),
         };
       }),
-      testEnv: { ...plan.setup.testEnv },
+      testEnv: { ...testEnv },
       secrets: secretNames,
       cache: { status: 'disabled', key: null, note: 'the local sandbox keeps no environment cache' },
       durationMs: Date.now() - started,
@@ -119,7 +121,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
     commands: toRun.map((c) => c.command),
     env: {
       ...plan.env,
-      ...plan.setup.testEnv,
+      ...testEnv,
       ...localProxyEnv(),
       ...mirrorEnv,
       ...secrets,
@@ -145,7 +147,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
       isolate: input.isolate,
       env: {
         ...plan.env,
-        ...plan.setup.testEnv,
+        ...testEnv,
         ...(agentHosts.length > 0 ? { ...localProxyEnv(), ...mirrorEnv } : {}),
       },
       setup: spec,
@@ -261,4 +263,22 @@ function egressRecord(session: EgressSession, allowHosts: readonly string[]): Eg
 
 function unique(xs: readonly string[]): string[] {
   return [...new Set(xs)];
+}
+
+/**
+ * The plan's test variables are written for the images (the workspace at /workspace, their PATH):
+ * in the local sandbox the workspace is the host folder and the PATH is the runner's.
+ */
+export function localTestEnv(
+  testEnv: Readonly<Record<string, string>>,
+  workspace: string,
+  path: string,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(testEnv)) {
+    let v = value.split(`${SANDBOX_WORKSPACE}/`).join(`${workspace}/`);
+    if (name === 'PATH' && v.endsWith(`:${DEFAULT_PATH}`)) v = `${v.slice(0, -DEFAULT_PATH.length)}${path}`;
+    out[name] = v;
+  }
+  return out;
 }

@@ -4,13 +4,14 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, it, type TestContext } from 'node:test';
+import { describe, it, test, type TestContext } from 'node:test';
 import type { EnvironmentSettings } from '../../src/config/agent-env.js';
 import type { EnvironmentPlan } from '../../src/environment/plan.js';
 import {
   EnvironmentSetupError,
   prepareLocalEnvironment,
   type PreparedLocalEnvironment,
+  localTestEnv,
 } from '../../src/environment/prepare-local.js';
 import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { registryDeployment } from '../support/egress-env.js';
@@ -256,5 +257,22 @@ describe('the isolated local sandbox: setup phase', { skip }, () => {
     assert.match(off.record.setup.reason, /ISSUE_AGENT_SETUP=off/);
     assert.equal(off.record.egress.setup, null);
     assert.match(await sh(off, 'ls ran.txt 2>&1; ls /sys/class/net'), /No such file[\s\S]*^lo$/m);
+  });
+});
+
+test('the plan’s test variables, written for the images, are moved to the local sandbox’s workspace and PATH', () => {
+  const env = localTestEnv(
+    {
+      VIRTUAL_ENV: '/workspace/.venv',
+      PATH: '/workspace/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      OTHER: 'kept',
+    },
+    '/home/runner/work/_temp/ws',
+    '/opt/hostedtoolcache/node/22/x64/bin:/usr/bin:/bin',
+  );
+  assert.deepEqual(env, {
+    VIRTUAL_ENV: '/home/runner/work/_temp/ws/.venv',
+    PATH: '/home/runner/work/_temp/ws/.venv/bin:/opt/hostedtoolcache/node/22/x64/bin:/usr/bin:/bin',
+    OTHER: 'kept',
   });
 });
