@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, type ReadStream } from 'node:fs';
 import { lstat, mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 
@@ -18,10 +18,15 @@ import { finished } from 'node:stream/promises';
  * - The directory is the worker's own (0700); no sandbox ever sees it.
  */
 export class EnvironmentCache {
+  private readonly root: string;
+
   constructor(
-    private readonly root: string,
+    root: string,
     private readonly maxBytes: number,
-  ) {}
+  ) {
+    // Absolute: an entry's path is also a bind mount's source, which the engine needs absolute.
+    this.root = resolve(root);
+  }
 
   /** The key of an entry: every input that changes what setup produces, and the repository. */
   static key(repoKey: string, inputs: unknown): string {
