@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hang, reply } from '../support/model-sim/index.js';
+import { filesUnder } from '../support/fixture-repo.js';
 import { startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
@@ -59,7 +60,7 @@ dockerTest(
       };
       assert.equal(base.sandbox, 'docker');
       assert.match(pipeline.logs(), /"msg":"sandbox from the warm pool"/);
-      const trajectory = allFiles(join(jobs, job, 'trajectory'))
+      const trajectory = filesUnder(join(jobs, job, 'trajectory'))
         .map((f) => readFileSync(f, 'utf8'))
         .join('\n');
       assert.match(trajectory, /PATH=/, "the container's environment was listed");
@@ -87,13 +88,6 @@ dockerTest(
   },
   { timeout: 400_000 },
 );
-
-function allFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const p = join(dir, name);
-    return statSync(p).isDirectory() ? allFiles(p) : [p];
-  });
-}
 
 dockerTest(
   '`@agent stop` while the model hangs, Docker sandbox: cancelled within seconds, the container is gone, no PR',

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { oracle } from '../support/model-sim/index.js';
-import { FIXTURES } from '../support/fixture-repo.js';
+import { commitFiles, filesUnder, FIXTURES, makeFixtureRepo } from '../support/fixture-repo.js';
 import { routeByTag } from '../support/pipeline-fixtures.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
 import { readJobRun, startStack, type Stack } from '../support/pipeline.js';
@@ -13,13 +11,6 @@ import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const MODEL_KEY = 'sk-ant-real-repo-canary-0123456789abcdef';
 const CODEGEN_CANARY = 'cgt_canary_7f3a9b1c5d2e8f4a6b0c';
-
-/** Every file under `dir`, recursively. */
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? filesUnder(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : [],
-  );
-}
 
 /**
  * Must-shows 1, 3, 8, 9 and 10 of the environments issue on one realistic repository: jest and its
@@ -131,25 +122,13 @@ dockerTest(
 
 /** A copy of node-slug with a `.github/issue-agent.yml`, as its own repository in the simulator. */
 async function slugRepoWithConfig(stack: Stack, name: string, config: string): Promise<void> {
-  const root = mkdtempSync(join(tmpdir(), 'ia-slug-config-'));
+  const repo = makeFixtureRepo('node-slug');
   try {
-    const dir = join(root, 'repo');
-    cpSync(join(FIXTURES, 'node-slug'), dir, { recursive: true });
-    mkdirSync(join(dir, '.github'), { recursive: true });
-    writeFileSync(join(dir, '.github', 'issue-agent.yml'), config);
-    const git = (...args: string[]): void => {
-      execFileSync('git', ['-c', 'user.name=Fixture', '-c', 'user.email=fixture@example.invalid', ...args], {
-        cwd: dir,
-        stdio: 'ignore',
-      });
-    };
-    git('init', '-q', '-b', 'main');
-    git('add', '-A');
-    git('commit', '-q', '-m', 'initial');
-    await stack.sim.createRepo({ owner: 'acme', name, sourceDir: dir });
+    commitFiles(repo.dir, { '.github/issue-agent.yml': config });
+    await stack.sim.createRepo({ owner: 'acme', name, sourceDir: repo.dir });
     stack.sim.setPermission('acme', name, 'maria', 'maintain');
   } finally {
-    rmSync(root, { recursive: true, force: true });
+    repo.cleanup();
   }
 }
 

@@ -1,28 +1,19 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { oracle, startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
-import { gitOutput, makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
+import { commitFiles, gitOutput, makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const KEY = 'sk-ant-cli-setup-0123456789abcdef';
 
 function commitConfig(repo: FixtureRepo, config: string): void {
-  mkdirSync(join(repo.dir, '.github'), { recursive: true });
-  writeFileSync(join(repo.dir, '.github', 'issue-agent.yml'), config);
-  const git = (...args: string[]): void => {
-    execFileSync('git', ['-c', 'user.name=F', '-c', 'user.email=f@example.invalid', ...args], {
-      cwd: repo.dir,
-      stdio: 'ignore',
-    });
-  };
-  git('add', '-A');
-  git('commit', '-qm', 'config');
+  commitFiles(repo.dir, { '.github/issue-agent.yml': config });
 }
 
 /**

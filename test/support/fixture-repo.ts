@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -35,4 +35,27 @@ export function makeFixtureRepo(name: FixtureName): FixtureRepo {
 
 export function gitOutput(dir: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd: dir, encoding: 'utf8' });
+}
+
+/** Writes `files` (paths relative to `dir`) into a checkout and commits them, as a maintainer would. */
+export function commitFiles(dir: string, files: Readonly<Record<string, string>>, message = 'config'): void {
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(join(dir, name, '..'), { recursive: true });
+    writeFileSync(join(dir, name), text);
+  }
+  const git = (...args: string[]): void => {
+    execFileSync('git', ['-c', 'user.name=Fixture', '-c', 'user.email=fixture@example.invalid', ...args], {
+      cwd: dir,
+      stdio: 'ignore',
+    });
+  };
+  git('add', '-A');
+  git('commit', '-q', '-m', message);
+}
+
+/** Every regular file under `dir`, recursively (links are not followed). */
+export function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? filesUnder(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : [],
+  );
 }
