@@ -18,7 +18,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
-import { cp, mkdtemp, readdir, rename, rm, stat } from 'node:fs/promises';
+import { chmod, cp, mkdtemp, readdir, rename, rm, stat } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,8 +88,13 @@ interface Phases {
   readonly createStart: number;
   /** Exec time (creation to end) per step of the setup phase. */
   readonly execs: Readonly<Record<string, number>>;
-  /** The end of the last setup-phase exec → resolved: the two shells start (adopt). */
+  /**
+   * The end of the last setup-phase exec → resolved: the two shells start (adopt) and, when no
+   * setup command runs, the files arrive through the harness shell (`place`, measured apart).
+   */
   readonly shells: number;
+  /** Of `shells`: the harness shell placing the files (no setup command), from the sandbox. */
+  readonly place: number | null;
   /** What no step above covers: the host's side between execs. */
   readonly gaps: number;
 }
@@ -100,7 +105,7 @@ function stepOf(cmd: string): string | null {
   if (cmd.includes('umask 0022; exec -a') || cmd.startsWith('socat ')) return null;
   if (cmd.includes('ia-copy-in')) return 'copy the repository in';
   if (cmd.includes('tar -x -f - -C /workspace')) return 'unpack the cached environment';
-  if (cmd.includes('ia-ca')) return 'install the CA bundle';
+  if (cmd.includes('/run/issue-agent-ca/')) return 'install the CA bundle';
   if (cmd.includes('import os, signal')) return 'list processes, sweep';
   if (cmd.includes('ia-exclude')) return 'exclude outputs from snapshots';
   if (cmd.includes('/proc/net/tcp')) return 'start the egress forwarder';
@@ -109,7 +114,7 @@ function stepOf(cmd: string): string | null {
   return 'other execs';
 }
 
-async function phasesOf(jobId: string, t0: number, t1: number): Promise<Phases | null> {
+async function phasesOf(jobId: string, t0: number, t1: number, place: number | null): Promise<Phases | null> {
   const { stdout } = await run('docker', [
     'events',
     '--since',
@@ -158,6 +163,7 @@ async function phasesOf(jobId: string, t0: number, t1: number): Promise<Phases |
     createStart,
     execs: byStep,
     shells,
+    place,
     gaps: t1 - t0 - beforeContainer - createStart - inExecs - shells,
   };
 }
@@ -202,10 +208,12 @@ async function prepareOnce(
     await env.sandbox.close();
     await env.close();
   }
-  const phases = await phasesOf(jobId, t0, t1).catch((error: unknown) => {
-    process.stderr.write(`environment bench: no engine events: ${String(error)}\n`);
-    return null;
-  });
+  const phases = await phasesOf(jobId, t0, t1, env.sandbox.setupReport?.placeMs ?? null).catch(
+    (error: unknown) => {
+      process.stderr.write(`environment bench: no engine events: ${String(error)}\n`);
+      return null;
+    },
+  );
   process.stderr.write(`environment bench: ${label} done after ${Date.now() - t0} ms\n`);
   return { ms: t1 - t0, record: env.record, phases };
 }
@@ -312,8 +320,11 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
       const full = `${path}.full`;
       const fullBytes = await packInto(env, full);
       into.push({ storedBytes, fullBytes });
-      if (replace) await rename(full, path);
-      else await rm(full, { force: true });
+      // Mode 0644 as the cache writes its entries: a hit mounts the file read-only for the sandbox user.
+      if (replace) {
+        await chmod(full, 0o644);
+        await rename(full, path);
+      } else await rm(full, { force: true });
     };
   try {
     const npmPlan = await planEnvironment(hostProbe(npmRepo), {});
@@ -364,6 +375,9 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
       if (round < fastJobs) {
         const h = await prepareOnce('hit', npmRepo, npmPlan, settings(shared), repoKey, complete);
         expectSetup(h, 'hit', false);
+        if (h.phases !== null && h.phases.execs['unpack the cached environment'] !== undefined) {
+          throw new Error('the cache hit unpacked through an exec: the entry was not mounted');
+        }
         hit.push(h);
         noDeps.push(await prepareOnce('none', noDepsRepo, noDepsPlan, settings(shared), 'bench:none'));
       }
@@ -550,7 +564,15 @@ function phaseTable(title: string, samples: readonly ReadySample[]): string[] {
     ],
     ['container create + start', phases.map((p) => p.createStart)],
     ...steps.map((s): [string, number[]] => [`exec: ${s}`, phases.map((p) => p.execs[s] ?? 0)]),
-    ['two shells start (after the last setup exec)', phases.map((p) => p.shells)],
+    ['after the last setup exec: shells start, files placed', phases.map((p) => p.shells)],
+    ...(phases.some((p) => p.place !== null)
+      ? [
+          [
+            '… of which the harness shell places the files (copy, entry, exclusions)',
+            phases.map((p) => p.place ?? 0),
+          ] as [string, number[]],
+        ]
+      : []),
     ['between execs (host side)', phases.map((p) => p.gaps)],
   ];
   return [

@@ -302,6 +302,11 @@ dockerTest(
     assert.equal(second.record.setup.commands[0]?.attempts, 0, 'setup did not run');
     assert.equal(second.record.egress.setup, null, 'and reached nothing');
     assert.match(await sh(second, 'npm test 2>&1'), /^ok$/m);
+    // The restored node_modules is the agent's to use, not part of its change.
+    assert.equal(
+      await sh(second, 'git status --porcelain; grep -v "^#" .git/info/exclude'),
+      '/node_modules\n',
+    );
     // The job damages its dependencies; the next job still gets the entry as stored.
     await sh(
       second,
@@ -329,6 +334,26 @@ dockerTest(
     const other = await prepare(t, await repo(t), plan(), s, 'test:two');
     assert.equal(other.record.setup.cache.status, 'stored');
     assert.notEqual(other.record.setup.cache.key, first.record.setup.cache.key);
+  },
+  { timeout: 300_000 },
+);
+
+dockerTest(
+  'environment cache: on a hit, the entry wins over a node_modules the repository commits (the two are not unpacked side by side then)',
+  async (_docker, t) => {
+    const s = await settings(t);
+    const committed = {
+      'node_modules/is-number/package.json': '{"name":"is-number","version":"0.0.0-committed"}',
+      'node_modules/is-number/index.js': "module.exports = () => 'committed';",
+    };
+    const first = await prepare(t, await repo(t, committed), plan(), s);
+    assert.equal(first.record.setup.cache.status, 'stored');
+    for (let i = 0; i < 3; i += 1) {
+      const hit = await prepare(t, await repo(t, committed), plan(), s);
+      assert.equal(hit.record.setup.cache.status, 'hit');
+      assert.match(await sh(hit, 'node -p "require(\'is-number/package.json\').version"'), /^7\.0\.0$/m);
+      await hit.sandbox.close();
+    }
   },
   { timeout: 300_000 },
 );

@@ -89,10 +89,14 @@ export interface ContainerSpecInput {
    * once and renamed into place, never changed, so what is mounted is what was looked up.
    */
   readonly restoreFile?: string | undefined;
+  /** The deployment's extra CA certificates (see ca-file.ts), mounted read-only at CA_MOUNT. */
+  readonly caFile?: string | undefined;
 }
 
 /** Where a cached environment's tar file is mounted (read-only) when one is restored. */
 export const RESTORE_MOUNT = '/run/issue-agent-env/entry.tar';
+/** Where the deployment's extra CA certificates are mounted (read-only) when it has some. */
+export const CA_MOUNT = '/run/issue-agent-ca/extra.pem';
 
 /** The hardened create options of a sandbox container. */
 export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreateOptions {
@@ -131,8 +135,8 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Privileged: false,
       ReadonlyRootfs: true,
       IpcMode: 'private',
-      // No host path but the egress socket's directory and a cached environment's tar file, both
-      // read-only: the workspace is a tmpfs the repository is copied into (see
+      // No host path but the egress socket's directory, a cached environment's tar file and the
+      // deployment's CA certificates, all read-only: the workspace is a tmpfs the repository is copied into (see
       // DockerSandbox.copyIn), so no host process ever has a name for a file the agent can change,
       // and its size is a limit the kernel enforces. Every writable place is a sized tmpfs, so a
       // job cannot use the host's disk.
@@ -143,6 +147,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
         ...(input.restoreFile === undefined
           ? []
           : [{ Type: 'bind' as const, Source: input.restoreFile, Target: RESTORE_MOUNT, ReadOnly: true }]),
+        ...(input.caFile === undefined
+          ? []
+          : [{ Type: 'bind' as const, Source: input.caFile, Target: CA_MOUNT, ReadOnly: true }]),
       ],
       Tmpfs: {
         [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0755`,

@@ -2,7 +2,13 @@ import { once } from 'node:events';
 import { PassThrough, Readable, type Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { SandboxError } from '../sandbox.js';
-import { CONTAINER_HOME, CONTAINER_WORKDIR, EGRESS_MOUNT, RESTORE_MOUNT } from './container-spec.js';
+import {
+  CA_MOUNT,
+  CONTAINER_HOME,
+  CONTAINER_WORKDIR,
+  EGRESS_MOUNT,
+  RESTORE_MOUNT,
+} from './container-spec.js';
 
 export { EGRESS_MOUNT };
 import { errorMessage } from './docker-shell.js';
@@ -28,6 +34,8 @@ export const FORWARDER_PORT = 3128;
 export const CA_DIR = `${CONTAINER_HOME}/.issue-agent`;
 export const CA_BUNDLE = `${CA_DIR}/ca-bundle.pem`;
 export const CA_EXTRA = `${CA_DIR}/extra-ca.pem`;
+/** Installs CA_EXTRA and CA_BUNDLE from the read-only mount; fixed text, no input. */
+export const CA_INSTALL_SCRIPT = `(umask 022 && mkdir -p ${CA_DIR} && cp ${CA_MOUNT} ${CA_EXTRA} && cat /etc/ssl/certs/ca-certificates.crt ${CA_EXTRA} > ${CA_BUNDLE})`;
 
 /** The variables that point package managers at the forwarder (and at the CA bundle, when one is set). */
 export function proxyEnv(withCa: boolean): Record<string, string> {
@@ -357,26 +365,15 @@ export class SetupPhase {
   }
 
   /**
-   * Writes the deployment's extra CA certificates and a bundle of the image's system CAs plus them,
-   * in the sandbox's HOME, for the clients that replace rather than extend their trust store.
+   * Copies the deployment's extra CA certificates (mounted at CA_MOUNT) into the sandbox's HOME
+   * and writes a bundle of the image's system CAs plus them, for the clients that replace rather
+   * than extend their trust store.
    */
-  async installCaBundle(pem: Buffer): Promise<void> {
-    const input = new PassThrough();
-    input.end(pem);
-    const r = await execStream(
-      this.docker,
-      this.container,
-      [
-        '/bin/sh',
-        '-c',
-        'printf R; umask 022; mkdir -p "$1" && cat > "$2" && cat /etc/ssl/certs/ca-certificates.crt "$2" > "$3"',
-        'ia-ca',
-        CA_DIR,
-        CA_EXTRA,
-        CA_BUNDLE,
-      ],
-      { user: this.user, timeoutMs: 30_000, input },
-    );
+  async installCaBundle(): Promise<void> {
+    const r = await execStream(this.docker, this.container, ['/bin/sh', '-c', CA_INSTALL_SCRIPT], {
+      user: this.user,
+      timeoutMs: 30_000,
+    });
     if (r.exitCode !== 0) {
       throw new SandboxError(
         'start_failed',
