@@ -37,6 +37,8 @@ const RESERVED_ANY_CASE = new Set([
   'NPM_CONFIG_HTTPS_PROXY',
   'NPM_CONFIG_NOPROXY',
   'PIP_PROXY',
+  'YARN_HTTP_PROXY',
+  'YARN_HTTPS_PROXY',
 ]);
 
 /** Why `name` cannot be a repository-set variable, or null when it can. */

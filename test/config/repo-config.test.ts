@@ -115,6 +115,7 @@ test('variables that steer the shell, the loader, the proxy or the harness are r
     'all_proxy',
     'npm_config_proxy',
     'PIP_PROXY',
+    'yarn_https_proxy',
     'ISSUE_AGENT_MODEL',
     'GIT_DIR',
     'GIT_CONFIG_PARAMETERS',

@@ -54,6 +54,9 @@ export function localProxyEnv(): Record<string, string> {
     npm_config_proxy: url,
     npm_config_https_proxy: url,
     PIP_PROXY: url,
+    // yarn berry reads no standard proxy variable, only its own settings.
+    YARN_HTTP_PROXY: url,
+    YARN_HTTPS_PROXY: url,
     NO_PROXY: '',
     no_proxy: '',
   };
