@@ -18,6 +18,7 @@ import { registryDeployment } from '../support/egress-env.js';
 import { dockerTest, testOwner } from '../sandbox/docker/docker-test-support.js';
 import { WarmPool } from '../../src/sandbox/docker/warm-pool.js';
 import { LABEL_POOL } from '../../src/sandbox/docker/owner.js';
+import { EnvironmentCache } from '../../src/environment/env-cache.js';
 
 const run = promisify(execFile);
 
@@ -354,6 +355,39 @@ dockerTest(
       assert.match(await sh(hit, 'node -p "require(\'is-number/package.json\').version"'), /^7\.0\.0$/m);
       await hit.sandbox.close();
     }
+  },
+  { timeout: 300_000 },
+);
+
+dockerTest(
+  'environment cache: an entry evicted between the lookup and the container’s start is restored from the stream opened at the lookup',
+  async (_docker, t) => {
+    const s = await settings(t);
+    const first = await prepare(t, await repo(t), plan(), s);
+    assert.equal(first.record.setup.cache.status, 'stored');
+    // Another job's store evicts the entry right after this job looked it up: the file is gone when
+    // the engine mounts it, and the stream opened at the lookup still reads it.
+    const open = Object.getOwnPropertyDescriptor(EnvironmentCache.prototype, 'open');
+    assert.ok(open !== undefined && typeof open.value === 'function');
+    const original = open.value as EnvironmentCache['open'];
+    let evicted = '';
+    EnvironmentCache.prototype.open = async function (this: EnvironmentCache, ...args) {
+      const found = await original.apply(this, args);
+      if (found?.path != null) {
+        await rm(found.path);
+        evicted = found.path;
+      }
+      return found;
+    };
+    t.after(() => {
+      EnvironmentCache.prototype.open = original;
+    });
+    const second = await prepare(t, await repo(t), plan(), s);
+    assert.notEqual(evicted, '', 'the entry was mounted for, then removed');
+    assert.equal(second.record.setup.cache.status, 'hit');
+    assert.equal(second.record.setup.commands[0]?.attempts, 0, 'setup did not run');
+    assert.match(await sh(second, 'npm test 2>&1'), /^ok$/m);
+    assert.equal(await sh(second, 'git status --porcelain'), '');
   },
   { timeout: 300_000 },
 );

@@ -15,6 +15,10 @@ import {
 } from '../../src/environment/prepare-local.js';
 import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { registryDeployment } from '../support/egress-env.js';
+import { makeFixtureRepo } from '../support/fixture-repo.js';
+import { buildWheels, startPackageIndex } from '../support/pypi-index.js';
+import { hostProbe } from '../../src/environment/host-probe.js';
+import { planEnvironment } from '../../src/environment/plan.js';
 
 /**
  * The setup phase of the isolated local sandbox (the Action's default), end to end: npm ci of a
@@ -138,6 +142,66 @@ const sh = async (env: PreparedLocalEnvironment, command: string): Promise<strin
   (await env.sandbox.exec(command, { timeoutMs: 60_000 })).output;
 
 describe('the isolated local sandbox: setup phase', { skip }, () => {
+  it('a Python project with no config: a virtualenv of the runner’s Python, its packages from the deployment’s index through the proxy, pytest runs in it', async (t) => {
+    // The runner's Python here is the host's (/usr/bin/python3: the sandbox hides HOME, and a pyenv in
+    // it), with venv and pytest (.ci/run installs both). The wheels are built in the Python image.
+    try {
+      await run('docker', ['info'], { timeout: 15_000 });
+    } catch (error) {
+      if (process.env.ISSUE_AGENT_REQUIRE_DOCKER === '1') throw error;
+      t.skip('no Docker engine to build the wheels');
+      return;
+    }
+    const wheels = await buildWheels(['plurals', 'frozenclock']);
+    t.after(() => rm(join(wheels, '..'), { recursive: true, force: true }));
+    const index = await startPackageIndex(wheels);
+    t.after(() => index.close());
+    const fixture = makeFixtureRepo('python-durations');
+    t.after(() => {
+      fixture.cleanup();
+    });
+    const plan = await planEnvironment(hostProbe(fixture.dir), {});
+    const env = await prepare(
+      t,
+      fixture.dir,
+      plan,
+      await settings({ allowCidrs: ['127.0.0.1/32'], extraCaPem: null, pipIndexUrl: index.url }),
+    );
+    const rec = env.record;
+    assert.deepEqual(
+      rec.setup.commands.map((c) => [c.command, c.exitCode]),
+      [
+        ['python3 -m venv --system-site-packages .venv', 0],
+        ['.venv/bin/pip install -r requirements.txt -r requirements-dev.txt', 0],
+      ],
+      rec.setup.commands.map((c) => c.output).join('\n'),
+    );
+    assert.match(
+      rec.setup.commands[1]?.output ?? '',
+      /Successfully installed frozenclock-0\.4\.0 plurals-1\.2\.0/,
+    );
+    const python = rec.runtimes.find((r) => r.language === 'python');
+    assert.match(python?.note ?? '', /runner's Python .*actions\/setup-python/);
+    const port = Number(new URL(index.url).port);
+    const egress = rec.egress.setup;
+    assert.ok(egress !== null && egress.requests.length > 0);
+    for (const r of egress.requests) {
+      assert.deepEqual([r.host, r.port, r.allowed], ['127.0.0.1', port, true], JSON.stringify(r));
+    }
+    assert.equal(index.requests.filter((p) => p.startsWith('/files/')).length, 2);
+    // The harness's test command for this project, in the agent phase: the venv's packages are there,
+    // the one bug fails, and the index is out of reach now.
+    const out = await sh(env, 'python3 -m pytest -rA 2>&1 | tail -12');
+    assert.match(out, /FAILED tests\/test_ago\.py::test_one_hour/, out);
+    assert.match(out, /1 failed, 6 passed/, out);
+    const reach = await sh(
+      env,
+      `python3 -c "import urllib.request as u; u.urlopen('${index.url}', timeout=3)" >/dev/null 2>&1; echo "exit:$?"`,
+    );
+    assert.match(reach, /exit:1/);
+    assert.equal(await sh(env, 'git status --porcelain'), '');
+  });
+
   it('npm ci through the egress proxy; off-list refused and logged; the canary and a daemon end with setup', async (t) => {
     const workspace = await repo(t);
     const env = await prepare(
