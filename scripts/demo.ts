@@ -16,6 +16,7 @@ import { startGitHubSimulator } from '../test/support/github-sim/index.js';
 import { oracle, startModelSimulator } from '../test/support/model-sim/index.js';
 import { startPipeline } from '../test/support/pipeline.js';
 import { haveRedis, startRedis } from '../test/support/redis-server.js';
+import { describeTimeline, jobTimeline } from '../test/support/timeline.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 const stopAll = async (): Promise<void> => {
@@ -90,6 +91,7 @@ async function main(): Promise<number> {
     author: 'maintainer',
   });
   console.log(`\nissue #${issue.number}: ${issue.title}`);
+  const labelled = Date.now();
   const delivery = await sim.label('octo-org', 'calc', issue.number, 'agent', 'maintainer');
   console.log(`labelled "agent" → webhook answered ${delivery.status} in ${delivery.ms.toFixed(1)} ms`);
 
@@ -114,7 +116,23 @@ async function main(): Promise<number> {
     }
     await new Promise((r) => setTimeout(r, 250));
   }
-  await new Promise((r) => setTimeout(r, 500));
+  // The progress comment's final state follows the pull request (one paced write later).
+  await sim
+    .waitFor(
+      () =>
+        /Pull request|ended|failed/i.test(
+          sim.comments('octo-org', 'calc', issue.number).find((c) => c.user === sim.app.botLogin)?.body ?? '',
+        ),
+      10_000,
+      'the final progress state',
+    )
+    .catch(() => undefined);
+  if (process.env.ISSUE_AGENT_DEMO_LOGS === '1') {
+    console.log(pipeline.logs());
+    for (const r of sim.requests.filter((q) => q.at >= labelled)) {
+      console.log(`  +${String(r.at - labelled).padStart(5)} ms ${r.method} ${r.path} ${r.status}`);
+    }
+  }
   const pr = sim.pulls('octo-org', 'calc')[0];
   const keep = mkdtempSync(join(tmpdir(), 'issue-agent-demo-'));
   cpSync(join(pipeline.workDir, 'work', 'jobs'), keep, { recursive: true });
@@ -131,6 +149,9 @@ async function main(): Promise<number> {
   );
   console.log(`\n--- PR body (first lines) ---\n${pr.body.split('\n').slice(0, 24).join('\n')}\n...`);
   console.log(`\ntrajectory: ${trajectory}\n  read it with: npx tsx src/cli/main.ts replay ${trajectory}`);
+  console.log(
+    `\n${describeTimeline(jobTimeline({ labelled, requests: sim.requests, owner: 'octo-org', repo: 'calc', trajectoryDir: trajectory }))}`,
+  );
   const jobId = readdirSync(keep)[0] ?? '';
   console.log(
     `\nrun view: ${pipeline.appUrl}/runs/${jobId} (sign in with the admin token ${pipeline.adminToken})`,

@@ -149,117 +149,125 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
     }
     return { status: 'refused', reason: who.reason };
   }
-  await react(octokit, where, trigger);
+  // The job is announced (its progress comment) and queued before the reaction: an installation's
+  // writes go a second apart, and the reaction is the one that can wait.
+  const accept = async (): Promise<IntakeResult> => {
+    // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
+    // a second PR), or the issue itself.
+    const target = await targetOf(octokit, where, trigger);
+    const targetKey = issueKey(trigger.repo.id, target.number);
 
-  // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
-  // a second PR), or the issue itself.
-  const target = await targetOf(octokit, where, trigger);
-  const targetKey = issueKey(trigger.repo.id, target.number);
-
-  if (cancel) {
-    const keys = [
-      targetKey,
-      ...(target.number === trigger.issue.number ? [] : [issueKey(trigger.repo.id, trigger.issue.number)]),
-    ];
-    const cancelled: string[] = [];
-    for (const key of keys)
-      cancelled.push(...(await cancelTarget(octokit, deps, where, key, trigger.sender.login)));
-    if (cancelled.length === 0 && trigger.kind !== 'unlabel') {
-      await comment(
-        octokit,
-        deps,
-        where,
-        trigger.issue.number,
-        'Nothing to stop: no job of mine is queued or running here.',
-      );
-    }
-    log.info({ jobs: cancelled }, 'cancel requested');
-    return { status: 'cancelled', jobs: cancelled };
-  }
-
-  let reviewComments: ReviewContext[] = [];
-  if (target.kind === 'pull') {
-    const { data: pr } = await octokit.rest.pulls.get({ ...where, pull_number: target.number });
-    if (pr.state !== 'open') return ignored(log, 'the pull request is closed');
-    const owner = pullOwnership(pr, await deps.botUserId());
-    if (!owner.ours) {
-      // Pushing to someone else's branch (or a fork, or `main` behind a PR from it) is never done.
-      const key = `${prefix}:not-mine:${issueKey(trigger.repo.id, target.number)}`;
-      if (await firstTime(deps.redis, key, 24 * 3600)) {
-        await comment(octokit, deps, where, trigger.issue.number, notOursReply(owner));
+    if (cancel) {
+      const keys = [
+        targetKey,
+        ...(target.number === trigger.issue.number ? [] : [issueKey(trigger.repo.id, trigger.issue.number)]),
+      ];
+      const cancelled: string[] = [];
+      for (const key of keys)
+        cancelled.push(...(await cancelTarget(octokit, deps, where, key, trigger.sender.login)));
+      if (cancelled.length === 0 && trigger.kind !== 'unlabel') {
+        await comment(
+          octokit,
+          deps,
+          where,
+          trigger.issue.number,
+          'Nothing to stop: no job of mine is queued or running here.',
+        );
       }
-      return {
-        status: 'refused',
-        reason: owner.fork ? 'pull request from a fork' : 'not one of the App pull requests',
-      };
+      log.info({ jobs: cancelled }, 'cancel requested');
+      return { status: 'cancelled', jobs: cancelled };
     }
-    reviewComments = await reviewContext(octokit, where, target.number, trigger);
-  }
 
-  const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
-  const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
-
-  return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
-    const live = await liveJobFor(deps.fixQueue, targetKey);
-    if (live === jobId) return { status: 'queued', jobId, position: 0 } as const;
-    // Requests already waiting keep their turn even if nothing runs this instant (a job just ended
-    // and its worker has not handed over yet).
-    const waiting = await pendingCount(deps.redis, prefix, targetKey);
-    if (live !== null && job.instructions.length === 0 && job.reviewComments.length === 0) {
-      // A second label, or a bare mention, asks for nothing the live job is not already doing.
-      log.info({ job: live }, 'a job for this issue or PR is already queued or running');
-      return { status: 'duplicate', jobId: live } as const;
+    let reviewComments: ReviewContext[] = [];
+    if (target.kind === 'pull') {
+      const { data: pr } = await octokit.rest.pulls.get({ ...where, pull_number: target.number });
+      if (pr.state !== 'open') return ignored(log, 'the pull request is closed');
+      const owner = pullOwnership(pr, await deps.botUserId());
+      if (!owner.ours) {
+        // Pushing to someone else's branch (or a fork, or `main` behind a PR from it) is never done.
+        const key = `${prefix}:not-mine:${issueKey(trigger.repo.id, target.number)}`;
+        if (await firstTime(deps.redis, key, 24 * 3600)) {
+          await comment(octokit, deps, where, trigger.issue.number, notOursReply(owner));
+        }
+        return {
+          status: 'refused',
+          reason: owner.fork ? 'pull request from a fork' : 'not one of the App pull requests',
+        };
+      }
+      reviewComments = await reviewContext(octokit, where, target.number, trigger);
     }
-    if (live !== null || waiting > 0) {
-      // Busy: the request waits for the running job (or replaces it), and is never dropped.
-      const pendingAlready = (await deps.redis.lrange(pendingKey(prefix, targetKey), 0, -1)).some((r) =>
-        r.includes(`"jobId":"${jobId}"`),
+
+    const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
+    const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
+
+    return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
+      const live = await liveJobFor(deps.fixQueue, targetKey);
+      if (live === jobId) return { status: 'queued', jobId, position: 0 } as const;
+      // Requests already waiting keep their turn even if nothing runs this instant (a job just ended
+      // and its worker has not handed over yet).
+      const waiting = await pendingCount(deps.redis, prefix, targetKey);
+      if (live !== null && job.instructions.length === 0 && job.reviewComments.length === 0) {
+        // A second label, or a bare mention, asks for nothing the live job is not already doing.
+        log.info({ job: live }, 'a job for this issue or PR is already queued or running');
+        return { status: 'duplicate', jobId: live } as const;
+      }
+      if (live !== null || waiting > 0) {
+        // Busy: the request waits for the running job (or replaces it), and is never dropped.
+        const pendingAlready = (await deps.redis.lrange(pendingKey(prefix, targetKey), 0, -1)).some((r) =>
+          r.includes(`"jobId":"${jobId}"`),
+        );
+        if (!pendingAlready) {
+          if (config.onBusy === 'replace' && live !== null)
+            await requestCancel(deps.redis, prefix, live, `${trigger.sender.login} (a newer request)`);
+          const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
+            kind: 'queued',
+            jobId,
+            position: null,
+            ...(live === null ? {} : config.onBusy === 'replace' ? { replaces: live } : { after: live }),
+          });
+          const n = await addPending(deps.redis, prefix, targetKey, {
+            jobId,
+            job: { ...job, progressCommentId: commentId },
+          });
+          log.info(
+            { job: jobId, after: live, waiting: n, mode: config.onBusy },
+            'request queued behind the running job',
+          );
+        }
+        if (live === null) await handOffLocked(deps.redis, deps.fixQueue, deps.settings, targetKey);
+        return { status: 'queued_after', jobId, after: live ?? 'earlier requests' } as const;
+      }
+      const position = (await deps.fixQueue.getWaitingCount()) + (await deps.fixQueue.getActiveCount()) + 1;
+      const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
+        kind: 'queued',
+        jobId,
+        position,
+      });
+      const added = await deps.fixQueue.add(
+        job.kind,
+        { ...job, progressCommentId: commentId },
+        fixJobOptions(deps.settings, targetKey, jobId),
       );
-      if (!pendingAlready) {
-        if (config.onBusy === 'replace' && live !== null)
-          await requestCancel(deps.redis, prefix, live, `${trigger.sender.login} (a newer request)`);
-        const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
-          kind: 'queued',
-          jobId,
-          position: null,
-          ...(live === null ? {} : config.onBusy === 'replace' ? { replaces: live } : { after: live }),
-        });
-        const n = await addPending(deps.redis, prefix, targetKey, {
+      if (added.id !== jobId) {
+        // Deduplicated against a job that took the target after our check (only if the lock expired
+        // under us): wait behind it rather than vanish.
+        await addPending(deps.redis, prefix, targetKey, {
           jobId,
           job: { ...job, progressCommentId: commentId },
         });
-        log.info(
-          { job: jobId, after: live, waiting: n, mode: config.onBusy },
-          'request queued behind the running job',
+        log.warn(
+          { job: jobId, holder: added.id },
+          'the target was taken meanwhile; request queued behind it',
         );
+        return { status: 'queued_after', jobId, after: added.id ?? 'another job' } as const;
       }
-      if (live === null) await handOffLocked(deps.redis, deps.fixQueue, deps.settings, targetKey);
-      return { status: 'queued_after', jobId, after: live ?? 'earlier requests' } as const;
-    }
-    const position = (await deps.fixQueue.getWaitingCount()) + (await deps.fixQueue.getActiveCount()) + 1;
-    const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
-      kind: 'queued',
-      jobId,
-      position,
+      log.info({ job: jobId, position, kind: job.kind }, 'job queued');
+      return { status: 'queued', jobId, position } as const;
     });
-    const added = await deps.fixQueue.add(
-      job.kind,
-      { ...job, progressCommentId: commentId },
-      fixJobOptions(deps.settings, targetKey, jobId),
-    );
-    if (added.id !== jobId) {
-      // Deduplicated against a job that took the target after our check (only if the lock expired
-      // under us): wait behind it rather than vanish.
-      await addPending(deps.redis, prefix, targetKey, {
-        jobId,
-        job: { ...job, progressCommentId: commentId },
-      });
-      log.warn({ job: jobId, holder: added.id }, 'the target was taken meanwhile; request queued behind it');
-      return { status: 'queued_after', jobId, after: added.id ?? 'another job' } as const;
-    }
-    log.info({ job: jobId, position, kind: job.kind }, 'job queued');
-    return { status: 'queued', jobId, position } as const;
-  });
+  };
+  const result = await accept();
+  await react(octokit, where, trigger);
+  return result;
 }
 
 /** Cancels what runs or waits for a target: removes waiting jobs, flags the running one for its worker. */

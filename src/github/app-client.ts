@@ -34,7 +34,7 @@ export class InstallationTokens {
 
   constructor(
     credentials: AppCredentials,
-    private readonly installationId: number,
+    readonly installationId: number,
     private readonly repositoryIds: readonly number[],
   ) {
     this.auth = createAppAuth({
@@ -87,13 +87,23 @@ export function installationClient(
   logger: Logger,
   options: ClientOptions = {},
 ): GitHubClient {
-  return tokenClient(credentials.baseUrl, async () => (await tokens.get()).token, logger, options);
+  return tokenClient(credentials.baseUrl, async () => (await tokens.get()).token, logger, {
+    ...options,
+    lane: options.lane ?? `installation-${tokens.installationId}`,
+  });
 }
 
 export interface ClientOptions {
   readonly maxRateLimitRetries?: number;
   readonly retryBaseMs?: number;
   readonly userAgent?: string;
+  /**
+   * The write lane: writes in one lane go one at a time, a second apart, as GitHub asks of a token;
+   * clients of the same lane in this process share that pacing, other lanes do not wait for it.
+   * Default: one lane per installation (installationClient), `issue-agent` otherwise. The progress
+   * comment has a lane of its own (see ProgressReporter), so that editing it never delays the work.
+   */
+  readonly lane?: string;
 }
 
 /** The same client for a token from elsewhere (the Action's GITHUB_TOKEN, or an App token input). */
@@ -118,6 +128,7 @@ export function tokenClient(
       },
     },
     throttle: {
+      id: options.lane ?? 'issue-agent',
       onRateLimit: (retryAfter, opts, _octokit, retryCount) => {
         logger.warn({ retryAfter, url: opts.url, retryCount }, 'GitHub rate limit');
         return retryCount < maxRetries;

@@ -58,6 +58,11 @@ export async function runFixJob(
   };
   const tokens = new InstallationTokens(credentials, p.installationId, [p.repo.id]);
   const gh = installationClient(credentials, tokens, log, { retryBaseMs: deps.app.githubRetryBaseMs });
+  // The progress comment's edits pace in a lane of their own: they never delay the job's writes.
+  const progressGh = installationClient(credentials, tokens, log, {
+    retryBaseMs: deps.app.githubRetryBaseMs,
+    lane: `installation-${p.installationId}-progress`,
+  });
   // The run view needs someone who can sign in: the admin token, or GitHub sign-in.
   const runLink =
     deps.app.publicUrl === null || (deps.app.adminToken === null && deps.app.githubClientId === null)
@@ -71,6 +76,7 @@ export async function runFixJob(
         jobId,
         jobsDir: join(deps.app.workDir, 'jobs'),
         gh,
+        progressGh,
         tokens,
         secrets: [
           deps.app.privateKey,

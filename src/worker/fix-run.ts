@@ -34,6 +34,8 @@ export interface FixRuntime {
   /** The folder holding every job's folder (`<jobsDir>/<jobId>/…`); earlier rounds are found here. */
   readonly jobsDir: string;
   readonly gh: GitHubClient;
+  /** The client of the progress comment (a write lane of its own); `gh` when absent. */
+  readonly progressGh?: GitHubClient;
   readonly tokens: TokenSource;
   /** Secrets beside the GitHub tokens that must never be posted (keys, webhook secret). */
   readonly secrets: readonly string[];
@@ -125,7 +127,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
   const redactor = (): Redactor => new Redactor([...tokens.issued, ...rt.secrets, ...setupSecrets]);
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const progress = new ProgressReporter(
-    gh,
+    rt.progressGh ?? gh,
     where,
     p.issue.number,
     p.progressCommentId,
@@ -185,7 +187,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         await reportEnd(ctx, issue.end, pull);
         return none('cancelled');
       }
-      await progress.update({ kind: 'preparing' });
+      progress.post({ kind: 'preparing' });
       const prepared = await prepareSandbox({
         jobId,
         jobsDir: rt.jobsDir,
@@ -209,7 +211,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         const environment = prepared.environment ?? store?.base.environment ?? null;
         if (environment !== null)
           progress.setEnvironment(describeEnvironment(environment, (t) => ctx.redactor().redact(t)));
-        await progress.update({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
+        progress.post({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
         const ran = await runInSandbox({
           ctx,
           sandbox: prepared.sandbox,

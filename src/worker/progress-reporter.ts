@@ -10,16 +10,34 @@ type Where = { readonly owner: string; readonly repo: string };
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 export type ProgressUpdate = DistributiveOmit<ProgressState, 'jobId'>;
 
+/** States after which the comment does not go back to showing steps. */
+const FINAL_KINDS: ReadonlySet<ProgressUpdate['kind']> = new Set([
+  'pr_opened',
+  'ended',
+  'refused',
+  'cancelled',
+]);
+
 /**
- * The one progress comment on the issue, edited as the job moves. Step updates are throttled (a
- * long run would otherwise edit the comment hundreds of times and meet GitHub's secondary rate
- * limits); final states are always written. A failed edit never fails the job: progress is
+ * The one progress comment on the issue, edited as the job moves.
+ *
+ * Progress never delays work. At most one edit is in flight and at most one state waits; a newer
+ * state replaces the waiting one (latest wins), so a burst of steps costs as many edits as the REST
+ * client's write pacing (GitHub asks for one write per second) lets through in that time, never
+ * one per step, and a state change never queues behind stale step updates. `post` returns at once;
+ * `update` also waits until that state (or a newer one) is on GitHub, for the states a job must not
+ * end before (the final ones). Step updates are further throttled to one per `intervalMs`. After a
+ * final state, step updates are ignored. A failed edit never fails the job: progress is
  * information, the event log is the truth.
  */
 export class ProgressReporter {
-  private lastWrite = 0;
-  private pending: Promise<void> = Promise.resolve();
+  private lastStep = 0;
+  private inFlight: Promise<void> | null = null;
+  private waiting: ProgressUpdate | null = null;
+  private final = false;
   private environment: string | null = null;
+  /** Edits sent (created or updated), for tests and metrics. */
+  writes = 0;
 
   constructor(
     private readonly gh: GitHubClient,
@@ -37,11 +55,12 @@ export class ProgressReporter {
 
   onEvent(event: AgentEvent, store: EventStore): void {
     if (event.kind !== 'model_response' && event.kind !== 'test_run') return;
+    if (this.final) return;
     const now = Date.now();
-    if (now - this.lastWrite < this.intervalMs) return;
-    this.lastWrite = now;
+    if (now - this.lastStep < this.intervalMs) return;
+    this.lastStep = now;
     const state = reduceState(store.events);
-    this.enqueue({
+    this.post({
       kind: 'working',
       step: state.steps,
       tokens: totalTokens(state.usage),
@@ -55,14 +74,34 @@ export class ProgressReporter {
     this.environment = text;
   }
 
-  /** Writes a state now (after any write in flight) and waits for it. */
-  async update(update: ProgressUpdate): Promise<void> {
-    this.enqueue(update);
-    await this.pending;
+  /** Shows a state as soon as the edit in flight (if any) is done; returns at once. */
+  post(update: ProgressUpdate): void {
+    if (FINAL_KINDS.has(update.kind)) this.final = true;
+    else if (this.final) return;
+    this.waiting = update;
+    this.inFlight ??= this.pump();
   }
 
-  private enqueue(update: ProgressUpdate): void {
-    this.pending = this.pending.then(() => this.write(update));
+  /** Posts a state and waits until it (or a newer one) is written. */
+  async update(update: ProgressUpdate): Promise<void> {
+    this.post(update);
+    await this.flush();
+  }
+
+  /** Waits until nothing is waiting or in flight. */
+  async flush(): Promise<void> {
+    while (this.inFlight !== null) await this.inFlight;
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      for (let next = this.waiting; next !== null; next = this.waiting) {
+        this.waiting = null;
+        await this.write(next);
+      }
+    } finally {
+      this.inFlight = null;
+    }
   }
 
   private async write(update: ProgressUpdate): Promise<void> {
@@ -74,6 +113,7 @@ export class ProgressReporter {
     } as ProgressState;
     const body = this.redactor().redact(renderProgress(state));
     try {
+      this.writes += 1;
       const id = this.commentId ?? (await this.find());
       if (id === null) {
         const { data } = await this.gh.rest.issues.createComment({

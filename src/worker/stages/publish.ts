@@ -63,7 +63,7 @@ export async function publish(input: PublishInput): Promise<Published> {
     log.warn('the change contains a secret of this job; not pushing');
     return { result: { ...none, outcome: 'failed' }, end: { kind: 'change_has_secret', outcome } };
   }
-  await progress.update({ kind: 'publishing' });
+  progress.post({ kind: 'publishing' });
   const branch = pull?.headRef ?? branchFor(p.issue.number);
   const baseCommit = store.base.workspace.baseCommit;
   // Every git call below checks the clone's seal first (PristineTamperedError: permanent).
