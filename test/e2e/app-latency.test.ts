@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { startStack } from '../support/pipeline.js';
+import { manyStepsThenOracle } from '../support/pipeline-fixtures.js';
+import { redisSkipReason } from '../support/redis-server.js';
+import { describeTimeline, jobTimeline } from '../support/timeline.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+
+const STEPS = 50;
+
+/**
+ * The time a person waits is the time the agent works (issue 17): a job of 50 fast steps with the
+ * progress interval at 0 (every step asks for an edit), in the Docker sandbox. The progress comment
+ * is edited about once a second whatever the step count, the pull request is opened within a second
+ * of the job's last event (it never waits behind progress edits), and the comment's last state is
+ * the final one.
+ */
+dockerTest(
+  'App pipeline, Docker: 50 fast steps → progress edits bounded by the run time, the PR within 1 s of the outcome, the final state last',
+  async (_docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'calc',
+      maintainer: { login: 'maria', permission: 'maintain' },
+      modelKey: 'sk-ant-latency-0123456789abcdef',
+      sandbox: 'docker',
+      policy: (fixture) => manyStepsThenOracle(STEPS, fixture.patch),
+    });
+    try {
+      const { sim, pipeline } = stack;
+      const n = sim.createIssue('acme', 'calc', {
+        title: 'Average rounds wrong',
+        body: 'average([1, 2, 2]) should be 1.67',
+        author: 'maria',
+      }).number;
+      const labelled = Date.now();
+      await sim.label('acme', 'calc', n, 'agent', 'maria');
+      const progressOf = (): string =>
+        sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+      await sim
+        .waitFor(() => /Pull request \[?#\d+|Finished|failed/i.test(progressOf()), 120_000, 'the PR')
+        .catch((error: unknown) => {
+          const seen = sim.requests.map((r) => `${r.method} ${r.path} ${r.status}`).join('\n');
+          throw new Error(`${String(error)}\n${pipeline.logs()}\n${seen}\n${progressOf()}`);
+        });
+      assert.match(progressOf(), /Pull request \[?#\d+/);
+      // Nothing stale lands after the final state.
+      await delay(2500);
+      const jobs = join(pipeline.workDir, 'work', 'jobs');
+      const [job] = readdirSync(jobs);
+      assert.ok(job);
+      const tl = jobTimeline({
+        labelled,
+        requests: sim.requests,
+        owner: 'acme',
+        repo: 'calc',
+        trajectoryDir: join(jobs, job, 'trajectory'),
+      });
+      t.diagnostic(describeTimeline(tl));
+      assert.ok(tl.events > 2 * STEPS, `the run had its ${STEPS} steps (${tl.events} events)`);
+      assert.ok(tl.agentStart !== null && tl.lastEvent !== null && tl.prCreated !== null);
+      // Publishing starts as soon as the job ends: the PR's POST within 1 s of the last event.
+      assert.ok(
+        tl.prCreated - tl.lastEvent <= 1000,
+        `PR ${tl.prCreated - tl.lastEvent} ms after the last event\n${describeTimeline(tl)}`,
+      );
+      // Edits: about one per second of the job's run (the progress lane's pacing), never one per step.
+      const runSeconds = ((tl.lastCommentEdit ?? tl.prCreated) - labelled) / 1000;
+      assert.ok(
+        tl.commentEdits <= Math.ceil(runSeconds) + 2,
+        `${tl.commentEdits} edits in ${runSeconds.toFixed(1)} s\n${describeTimeline(tl)}`,
+      );
+      assert.ok(tl.commentEdits < STEPS / 2, `${tl.commentEdits} edits for ${STEPS} steps`);
+      // The comment's history: the last edit is the final state, and no step state follows a final one.
+      const edits = sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.edits ?? [];
+      assert.match(edits.at(-1) ?? '', /Pull request \[?#\d+(\]\([^)]*\))? opened/);
+      const finalAt = edits.findIndex((e) => /Pull request \[?#\d+/.test(e));
+      assert.equal(finalAt, edits.length - 1, 'the final state is the last edit');
+    } finally {
+      await stack.stop();
+    }
+  },
+  { timeout: 300_000 },
+);
