@@ -1,3 +1,4 @@
+import { baselineKey, keepable, type BaselineCache } from './baseline-cache.js';
 import type { Logger } from 'pino';
 import type { AgentEvent, EventOf, Limits, NewEvent } from '../events/schema.js';
 import type { EventStore } from '../events/event-store.js';
@@ -34,6 +35,8 @@ export interface AgentDeps {
    * reaches the model, the trajectory or a PR. Default: outputs as they are.
    */
   readonly scrub?: ((text: string) => string) | undefined;
+  /** Baselines of earlier runs of this repository, reused when the key matches (baseline-cache.ts). */
+  readonly baselines?: BaselineCache | undefined;
 }
 
 export type Outcome = EventOf<'outcome'>;
@@ -107,21 +110,38 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       }
     }
 
-    // Baseline: the tests before any edit, run by the harness, not the model.
+    // Baseline: the tests before any edit, run by the harness, not the model; or an earlier run's
+    // on the same base tree, environment and test command (recorded as reused, and from where).
     if (base.testCommand !== null && existing.baseline === null) {
       throwIfCancelled(deps.signal);
-      const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
-      await append({
-        kind: 'test_run',
-        phase: 'baseline',
-        command: r.command,
-        exitCode: r.exitCode,
-        killed: r.killed,
-        durationMs: r.durationMs,
-        summary: r.summary,
-        output: scrub(cap(r.output)),
-        outputBytes: r.outputBytes,
-      });
+      const key = deps.baselines === undefined ? null : baselineKey(base);
+      const reused = key === null ? null : await deps.baselines?.get(key).catch(() => null);
+      if (reused != null) {
+        await append({
+          kind: 'test_run',
+          phase: 'baseline',
+          ...reused.run,
+          reusedFrom: { conversationId: reused.conversationId, ts: reused.ts },
+        });
+        deps.logger?.info({ from: reused.conversationId }, 'baseline reused');
+      } else {
+        const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
+        const run = {
+          command: r.command,
+          exitCode: r.exitCode,
+          killed: r.killed,
+          durationMs: r.durationMs,
+          summary: r.summary,
+          output: scrub(cap(r.output)),
+          outputBytes: r.outputBytes,
+        };
+        const stored = await append({ kind: 'test_run', phase: 'baseline', ...run });
+        if (key !== null && keepable(run)) {
+          await deps.baselines
+            ?.put(key, { run, conversationId: base.conversationId, ts: stored.ts })
+            .catch((error: unknown) => deps.logger?.warn({ err: error }, 'could not keep the baseline'));
+        }
+      }
     }
 
     for (;;) {

@@ -179,6 +179,11 @@ export const eventSchemas = {
     summary: testSummary,
     output: z.string(),
     outputBytes: z.number().int(),
+    /**
+     * A baseline not run again: the result of an earlier run on the same base tree, environment and
+     * test command (see agent/baseline-cache.ts), and which run it came from.
+     */
+    reusedFrom: z.object({ conversationId: z.string(), ts: z.string() }).optional(),
   }),
   model_response: z.object({
     ...common,

@@ -92,6 +92,13 @@ export function renderVerification(
   if (verdictLines.length > 0) out.push(...verdictLines, '');
   const commands = [...new Set([before?.command, after?.command].filter((c) => c !== undefined))];
   out.push(`Test command: ${commands.map((c) => codeSpan(truncateEnd(redact(c), 200))).join(' then ')}`);
+  const reused = before?.reusedFrom;
+  if (reused !== undefined) {
+    out.push(
+      '',
+      `The baseline was not run again: run ${codeSpan(reused.conversationId)} ran it at ${reused.ts} on the same base tree, environment and test command.`,
+    );
+  }
   out.push('');
   out.push('| | Before (baseline) | After (final) |');
   out.push('| --- | ---: | ---: |');

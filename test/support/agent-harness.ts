@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { BaselineCache } from '../../src/agent/baseline-cache.js';
 import { runAgent, type Outcome } from '../../src/agent/run-agent.js';
 import { newBaseState } from '../../src/agent/new-run.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
@@ -34,6 +35,7 @@ export async function startHarness(options: {
   testCommand?: string;
   fixture?: 'node-calc' | 'python-inventory';
   maxAttempts?: number;
+  baselines?: BaselineCache;
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
@@ -64,7 +66,8 @@ export async function startHarness(options: {
     store,
     sandbox,
     model,
-    run: (signal) => runAgent({ store, sandbox, model, prices: DEFAULT_PRICES, signal }),
+    run: (signal) =>
+      runAgent({ store, sandbox, model, prices: DEFAULT_PRICES, signal, baselines: options.baselines }),
     close: async () => {
       await sandbox.close();
       await sim.close();

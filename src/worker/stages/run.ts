@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { FileBaselineStore } from '../baseline-store.js';
 import { rm } from 'node:fs/promises';
 import { newBaseState } from '../../agent/new-run.js';
 import { runAgent, type Outcome } from '../../agent/run-agent.js';
@@ -72,6 +74,13 @@ export async function runInSandbox(
     onEvent: (e) => {
       progress.onEvent(e, s);
     },
+    // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
+    // baseline. Only with the Docker sandbox: no sandbox process can reach the worker's disk there,
+    // so no run can write the baseline a later run trusts.
+    baselines:
+      s.base.sandbox === 'docker'
+        ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
+        : undefined,
   });
   return { store: s, outcome };
 }
