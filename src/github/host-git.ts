@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { lstat, mkdir, rm } from 'node:fs/promises';
+import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
@@ -154,6 +154,26 @@ export interface Identity {
   readonly email: string;
 }
 
+/** How a pristine clone came from the mirror: what was fetched, and why the mirror was made again. */
+export interface MirrorUse {
+  /** `cloned`: the mirror was made now (the whole repository transferred); `updated`: only new commits. */
+  readonly fetched: 'cloned' | 'updated';
+  /** Why the mirror was moved aside and made again, or null. */
+  readonly rebuilt: string | null;
+}
+
+/** Moves a mirror aside (a rename, atomic) and removes it; its seal goes with it. */
+async function quarantine(mirror: string): Promise<void> {
+  const aside = `${mirror}.broken-${process.pid}-${Date.now()}`;
+  await rm(sealPath(mirror), { force: true });
+  try {
+    await rename(mirror, aside);
+  } catch {
+    return;
+  }
+  await rm(aside, { recursive: true, force: true });
+}
+
 export class HostGit {
   constructor(
     private readonly path: string,
@@ -210,12 +230,19 @@ export class HostGit {
    */
   async ensurePristine(
     dir: string,
-    source: { readonly url: string; readonly branch: string; readonly token: () => Promise<string> },
-  ): Promise<'found' | 'cloned'> {
+    source: {
+      readonly url: string;
+      readonly branch: string;
+      readonly token: () => Promise<string>;
+      /** The repository's mirror on this host (see pristineFromMirror); without it, a network clone. */
+      readonly mirror?: string | undefined;
+    },
+  ): Promise<'found' | 'cloned' | MirrorUse> {
     if (await exists(sealPath(dir))) {
       await this.verifyPristine(dir);
       return 'found';
     }
+    if (source.mirror !== undefined) return this.pristineFromMirror(source.mirror, dir, source);
     await this.clonePristine(dir, source.url, await source.token(), source.branch);
     return 'cloned';
   }
@@ -230,6 +257,133 @@ export class HostGit {
       remoteUrl: url,
     });
     await sealClone(dir, url);
+  }
+
+  /**
+   * The pristine clone made from the repository's mirror on this host: the mirror (a bare repository
+   * per installation and repository, see mirror.ts) is brought up to date with `branch` by an
+   * incremental fetch, then cloned locally into `dir` with hardlinked objects (no second transfer,
+   * no second copy of the history on disk), its origin set to `url`, and sealed like a network clone.
+   * A mirror that fails its seal, was made from another URL, whose branch was rewritten upstream (a
+   * force-push) or that fails while being used (corrupt objects) is moved aside and made again; the
+   * result says which.
+   */
+  async pristineFromMirror(
+    mirror: string,
+    dir: string,
+    source: { readonly url: string; readonly branch: string; readonly token: () => Promise<string> },
+  ): Promise<MirrorUse> {
+    let why: string | null = null;
+    let fetched: 'cloned' | 'updated' = 'cloned';
+    try {
+      const updated = await this.updateMirror(mirror, source);
+      why = updated.rebuild;
+      fetched = updated.rebuild === null ? updated.fetched : 'cloned';
+      await this.cloneFromMirror(mirror, dir, source.url, source.branch);
+      return { fetched, rebuilt: why };
+    } catch (error) {
+      if (error instanceof PristineTamperedError && error.dir === dir) throw error;
+      // The network, not the mirror: keep it, the job's retry will fetch again.
+      if (error instanceof HostGitError && error.transient) throw error;
+      // One fresh start: whatever was wrong with the mirror does not survive it.
+      why = `the mirror failed while used (${error instanceof Error ? error.message.slice(0, 200) : String(error)})`;
+      await quarantine(mirror);
+      await this.freshMirror(mirror, source.url, source.branch, await source.token());
+      await this.cloneFromMirror(mirror, dir, source.url, source.branch);
+      return { fetched: 'cloned', rebuilt: why };
+    }
+  }
+
+  private async updateMirror(
+    mirror: string,
+    source: { readonly url: string; readonly branch: string; readonly token: () => Promise<string> },
+  ): Promise<{ readonly fetched: 'cloned' | 'updated'; readonly rebuild: string | null }> {
+    let rebuild: string | null = null;
+    if (await exists(sealPath(mirror))) {
+      const r = await checkSeal(mirror, true);
+      if (!r.ok) rebuild = `its seal failed (${r.problem})`;
+      else if (r.seal.url !== source.url) rebuild = 'it was made from another URL';
+    } else if (await exists(mirror)) {
+      rebuild = 'it has no seal';
+    } else {
+      await this.freshMirror(mirror, source.url, source.branch, await source.token());
+      return { fetched: 'cloned', rebuild: null };
+    }
+    if (rebuild === null) {
+      const ref = `refs/heads/${source.branch}`;
+      const before = await this.inMirror(mirror, ['rev-parse', '--verify', '--quiet', ref])
+        .then((r) => r.stdout.trim())
+        .catch(() => '');
+      await this.inMirror(mirror, ['fetch', '--quiet', '--no-tags', '--', source.url, `+${ref}:${ref}`], {
+        token: await source.token(),
+      });
+      if (before !== '') {
+        const after = (await this.inMirror(mirror, ['rev-parse', '--verify', ref])).stdout.trim();
+        const ancestor = await this.inMirror(mirror, ['merge-base', '--is-ancestor', before, after]).then(
+          () => true,
+          () => false,
+        );
+        if (!ancestor) rebuild = `\`${source.branch}\` was rewritten upstream (force-push)`;
+      }
+      if (rebuild === null) return { fetched: 'updated', rebuild: null };
+    }
+    await quarantine(mirror);
+    await this.freshMirror(mirror, source.url, source.branch, await source.token());
+    return { fetched: 'cloned', rebuild };
+  }
+
+  private async freshMirror(mirror: string, url: string, branch: string, token: string): Promise<void> {
+    await rm(sealPath(mirror), { force: true });
+    await rm(mirror, { recursive: true, force: true });
+    await mkdir(dirname(mirror), { recursive: true, mode: 0o700 });
+    await this.run(
+      ['clone', '--quiet', '--bare', '--no-tags', '--single-branch', '--branch', branch, '--', url, mirror],
+      { token, remoteUrl: url },
+    );
+    await sealClone(mirror, url, true);
+  }
+
+  private async cloneFromMirror(mirror: string, dir: string, url: string, branch: string): Promise<void> {
+    // A local clone reads the mirror's config and objects: check its seal first.
+    await this.verifyMirror(mirror);
+    await rm(sealPath(dir), { force: true });
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dirname(dir), { recursive: true });
+    await this.run([
+      '-c',
+      'protocol.file.allow=always',
+      'clone',
+      '--quiet',
+      '--local',
+      '--no-tags',
+      '--single-branch',
+      '--branch',
+      branch,
+      '--',
+      mirror,
+      dir,
+    ]);
+    await this.run(['-C', dir, 'remote', 'set-url', 'origin', url]);
+    // Every object the checkout needs was read: a corrupt mirror fails here, not later.
+    await this.run(['-C', dir, 'fsck', '--connectivity-only', '--no-dangling', '--no-progress']);
+    await sealClone(dir, url);
+  }
+
+  private async verifyMirror(mirror: string): Promise<Seal> {
+    const r = await checkSeal(mirror, true);
+    if (!r.ok)
+      throw new HostGitError(`the repository mirror at ${mirror} failed its seal (${r.problem})`, false);
+    return r.seal;
+  }
+
+  /** Git in a mirror (bare), after checking its seal; GIT_DIR names it outright. */
+  private async inMirror(mirror: string, args: readonly string[], options: RunOptions = {}): Promise<GitRun> {
+    const seal = await this.verifyMirror(mirror);
+    return this.run(args, {
+      ...options,
+      remoteUrl: seal.url,
+      env: { ...options.env, GIT_DIR: resolve(mirror) },
+    });
   }
 
   /** The seal of the clone at `dir`, if the clone is still exactly what the host wrote. */

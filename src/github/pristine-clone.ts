@@ -32,6 +32,22 @@ export function pristineDir(jobsDir: string, jobId: string): string {
   return join(pristineRoot(jobsDir), jobId);
 }
 
+/**
+ * The folder of the repository mirrors (`<parent of jobsDir>/mirrors`), beside the pristine clones
+ * and like them never inside a job folder nor given to a sandbox.
+ */
+export function mirrorRoot(jobsDir: string): string {
+  return join(dirname(resolve(jobsDir)), 'mirrors');
+}
+
+/** A repository's mirror, per installation: one installation's mirror never serves another's jobs. */
+export function mirrorDir(jobsDir: string, installationId: number, repoId: number): string {
+  if (!Number.isSafeInteger(installationId) || !Number.isSafeInteger(repoId)) {
+    throw new Error('unexpected installation or repository id');
+  }
+  return join(mirrorRoot(jobsDir), `installation-${installationId}`, `repo-${repoId}.git`);
+}
+
 export function sealPath(dir: string): string {
   const abs = resolve(dir);
   return join(dirname(abs), `${basename(abs)}.seal.json`);
@@ -69,11 +85,15 @@ export type Seal = z.infer<typeof sealSchema>;
 type Fingerprint = { readonly ok: true; readonly files: Record<string, string | null> } | Problem;
 type Problem = { readonly ok: false; readonly problem: string };
 
-/** The clone's current fingerprint, or what makes it unusable (a `.git` that is not a plain folder…). */
-async function fingerprint(dir: string): Promise<Fingerprint> {
+/**
+ * The clone's current fingerprint, or what makes it unusable (a `.git` that is not a plain folder…).
+ * `bare`: the repository is `dir` itself (a mirror), not `dir/.git`.
+ */
+async function fingerprint(dir: string, bare = false): Promise<Fingerprint> {
+  const gitDir = bare ? dir : join(dir, '.git');
   for (const [path, what] of [
     [dir, 'the clone'],
-    [join(dir, '.git'), 'its .git'],
+    [gitDir, 'its .git'],
   ] as const) {
     let st;
     try {
@@ -85,7 +105,7 @@ async function fingerprint(dir: string): Promise<Fingerprint> {
   }
   const files: Record<string, string | null> = {};
   for (const name of SEALED_FILES) {
-    const r = await hashFile(join(dir, '.git', name));
+    const r = await hashFile(join(gitDir, name));
     if (!r.ok) return { ok: false, problem: `.git/${name} ${r.problem}` };
     files[name] = r.sha256;
   }
@@ -121,8 +141,8 @@ async function hashFile(
  * Records the clone as the host wrote it. Called right after `git clone` and before anything else
  * runs there; written to a temporary name and renamed, so a crash leaves a whole seal or none.
  */
-export async function sealClone(dir: string, url: string): Promise<Seal> {
-  const now = await fingerprint(dir);
+export async function sealClone(dir: string, url: string, bare = false): Promise<Seal> {
+  const now = await fingerprint(dir, bare);
   if (!now.ok) throw new Error(`cannot seal the clone at ${dir}: ${now.problem}`);
   const seal: Seal = { schemaVersion: 1, url, files: now.files };
   const path = sealPath(dir);
@@ -156,7 +176,10 @@ export async function readSeal(dir: string): Promise<Seal | null> {
  * Whether the clone is exactly as sealed: `{ ok: true, seal }`, or which file changed. A missing
  * seal is a problem too (a clone the host did not seal is not one it wrote).
  */
-export async function checkSeal(dir: string): Promise<{ readonly ok: true; readonly seal: Seal } | Problem> {
+export async function checkSeal(
+  dir: string,
+  bare = false,
+): Promise<{ readonly ok: true; readonly seal: Seal } | Problem> {
   let seal: Seal | null;
   try {
     seal = await readSeal(dir);
@@ -165,7 +188,7 @@ export async function checkSeal(dir: string): Promise<{ readonly ok: true; reado
   }
   if (seal === null)
     return { ok: false, problem: 'it has no seal (the host did not record it after cloning)' };
-  const now = await fingerprint(dir);
+  const now = await fingerprint(dir, bare);
   if (!now.ok) return now;
   const changed = SEALED_FILES.filter((name) => (seal.files[name] ?? null) !== now.files[name]);
   if (changed.length > 0) {

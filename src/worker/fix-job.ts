@@ -77,6 +77,7 @@ export async function runFixJob(
         jobsDir: join(deps.app.workDir, 'jobs'),
         gh,
         progressGh,
+        mirrors: true,
         tokens,
         secrets: [
           deps.app.privateKey,

@@ -12,6 +12,7 @@ import { Redactor } from '../publish/redact.js';
 import type { FixJob } from '../queue/payloads.js';
 import { PermanentJobError } from './permanent-job-error.js';
 import { ProgressReporter } from './progress-reporter.js';
+import { mirrorDir } from '../github/pristine-clone.js';
 import { fetchPull, fetchRepo, prepareSandbox, readIssue, recordJob } from './stages/prepare.js';
 import { publish } from './stages/publish.js';
 import { reportEnd, reportFailure } from './stages/report.js';
@@ -34,6 +35,11 @@ export interface FixRuntime {
   /** The folder holding every job's folder (`<jobsDir>/<jobId>/…`); earlier rounds are found here. */
   readonly jobsDir: string;
   readonly gh: GitHubClient;
+  /**
+   * Keep a mirror of each repository on this host and make pristine clones from it (the App's
+   * workers, whose sandboxes never see the host's disk). Off for the Action, whose runner is new each time.
+   */
+  readonly mirrors?: boolean;
   /** The client of the progress comment (a write lane of its own); `gh` when absent. */
   readonly progressGh?: GitHubClient;
   readonly tokens: TokenSource;
@@ -201,6 +207,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         isolateLocal: rt.isolateLocal,
         agent: rt.agent,
         config: p.config,
+        // Only where no sandbox process can reach the host's disk: a mirror outlives the job.
+        mirror:
+          rt.mirrors === true && rt.sandbox === 'docker'
+            ? mirrorDir(rt.jobsDir, p.installationId, p.repo.id)
+            : undefined,
         repoKey: `github:${p.repo.id}`,
         followUp: pull !== null,
         scrub: (text) => ctx.redactor().redact(text),

@@ -8,7 +8,7 @@ import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/p
 import type { SandboxPool } from '../../environment/prepare.js';
 import type { EnvironmentRecord } from '../../events/schema.js';
 import type { HostGit } from '../../github/host-git.js';
-import { pristineRoot } from '../../github/pristine-clone.js';
+import { mirrorRoot, pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
 import { createSandbox } from '../../sandbox/create-sandbox.js';
 import { DEFAULT_LIMITS } from '../../sandbox/docker/container-spec.js';
@@ -110,6 +110,8 @@ export interface PrepareSandboxInput {
   readonly repo: RepoInfo;
   /** The branch the pristine clone follows: the PR's head for a follow-up, else the base branch. */
   readonly branch: string;
+  /** The repository's mirror on this host (pristine clones are made from it), or undefined. */
+  readonly mirror?: string | undefined;
   /** The commit a resumed run started from; null for a new run (the clone's HEAD). */
   readonly baseCommit: string | null;
   readonly kind: FixRuntime['sandbox'];
@@ -148,11 +150,15 @@ export interface PreparedSandbox {
  */
 export async function prepareSandbox(input: PrepareSandboxInput): Promise<PreparedSandbox> {
   const { git, paths, repo } = input;
-  await git.ensurePristine(paths.pristine, {
+  const made = await git.ensurePristine(paths.pristine, {
     url: repo.clone_url,
     branch: input.branch,
     token: async () => (await input.tokens.get()).token,
+    mirror: input.mirror,
   });
+  if (typeof made !== 'string') {
+    input.logger?.info({ fetched: made.fetched, rebuilt: made.rebuilt }, 'pristine clone from the mirror');
+  }
   const baseCommit = input.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
   await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
   if (input.kind === 'docker') {
@@ -200,7 +206,12 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       settings: input.agent.environment,
       path: input.agent.sandboxPath,
       isolate: {
-        hide: [pristineRoot(input.jobsDir), paths.trajectory, ...input.isolateLocal.hide],
+        hide: [
+          pristineRoot(input.jobsDir),
+          ...(input.mirror === undefined ? [] : [mirrorRoot(input.jobsDir)]),
+          paths.trajectory,
+          ...input.isolateLocal.hide,
+        ],
         workspaceBytes: input.agent.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
       },
       scrub: input.scrub,

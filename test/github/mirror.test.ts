@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { HostGit } from '../../src/github/host-git.js';
+import { mirrorDir, mirrorRoot } from '../../src/github/pristine-clone.js';
+import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
+import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+
+/**
+ * The per-repository mirror (issue 17): the first job transfers the repository, a later one only
+ * asks whether anything changed, a follow-up gets only the new commits, and a mirror that was
+ * rewritten upstream, corrupted or tampered with is moved aside and made again while the job goes on.
+ */
+let sim: GitHubSim;
+let source: TempDir;
+let work: TempDir;
+let url: string;
+let token: string;
+const host = new HostGit(process.env.PATH ?? '/usr/bin:/bin', (t) => t);
+
+before(async () => {
+  sim = await startGitHubSimulator();
+  const files: Record<string, string> = { 'README.md': '# demo\n' };
+  for (let i = 0; i < 40; i++) files[`src/f${i}.js`] = `export const v${i} = ${i};\n`.repeat(20);
+  source = await makeSourceRepo(files);
+  await sim.createRepo({ owner: 'acme', name: 'demo', sourceDir: source.dir });
+  url = `${sim.url}/acme/demo.git`;
+  token = (await installationToken(sim)).token;
+  work = tempDir('mirror-');
+});
+
+after(async () => {
+  await sim.close();
+  source.cleanup();
+  work.cleanup();
+});
+
+const jobsDir = (): string => join(work.dir, 'work', 'jobs');
+const mirror = (): string => mirrorDir(jobsDir(), 7, 1);
+let n = 0;
+/** Loose objects, packs and their size: what a fetch that received anything would change. */
+const objectCounts = async (dir: string): Promise<string> =>
+  (await git(dir, ['count-objects', '-v']))
+    .split('\n')
+    .filter((l) => /^(count|packs|size-pack):/.test(l))
+    .join(', ');
+const looseObjects = async (dir: string): Promise<number> =>
+  Number(/^count: (\d+)$/m.exec(await git(dir, ['count-objects', '-v']))?.[1] ?? NaN);
+
+async function pristine(): Promise<{ dir: string; use: Awaited<ReturnType<HostGit['pristineFromMirror']>> }> {
+  n += 1;
+  const dir = join(work.dir, 'work', 'pristine', `job-${n}`);
+  const use = await host.pristineFromMirror(mirror(), dir, {
+    url,
+    branch: 'main',
+    token: () => Promise.resolve(token),
+  });
+  await host.verifyPristine(dir);
+  return { dir, use };
+}
+
+/** A new commit on the simulator's `main` (as someone pushing to GitHub would make). */
+async function pushUpstream(file: string, text: string, force = false): Promise<string> {
+  const clone = join(tempDir('mirror-up-').dir, 'c');
+  await git(work.dir, ['clone', '--quiet', sim.bareRepoPath('acme', 'demo'), clone]);
+  writeFileSync(join(clone, file), text);
+  await git(clone, ['add', '-A']);
+  // A force-push rewrites the tip: the last commit replaced by another.
+  await git(clone, [
+    '-c',
+    'user.name=u',
+    '-c',
+    'user.email=u@e',
+    'commit',
+    '--quiet',
+    ...(force ? ['--amend'] : []),
+    '-m',
+    file,
+  ]);
+  await git(clone, ['push', '--quiet', ...(force ? ['--force'] : []), 'origin', 'HEAD:main']);
+  return (await git(clone, ['rev-parse', 'HEAD'])).trim();
+}
+
+test('first job: the mirror is made; second: nothing is transferred again; a follow-up gets only the new commit', async () => {
+  const first = await pristine();
+  assert.deepEqual(first.use, { fetched: 'cloned', rebuilt: null });
+  assert.ok(mirror().startsWith(mirrorRoot(jobsDir())));
+  // The token is in no file of the mirror or the clone.
+  for (const f of ['config', 'packed-refs', 'FETCH_HEAD']) {
+    try {
+      assert.ok(!readFileSync(join(mirror(), f), 'utf8').includes(token), f);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+  assert.ok(!readFileSync(join(first.dir, '.git', 'config'), 'utf8').includes(token));
+
+  const before = await objectCounts(mirror());
+  const second = await pristine();
+  assert.deepEqual(second.use, { fetched: 'updated', rebuilt: null });
+  assert.deepEqual(await objectCounts(mirror()), before, 'an up-to-date mirror receives no object');
+  // The clone shares the mirror's objects (hardlinks): no second copy of the history.
+  assert.equal(
+    (await git(second.dir, ['rev-parse', 'HEAD'])).trim(),
+    (await git(first.dir, ['rev-parse', 'HEAD'])).trim(),
+  );
+
+  const loose = await looseObjects(mirror());
+  const tip = await pushUpstream('src/new.js', 'export const n = 1;\n');
+  const third = await pristine();
+  assert.deepEqual(third.use, { fetched: 'updated', rebuilt: null });
+  assert.equal((await git(third.dir, ['rev-parse', 'HEAD'])).trim(), tip);
+  const received = (await looseObjects(mirror())) - loose;
+  assert.ok(received > 0 && received <= 4, `only the new commit's objects arrived (${received})`);
+});
+
+test('a force-push upstream, corrupt objects, a tampered config: the mirror is made again and the job goes on', async () => {
+  await pristine();
+  const tip = await pushUpstream('src/rewritten.js', 'export const r = 1;\n', true);
+  const forced = await pristine();
+  assert.equal(forced.use.fetched, 'cloned');
+  assert.match(forced.use.rebuilt ?? '', /rewritten upstream \(force-push\)/);
+  assert.equal((await git(forced.dir, ['rev-parse', 'HEAD'])).trim(), tip);
+
+  // Every pack file of the mirror overwritten in its middle.
+  const packs = join(mirror(), 'objects', 'pack');
+  for (const f of readdirSync(packs).filter((p) => p.endsWith('.pack'))) {
+    const bytes = readFileSync(join(packs, f));
+    bytes.fill(0x41, 32, Math.max(33, bytes.length - 64));
+    writeFileSync(join(packs, f), bytes);
+  }
+  const corrupt = await pristine();
+  assert.match(corrupt.use.rebuilt ?? '', /failed while used/);
+  assert.equal((await git(corrupt.dir, ['rev-parse', 'HEAD'])).trim(), tip);
+  assert.match(readFileSync(join(corrupt.dir, 'src', 'f3.js'), 'utf8'), /v3 = 3/);
+
+  writeFileSync(
+    join(mirror(), 'config'),
+    `${readFileSync(join(mirror(), 'config'), 'utf8')}[core]\n\tfsmonitor = /tmp/x\n`,
+  );
+  const tampered = await pristine();
+  assert.match(tampered.use.rebuilt ?? '', /seal failed/);
+  assert.doesNotMatch(readFileSync(join(mirror(), 'config'), 'utf8'), /fsmonitor/);
+});
+
+test('mirrors are per installation', () => {
+  assert.notEqual(mirrorDir('/w/jobs', 1, 5), mirrorDir('/w/jobs', 2, 5));
+  assert.throws(() => mirrorDir('/w/jobs', Number.NaN, 5));
+});
