@@ -252,10 +252,26 @@ export class HostGit {
     await rm(sealPath(dir), { force: true });
     await rm(dir, { recursive: true, force: true });
     await mkdir(dirname(dir), { recursive: true });
-    await this.run(['clone', '--quiet', '--no-tags', '--single-branch', '--branch', branch, '--', url, dir], {
-      token,
-      remoteUrl: url,
-    });
+    // No checkout: the host never needs the files (publishing works on the index, the sandbox's copy
+    // checks out its own), and writing tens of thousands of them is most of a large clone's time.
+    await this.run(
+      [
+        'clone',
+        '--quiet',
+        '--no-checkout',
+        '--no-tags',
+        '--single-branch',
+        '--branch',
+        branch,
+        '--',
+        url,
+        dir,
+      ],
+      {
+        token,
+        remoteUrl: url,
+      },
+    );
     await sealClone(dir, url);
   }
 
@@ -355,6 +371,7 @@ export class HostGit {
       'clone',
       '--quiet',
       '--local',
+      '--no-checkout',
       '--no-tags',
       '--single-branch',
       '--branch',
@@ -364,8 +381,10 @@ export class HostGit {
       dir,
     ]);
     await this.run(['-C', dir, 'remote', 'set-url', 'origin', url]);
-    // Every object the checkout needs was read: a corrupt mirror fails here, not later.
+    // A corrupt mirror fails here, not later: every commit and tree of the history is read, and
+    // every file of the tip is inflated (without being written anywhere).
     await this.run(['-C', dir, 'fsck', '--connectivity-only', '--no-dangling', '--no-progress']);
+    await this.run(['-C', dir, 'archive', '--output=/dev/null', 'HEAD']);
     await sealClone(dir, url);
   }
 
@@ -441,15 +460,21 @@ export class HostGit {
     return line === '' ? null : (line.split('\t')[0] ?? null);
   }
 
-  /** `branch` at `commit`, checked out, with a working tree holding nothing else. */
+  /**
+   * `branch` at `commit`, and the index holding exactly `commit`'s tree. Only the index: publishing
+   * never needs the files, so none is written (and no filter or checkout driver could run).
+   */
   async resetTo(dir: string, branch: string, commit: string): Promise<void> {
-    await this.inPristine(dir, ['checkout', '--quiet', '--force', '--no-track', '-B', branch, commit]);
-    await this.inPristine(dir, ['clean', '-q', '-fdx']);
+    await this.inPristine(dir, ['update-ref', `refs/heads/${branch}`, commit]);
+    await this.inPristine(dir, ['symbolic-ref', 'HEAD', `refs/heads/${branch}`]);
+    await this.inPristine(dir, ['read-tree', '--reset', commit]);
   }
 
-  /** Applies a diff (data from the event log) to the working tree and the index. */
+  /** Applies a diff (data from the event log) to the index only. */
   async applyDiff(dir: string, diff: string): Promise<void> {
-    await this.inPristine(dir, ['apply', '--index', '--binary', '--whitespace=nowarn', '-'], { input: diff });
+    await this.inPristine(dir, ['apply', '--cached', '--binary', '--whitespace=nowarn', '-'], {
+      input: diff,
+    });
   }
 
   /**
