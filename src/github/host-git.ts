@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { withMirrorLock } from './mirror-lock.js';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
 export class HostGitError extends Error {
@@ -285,6 +286,14 @@ export class HostGit {
    * result says which.
    */
   async pristineFromMirror(
+    mirror: string,
+    dir: string,
+    source: { readonly url: string; readonly branch: string; readonly token: () => Promise<string> },
+  ): Promise<MirrorUse> {
+    return withMirrorLock(mirror, () => this.pristineFromMirrorLocked(mirror, dir, source));
+  }
+
+  private async pristineFromMirrorLocked(
     mirror: string,
     dir: string,
     source: { readonly url: string; readonly branch: string; readonly token: () => Promise<string> },

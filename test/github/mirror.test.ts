@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HostGit } from '../../src/github/host-git.js';
+import { withMirrorLock } from '../../src/github/mirror-lock.js';
 import { mirrorDir, mirrorRoot } from '../../src/github/pristine-clone.js';
 import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
@@ -147,4 +149,41 @@ test('a force-push upstream, corrupt objects, a tampered config: the mirror is m
 test('mirrors are per installation', () => {
   assert.notEqual(mirrorDir('/w/jobs', 1, 5), mirrorDir('/w/jobs', 2, 5));
   assert.throws(() => mirrorDir('/w/jobs', Number.NaN, 5));
+});
+
+test('jobs of one repository at once: they take turns on the mirror, none rebuilds it', async () => {
+  const fresh = join(work.dir, 'work', 'concurrent');
+  const m = join(fresh, 'm.git');
+  const runs = await Promise.all(
+    [1, 2, 3].map((i) =>
+      host.pristineFromMirror(m, join(fresh, 'pristine', `p${i}`), {
+        url,
+        branch: 'main',
+        token: () => Promise.resolve(token),
+      }),
+    ),
+  );
+  assert.deepEqual(
+    runs.map((r) => r.rebuilt),
+    [null, null, null],
+  );
+  assert.deepEqual(runs.map((r) => r.fetched).sort(), ['cloned', 'updated', 'updated']);
+  assert.equal(existsSync(`${m}.lock`), false, 'the lock is released');
+});
+
+test('the mirror lock: a dead owner’s lock is taken over; a live owner’s is waited for, then refused', async () => {
+  const m = join(work.dir, 'work', 'locks', 'm.git');
+  mkdirSync(`${m}.lock`, { recursive: true });
+  const dead = spawnSync(process.execPath, ['-e', 'process.exit(0)']).pid;
+  writeFileSync(join(`${m}.lock`, 'owner'), `${dead}\n`);
+  assert.equal(await withMirrorLock(m, () => Promise.resolve('ran'), { waitMs: 2000 }), 'ran');
+  assert.equal(existsSync(`${m}.lock`), false);
+
+  mkdirSync(`${m}.lock`);
+  writeFileSync(join(`${m}.lock`, 'owner'), `${process.pid}\n`);
+  await assert.rejects(
+    withMirrorLock(m, () => Promise.resolve('ran'), { waitMs: 300 }),
+    /locked by another job/,
+  );
+  rmSync(`${m}.lock`, { recursive: true, force: true });
 });
