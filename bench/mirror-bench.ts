@@ -21,7 +21,7 @@ const FILES = 20_000;
 const COMMITS = 2_000;
 const ROUNDS = 3;
 
-function generate(dir: string): void {
+export function generate(dir: string): void {
   execFileSync('git', ['init', '-q', '-b', 'main', dir]);
   const out: string[] = [];
   let mark = 0;

@@ -245,6 +245,7 @@ async function main(): Promise<void> {
   }
   if (process.argv.includes('--webhooks')) await (await import('./webhook-ack.js')).webhookBench();
   if (process.argv.includes('--run-view')) await (await import('./run-view.js')).runViewBench();
+  if (process.argv.includes('--pipeline')) await (await import('./pipeline-bench.js')).pipelineBench();
   if (process.argv.includes('--mirror')) await (await import('./mirror-bench.js')).mirrorBench();
   if (process.argv.includes('--environment'))
     await (await import('./environment-bench.js')).environmentBench();
