@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { startStack } from '../support/pipeline.js';
+import type { EventOf } from '../../src/events/schema.js';
+import { oracle } from '../support/model-sim/index.js';
 import { manyStepsThenOracle } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import { describeTimeline, jobTimeline } from '../support/timeline.js';
@@ -83,6 +85,64 @@ dockerTest(
       assert.match(edits.at(-1) ?? '', /Pull request \[?#\d+(\]\([^)]*\))? opened/);
       const finalAt = edits.findIndex((e) => /Pull request \[?#\d+/.test(e));
       assert.equal(finalAt, edits.length - 1, 'the final state is the last edit');
+    } finally {
+      await stack.stop();
+    }
+  },
+  { timeout: 300_000 },
+);
+
+/**
+ * Reused baselines through the App (issue 17): a second job on the same base commit, environment and
+ * test command records the first job's baseline instead of running the tests again, and its PR says so.
+ */
+dockerTest(
+  'App pipeline, Docker: a second job on the same base reuses the first job’s baseline, and its PR says so',
+  async (_docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'calc',
+      maintainer: { login: 'maria', permission: 'maintain' },
+      modelKey: 'sk-ant-baselines-0123456789abcdef',
+      sandbox: 'docker',
+      policy: (fixture) => oracle(fixture.patch),
+    });
+    try {
+      const { sim, pipeline } = stack;
+      const baselineOf = async (n: number): Promise<EventOf<'test_run'>> => {
+        const progressOf = (): string =>
+          sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+        await sim.waitFor(() => /Pull request|Finished|failed/i.test(progressOf()), 120_000, `job #${n}`);
+        const jobs = join(pipeline.workDir, 'work', 'jobs');
+        const job = readdirSync(jobs).find((j) => new RegExp(`^r\\d+-i${n}-`).test(j));
+        assert.ok(job, `a job folder for #${n}`);
+        const events = join(jobs, job, 'trajectory', 'events');
+        const file = readdirSync(events).find((f) => f.endsWith('-test_run.json'));
+        assert.ok(file);
+        const e = JSON.parse(readFileSync(join(events, file), 'utf8')) as EventOf<'test_run'>;
+        assert.equal(e.phase, 'baseline');
+        return e;
+      };
+      const issue = (title: string): number =>
+        sim.createIssue('acme', 'calc', { title, body: 'average([1, 2, 2]) should be 1.67', author: 'maria' })
+          .number;
+      const a = issue('Average rounds wrong');
+      await sim.label('acme', 'calc', a, 'agent', 'maria');
+      const first = await baselineOf(a);
+      assert.equal(first.reusedFrom, undefined, 'the first job ran its baseline');
+      const b = issue('Average rounds wrong, again');
+      await sim.label('acme', 'calc', b, 'agent', 'maria');
+      const second = await baselineOf(b);
+      assert.ok(second.reusedFrom !== undefined, 'the second job reused it');
+      assert.equal(second.reusedFrom.ts, first.ts);
+      assert.match(second.reusedFrom.conversationId, new RegExp(`-i${a}-`));
+      const pr = sim.pulls('acme', 'calc').find((p) => p.body.includes(`Fixes #${b}`));
+      assert.match(pr?.body ?? '', /The baseline was not run again/);
     } finally {
       await stack.stop();
     }
