@@ -1,4 +1,4 @@
-import { baselineKey, keepable, type BaselineCache } from './baseline-cache.js';
+import { baselineKey, keepable, type BaselineCache, type BaselineRun } from './baseline-cache.js';
 import type { Logger } from 'pino';
 import type { AgentEvent, EventOf, Limits, NewEvent } from '../events/schema.js';
 import type { EventStore } from '../events/event-store.js';
@@ -9,7 +9,7 @@ import { SandboxError, type Sandbox } from '../sandbox/sandbox.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { buildMessages, estimateTokens } from './conversation.js';
 import { systemPrompt } from './prompt.js';
-import { runTestCommand } from './run-test-command.js';
+import { runTestCommand, type TestRunResult } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
 import { newToolContext, runToolCall, toolSpec, type Tool } from './tools/tool.js';
@@ -126,15 +126,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
         deps.logger?.info({ from: reused.conversationId }, 'baseline reused');
       } else {
         const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
-        const run = {
-          command: r.command,
-          exitCode: r.exitCode,
-          killed: r.killed,
-          durationMs: r.durationMs,
-          summary: r.summary,
-          output: scrub(cap(r.output)),
-          outputBytes: r.outputBytes,
-        };
+        const run = recordedRun(r, scrub);
         const stored = await append({ kind: 'test_run', phase: 'baseline', ...run });
         if (key !== null && keepable(run)) {
           await deps.baselines
@@ -285,17 +277,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     }
     throwIfCancelled(deps.signal);
     const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
-    const final = await append({
-      kind: 'test_run',
-      phase: 'final',
-      command: r.command,
-      exitCode: r.exitCode,
-      killed: r.killed,
-      durationMs: r.durationMs,
-      summary: r.summary,
-      output: scrub(cap(r.output)),
-      outputBytes: r.outputBytes,
-    });
+    const final = await append({ kind: 'test_run', phase: 'final', ...recordedRun(r, scrub) });
     return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);
   } catch (error) {
     const stop = toStop(error, deps.signal);
@@ -449,6 +431,19 @@ function lastText(events: readonly AgentEvent[]): string | null {
 }
 
 /** Test output kept in the event; the model and people see the parsed summary first. */
+/** What the event log keeps of a harness test run: its output capped and scrubbed. */
+function recordedRun(r: TestRunResult, scrub: (text: string) => string): BaselineRun {
+  return {
+    command: r.command,
+    exitCode: r.exitCode,
+    killed: r.killed,
+    durationMs: r.durationMs,
+    summary: r.summary,
+    output: scrub(cap(r.output)),
+    outputBytes: r.outputBytes,
+  };
+}
+
 function cap(output: string): string {
   return output.length > 200_000 ? `${output.slice(0, 100_000)}\n[...]\n${output.slice(-100_000)}` : output;
 }

@@ -8,6 +8,7 @@ import { withMirrorLock } from '../../src/github/mirror-lock.js';
 import { mirrorDir, mirrorRoot } from '../../src/github/pristine-clone.js';
 import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+import { attackTest } from '../security/support.js';
 
 /**
  * The per-repository mirror (issue 17): the first job transfers the repository, a later one only
@@ -187,3 +188,25 @@ test('the mirror lock: a dead owner’s lock is taken over; a live owner’s is 
   );
   rmSync(`${m}.lock`, { recursive: true, force: true });
 });
+
+attackTest(
+  'a mirror whose config names programs (fsmonitor, a pager, a credential helper, an upload-pack hook) and an alternates file never runs them on the host; it is rebuilt',
+  async () => {
+    await pristine();
+    const marker = join(work.dir, 'mirror-pwned');
+    const payload = join(work.dir, 'mirror-payload.sh');
+    writeFileSync(payload, `#!/bin/sh\ntouch '${marker}'\nexit 1\n`, { mode: 0o755 });
+    const config = readFileSync(join(mirror(), 'config'), 'utf8');
+    writeFileSync(
+      join(mirror(), 'config'),
+      `${config}[core]\n\tfsmonitor = ${payload}\n\tpager = ${payload}\n[credential]\n\thelper = !${payload}\n[uploadpack]\n\tpackObjectsHook = ${payload}\n`,
+    );
+    mkdirSync(join(mirror(), 'objects', 'info'), { recursive: true });
+    writeFileSync(join(mirror(), 'objects', 'info', 'alternates'), `${work.dir}\n`);
+    const used = await pristine();
+    assert.match(used.use.rebuilt ?? '', /seal failed/);
+    assert.equal(existsSync(marker), false, 'no program named by the mirror ran');
+    assert.doesNotMatch(readFileSync(join(mirror(), 'config'), 'utf8'), /payload/);
+    assert.equal(existsSync(join(mirror(), 'objects', 'info', 'alternates')), false);
+  },
+);

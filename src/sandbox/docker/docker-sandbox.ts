@@ -20,7 +20,7 @@ import {
 import { caMountFile } from './ca-file.js';
 import { chooseImage } from './choose-image.js';
 import { runOneOff } from './container-exec.js';
-import { CA_INSTALL_SCRIPT, SetupPhase, type SetupCommandResult } from './setup-phase.js';
+import { CA_INSTALL_SCRIPT, isPlainPath, SetupPhase, type SetupCommandResult } from './setup-phase.js';
 import {
   CONTAINER_HOME,
   RESTORE_MOUNT,
@@ -355,24 +355,7 @@ export class DockerSandbox implements Sandbox {
    * files belong to the sandbox from the start. Used once per sandbox, before the first command.
    */
   async copyIn(hostDir: string): Promise<void> {
-    this.assertUsable();
-    // A small repository goes over the harness shell, already attached (no exec to create); a
-    // large one streams through an exec of its own rather than being held in memory.
-    const archive = await packSmall(hostDir, SHELL_COPY_MAX_BYTES);
-    if (archive === null) {
-      await this.settleCopy(await streamTree(this.docker, this.container, hostDir));
-      return;
-    }
-    const r = await this.harness.exec(
-      // `cat` drains what tar left unread, so no archive byte is ever read as shell input.
-      `head -c ${archive.length} | { tar -x -f - -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir; __ia_s=$?; cat >/dev/null; exit $__ia_s; }`,
-      { timeoutMs: 10 * 60_000, stdin: archive },
-    );
-    await this.settleCopy({
-      unpack: { exitCode: r.exitCode, stdout: '', stderr: r.output },
-      packCode: 0,
-      packError: '',
-    });
+    await this.placeFiles(hostDir, { restore: false, restoreAfterCopy: false, ca: false, exclude: [] });
   }
 
   /**
@@ -824,10 +807,6 @@ export interface PlaceFilesOptions {
 
 /** How the script of placeFiles says which step failed. */
 const PLACE_EXIT = { copy: 10, restore: 11, ca: 12, exclude: 13 } as const;
-
-function isPlainPath(p: string): boolean {
-  return /^[A-Za-z0-9._@][A-Za-z0-9._@/-]*$/.test(p) && !p.split('/').includes('..');
-}
 
 /** Whether the host directory holds any of the relative paths (as a file, folder or link). */
 async function holdsAny(hostDir: string, paths: readonly string[]): Promise<boolean> {

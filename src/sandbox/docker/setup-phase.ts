@@ -26,6 +26,11 @@ import { errorMessage } from './docker-shell.js';
  * environment: no setup process, variable or shell state reaches the agent phase.
  */
 
+/** A workspace path safe to quote into a fixed script: relative, plain characters, no `..`. */
+export function isPlainPath(p: string): boolean {
+  return /^[A-Za-z0-9._@][A-Za-z0-9._@/-]*$/.test(p) && !p.split('/').includes('..');
+}
+
 /** The proxy's socket file name inside that directory. */
 export const EGRESS_SOCKET_NAME = 'proxy.sock';
 /** The in-container forwarder listens here (the container's own loopback; it has no other interface). */
@@ -504,9 +509,7 @@ export class SetupPhase {
   /** Streams a tar of the listed workspace paths that exist into `sink`; false when none exists. */
   async pack(paths: readonly string[], sink: Writable, maxBytes: number): Promise<boolean> {
     // The list travels as one variable split on spaces: only plain relative paths are accepted.
-    const bad = paths.find(
-      (p) => !/^[A-Za-z0-9._@][A-Za-z0-9._@/-]*$/.test(p) || p.split('/').includes('..'),
-    );
+    const bad = paths.find((p) => !isPlainPath(p));
     if (bad !== undefined) throw new SandboxError('start_failed', `not a plain workspace path: ${bad}`);
     const r = await execStream(
       this.docker,
