@@ -13,7 +13,11 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Docker from 'dockerode';
+import { DEFAULT_WORKSPACE_HISTORY } from '../src/config/agent-env.js';
 import { HostGit } from '../src/github/host-git.js';
+import { IMAGES } from '../src/sandbox/docker/choose-image.js';
+import { DockerSandbox } from '../src/sandbox/docker/docker-sandbox.js';
 import { installationToken } from '../test/github-sim/helpers.js';
 import { startGitHubSimulator } from '../test/support/github-sim/index.js';
 
@@ -58,9 +62,17 @@ const median = (v: readonly number[]): number =>
 const du = (path: string): number => Number(execFileSync('du', ['-sb', path]).toString().split('\t')[0]);
 const mib = (b: number): string => `${(b / 1024 ** 2).toFixed(1)} MiB`;
 
+/**
+ * `BENCH_GIT_MBITS`: the simulated network's rate for git (megabits per second); unset, loopback.
+ * `BENCH_HISTORY`: the workspace's history (commits, or `full`); default the deployment default.
+ */
 export async function mirrorBench(): Promise<void> {
+  const mbits = Number(process.env.BENCH_GIT_MBITS ?? '0');
+  const historyText = process.env.BENCH_HISTORY ?? String(DEFAULT_WORKSPACE_HISTORY);
+  const history = historyText === 'full' ? null : Number(historyText);
   const scratch = mkdtempSync(join(tmpdir(), 'ia-mirror-bench-'));
-  const sim = await startGitHubSimulator();
+  const sim = await startGitHubSimulator(mbits > 0 ? { gitBytesPerSecond: (mbits * 1e6) / 8 } : {});
+  const docker = new Docker();
   try {
     const src = join(scratch, 'src');
     let t = performance.now();
@@ -71,50 +83,74 @@ export async function mirrorBench(): Promise<void> {
     const { token } = await installationToken(sim);
     const host = new HostGit(process.env.PATH ?? '/usr/bin:/bin', (x) => x);
     const tree = du(src) - du(join(src, '.git'));
-    const history = du(join(src, '.git'));
+    const historyBytes = du(join(src, '.git'));
     const source = { url, branch: 'main', token: () => Promise.resolve(token) };
     const rows: Record<string, number[]> = {};
     const add = (k: string, v: number): void => {
       (rows[k] ??= []).push(v);
     };
+    const limits = { workspaceBytes: 512 * 1024 ** 2 };
     for (let round = 0; round < ROUNDS; round++) {
       const work = join(scratch, `round-${round}`);
-      const job = async (name: string, mirror: boolean): Promise<void> => {
+      const job = async (name: string, way: 'before' | 'mirror'): Promise<void> => {
         const pristine = join(work, 'pristine', name);
         const workspace = join(work, 'jobs', name, 'workspace');
+        const bytesBefore = sim.gitBytesServed;
         t = performance.now();
-        if (mirror) await host.pristineFromMirror(join(work, 'mirrors', 'm.git'), pristine, source);
+        if (way === 'mirror') await host.pristineFromMirror(join(work, 'mirrors', 'm.git'), pristine, source);
         else await host.clonePristine(pristine, url, token, 'main');
         const cloned = performance.now() - t;
         const head = (await host.revParse(pristine, 'HEAD')).trim();
-        await host.copyForSandbox(pristine, workspace, head, url);
+        // Before: a full clone checked out on the host, copied into the container. Now: a `.git`
+        // with `history` commits, checked out by the sandbox user on the container's tmpfs.
+        if (way === 'before') await host.copyForSandbox(pristine, workspace, head, url);
+        else await host.historyForSandbox(pristine, workspace, head, url, history);
+        const hostDisk = du(pristine) + du(workspace);
+        const sandbox = await DockerSandbox.create({
+          docker,
+          workspace,
+          checkout: way === 'mirror',
+          jobId: `mirror-bench-${round}`,
+          image: IMAGES.base,
+          limits,
+        });
         const ready = performance.now() - t;
+        try {
+          const r = await sandbox.exec('du -sb . | cut -f1', { timeoutMs: 60_000 });
+          add(
+            `${name}: disk, the sandbox's workspace (tree + .git, container tmpfs)`,
+            Number(r.output.trim()),
+          );
+        } finally {
+          await sandbox.close();
+        }
+        add(`${name}: transferred from GitHub`, sim.gitBytesServed - bytesBefore);
         add(`${name}: pristine clone`, cloned);
-        add(`${name}: pristine + sandbox copy (workspace ready on the host)`, ready);
-        add(`${name}: disk, pristine clone (du, hardlinks counted once per job folder)`, du(pristine));
-        add(`${name}: disk, sandbox copy`, du(workspace));
+        add(`${name}: workspace ready in the container`, ready);
+        add(`${name}: disk on the host (pristine clone + the workspace copy; du)`, hostDisk);
       };
-      await job('no mirror (before)', false);
-      await job('first job (mirror made)', true);
-      await job('second job (mirror fetched)', true);
+      await job('before (no mirror, host checkout)', 'before');
+      await job('first job (mirror made)', 'mirror');
+      await job('second job (mirror fetched)', 'mirror');
       rmSync(work, { recursive: true, force: true });
       process.stderr.write(`mirror bench: round ${round + 1} done\n`);
     }
     console.log(
-      `\nLarge repository: ${FILES.toLocaleString('en')} files, ${COMMITS.toLocaleString('en')} commits, checked-out tree ${mib(tree)}, history (.git after gc) ${mib(history)}; ${ROUNDS} rounds, medians:\n`,
+      `\nLarge repository: ${FILES.toLocaleString('en')} files, ${COMMITS.toLocaleString('en')} commits, checked-out tree ${mib(tree)}, history (.git after gc) ${mib(historyBytes)}; git at ${mbits > 0 ? `${mbits} Mbit/s` : 'loopback speed'}; workspace history ${historyText}; ${ROUNDS} rounds, medians:\n`,
     );
     console.log('| measure | median |\n| --- | --- |');
     for (const [k, v] of Object.entries(rows)) {
       const m = median(v);
-      console.log(`| ${k} | ${k.includes('disk') ? mib(m) : `${(m / 1000).toFixed(2)} s`} |`);
+      const bytes = k.includes('disk') || k.includes('transferred');
+      console.log(`| ${k} | ${bytes ? mib(m) : `${(m / 1000).toFixed(2)} s`} |`);
     }
-    const first = median(
-      rows['first job (mirror made): pristine + sandbox copy (workspace ready on the host)'] ?? [],
+    const ready = (name: string): number => median(rows[`${name}: workspace ready in the container`] ?? []);
+    const ratio = ready('second job (mirror fetched)') / ready('first job (mirror made)');
+    console.log(`| second job / first job (workspace ready) | ${ratio.toFixed(2)}× |`);
+    const disk = median(
+      rows["second job (mirror fetched): disk, the sandbox's workspace (tree + .git, container tmpfs)"] ?? [],
     );
-    const second = median(
-      rows['second job (mirror fetched): pristine + sandbox copy (workspace ready on the host)'] ?? [],
-    );
-    console.log(`| second job / first job (ready on the host) | ${(second / first).toFixed(2)}× |`);
+    console.log(`| the sandbox's workspace / checked-out tree | ${(disk / tree).toFixed(2)}× |`);
   } finally {
     await sim.close();
     rmSync(scratch, { recursive: true, force: true });

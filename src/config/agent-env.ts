@@ -24,6 +24,12 @@ export interface AgentEnv {
    * which covers processes and everything the tmpfs mounts hold.
    */
   readonly sandboxLimits: { readonly workspaceBytes?: number; readonly memoryBytes?: number };
+  /**
+   * Commits of history a Docker sandbox's workspace gets (`git log`, `git blame` reach this far),
+   * null for all of it. `ISSUE_AGENT_WORKSPACE_HISTORY`: a number or `full`; default
+   * DEFAULT_WORKSPACE_HISTORY. A repository's `history:` setting wins.
+   */
+  readonly workspaceHistory: number | null;
   /** How job environments are prepared (setup phase, egress, cache); see docs/environments.md. */
   readonly environment: EnvironmentSettings;
 }
@@ -51,6 +57,9 @@ export interface EnvironmentSettings {
 }
 
 export const DEFAULT_MODEL = 'claude-sonnet-4-6';
+
+/** See AgentEnv.workspaceHistory and docs/benchmarks.md (the mirror) for the measurements. */
+export const DEFAULT_WORKSPACE_HISTORY = 50;
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
   maxSteps: 60,
@@ -140,8 +149,18 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
       ...optionalBytes('workspaceBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_WORKSPACE_MB'))),
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
     },
+    workspaceHistory: workspaceHistory(env.ISSUE_AGENT_WORKSPACE_HISTORY),
     environment: readEnvironmentSettings(env, state),
   });
+}
+
+function workspaceHistory(v: string | undefined): number | null {
+  const text = nonEmpty(v);
+  if (text === null) return DEFAULT_WORKSPACE_HISTORY;
+  if (text.toLowerCase() === 'full') return null;
+  if (!/^[1-9][0-9]{0,6}$/.test(text))
+    throw new ConfigError('ISSUE_AGENT_WORKSPACE_HISTORY must be a number of commits (1 or more) or `full`');
+  return Number(text);
 }
 
 function list(v: string | undefined): string[] {

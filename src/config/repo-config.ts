@@ -212,6 +212,11 @@ export const repoConfigSchema = z
       .default({}),
     /** Keep the prepared environment (node_modules, .venv) between jobs, keyed by its inputs. */
     cache: z.boolean().default(true),
+    /**
+     * Commits of history in the agent's workspace (Docker sandbox): a number, or `full`. Unset: the
+     * deployment's ISSUE_AGENT_WORKSPACE_HISTORY (default 50).
+     */
+    history: z.union([z.literal('full'), z.number().int().min(1).max(1_000_000)]).optional(),
   })
   .strict()
   .superRefine((config, ctx) => {

@@ -18,7 +18,12 @@ import type { EnvironmentPlan } from './plan.js';
 export interface PrepareInput {
   /** The host copy of the repository, made before any sandbox process existed. */
   readonly workspace: string;
-  /** The same copy, as a probe (for the cache key's input files). */
+  /**
+   * The copy is a `.git` only, checked out inside the container (the worker's way: no file of the
+   * repository is written on the host). `probe` then reads the commit's tree from git.
+   */
+  readonly checkout?: boolean | undefined;
+  /** The repository's files at the commit, as a probe (cache key inputs, committed outputs). */
   readonly probe: WorkspaceProbe;
   readonly jobId: string;
   /** Names the repository for the cache (`github:<repo id>`, `local:<path>`): entries never cross it. */
@@ -48,6 +53,7 @@ export interface SandboxPool {
   serves(image: string): boolean;
   acquire(options: {
     readonly workspace: string;
+    readonly checkout?: boolean | undefined;
     readonly jobId: string;
     readonly image: string;
   }): Promise<DockerSandbox>;
@@ -189,6 +195,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     retries: SETUP_RETRIES,
     retryable: isNetworkFailure,
     outputs: plan.setup.outputs,
+    outputsTracked: await anyExists(input.probe, plan.setup.outputs),
     agentEgress: agentHosts.length > 0,
     onCommand: (r, attempt) => {
       attempts.set(r.command, attempt);
@@ -212,6 +219,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
   const create = (setup: DockerSetupSpec): Promise<DockerSandbox> =>
     DockerSandbox.create({
       workspace: input.workspace,
+      checkout: input.checkout,
       jobId: input.jobId,
       image: plan.image,
       ...(docker === undefined ? {} : { docker }),
@@ -236,7 +244,12 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
   try {
     try {
       if (warm !== null) {
-        sandbox = await warm.acquire({ workspace: input.workspace, jobId: input.jobId, image: plan.image });
+        sandbox = await warm.acquire({
+          workspace: input.workspace,
+          checkout: input.checkout,
+          jobId: input.jobId,
+          image: plan.image,
+        });
         log?.info({ image: plan.image }, 'sandbox from the warm pool');
       } else {
         sandbox = await create(spec);
@@ -337,6 +350,11 @@ async function imageId(docker: Docker | undefined, image: string): Promise<strin
   } catch {
     return image;
   }
+}
+
+async function anyExists(probe: WorkspaceProbe, paths: readonly string[]): Promise<boolean> {
+  for (const p of paths) if (await probe.exists(p)) return true;
+  return false;
 }
 
 async function hashInputs(

@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process';
 import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
 import { withMirrorLock } from './mirror-lock.js';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
@@ -453,6 +455,109 @@ export class HostGit {
     ]);
     await this.run(['-C', dir, 'checkout', '--quiet', '--detach', commit]);
     await this.run(['-C', dir, 'remote', 'set-url', 'origin', publicUrl]);
+  }
+
+  /**
+   * The sandbox's repository without its files: `dir/.git` only, HEAD detached at `commit`, with
+   * `depth` commits of history (null: all of it), for a sandbox that checks the files out itself
+   * (the Docker sandbox, on its tmpfs). The host writes no file of the repository: the job's host
+   * disk holds the pristine clone's index, and this `.git` until the container has its copy.
+   */
+  async historyForSandbox(
+    pristine: string,
+    dir: string,
+    commit: string,
+    publicUrl: string,
+    depth: number | null,
+  ): Promise<void> {
+    // Both ways run upload-pack in the pristine clone, which reads its config: check it first.
+    await this.verifyPristine(pristine);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dirname(dir), { recursive: true });
+    const file = ['-c', 'protocol.file.allow=always'];
+    if (depth === null) {
+      // The whole history: a local clone copies the pack files, much cheaper than packing anew.
+      await this.run([...file, 'clone', '--quiet', '--no-checkout', '--no-hardlinks', '--', pristine, dir]);
+    } else {
+      // `--template=`: no sample hooks, nothing but what git needs.
+      await this.run(['init', '--quiet', '--template=', '--', dir]);
+      const url = pathToFileURL(resolve(pristine)).href;
+      await this.run(['-C', dir, ...file, 'fetch', '--quiet', '--no-tags', `--depth=${depth}`, url, commit]);
+      await this.run(['-C', dir, 'remote', 'add', 'origin', publicUrl]);
+    }
+    await this.run(['-C', dir, 'update-ref', '--no-deref', 'HEAD', commit]);
+    if (depth === null) await this.run(['-C', dir, 'remote', 'set-url', 'origin', publicUrl]);
+  }
+
+  /**
+   * The tree of `commit` in the pristine clone as a WorkspaceProbe: what the environment planner
+   * reads before a sandbox exists, without any file of the repository on the host's disk. A symlink
+   * anywhere on a path reads as absent (as hostProbe does), a submodule as an empty folder, and a
+   * file larger than `maxBytes` as absent.
+   */
+  treeProbe(pristine: string, commit: string, maxBytes = 8 * 1024 * 1024): WorkspaceProbe {
+    type Entry = { readonly mode: string; readonly oid: string; readonly size: number };
+    const dirs = new Map<string, Promise<Map<string, Entry> | null>>();
+    const list = (rel: string): Promise<Map<string, Entry> | null> => {
+      let found = dirs.get(rel);
+      if (found === undefined) {
+        found = this.listTree(pristine, commit, rel);
+        dirs.set(rel, found);
+      }
+      return found;
+    };
+    // The entry at a path, every folder on the way being a real tree; null when absent.
+    const entry = async (relPath: string): Promise<Entry | null> => {
+      const parts = relPath.split('/').filter((p) => p !== '' && p !== '.');
+      if (parts.some((p) => p === '..')) return null;
+      if (parts.length === 0) return { mode: '040000', oid: '', size: 0 };
+      let dir = '';
+      for (let i = 0; i < parts.length; i++) {
+        const at = (await list(dir))?.get(parts[i] ?? '');
+        if (at === undefined || at.mode === '120000') return null;
+        if (i === parts.length - 1) return at;
+        if (at.mode !== '040000') return null;
+        dir = dir === '' ? (parts[i] ?? '') : `${dir}/${parts[i] ?? ''}`;
+      }
+      return null;
+    };
+    return {
+      exists: async (relPath) => (await entry(relPath)) !== null,
+      readText: async (relPath) => {
+        const e = await entry(relPath);
+        if (e === null || !/^1006[0-7]{2}$/.test(e.mode) || e.size > maxBytes) return null;
+        const r = await this.inPristine(pristine, ['cat-file', 'blob', e.oid]);
+        return r.stdout;
+      },
+      listDir: async (relPath) => {
+        const e = await entry(relPath);
+        if (e === null) return null;
+        if (e.mode === '160000') return [];
+        if (e.mode !== '040000') return null;
+        const parts = relPath.split('/').filter((p) => p !== '' && p !== '.');
+        return [...((await list(parts.join('/'))) ?? new Map<string, Entry>()).keys()];
+      },
+    };
+  }
+
+  /** One folder of `commit`'s tree: name → mode, object and size (`ls-tree --long`). */
+  private async listTree(
+    pristine: string,
+    commit: string,
+    rel: string,
+  ): Promise<Map<string, { readonly mode: string; readonly oid: string; readonly size: number }> | null> {
+    const r = await this.inPristine(pristine, ['ls-tree', '-z', '--long', `${commit}:${rel}`]).catch(
+      () => null,
+    );
+    if (r === null) return null;
+    const out = new Map<string, { readonly mode: string; readonly oid: string; readonly size: number }>();
+    for (const line of r.stdout.split('\0')) {
+      // `<mode> <type> <oid> <size>\t<name>`; the size is `-` for trees and submodules.
+      const m = /^(\d{6}) \w+ ([0-9a-f]+) +(\d+|-)\t(.*)$/s.exec(line);
+      if (m === null) continue;
+      out.set(m[4] ?? '', { mode: m[1] ?? '', oid: m[2] ?? '', size: m[3] === '-' ? 0 : Number(m[3]) });
+    }
+    return out;
   }
 
   async revParse(dir: string, rev: string): Promise<string> {

@@ -20,7 +20,13 @@ import {
 import { caMountFile } from './ca-file.js';
 import { chooseImage } from './choose-image.js';
 import { runOneOff } from './container-exec.js';
-import { CA_INSTALL_SCRIPT, isPlainPath, SetupPhase, type SetupCommandResult } from './setup-phase.js';
+import {
+  CA_INSTALL_SCRIPT,
+  CHECKOUT_SCRIPT,
+  isPlainPath,
+  SetupPhase,
+  type SetupCommandResult,
+} from './setup-phase.js';
 import {
   CONTAINER_HOME,
   RESTORE_MOUNT,
@@ -41,6 +47,12 @@ export interface DockerSandboxOptions {
    * unpacks); the directory itself is never mounted, and never read again.
    */
   readonly workspace: string;
+  /**
+   * The workspace directory holds only the repository's `.git` (HEAD at the commit to work on): the
+   * files are checked out inside the container, by the sandbox user on its tmpfs, so the host never
+   * writes them. Needs `image` (there are no files on the host to choose one from).
+   */
+  readonly checkout?: boolean | undefined;
   /** Job id, recorded as the container label issue-agent.job. */
   readonly jobId: string;
   /** Image to run. Default: chooseImage(workspace) (node, python or base). */
@@ -169,6 +181,9 @@ export class DockerSandbox implements Sandbox {
       });
     }
     await assertEngine(docker);
+    const checkout = options.checkout === true;
+    if (checkout && options.image === undefined)
+      throw new SandboxError('start_failed', 'a workspace checked out in the container needs an image');
     const image = options.image ?? (await chooseImage(workspace));
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     const setup = options.setup;
@@ -232,7 +247,8 @@ export class DockerSandbox implements Sandbox {
         await sandbox.placeFiles(workspace, {
           restore,
           // The workspace is the host's own pristine copy, which no sandbox has ever written.
-          restoreAfterCopy: restore && (await holdsAny(workspace, setup.outputs)),
+          restoreAfterCopy: restore && (setup.outputsTracked ?? (await holdsAny(workspace, setup.outputs))),
+          checkout,
           // The CA files are read only through the proxy's variables: without an agent proxy, nothing.
           ca: caFile !== undefined && setup.agentEgress === true,
           exclude: setup.outputs,
@@ -254,7 +270,15 @@ export class DockerSandbox implements Sandbox {
     let setupReport: SetupReport | null = null;
     if (setup !== undefined) {
       try {
-        setupReport = await runSetupPhase(docker, container, workspace, setup, limits, options.logger);
+        setupReport = await runSetupPhase(
+          docker,
+          container,
+          workspace,
+          checkout,
+          setup,
+          limits,
+          options.logger,
+        );
       } catch (error) {
         await container.remove({ force: true, v: true }).catch(() => undefined);
         throw error;
@@ -264,7 +288,7 @@ export class DockerSandbox implements Sandbox {
     sandbox.setupReport = setupReport;
     if (setup !== undefined) return sandbox;
     try {
-      await sandbox.copyIn(workspace);
+      await sandbox.copyIn(workspace, { checkout });
     } catch (error) {
       await sandbox.close();
       throw error;
@@ -354,8 +378,14 @@ export class DockerSandbox implements Sandbox {
    * host before any sandbox process existed) and the sandbox user unpacks the stream inside, so the
    * files belong to the sandbox from the start. Used once per sandbox, before the first command.
    */
-  async copyIn(hostDir: string): Promise<void> {
-    await this.placeFiles(hostDir, { restore: false, restoreAfterCopy: false, ca: false, exclude: [] });
+  async copyIn(hostDir: string, options: { readonly checkout?: boolean } = {}): Promise<void> {
+    await this.placeFiles(hostDir, {
+      restore: false,
+      restoreAfterCopy: false,
+      ca: false,
+      exclude: [],
+      checkout: options.checkout === true,
+    });
   }
 
   /**
@@ -386,6 +416,9 @@ export class DockerSandbox implements Sandbox {
         `head -c ${archive.length} | { ${untar('-')}; __ia_s=$?; cat >/dev/null; exit $__ia_s; } || { ${beside ? 'wait $__ia_r; ' : ''}exit ${PLACE_EXIT.copy}; }`,
       );
     }
+    if (options.checkout) {
+      lines.push(`${CHECKOUT_SCRIPT} || { ${beside ? 'wait $__ia_r; ' : ''}exit ${PLACE_EXIT.checkout}; }`);
+    }
     if (beside) lines.push(`wait $__ia_r || exit ${PLACE_EXIT.restore}`);
     if (options.restore && !beside) lines.push(`${untar(RESTORE_MOUNT)} || exit ${PLACE_EXIT.restore}`);
     if (options.exclude.length > 0) {
@@ -399,7 +432,7 @@ export class DockerSandbox implements Sandbox {
     });
     if (r.exitCode === 0) return;
     const output = r.output.trim().slice(0, 500);
-    if (r.exitCode === PLACE_EXIT.copy) {
+    if (r.exitCode === PLACE_EXIT.copy || r.exitCode === PLACE_EXIT.checkout) {
       await this.settleCopy({
         unpack: { exitCode: r.exitCode, stdout: '', stderr: output },
         packCode: 0,
@@ -670,6 +703,12 @@ export interface DockerSetupSpec {
    * place (faster than the stream, which is then not read). Wins over `restore`.
    */
   readonly restoreFile?: string | undefined;
+  /**
+   * Whether the repository itself holds one of `outputs` (a committed `node_modules`): the cached
+   * environment is then unpacked after the repository's files, so the entry wins. Undefined: looked
+   * up in the workspace directory (which must then hold the files).
+   */
+  readonly outputsTracked?: boolean | undefined;
   readonly commands: readonly string[];
   /** The setup commands' environment: plain variables, the proxy's, and the setup secrets. */
   readonly env: Readonly<Record<string, string>>;
@@ -716,6 +755,7 @@ async function runSetupPhase(
   docker: Docker,
   container: Docker.Container,
   workspace: string,
+  checkout: boolean,
   spec: DockerSetupSpec,
   limits: Required<SandboxLimits>,
   logger: Logger | undefined,
@@ -732,6 +772,7 @@ async function runSetupPhase(
       `could not copy the repository into the sandbox: ${(copy.unpack.stderr + copy.packError).trim().slice(0, 500)} (workspace limit ${limits.workspaceBytes} bytes)`,
     );
   }
+  if (checkout) await phase.checkout();
   if (spec.restoreFile !== undefined) await phase.unpackMounted();
   else if (spec.restore !== undefined) await phase.unpack(spec.restore());
   if (spec.caPem !== undefined && (runsCode || spec.agentEgress === true)) await phase.installCaBundle();
@@ -803,10 +844,12 @@ export interface PlaceFilesOptions {
   readonly ca: boolean;
   /** Workspace paths to exclude from git snapshots (plain relative paths). */
   readonly exclude: readonly string[];
+  /** The copy is a `.git` only: check out HEAD after it (see DockerSandboxOptions.checkout). */
+  readonly checkout: boolean;
 }
 
 /** How the script of placeFiles says which step failed. */
-const PLACE_EXIT = { copy: 10, restore: 11, ca: 12, exclude: 13 } as const;
+const PLACE_EXIT = { copy: 10, restore: 11, ca: 12, exclude: 13, checkout: 14 } as const;
 
 /** Whether the host directory holds any of the relative paths (as a file, folder or link). */
 async function holdsAny(hostDir: string, paths: readonly string[]): Promise<boolean> {

@@ -26,6 +26,15 @@ import { errorMessage } from './docker-shell.js';
  * environment: no setup process, variable or shell state reaches the agent phase.
  */
 
+/**
+ * Writes the files of HEAD into the workspace from the `.git` the host copied in (a workspace checked
+ * out in the container, see DockerSandboxOptions.checkout). Run by the sandbox user in the workspace:
+ * the repository's attributes are interpreted only where its code may run anyway. Untracked paths
+ * (a cached environment unpacked beside it) are left alone.
+ */
+export const CHECKOUT_SCRIPT =
+  'git -c core.hooksPath=/dev/null -c core.fsmonitor=false reset --quiet --hard HEAD';
+
 /** A workspace path safe to quote into a fixed script: relative, plain characters, no `..`. */
 export function isPlainPath(p: string): boolean {
   return /^[A-Za-z0-9._@][A-Za-z0-9._@/-]*$/.test(p) && !p.split('/').includes('..');
@@ -336,7 +345,21 @@ export class SetupPhase {
     }
   }
 
-  /** Unpacks a tar stream (a cached environment) into the workspace, as the sandbox user. */
+  /** Checks out HEAD in the workspace from the `.git` copied in (see CHECKOUT_SCRIPT). */
+  async checkout(): Promise<void> {
+    const r = await execStream(this.docker, this.container, ['/bin/sh', '-c', CHECKOUT_SCRIPT], {
+      user: this.user,
+      timeoutMs: 10 * 60_000,
+      workdir: CONTAINER_WORKDIR,
+    });
+    if (r.exitCode !== 0) {
+      throw new SandboxError(
+        'start_failed',
+        `could not check out the repository: ${r.output.trim().slice(0, 500)}`,
+      );
+    }
+  }
+
   /** Extracts the cached environment mounted at RESTORE_MOUNT (see ContainerSpecInput.restoreFile). */
   async unpackMounted(): Promise<void> {
     const r = await execStream(
@@ -353,6 +376,7 @@ export class SetupPhase {
     }
   }
 
+  /** Unpacks a tar stream (a cached environment) into the workspace, as the sandbox user. */
   async unpack(archive: Readable): Promise<void> {
     const r = await execStream(
       this.docker,

@@ -22,6 +22,8 @@ export interface WarmPoolOptions {
 export interface AcquireOptions {
   /** The job's copy of the repository on the host, copied into the container's workspace. */
   readonly workspace: string;
+  /** The workspace holds only `.git`: check out in the container (DockerSandboxOptions.checkout). */
+  readonly checkout?: boolean | undefined;
   readonly jobId: string;
   readonly image: string;
 }
@@ -80,7 +82,7 @@ export class WarmPool {
     if (options.image in this.options.images) this.refill(options.image);
     const entry = warm ?? (await this.createWarm(options.image));
     try {
-      await entry.sandbox.copyIn(options.workspace);
+      await entry.sandbox.copyIn(options.workspace, { checkout: options.checkout === true });
     } catch (error) {
       await entry.sandbox.close();
       if (error instanceof SandboxError) throw error;

@@ -116,9 +116,9 @@ export interface PrepareSandboxInput {
   readonly baseCommit: string | null;
   readonly kind: FixRuntime['sandbox'];
   readonly isolateLocal: FixRuntime['isolateLocal'];
-  readonly agent: Pick<AgentEnv, 'sandboxPath' | 'sandboxLimits' | 'environment'>;
+  readonly agent: Pick<AgentEnv, 'sandboxPath' | 'sandboxLimits' | 'environment' | 'workspaceHistory'>;
   /** The repository's environment settings (`.github/issue-agent.yml`). */
-  readonly config: RepoEnvironmentConfig;
+  readonly config: RepoEnvironmentConfig & { readonly history?: number | 'full' | undefined };
   /** Names the repository for the environment cache (entries never cross repositories). */
   readonly repoKey: string;
   /**
@@ -160,16 +160,24 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     input.logger?.info({ fetched: made.fetched, rebuilt: made.rebuilt }, 'pristine clone from the mirror');
   }
   const baseCommit = input.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
-  await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
   if (input.kind === 'docker') {
+    // The host writes no file of the repository: the workspace is a `.git` with `history` commits,
+    // checked out by the sandbox user inside the container, and the planner reads the commit's tree
+    // from the pristine clone (which no sandbox process ever sees).
+    const history =
+      input.config.history === undefined
+        ? input.agent.workspaceHistory
+        : input.config.history === 'full'
+          ? null
+          : input.config.history;
+    await git.historyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url, history);
     // Loaded only here: the Action and the CLI's local sandbox never need the Docker client.
     const { prepareEnvironment } = await import('../../environment/prepare.js');
-    // The workspace copy was made by the host and no sandbox process has seen it yet: reading it
-    // by name is safe until the sandbox starts (hostProbe also refuses links).
-    const probe = hostProbe(paths.workspace);
+    const probe = git.treeProbe(paths.pristine, baseCommit);
     const plan = await planEnvironment(probe, input.config);
     const prepared = await prepareEnvironment({
       workspace: paths.workspace,
+      checkout: true,
       probe,
       jobId: input.jobId,
       repoKey: input.repoKey,
@@ -195,6 +203,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     }
     return { sandbox: prepared.sandbox, environment: prepared.record, close };
   }
+  await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
   if (input.isolateLocal !== undefined) {
     // The isolated local sandbox (the Action's default) has a setup phase of its own: the same plan,
     // the same egress proxy, inside the sandbox's namespaces (see environment/prepare-local.ts).

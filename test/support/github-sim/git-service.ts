@@ -27,11 +27,15 @@ export interface GitServiceOptions {
     after: ReadonlyMap<string, string>,
   ) => void;
   readonly log: Logger | undefined;
+  /** Responses are paced to this rate (see GitHubSimulatorOptions.gitBytesPerSecond). */
+  readonly bytesPerSecond?: number | undefined;
 }
 
 export class GitService {
   private readonly children = new Set<ChildProcess>();
   private readonly pushLocks = new Map<number, Promise<void>>();
+  /** Bytes of upload-pack responses (what clones and fetches received). */
+  bytesServed = 0;
 
   constructor(private readonly options: GitServiceOptions) {}
 
@@ -93,7 +97,16 @@ export class GitService {
       query: rawQuery,
       remoteUser: token === null ? null : (token.actor ?? this.options.botLogin),
     };
+    const rate = this.options.bytesPerSecond;
     const hooks = {
+      ...(writing
+        ? {}
+        : {
+            sent: (bytes: number): number => {
+              this.bytesServed += bytes;
+              return rate === undefined ? 0 : (bytes / rate) * 1000;
+            },
+          }),
       track: (child: ChildProcess): void => {
         this.children.add(child);
         child.once('close', () => this.children.delete(child));

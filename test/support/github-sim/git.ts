@@ -213,6 +213,8 @@ export function serveGitHttp(
     readonly track: (child: ChildProcess) => void;
     readonly onStderr: (text: string) => void;
     readonly beforeEnd?: () => Promise<void>;
+    /** Counts bytes of the response body; returns how long to hold the next chunk back (ms). */
+    readonly sent?: (bytes: number) => number;
   },
 ): Promise<number> {
   const env: Record<string, string> = {
@@ -242,9 +244,18 @@ export function serveGitHttp(
 
   let head = Buffer.alloc(0);
   let headersDone = false;
+  const write = (chunk: Buffer): void => {
+    res.write(chunk);
+    const holdMs = hooks.sent?.(chunk.length) ?? 0;
+    if (holdMs > 0) {
+      // A paced network: the backend's output waits (its pipe fills and git blocks) meanwhile.
+      child.stdout.pause();
+      setTimeout(() => child.stdout.resume(), holdMs);
+    }
+  };
   child.stdout.on('data', (chunk: Buffer) => {
     if (headersDone) {
-      res.write(chunk);
+      write(chunk);
       return;
     }
     head = Buffer.concat([head, chunk]);
@@ -257,7 +268,7 @@ export function serveGitHttp(
     res.writeHead(status, headers);
     headersDone = true;
     const rest = head.subarray(end + separator);
-    if (rest.length > 0) res.write(rest);
+    if (rest.length > 0) write(rest);
   });
 
   return new Promise<number>((resolve, reject) => {

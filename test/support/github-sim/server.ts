@@ -147,6 +147,10 @@ class Simulator implements GitHubSim {
   readonly responseViolations: ResponseViolation[] = [];
   readonly deliveries: Delivery[] = [];
   readonly pushes: Push[] = [];
+
+  get gitBytesServed(): number {
+    return this.git.bytesServed;
+  }
   readonly oauth: OAuthService;
   private readonly world = new World();
   private readonly wire: Wire;
@@ -213,6 +217,7 @@ class Simulator implements GitHubSim {
         this.recordPush(repo, before, after);
       },
       log: this.log,
+      bytesPerSecond: options.gitBytesPerSecond,
     });
     this.host = {
       url,

@@ -28,6 +28,11 @@ export interface GitHubSimulatorOptions {
    * compiled once per process, on first use (~100–200 ms each).
    */
   checkResponses?: boolean;
+  /**
+   * Git over HTTP is served at most this many bytes per second (fetches and clones), as a real
+   * network would; default: as fast as loopback. For benchmarks whose question is the transfer.
+   */
+  gitBytesPerSecond?: number;
 }
 
 export interface SimUser {
@@ -285,6 +290,8 @@ export interface GitHubSim {
   readonly deliveries: readonly Delivery[];
   /** Pushes over HTTP that changed refs, recorded before git is told the push succeeded. */
   readonly pushes: readonly Push[];
+  /** Bytes of git responses served (upload-pack: clones and fetches), since the start. */
+  readonly gitBytesServed: number;
   issue(owner: string, repo: string, n: number): SimIssue;
   comments(owner: string, repo: string, issueOrPullNumber: number): SimComment[];
   reviewComments(owner: string, repo: string, pull: number): SimReviewComment[];

@@ -1,0 +1,169 @@
+import assert from 'node:assert/strict';
+import { chmodSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { HostGit } from '../../src/github/host-git.js';
+import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
+import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
+import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+
+/**
+ * The Docker sandbox's workspace without a host checkout (issue 17): the host makes a `.git` with a
+ * bounded history from the pristine clone and never writes a file of the repository; the planner
+ * reads the commit's tree from git; the sandbox user checks the files out inside the container.
+ */
+let sim: GitHubSim;
+let source: TempDir;
+let work: TempDir;
+let pristine: string;
+let head: string;
+const COMMITS = 30;
+const host = new HostGit(process.env.PATH ?? '/usr/bin:/bin', (t) => t);
+const publicUrl = 'https://github.example/acme/hist.git';
+
+before(async () => {
+  sim = await startGitHubSimulator();
+  source = await makeSourceRepo({
+    'README.md': '# hist\n',
+    'package.json': '{"name":"hist","scripts":{"test":"node --test"}}\n',
+    'src/a.js': 'export const a = 0;\n',
+    'src/deep/b.js': 'export const b = 2;\n',
+    'big.txt': 'x'.repeat(4096),
+    'run.sh': '#!/bin/sh\necho run\n',
+  });
+  const dir = source.dir;
+  chmodSync(join(dir, 'run.sh'), 0o755);
+  // Links a host read must never follow: to a host file, and a folder link on the way to a file.
+  symlinkSync('/etc/passwd', join(dir, 'leak.json'));
+  symlinkSync('src', join(dir, 'srclink'));
+  await git(dir, ['add', '-A']);
+  // A submodule entry (a gitlink): an empty folder in a checkout.
+  await git(dir, ['update-index', '--add', '--cacheinfo', `160000,${'a'.repeat(40)},vendor/mod`]);
+  await git(dir, ['commit', '-q', '-m', 'links and a submodule']);
+  for (let i = 1; i < COMMITS; i++) {
+    writeFileSync(join(dir, 'src/a.js'), `export const a = ${i};\n`);
+    await git(dir, ['add', 'src/a.js']);
+    await git(dir, ['commit', '-q', '-m', `change ${i}`]);
+  }
+  head = (await git(dir, ['rev-parse', 'HEAD'])).trim();
+  await sim.createRepo({ owner: 'acme', name: 'hist', sourceDir: dir });
+  const { token } = await installationToken(sim);
+  work = tempDir('workspace-history-');
+  pristine = join(work.dir, 'pristine');
+  await host.clonePristine(pristine, `${sim.url}/acme/hist.git`, token, 'main');
+});
+
+after(async () => {
+  await sim.close();
+  source.cleanup();
+  work.cleanup();
+});
+
+test('the tree probe reads the commit from git: files, folders, a size cap; links and `..` read as absent', async () => {
+  const probe = host.treeProbe(pristine, head, 1024);
+  assert.equal(await probe.readText('src/a.js'), `export const a = ${COMMITS - 1};\n`);
+  assert.equal(await probe.readText('./src//deep/b.js'), 'export const b = 2;\n');
+  assert.deepEqual([...((await probe.listDir('.')) ?? [])].sort(), [
+    'README.md',
+    'big.txt',
+    'leak.json',
+    'package.json',
+    'run.sh',
+    'src',
+    'srclink',
+    'vendor',
+  ]);
+  assert.deepEqual(await probe.listDir('src'), ['a.js', 'deep']);
+  assert.equal(await probe.exists('src/deep'), true);
+  assert.equal(await probe.readText('src'), null, 'a folder is not a file');
+  assert.equal(await probe.listDir('README.md'), null, 'a file is not a folder');
+  // Past the cap: absent, as hostProbe treats a manifest too large to read.
+  assert.equal(await probe.readText('big.txt'), null);
+  assert.equal(await host.treeProbe(pristine, head).readText('big.txt'), 'x'.repeat(4096));
+  // A link reads as absent, and so does any path through one.
+  assert.equal(await probe.exists('leak.json'), false);
+  assert.equal(await probe.readText('leak.json'), null);
+  assert.equal(await probe.readText('srclink/a.js'), null);
+  assert.equal(await probe.listDir('srclink'), null);
+  assert.equal(await probe.readText('../../etc/passwd'), null);
+  assert.equal(await probe.exists('nope/x'), false);
+  // A submodule: an empty folder, as a checkout shows it.
+  assert.deepEqual(await probe.listDir('vendor/mod'), []);
+  // An older commit is read as it was.
+  const old = (await git(source.dir, ['rev-parse', 'HEAD~5'])).trim();
+  assert.equal(
+    await host.treeProbe(pristine, old).readText('src/a.js'),
+    `export const a = ${COMMITS - 6};\n`,
+  );
+});
+
+test('the workspace history: a `.git` only (no file of the repository on the host), depth commits, HEAD detached at the commit', async () => {
+  const dir = join(work.dir, 'ws-shallow');
+  await host.historyForSandbox(pristine, dir, head, publicUrl, 5);
+  assert.deepEqual(readdirSync(dir), ['.git']);
+  assert.equal((await git(dir, ['rev-list', '--count', 'HEAD'])).trim(), '5');
+  assert.equal((await git(dir, ['rev-parse', 'HEAD'])).trim(), head);
+  assert.equal((await git(dir, ['symbolic-ref', '-q', 'HEAD']).catch(() => 'detached')).trim(), 'detached');
+  assert.equal((await git(dir, ['remote', 'get-url', 'origin'])).trim(), publicUrl);
+  const config = readFileSync(join(dir, '.git', 'config'), 'utf8');
+  assert.doesNotMatch(config, /pristine|extraHeader|x-access-token/i, 'nothing of the host or its token');
+
+  // A resumed run starts from its recorded base, not the clone's tip.
+  const old = (await git(source.dir, ['rev-parse', 'HEAD~10'])).trim();
+  const resumed = join(work.dir, 'ws-resumed');
+  await host.historyForSandbox(pristine, resumed, old, publicUrl, 3);
+  assert.equal((await git(resumed, ['rev-parse', 'HEAD'])).trim(), old);
+  assert.equal((await git(resumed, ['rev-list', '--count', 'HEAD'])).trim(), '3');
+
+  // All of it.
+  const full = join(work.dir, 'ws-full');
+  await host.historyForSandbox(pristine, full, head, publicUrl, null);
+  assert.deepEqual(readdirSync(full), ['.git']);
+  assert.equal((await git(full, ['rev-list', '--count', 'HEAD'])).trim(), String(COMMITS + 1));
+  assert.equal((await git(full, ['rev-parse', 'HEAD'])).trim(), head);
+  assert.equal((await git(full, ['remote', 'get-url', 'origin'])).trim(), publicUrl);
+});
+
+dockerTest(
+  'checked out in the container: the files of HEAD with their modes and links, a clean status, the bounded history',
+  async (docker) => {
+    const dir = join(work.dir, 'ws-docker');
+    await host.historyForSandbox(pristine, dir, head, publicUrl, 5);
+    const sandbox = await DockerSandbox.create({
+      docker,
+      workspace: dir,
+      checkout: true,
+      jobId: 'workspace-history',
+      image: 'issue-agent/base:latest',
+    });
+    try {
+      const r = await sandbox.exec(
+        [
+          'cat src/a.js',
+          'test -x run.sh && echo exec',
+          'readlink leak.json',
+          'git status --porcelain | wc -l',
+          'git log --oneline | wc -l',
+          'stat -c %U src/deep/b.js',
+        ].join(' && '),
+        { timeoutMs: 20_000 },
+      );
+      assert.equal(r.exitCode, 0, r.output);
+      assert.deepEqual(r.output.trim().split('\n'), [
+        `export const a = ${COMMITS - 1};`,
+        'exec',
+        '/etc/passwd',
+        '0',
+        '5',
+        'agent',
+      ]);
+    } finally {
+      await sandbox.close();
+    }
+    await assert.rejects(
+      DockerSandbox.create({ docker, workspace: dir, checkout: true, jobId: 'no-image' }),
+      /needs an image/,
+    );
+  },
+);
