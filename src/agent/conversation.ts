@@ -1,6 +1,7 @@
 import type { AgentEvent, BaseState, ContentBlock, EventOf } from '../events/schema.js';
 import type { ConversationMessage, ModelRequest, ToolSpec, UserBlock } from '../model/model.js';
 import { taskMessage } from './prompt.js';
+import { guidanceText } from './instructions.js';
 
 /**
  * The model's messages are a projection of the event log: the task, the latest condensation summary,
@@ -16,6 +17,19 @@ export function buildMessages(base: BaseState, events: readonly AgentEvent[]): C
   }
   const first: UserBlock[] = [{ type: 'text', text: taskMessage(base, baseline) }];
   if (condensation !== null) first.push({ type: 'text', text: condensation.summary });
+  // Instructions are never condensed away: those added before the condensed point stay up front.
+  const instructionFiles = base.instructions?.files ?? [];
+  const guidanceFor = (e: EventOf<'guidance_added'>): string =>
+    guidanceText(
+      instructionFiles.filter((f) => e.paths.includes(f.path)),
+      'added',
+    );
+  if (condensation !== null) {
+    for (const e of events) {
+      if (e.kind === 'guidance_added' && e.id <= condensation.throughEventId)
+        first.push({ type: 'text', text: guidanceFor(e) });
+    }
+  }
   const messages: ConversationMessage[] = [];
   let user: UserBlock[] = first;
   const results: UserBlock[] = [];
@@ -42,6 +56,8 @@ export function buildMessages(base: BaseState, events: readonly AgentEvent[]): C
       });
     } else if (e.kind === 'warning') {
       user.push({ type: 'text', text: `[harness] ${e.message}` });
+    } else if (e.kind === 'guidance_added') {
+      user.push({ type: 'text', text: guidanceFor(e) });
     }
   }
   flush();

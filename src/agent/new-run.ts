@@ -29,6 +29,8 @@ export interface NewRunOptions {
   readonly sandboxLabel?: string | undefined;
   /** How the sandbox's environment was made (image, runtime, setup, egress), when it had a setup phase. */
   readonly environment?: EnvironmentRecord | null | undefined;
+  /** The repository's instruction files, read from its base branch (see instructions.ts). */
+  readonly instructions?: BaseState['instructions'] | undefined;
 }
 
 /**
@@ -68,5 +70,6 @@ export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
     testCommandSource,
     limits: options.limits,
     ...(options.environment == null ? {} : { environment: options.environment }),
+    ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
   };
 }

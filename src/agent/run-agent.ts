@@ -16,6 +16,7 @@ import { newToolContext, runToolCall, toolSpec, type Tool } from './tools/tool.j
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { verdict } from './testing/verdict.js';
+import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -101,6 +102,22 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     lastTree = tree;
   };
 
+  // Instruction files not yet in the conversation that cover a path the agent works on are added
+  // after that tool's result (once each; the log says which are in, so a resumed run agrees).
+  const instructionFiles = base.instructions?.files ?? [];
+  const addGuidance = async (input: unknown): Promise<void> => {
+    const path = pathOf(input);
+    if (path === null || instructionFiles.length === 0) return;
+    const rel = workspaceRelative(path, sandbox.workdir);
+    if (rel === null) return;
+    const added = new Set<string>();
+    for (const e of store.events) if (e.kind === 'guidance_added') for (const p of e.paths) added.add(p);
+    const paths = instructionFiles
+      .filter((f) => f.included && !appliesFromStart(f) && !added.has(f.path) && covers(f, rel))
+      .map((f) => f.path);
+    if (paths.length > 0) await append({ kind: 'guidance_added', paths, touched: rel });
+  };
+
   try {
     if (store.events.length > 0) {
       await append({ kind: 'run_resumed', pid: process.pid });
@@ -165,6 +182,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           ...(result.testSummary === undefined ? {} : { testSummary: result.testSummary }),
           ...(result.finishSummary === undefined ? {} : { finishSummary: result.finishSummary }),
         });
+        await addGuidance(use.input);
         const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
         if (result.mutates && !readOnly) await checkpoint();
         if (result.killed === 'cancelled') throwIfCancelled(deps.signal);
@@ -455,4 +473,11 @@ function commandOf(input: unknown): string {
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** The `path` argument of a tool call (editor, search), or null. */
+function pathOf(input: unknown): string | null {
+  if (typeof input !== 'object' || input === null || !('path' in input)) return null;
+  const p = input.path;
+  return typeof p === 'string' && p !== '' ? p : null;
 }

@@ -55,6 +55,9 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
       case 'warning':
         out.push(`  ! ${e.code}: ${e.message}`);
         break;
+      case 'guidance_added':
+        out.push(`  + instructions ${e.paths.join(', ')} (working on ${e.touched})`);
+        break;
       case 'condensation':
         out.push(`── context condensed (${e.condensedTurns} turns) ──`);
         break;

@@ -56,6 +56,22 @@ export const task = z.object({
 });
 export type Task = z.infer<typeof task>;
 
+/** One instruction file of the repository, as read from its base branch (see agent/instructions.ts). */
+export const repoInstruction = z.object({
+  path: z.string(),
+  kind: z.enum(['agents', 'claude', 'copilot', 'copilot-scoped']),
+  /** The folder it applies to (`.` for the root) when `applyTo` is null. */
+  scope: z.string(),
+  /** Copilot's `applyTo` globs, or null. */
+  applyTo: z.array(z.string()).nullable(),
+  /** Size of the file (after front matter), and whether what is kept was cut or left out. */
+  bytes: z.number().int().nonnegative(),
+  included: z.boolean(),
+  truncated: z.boolean(),
+  text: z.string(),
+});
+export type RepoInstruction = z.infer<typeof repoInstruction>;
+
 const egressRequest = z.object({
   time: z.string(),
   method: z.string(),
@@ -158,6 +174,11 @@ export const baseState = z.object({
   limits,
   /** Absent in runs made before environments existed, and where no environment step ran. */
   environment: environmentRecord.optional(),
+  /**
+   * The repository's instruction files, read from the base branch (`ref` at `commit`), never from the
+   * workspace. Absent in runs made before instructions existed and where none were read (the CLI).
+   */
+  instructions: z.object({ ref: z.string(), commit: z.string(), files: z.array(repoInstruction) }).optional(),
 });
 export type BaseState = z.infer<typeof baseState>;
 
@@ -246,6 +267,14 @@ export const eventSchemas = {
     code: z.enum(['stuck_repeat', 'stuck_alternating', 'lazy_edit', 'no_tool_call', 'shell_restarted']),
     message: z.string(),
   }),
+  /** Instruction files that apply from here on: the agent first worked on a path they cover. */
+  guidance_added: z.object({
+    ...common,
+    kind: z.literal('guidance_added'),
+    paths: z.array(z.string()).min(1),
+    /** The workspace path whose use added them. */
+    touched: z.string(),
+  }),
   condensation: z.object({
     ...common,
     kind: z.literal('condensation'),
@@ -283,6 +312,7 @@ export const agentEvent = z.discriminatedUnion('kind', [
   eventSchemas.observation,
   eventSchemas.checkpoint,
   eventSchemas.warning,
+  eventSchemas.guidance_added,
   eventSchemas.condensation,
   eventSchemas.outcome,
 ]);

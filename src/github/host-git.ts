@@ -3,6 +3,7 @@ import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import type { InstructionSource } from '../agent/instructions.js';
 import { withMirrorLock } from './mirror-lock.js';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
@@ -538,6 +539,39 @@ export class HostGit {
         return [...((await list(parts.join('/'))) ?? new Map<string, Entry>()).keys()];
       },
     };
+  }
+
+  /**
+   * The instruction files' source (agent/instructions.ts) over `commit` of the pristine clone:
+   * regular files only (no symlink, no submodule), read from git, never from a checkout.
+   */
+  instructionSource(pristine: string, commit: string): InstructionSource {
+    const probe = this.treeProbe(pristine, commit);
+    return {
+      listFiles: async () => {
+        const r = await this.inPristine(pristine, ['ls-tree', '-r', '-z', '--full-tree', commit]);
+        const out: string[] = [];
+        for (const line of r.stdout.split('\0')) {
+          const m = /^(100644|100755) blob [0-9a-f]+\t(.*)$/s.exec(line);
+          if (m?.[2] !== undefined) out.push(m[2]);
+        }
+        return out;
+      },
+      readText: (path) => probe.readText(path),
+    };
+  }
+
+  /**
+   * Brings `branch` of the clone's remote into `refs/remotes/origin/<branch>` and returns its tip:
+   * what a follow-up round reads the base branch's instructions from (its clone follows the PR head).
+   */
+  async fetchBranch(dir: string, branch: string, token: string): Promise<string> {
+    const { url } = await this.verifyPristine(dir);
+    const ref = `refs/remotes/origin/${branch}`;
+    await this.inPristine(dir, ['fetch', '--quiet', '--no-tags', '--', url, `+refs/heads/${branch}:${ref}`], {
+      token,
+    });
+    return this.revParse(dir, ref);
   }
 
   /** One folder of `commit`'s tree: name → mode, object and size (`ls-tree --long`). */

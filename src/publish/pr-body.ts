@@ -44,6 +44,7 @@ import {
   type TrajectoryUnit,
 } from './trajectory.js';
 import { renderEnvironment } from './environment.js';
+import { appliesFromStart } from '../agent/instructions.js';
 import { renderVerification } from './verification.js';
 
 export type { PublishedRun } from './trajectory.js';
@@ -304,6 +305,8 @@ function renderHead(
   if (environment !== undefined) {
     head.push(`### Environment\n\n${renderEnvironment(environment, (t) => redactor.redact(t))}`);
   }
+  const instructions = instructionsSection(views);
+  if (instructions !== null) head.push(`### Instructions used\n\n${instructions}`);
 
   const files =
     views.length === 1
@@ -356,4 +359,32 @@ function renderTrajectoryParts(
     if (total > 1) bodyPart += `\n*The trajectory continues in the comments below (parts 2–${total}).*\n`;
   }
   return { bodyPart, comments };
+}
+
+/**
+ * The repository's instruction files the runs read (from the base branch), and when each was
+ * given to the model: from the start, or when the agent first worked where it applies.
+ */
+function instructionsSection(views: readonly RunView[]): string | null {
+  const lines: string[] = [];
+  for (const v of views) {
+    const given = v.run.base.instructions;
+    if (given === undefined || given.files.length === 0) continue;
+    const added = new Map<string, string>();
+    for (const e of v.run.events) {
+      if (e.kind === 'guidance_added') for (const p of e.paths) if (!added.has(p)) added.set(p, e.touched);
+    }
+    for (const f of given.files) {
+      const when = !f.included
+        ? 'not included (over the total size cap)'
+        : appliesFromStart(f)
+          ? 'from the start'
+          : added.has(f.path)
+            ? `added when the agent worked on ${codeSpan(added.get(f.path) ?? '')}`
+            : 'not needed (the agent did not work where it applies)';
+      const line = `- ${codeSpan(f.path)} (${codeSpan(given.ref)} at ${given.commit.slice(0, 7)}): ${when}${f.truncated ? `, cut at ${Buffer.byteLength(f.text)} of ${f.bytes} bytes` : ''}`;
+      if (!lines.includes(line)) lines.push(line);
+    }
+  }
+  return lines.length === 0 ? null : lines.join('\n');
 }

@@ -204,6 +204,11 @@ function runUnits(
       case 'warning':
         push(`⚠️ **Warning** ${codeSpan(e.code)}: ${inline(e.message, 500)}`);
         break;
+      case 'guidance_added':
+        push(
+          `📖 Repository instructions added (working on ${codeSpan(e.touched)}): ${e.paths.map(codeSpan).join(', ')}`,
+        );
+        break;
       case 'condensation':
         push(`🗜️ Context condensed: ${e.condensedTurns} earlier turns were summarised for the model.`);
         break;

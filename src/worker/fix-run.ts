@@ -233,6 +233,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
           agent: rt.agent,
           model: rt.model,
           signal: stop.signal,
+          baseBranch: repo.default_branch,
         });
         store = ran.store;
         outcome = ran.outcome;

@@ -22,7 +22,8 @@ export const searchTool = defineTool({
     }
     const max = input.max_results ?? 200;
     const rg = [
-      'rg --line-number --no-heading --color never --max-columns 300 --max-columns-preview',
+      // --sort path: the same search gives the same lines in the same order (rg walks in parallel otherwise).
+      'rg --line-number --no-heading --color never --max-columns 300 --max-columns-preview --sort path',
       input.ignore_case === true ? '--ignore-case' : '',
       input.glob !== undefined ? `--glob ${shellQuote(input.glob)}` : '',
       '-e',
@@ -46,7 +47,10 @@ export const searchTool = defineTool({
     // A subshell, so the search neither moves the persistent shell's cwd nor leaves state behind.
     const command = `(cd ${shellQuote(ctx.sandbox.workdir)} && if command -v rg >/dev/null 2>&1; then ${rg}; else ${grep}; fi) | head -n ${max + 1}`;
     const r = await ctx.sandbox.exec(command, { timeoutMs: ctx.limits.commandTimeoutMs, signal: ctx.signal });
-    const lines = r.output.split('\n').filter((l) => l !== '');
+    const lines = r.output
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => (l.startsWith('./') ? l.slice(2) : l));
     if (lines.length === 0)
       return { content: `No matches for /${input.pattern}/ in ${dir}.`, isError: false, mutates: false };
     const shown = lines.slice(0, max);

@@ -317,6 +317,15 @@ export function renderItem(item: StepItem): HTMLElement {
       );
     case 'warning':
       return h('div', { class: 'item note warning' }, '⚠ Warning ', h('code', null, e.code), ': ', e.message);
+    case 'guidance_added':
+      return h(
+        'div',
+        { class: 'item note guidance' },
+        '📖 Repository instructions added (working on ',
+        h('code', null, e.touched),
+        '): ',
+        e.paths.join(', '),
+      );
     case 'condensation':
       return h(
         'div',

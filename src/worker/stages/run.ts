@@ -7,7 +7,8 @@ import { stripHiddenText } from '../../agent/untrusted-text.js';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { FileEventStore } from '../../events/file-event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
-import type { EnvironmentRecord, Limits, Task } from '../../events/schema.js';
+import type { BaseState, EnvironmentRecord, Limits, Task } from '../../events/schema.js';
+import { collectInstructions } from '../../agent/instructions.js';
 import type { Model } from '../../model/model.js';
 import type { FixJob } from '../../queue/payloads.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
@@ -29,6 +30,33 @@ export interface RunInput {
   readonly model: (name: string) => Model;
   /** Aborted by a stop request or the caller: the agent stops at its next step boundary. */
   readonly signal: AbortSignal;
+  /** The branch the PR targets, whose tip the repository's instructions are read from. */
+  readonly baseBranch: string;
+}
+
+/**
+ * The repository's instruction files from the base branch's tip, never from the workspace or the PR
+ * head: a new run's clone is at that tip; a follow-up's follows the PR head, so the base branch is
+ * fetched beside it. A failure to read them is logged and the run goes on without them.
+ */
+async function readInstructions(
+  ctx: JobContext,
+  pull: PullInfo | null,
+  baseBranch: string,
+): Promise<BaseState['instructions'] | undefined> {
+  try {
+    const commit =
+      pull === null
+        ? await ctx.git.revParse(ctx.paths.pristine, 'HEAD')
+        : await ctx.git.fetchBranch(ctx.paths.pristine, baseBranch, (await ctx.tokens.get()).token);
+    const files = await collectInstructions(ctx.git.instructionSource(ctx.paths.pristine, commit));
+    if (files.length > 0)
+      ctx.log.info({ files: files.map((f) => f.path), commit }, 'repository instructions');
+    return { ref: baseBranch, commit, files };
+  } catch (error) {
+    ctx.log.warn({ err: error }, 'could not read the repository instructions; the run goes on without them');
+    return undefined;
+  }
 }
 
 /** The agent's run in the sandbox: a new trajectory (task and base state) unless one is resumed. */
@@ -50,7 +78,9 @@ export async function runInSandbox(
             source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
           }
         : followUpTask(p, pull, priorRounds(ctx.jobsDir, pull.body, p.repo.id, pull.number));
+    const instructions = await readInstructions(ctx, pull, input.baseBranch);
     const base = await newBaseState({
+      instructions,
       task,
       sandbox,
       model: input.agent.model,
