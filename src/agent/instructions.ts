@@ -41,8 +41,8 @@ export async function collectInstructions(source: InstructionSource): Promise<Re
   const found = (await source.listFiles())
     .map((path) => ({ path, c: classify(path) }))
     .filter((x): x is { path: string; c: NonNullable<ReturnType<typeof classify>> } => x.c !== null)
-    // Shallow before deep, then by path: the root's files come first and survive the total cap.
-    .sort((a, b) => depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    // The root's files first (they survive the total cap), then Copilot's, then nested ones by depth.
+    .sort((a, b) => rank(a) - rank(b) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   const out: RepoInstruction[] = [];
   let total = 0;
   for (const { path, c } of found) {
@@ -129,8 +129,13 @@ function neutralize(text: string): string {
   return text.replace(/<(\/?)(repository-guidance|untrusted-[a-z-]*)/gi, '<$1\u200b$2');
 }
 
-function depth(path: string): number {
-  return path.split('/').length;
+function rank(f: {
+  readonly path: string;
+  readonly c: { readonly scope: string; readonly kind: string };
+}): number {
+  if (f.c.kind === 'copilot') return 1;
+  if (f.c.kind === 'copilot-scoped') return 2;
+  return f.c.scope === '.' ? 0 : 2 + f.path.split('/').length;
 }
 
 function cutToBytes(text: string, max: number): string {

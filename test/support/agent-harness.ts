@@ -6,7 +6,7 @@ import { runAgent, type Outcome } from '../../src/agent/run-agent.js';
 import { newBaseState } from '../../src/agent/new-run.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import type { Limits } from '../../src/events/schema.js';
+import type { BaseState, Limits } from '../../src/events/schema.js';
 import { AnthropicModel } from '../../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../../src/model/pricing.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
@@ -36,6 +36,7 @@ export async function startHarness(options: {
   fixture?: 'node-calc' | 'python-inventory';
   maxAttempts?: number;
   baselines?: BaselineCache;
+  instructions?: BaseState['instructions'];
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
@@ -57,6 +58,7 @@ export async function startHarness(options: {
     model: model.name,
     limits,
     testCommand: options.testCommand,
+    instructions: options.instructions,
   });
   const trajectories = mkdtempSync(join(tmpdir(), 'ia-harness-'));
   const store = FileEventStore.create(join(trajectories, 'run'), base);
