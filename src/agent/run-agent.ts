@@ -17,6 +17,7 @@ import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { verdict } from './testing/verdict.js';
 import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
+import { checkSyntax } from './syntax-check.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -269,8 +270,11 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       });
     }
 
-    // Verification by the harness: the change, then the full test run.
+    // Verification by the harness: the change, its files' syntax, then the full test run.
     await checkpoint();
+    if (lastTree !== base.workspace.baseTree && !store.events.some((e) => e.kind === 'syntax_check')) {
+      await append(await finalSyntax(ctx, git, base.workspace.baseTree, lastTree));
+    }
     const state = reduceState(store.events);
     const summary = state.finishSummary ?? lastText(store.events);
     const diffStat = await git.diffStat(base.workspace.baseTree, lastTree);
@@ -480,4 +484,36 @@ function pathOf(input: unknown): string | null {
   if (typeof input !== 'object' || input === null || !('path' in input)) return null;
   const p = input.path;
   return typeof p === 'string' && p !== '' ? p : null;
+}
+
+/** Changed files checked at most, and their size limit, at the end of a run. */
+const FINAL_SYNTAX_FILES = 200;
+
+/** The syntax of every changed file as the run ends: what the PR states about files that do not parse. */
+async function finalSyntax(
+  ctx: ReturnType<typeof newToolContext>,
+  git: WorkspaceGit,
+  baseTree: string,
+  tree: string,
+): Promise<NewEvent> {
+  const failures: { path: string; checker: string; message: string }[] = [];
+  let checked = 0;
+  let unchecked = 0;
+  const paths = await git.changedFiles(baseTree, tree);
+  for (const [i, path] of paths.entries()) {
+    if (i >= FINAL_SYNTAX_FILES) {
+      unchecked += paths.length - i;
+      break;
+    }
+    const { stat, data } = await ctx.files.read(path).catch(() => ({ stat: null, data: Buffer.alloc(0) }));
+    if (stat?.kind !== 'file' || data.subarray(0, 8000).includes(0)) {
+      unchecked++;
+      continue;
+    }
+    const r = await checkSyntax(ctx.sandbox, path, data.toString('utf8'), ctx.signal);
+    if (r.kind === 'unchecked') unchecked++;
+    else checked++;
+    if (r.kind === 'error') failures.push({ path, checker: r.checker, message: r.message });
+  }
+  return { kind: 'syntax_check', checked, unchecked, failures };
 }

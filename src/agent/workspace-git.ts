@@ -62,6 +62,16 @@ export class WorkspaceGit {
     return { diff: r.output, truncated: r.truncated, files: Number(files) };
   }
 
+  /** Paths added or changed (not deleted) between two trees. */
+  async changedFiles(fromTree: string, toTree: string): Promise<string[]> {
+    if (fromTree === toTree) return [];
+    const out = await run(
+      this.sandbox,
+      `${GIT} diff --no-ext-diff --name-only --diff-filter=d -z ${fromTree} ${toTree}`,
+    );
+    return out.split('\0').filter((p) => p !== '');
+  }
+
   async diffStat(fromTree: string, toTree: string): Promise<string> {
     if (fromTree === toTree) return '';
     return (await run(this.sandbox, `${GIT} diff --no-ext-diff --stat=100 ${fromTree} ${toTree}`)).trimEnd();

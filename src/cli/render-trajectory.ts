@@ -55,6 +55,13 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
       case 'warning':
         out.push(`  ! ${e.code}: ${e.message}`);
         break;
+      case 'syntax_check':
+        out.push(
+          e.failures.length === 0
+            ? `  ✓ syntax: ${e.checked} changed files parse`
+            : `  ! syntax: ${e.failures.map((f) => `${f.path} (${f.checker}: ${f.message})`).join('; ')}`,
+        );
+        break;
       case 'guidance_added':
         out.push(`  + instructions ${e.paths.join(', ')} (working on ${e.touched})`);
         break;

@@ -267,6 +267,15 @@ export const eventSchemas = {
     code: z.enum(['stuck_repeat', 'stuck_alternating', 'lazy_edit', 'no_tool_call', 'shell_restarted']),
     message: z.string(),
   }),
+  /** The syntax of the changed files as the run ends (see agent/syntax-check.ts). */
+  syntax_check: z.object({
+    ...common,
+    kind: z.literal('syntax_check'),
+    /** Changed files a checker read, and those with no checker (or too large). */
+    checked: z.number().int().nonnegative(),
+    unchecked: z.number().int().nonnegative(),
+    failures: z.array(z.object({ path: z.string(), checker: z.string(), message: z.string() })),
+  }),
   /** Instruction files that apply from here on: the agent first worked on a path they cover. */
   guidance_added: z.object({
     ...common,
@@ -313,6 +322,7 @@ export const agentEvent = z.discriminatedUnion('kind', [
   eventSchemas.checkpoint,
   eventSchemas.warning,
   eventSchemas.guidance_added,
+  eventSchemas.syntax_check,
   eventSchemas.condensation,
   eventSchemas.outcome,
 ]);

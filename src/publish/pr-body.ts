@@ -300,7 +300,8 @@ function renderHead(
     maxNameChars: caps.name,
     redact: (t) => redactor.redact(t),
   });
-  head.push(`### Verification\n\n${verification}`);
+  const syntax = syntaxLine(lastView.run.events, redactor);
+  head.push(`### Verification\n\n${verification}${syntax === null ? '' : `\n\n${syntax}`}`);
   const environment = lastView.run.base.environment;
   if (environment !== undefined) {
     head.push(`### Environment\n\n${renderEnvironment(environment, (t) => redactor.redact(t))}`);
@@ -387,4 +388,18 @@ function instructionsSection(views: readonly RunView[]): string | null {
     }
   }
   return lines.length === 0 ? null : lines.join('\n');
+}
+
+/** Changed files that do not parse as the last round ended, or null when all parsed (or none was checked). */
+function syntaxLine(events: readonly AgentEvent[], redactor: Redactor): string | null {
+  const check = [...events].reverse().find((e): e is EventOf<'syntax_check'> => e.kind === 'syntax_check');
+  if (check === undefined || check.failures.length === 0) return null;
+  const shown = check.failures
+    .slice(0, 10)
+    .map(
+      (f) =>
+        `${codeSpan(f.path)} (${neutralizeInline(truncateEnd(redactor.redact(`${f.checker}: ${f.message}`), 200))})`,
+    );
+  const more = check.failures.length > 10 ? ` and ${check.failures.length - 10} more` : '';
+  return `⚠️ **${check.failures.length} changed file${check.failures.length === 1 ? ' does' : 's do'} not parse:** ${shown.join(', ')}${more}.`;
 }

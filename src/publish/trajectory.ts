@@ -204,6 +204,13 @@ function runUnits(
       case 'warning':
         push(`⚠️ **Warning** ${codeSpan(e.code)}: ${inline(e.message, 500)}`);
         break;
+      case 'syntax_check':
+        push(
+          e.failures.length === 0
+            ? `🔎 Syntax check: ${e.checked} changed file${e.checked === 1 ? '' : 's'} parse.`
+            : `⚠️ **Syntax check:** ${e.failures.map((f) => `${codeSpan(f.path)} does not parse (${inline(`${f.checker}: ${f.message}`, 300)})`).join('; ')}`,
+        );
+        break;
       case 'guidance_added':
         push(
           `📖 Repository instructions added (working on ${codeSpan(e.touched)}): ${e.paths.map(codeSpan).join(', ')}`,

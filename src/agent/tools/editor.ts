@@ -1,5 +1,6 @@
 import { FileOpFailed, PathRefused, type FileStat } from '../../sandbox/sandbox-files.js';
 import { findLazyPlaceholder } from './lazy-edit.js';
+import { checkSyntax, describeSyntax } from '../syntax-check.js';
 import { editorInput, type EditorInput } from './schemas.js';
 import { defineTool, truncateMiddle, type ToolContext, type ToolOutput } from './tool.js';
 
@@ -56,6 +57,15 @@ async function save(ctx: ToolContext, rel: string, before: string | null, after:
   // An empty-string sentinel cannot stand for "did not exist"; a null marker is kept as '\0'.
   history.push(before ?? '\0');
   ctx.editHistory.set(rel, history);
+}
+
+/**
+ * The edit's result with the file's syntax check (see syntax-check.ts): a file the edit left
+ * unparseable is said in the same observation, so the model fixes it at once. The edit stands.
+ */
+async function checked(ctx: ToolContext, rel: string, text: string, out: ToolOutput): Promise<ToolOutput> {
+  const said = describeSyntax(rel, await checkSyntax(ctx.sandbox, rel, text, ctx.signal));
+  return said === null ? out : { ...out, content: `${out.content}\n\n${said}` };
 }
 
 async function view(input: EditorInput, ctx: ToolContext): Promise<ToolOutput> {
@@ -128,11 +138,11 @@ async function runEditor(input: EditorInput, ctx: ToolContext): Promise<ToolOutp
       const before = stat.kind === 'file' ? data.toString('utf8') : null;
       await save(ctx, stat.rel, before, input.file_text);
       const verb = before === null ? 'Created' : 'Overwrote';
-      return {
+      return checked(ctx, stat.rel, input.file_text, {
         content: `${verb} ${stat.rel} (${input.file_text.split('\n').length} lines).`,
         isError: false,
         mutates: true,
-      };
+      });
     }
     case 'str_replace': {
       if (input.old_str === undefined || input.old_str === '')
@@ -160,11 +170,11 @@ async function runEditor(input: EditorInput, ctx: ToolContext): Promise<ToolOutp
       const after = text.slice(0, index) + newStr + text.slice(index + input.old_str.length);
       await save(ctx, p.rel, text, after);
       const line = lineOf(after, index);
-      return {
+      return checked(ctx, p.rel, after, {
         content: `Edited ${p.rel}. The changed region now reads:\n${snippet(after, line, newStr.split('\n').length)}`,
         isError: false,
         mutates: true,
-      };
+      });
     }
     case 'insert': {
       if (input.insert_line === undefined || input.new_str === undefined)
@@ -185,11 +195,11 @@ async function runEditor(input: EditorInput, ctx: ToolContext): Promise<ToolOutp
       lines.splice(input.insert_line, 0, ...inserted);
       const after = lines.join('\n');
       await save(ctx, p.rel, text, after);
-      return {
+      return checked(ctx, p.rel, after, {
         content: `Inserted ${inserted.length} lines into ${p.rel} after line ${input.insert_line}:\n${snippet(after, input.insert_line + 1, inserted.length)}`,
         isError: false,
         mutates: true,
-      };
+      });
     }
     case 'undo_edit': {
       const { rel } = await ctx.files.stat(input.path);
@@ -201,7 +211,11 @@ async function runEditor(input: EditorInput, ctx: ToolContext): Promise<ToolOutp
         return { content: `Undid the creation of ${rel} (removed it).`, isError: false, mutates: true };
       }
       await ctx.files.write(rel, previous);
-      return { content: `Reverted the last edit of ${rel}.`, isError: false, mutates: true };
+      return checked(ctx, rel, previous, {
+        content: `Reverted the last edit of ${rel}.`,
+        isError: false,
+        mutates: true,
+      });
     }
   }
 }

@@ -317,6 +317,14 @@ export function renderItem(item: StepItem): HTMLElement {
       );
     case 'warning':
       return h('div', { class: 'item note warning' }, '⚠ Warning ', h('code', null, e.code), ': ', e.message);
+    case 'syntax_check':
+      return h(
+        'div',
+        { class: `item note ${e.failures.length > 0 ? 'warning' : 'syntax'}` },
+        e.failures.length === 0
+          ? `Syntax check of the changed files: ${e.checked} parse${e.unchecked > 0 ? `, ${e.unchecked} not checked` : ''}.`
+          : `⚠ Syntax check: ${e.failures.length} changed file(s) do not parse: ${e.failures.map((f) => `${f.path} (${f.checker}: ${f.message})`).join('; ')}`,
+      );
     case 'guidance_added':
       return h(
         'div',
