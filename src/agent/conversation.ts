@@ -42,6 +42,7 @@ export function buildMessages(base: BaseState, events: readonly AgentEvent[]): C
   const from = condensation?.throughEventId ?? 0;
   for (const e of events) {
     if (e.id <= from) continue;
+    if ('parent' in e && e.parent !== undefined) continue;
     if (e.kind === 'model_response') {
       flush();
       const content: ContentBlock[] =

@@ -1,8 +1,8 @@
 import { baselineKey, keepable, type BaselineCache, type BaselineRun } from './baseline-cache.js';
 import type { Logger } from 'pino';
-import type { AgentEvent, EventOf, Limits, NewEvent } from '../events/schema.js';
+import type { AgentEvent, EventOf, Limits, NewEvent, ToolUseBlock } from '../events/schema.js';
 import type { EventStore } from '../events/event-store.js';
-import { reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
+import { mainEvents, reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
 import { ModelError, type Model, type ModelRequest } from '../model/model.js';
 import { costUsd, findPrice, type PriceTable } from '../model/pricing.js';
 import { SandboxError, type Sandbox } from '../sandbox/sandbox.js';
@@ -12,7 +12,9 @@ import { systemPrompt } from './prompt.js';
 import { runTestCommand, type TestRunResult } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
-import { newToolContext, runToolCall, toolSpec, type Tool } from './tools/tool.js';
+import { newToolContext, runToolCall, toolSpec, type Tool, type ToolCallResult } from './tools/tool.js';
+import { delegateInput } from './tools/schemas.js';
+import { explore, EXPLORE_MAX_STEPS } from './explore.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { verdict } from './testing/verdict.js';
@@ -119,6 +121,40 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     if (paths.length > 0) await append({ kind: 'guidance_added', paths, touched: rel });
   };
 
+  // A delegate call runs a read-only sub-agent (explore.ts) whose turns are nested in this log.
+  const delegate = async (use: ToolUseBlock): Promise<ToolCallResult> => {
+    const started = performance.now();
+    const parsed = delegateInput.safeParse(use.input);
+    if (!parsed.success) {
+      return {
+        content: `Invalid input for tool "delegate": ${parsed.error.issues.map((i) => i.message).join('; ')}`,
+        isError: true,
+        mutates: false,
+        durationMs: 0,
+      };
+    }
+    const state = reduceState(store.events);
+    const out = await explore({
+      id: use.id,
+      question: parsed.data.question,
+      maxSteps: Math.min(parsed.data.max_steps ?? EXPLORE_MAX_STEPS, EXPLORE_MAX_STEPS),
+      events: () => store.events,
+      append,
+      model,
+      price,
+      tools,
+      ctx,
+      limits,
+      remaining: {
+        tokens: Math.max(0, limits.maxTokens - totalTokens(state.usage)),
+        usd: Math.max(0, limits.maxUsd - state.usd),
+      },
+      signal: deps.signal,
+      scrub,
+    });
+    return { ...out, durationMs: performance.now() - started };
+  };
+
   try {
     if (store.events.length > 0) {
       await append({ kind: 'run_resumed', pid: process.pid });
@@ -162,7 +198,10 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       for (const use of state.pendingToolUses) {
         throwIfCancelled(deps.signal);
         await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
-        const result = await runToolCall(tools, use.name, use.input, ctx);
+        const result =
+          use.name === 'delegate' && tools.has('delegate')
+            ? await delegate(use)
+            : await runToolCall(tools, use.name, use.input, ctx);
         let fullContentFile: string | undefined;
         if (result.fullOutputPath !== undefined) {
           fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);
@@ -193,7 +232,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       if (state.finishSummary !== null) break;
       if (state.turnsWithoutTools >= 2) break; // the model said twice that it is done without finish
 
-      const stuck = detectStuck(store.events, deps.stuck ?? DEFAULT_STUCK);
+      const stuck = detectStuck(mainEvents(store.events), deps.stuck ?? DEFAULT_STUCK);
       if (stuck?.stop === true) {
         throw new StopRun({
           outcome: 'stuck',

@@ -42,6 +42,8 @@ export class ProgressPrinter {
   onEvent(e: AgentEvent): void {
     switch (e.kind) {
       case 'model_response':
+        // A sub-agent's turn is not a step; its tool calls print with the explorer's mark below.
+        if (e.parent !== undefined) break;
         this.step += 1;
         this.tokens = {
           input: e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens,
@@ -68,7 +70,7 @@ export class ProgressPrinter {
                 ? 'error'
                 : 'ok';
         this.write(
-          `step ${this.step}  ${e.tool}  ${arg}  ${status}  ${(e.durationMs / 1000).toFixed(1)}s  in ${this.tokens.input}/out ${this.tokens.output} tokens`,
+          `step ${this.step}${e.parent !== undefined ? ' ↳ explorer' : ''}  ${e.tool}  ${arg}  ${status}  ${(e.durationMs / 1000).toFixed(1)}s  in ${this.tokens.input}/out ${this.tokens.output} tokens`,
         );
         break;
       }

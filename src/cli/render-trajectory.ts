@@ -24,6 +24,12 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
   for (const e of events) {
     switch (e.kind) {
       case 'model_response': {
+        if (e.parent !== undefined) {
+          out.push(
+            `    ↳ explorer turn: ${e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens} in / ${e.usage.outputTokens} out tokens, $${e.usd.toFixed(4)}`,
+          );
+          break;
+        }
         step += 1;
         out.push(
           `── step ${step} ── ${e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens} in / ${e.usage.outputTokens} out tokens, $${e.usd.toFixed(4)}, ${(e.latencyMs / 1000).toFixed(1)}s`,
@@ -33,7 +39,9 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
         break;
       }
       case 'action':
-        out.push(`  → ${e.tool} ${shortArgument(e.tool, e.input, 200)}`);
+        out.push(
+          `${e.parent !== undefined ? '    ↳' : ' '} → ${e.tool} ${shortArgument(e.tool, e.input, 200)}`,
+        );
         break;
       case 'observation':
         out.push(

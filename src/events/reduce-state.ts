@@ -46,6 +46,16 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
 
   for (const e of events) {
     const t = Date.parse(e.ts);
+    // A sub-agent's turns cost what they cost, and are not steps of the main loop.
+    if ('parent' in e && e.parent !== undefined) {
+      segmentStart ??= t;
+      segmentEnd = t;
+      if (e.kind === 'model_response') {
+        usage = addUsage(usage, e.usage);
+        usd += e.usd;
+      }
+      continue;
+    }
     if (e.kind === 'run_resumed') {
       if (segmentStart !== null) elapsedMs += segmentEnd - segmentStart;
       segmentStart = t;
@@ -55,12 +65,7 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
     switch (e.kind) {
       case 'model_response': {
         steps += 1;
-        usage = {
-          inputTokens: usage.inputTokens + e.usage.inputTokens,
-          outputTokens: usage.outputTokens + e.usage.outputTokens,
-          cacheReadTokens: usage.cacheReadTokens + e.usage.cacheReadTokens,
-          cacheWriteTokens: usage.cacheWriteTokens + e.usage.cacheWriteTokens,
-        };
+        usage = addUsage(usage, e.usage);
         usd += e.usd;
         pending = e.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
         turnsWithoutTools = pending.length === 0 ? turnsWithoutTools + 1 : 0;
@@ -108,4 +113,18 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
     turnsWithoutTools,
     warnings,
   };
+}
+
+function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
+    cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens,
+  };
+}
+
+/** The events of the main conversation: a sub-agent's turns (see `parent`) left out. */
+export function mainEvents(events: readonly AgentEvent[]): AgentEvent[] {
+  return events.filter((e) => !('parent' in e) || e.parent === undefined);
 }

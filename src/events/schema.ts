@@ -187,6 +187,13 @@ const common = {
   ts: z.string(),
 };
 
+/**
+ * Set on the model turns, actions and observations of a sub-agent (the `delegate` tool): the
+ * tool_use id of the delegate call they belong to. They count toward the job's tokens and cost, and
+ * are not part of the main conversation.
+ */
+const parent = { parent: z.string().optional() };
+
 export const eventSchemas = {
   run_resumed: z.object({ ...common, kind: z.literal('run_resumed'), pid: z.number().int() }),
   test_run: z.object({
@@ -219,6 +226,7 @@ export const eventSchemas = {
     attempts: z.number().int().positive(),
     /** Estimated prompt size the harness sent, for checking the context budget. */
     promptTokensEstimate: z.number().int().nonnegative(),
+    ...parent,
   }),
   model_retry: z.object({
     ...common,
@@ -234,10 +242,12 @@ export const eventSchemas = {
     toolUseId: z.string(),
     tool: z.string(),
     input: z.unknown(),
+    ...parent,
   }),
   observation: z.object({
     ...common,
     kind: z.literal('observation'),
+    ...parent,
     toolUseId: z.string(),
     tool: z.string(),
     isError: z.boolean(),

@@ -134,10 +134,14 @@ function runUnits(
   for (const e of run.events) {
     switch (e.kind) {
       case 'model_response': {
-        flushPending();
-        step += 1;
+        const nested = e.parent !== undefined;
+        if (!nested) {
+          flushPending();
+          step += 1;
+        }
         const tokensIn = e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens;
-        const head = `**Step ${step}** · ${formatInt(tokensIn)} tokens in, ${formatInt(e.usage.outputTokens)} out · ${formatUsd(e.usd)} · ${formatDuration(e.latencyMs)}`;
+        // A sub-agent's turn (delegate) is nested under the step that called it, not a step of its own.
+        const head = `${nested ? '↳ 🔎 *Explorer*' : `**Step ${step}**`} · ${formatInt(tokensIn)} tokens in, ${formatInt(e.usage.outputTokens)} out · ${formatUsd(e.usd)} · ${formatDuration(e.latencyMs)}`;
         const said = e.content
           .filter((c) => c.type === 'text')
           .map((c) => c.text.trim())
@@ -159,7 +163,7 @@ function runUnits(
       case 'observation': {
         const action = pending.get(e.toolUseId);
         pending.delete(e.toolUseId);
-        const line = `${callLine(e.tool, action?.input)} · ${status(e)} · ${formatDuration(e.durationMs)}`;
+        const line = `${e.parent !== undefined ? '↳ ' : ''}${callLine(e.tool, action?.input)} · ${status(e)} · ${formatDuration(e.durationMs)}`;
         const parts = [line];
         const summary = e.testSummary;
         const output = stripAnsi(e.fullContent ?? e.content);

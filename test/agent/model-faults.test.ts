@@ -58,7 +58,7 @@ test('malformed tool input and an unknown tool become error observations and the
     assert.equal(obs[1]?.isError, true);
     assert.match(
       obs[1].content,
-      /Unknown tool "launch_rockets". Available tools: bash, editor, search, run_tests, finish/,
+      /Unknown tool "launch_rockets". Available tools: bash, editor, search, run_tests, delegate, finish/,
     );
     assert.match(obs[2]?.content ?? '', /recovered/);
     assert.equal(outcome.outcome, 'no_change');

@@ -162,7 +162,11 @@ describe('browser client: steps', () => {
       g.steps.map((s) => [
         s.index,
         s.items.map((i) =>
-          i.kind === 'call' ? `${i.tool}:${i.observation === null ? 'pending' : 'done'}` : i.event.kind,
+          i.kind === 'call'
+            ? `${i.tool}:${i.observation === null ? 'pending' : 'done'}`
+            : i.kind === 'sub'
+              ? `sub:${i.events.length}`
+              : i.event.kind,
         ),
       ]),
       [

@@ -64,5 +64,23 @@ export type SearchInput = z.infer<typeof searchInput>;
 export type RunTestsInput = z.infer<typeof runTestsInput>;
 export type FinishInput = z.infer<typeof finishInput>;
 
-export const TOOL_NAMES = ['bash', 'editor', 'search', 'run_tests', 'finish'] as const;
+export const delegateInput = z
+  .object({
+    question: z
+      .string()
+      .min(1)
+      .max(4000)
+      .describe('What the helper should find out, with any names or paths you already know.'),
+    max_steps: z
+      .number()
+      .int()
+      .positive()
+      .max(30)
+      .optional()
+      .describe('Most tool-using turns the helper may take (default 20).'),
+  })
+  .strict();
+export type DelegateInput = z.infer<typeof delegateInput>;
+
+export const TOOL_NAMES = ['bash', 'editor', 'search', 'run_tests', 'delegate', 'finish'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];

@@ -9,7 +9,7 @@ import { parseAnsi } from './ansi.js';
 import { classifyDiff, diffFiles, editAsDiff, type DiffLine } from './diff.js';
 import { h, type Child } from './dom.js';
 import { countLines, formatBytes, formatDuration, formatInt, formatTokens, formatUsd } from './format.js';
-import type { Step, StepItem, ToolCall } from './steps.js';
+import { tokensOf, type Step, type StepItem, type SubAgentItem, type ToolCall } from './steps.js';
 import type { EventOf } from './types.js';
 
 /** Outputs longer than this many lines (or characters) are collapsed to a head and a tail. */
@@ -259,6 +259,7 @@ function testRunPhase(phase: EventOf<'test_run'>['phase']): string {
 
 export function renderItem(item: StepItem): HTMLElement {
   if (item.kind === 'call') return renderCall(item);
+  if (item.kind === 'sub') return renderSubAgent(item);
   const e = item.event;
   switch (e.kind) {
     case 'test_run': {
@@ -440,4 +441,50 @@ export function renderStepHeaderContent(step: Step): HTMLElement[] {
 
 export function renderModelText(step: Step): HTMLElement | null {
   return step.response === null ? null : modelText(step.response);
+}
+
+/** A delegate call's sub-agent: its turns and tool calls, nested and folded. */
+function renderSubAgent(item: SubAgentItem): HTMLElement {
+  const turns = item.events.filter((e) => e.kind === 'model_response');
+  const calls = new Map<string, ToolCall>();
+  const rows: HTMLElement[] = [];
+  let tokens = 0;
+  let usd = 0;
+  for (const e of item.events) {
+    if (e.kind === 'model_response') {
+      tokens += tokensOf(e);
+      usd += e.usd;
+      const said = modelText(e);
+      if (said !== null) rows.push(said);
+    } else if (e.kind === 'action') {
+      const call: ToolCall = {
+        kind: 'call',
+        toolUseId: e.toolUseId,
+        tool: e.tool,
+        input: e.input,
+        observation: null,
+      };
+      calls.set(e.toolUseId, call);
+    } else if (e.kind === 'observation') {
+      const call = calls.get(e.toolUseId) ?? {
+        kind: 'call',
+        toolUseId: e.toolUseId,
+        tool: e.tool,
+        input: undefined,
+        observation: null,
+      };
+      call.observation = e;
+      rows.push(renderCall(call));
+    }
+  }
+  return h(
+    'details',
+    { class: 'item sub-agent' },
+    h(
+      'summary',
+      null,
+      `🔎 Explorer (delegate): ${turns.length} turn${turns.length === 1 ? '' : 's'}, ${calls.size} tool call${calls.size === 1 ? '' : 's'}, ${tokens.toLocaleString('en')} tokens, $${usd.toFixed(4)}`,
+    ),
+    h('div', { class: 'nested' }, ...rows),
+  );
 }

@@ -87,7 +87,8 @@ class StepView {
       if (text !== null) this.body.appendChild(text);
     }
     this.step.items.forEach((item: StepItem, i) => {
-      const done = item.kind !== 'call' || item.observation !== null;
+      // A sub-agent's item grows until its delegate call has its result: drawn again each time.
+      const done = item.kind === 'call' ? item.observation !== null : item.kind !== 'sub';
       const old = this.itemNodes[i];
       if (old === undefined) {
         const node = renderItem(item);

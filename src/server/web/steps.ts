@@ -27,7 +27,15 @@ export interface EventItem {
   readonly event: OtherEvent;
 }
 
-export type StepItem = ToolCall | EventItem;
+/** A sub-agent's turns (the `delegate` tool), nested under the step that called it. */
+export interface SubAgentItem {
+  readonly kind: 'sub';
+  /** The delegate call's tool_use id. */
+  readonly parent: string;
+  readonly events: AgentEvent[];
+}
+
+export type StepItem = ToolCall | EventItem | SubAgentItem;
 
 export interface Totals {
   readonly tokens: number;
@@ -97,6 +105,25 @@ export class StepGrouper {
 
     let created = false;
     let step = this.steps[this.steps.length - 1];
+    const parent = 'parent' in e ? e.parent : undefined;
+    if (parent !== undefined && step !== undefined) {
+      // A sub-agent's turn: part of the step that delegated, counted in the totals.
+      let sub = step.items.find((i): i is SubAgentItem => i.kind === 'sub' && i.parent === parent);
+      if (sub === undefined) {
+        sub = { kind: 'sub', parent, events: [] };
+        step.items.push(sub);
+      }
+      sub.events.push(e);
+      if (e.kind === 'model_response') {
+        this.tokens += tokensOf(e);
+        this.usd += e.usd;
+      }
+      step.lastEventId = e.id;
+      step.totals = this.totals;
+      step.durationMs = Math.max(0, this.elapsed() - this.stepStart);
+      step.version += 1;
+      return { step, created: false };
+    }
     if (e.kind === 'model_response' || step === undefined) {
       this.stepStart = elapsedBefore;
       step = {
