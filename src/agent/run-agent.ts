@@ -41,6 +41,11 @@ export interface AgentDeps {
   readonly scrub?: ((text: string) => string) | undefined;
   /** Baselines of earlier runs of this repository, reused when the key matches (baseline-cache.ts). */
   readonly baselines?: BaselineCache | undefined;
+  /**
+   * Warnings from preparing the run (an MCP server that did not start): recorded once each, before
+   * the first model call, so the model and the trajectory see them.
+   */
+  readonly notices?: readonly { readonly code: 'mcp_unavailable'; readonly message: string }[] | undefined;
 }
 
 export type Outcome = EventOf<'outcome'>;
@@ -162,6 +167,11 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
         await git.restore(base.workspace.baseTree, lastTree, existing.lastCheckpoint?.diff ?? null);
         deps.logger?.info({ tree: lastTree }, 'workspace restored to the last checkpoint');
       }
+    }
+
+    for (const n of deps.notices ?? []) {
+      if (!store.events.some((e) => e.kind === 'warning' && e.message === n.message))
+        await append({ kind: 'warning', code: n.code, message: n.message });
     }
 
     // Baseline: the tests before any edit, run by the harness, not the model; or an earlier run's

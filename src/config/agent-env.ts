@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { mcpConfig, type McpConfig } from './mcp-config.js';
 import type { Limits } from '../events/schema.js';
 import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
 
@@ -30,6 +31,8 @@ export interface AgentEnv {
    * DEFAULT_WORKSPACE_HISTORY. A repository's `history:` setting wins.
    */
   readonly workspaceHistory: number | null;
+  /** MCP servers every job gets (`ISSUE_AGENT_MCP_CONFIG`, JSON in the `mcpServers` shape), or null. */
+  readonly mcp: McpConfig | null;
   /** How job environments are prepared (setup phase, egress, cache); see docs/environments.md. */
   readonly environment: EnvironmentSettings;
 }
@@ -150,8 +153,23 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
     },
     workspaceHistory: workspaceHistory(env.ISSUE_AGENT_WORKSPACE_HISTORY),
+    mcp: readMcp(env.ISSUE_AGENT_MCP_CONFIG),
     environment: readEnvironmentSettings(env, state),
   });
+}
+
+function readMcp(v: string | undefined): McpConfig | null {
+  const text = nonEmpty(v);
+  if (text === null) return null;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ConfigError('ISSUE_AGENT_MCP_CONFIG must be JSON: {"mcpServers": {"name": {"command": "…"}}}');
+  }
+  const parsed = mcpConfig.safeParse(json);
+  if (!parsed.success) throw new ConfigError(`ISSUE_AGENT_MCP_CONFIG: ${parsed.error.message}`);
+  return parsed.data;
 }
 
 function workspaceHistory(v: string | undefined): number | null {

@@ -274,7 +274,14 @@ export const eventSchemas = {
   warning: z.object({
     ...common,
     kind: z.literal('warning'),
-    code: z.enum(['stuck_repeat', 'stuck_alternating', 'lazy_edit', 'no_tool_call', 'shell_restarted']),
+    code: z.enum([
+      'stuck_repeat',
+      'stuck_alternating',
+      'lazy_edit',
+      'no_tool_call',
+      'shell_restarted',
+      'mcp_unavailable',
+    ]),
     message: z.string(),
   }),
   /** The syntax of the changed files as the run ends (see agent/syntax-check.ts). */

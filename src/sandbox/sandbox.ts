@@ -1,3 +1,5 @@
+import type { Readable, Writable } from 'node:stream';
+
 /**
  * The seam between the agent loop and wherever commands run. The loop cannot tell a local child
  * process from a Docker container: both run one persistent bash per sandbox for the agent's
@@ -88,6 +90,29 @@ export interface Sandbox {
    * set cannot change what a file operation does. It starts in `workdir`.
    */
   harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult>;
+  /**
+   * Starts a long-running process inside the sandbox (same user, limits and network as the agent's
+   * commands) whose stdin and stdout the host speaks to: an MCP server over stdio. Absent where the
+   * sandbox cannot keep such a process off the host (the unconfined local sandbox).
+   */
+  openProcess?(argv: readonly string[], options: OpenProcessOptions): Promise<SandboxProcess>;
   /** Releases every resource (processes, containers, temp files). Safe to call twice. */
   close(): Promise<void>;
+}
+
+export interface OpenProcessOptions {
+  /** Variables of this process only (never a deployment secret: the sandbox is untrusted). */
+  readonly env?: Readonly<Record<string, string>> | undefined;
+}
+
+/** A process inside the sandbox with its standard streams. */
+export interface SandboxProcess {
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  /** The last few KiB of its stderr, for messages. */
+  stderrTail(): string;
+  /** Resolves when the process's streams have closed (it exited, or the sandbox went away). */
+  readonly closed: Promise<void>;
+  /** Ends it (its stdin is closed and the stream dropped; the sandbox's teardown kills the rest). */
+  close(): void;
 }

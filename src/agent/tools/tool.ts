@@ -52,6 +52,8 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   readonly name: string;
   readonly description: string;
   readonly schema: S;
+  /** The JSON schema the model is given, when it is not `schema`'s (an MCP server's tool). */
+  readonly inputSchema?: Record<string, unknown> | undefined;
   run(input: z.infer<S>, ctx: ToolContext): Promise<ToolOutput>;
 }
 
@@ -60,6 +62,8 @@ export function defineTool<S extends z.ZodType>(tool: Tool<S>): Tool {
 }
 
 export function toolSpec(tool: Tool): ToolSpec {
+  if (tool.inputSchema !== undefined)
+    return { name: tool.name, description: tool.description, inputSchema: tool.inputSchema };
   const schema = z.toJSONSchema(tool.schema, { target: 'draft-7' }) as Record<string, unknown>;
   delete schema.$schema;
   return { name: tool.name, description: tool.description, inputSchema: schema };

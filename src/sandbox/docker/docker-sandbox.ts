@@ -4,7 +4,7 @@ import { lstat, mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
-import { PassThrough, type Readable, type Writable } from 'node:stream';
+import { PassThrough, type Duplex, type Readable, type Writable } from 'node:stream';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { DISK_FULL, fullMount } from '../disk-full.js';
@@ -15,7 +15,9 @@ import {
   type ExecOptions,
   type ExecResult,
   type HarnessExecOptions,
+  type OpenProcessOptions,
   type Sandbox,
+  type SandboxProcess,
 } from '../sandbox.js';
 import { caMountFile } from './ca-file.js';
 import { chooseImage } from './choose-image.js';
@@ -371,6 +373,68 @@ export class DockerSandbox implements Sandbox {
       throw await this.fail(error);
     }
     return this.review(result);
+  }
+
+  /**
+   * A process in the container as the sandbox user, in the workspace, with its stdin and stdout
+   * attached (see Sandbox.openProcess). It lives in the container's limits and network (none), and
+   * dies with the container at the latest.
+   */
+  async openProcess(argv: readonly string[], options: OpenProcessOptions): Promise<SandboxProcess> {
+    this.assertUsable();
+    let exec: Docker.Exec;
+    let stream: Duplex;
+    try {
+      exec = await this.container.exec({
+        Cmd: [...argv],
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+        User: CONTAINER_USER,
+        WorkingDir: CONTAINER_WORKDIR,
+        Env: Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      });
+      stream = await exec.start({ hijack: true, stdin: true });
+    } catch (error) {
+      throw new SandboxError(
+        'start_failed',
+        `could not start ${argv[0] ?? 'a process'}: ${errorMessage(error)}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let tail = '';
+    stderr.on('data', (c: Buffer) => {
+      tail = (tail + c.toString('utf8')).slice(-4096);
+    });
+    this.docker.modem.demuxStream(stream, stdout, stderr);
+    const closed = new Promise<void>((resolve) => {
+      const done = (): void => {
+        stdout.end();
+        stderr.end();
+        resolve();
+      };
+      stream.once('end', done);
+      stream.once('close', done);
+      stream.once('error', done);
+    });
+    const stdin = new PassThrough();
+    stdin.pipe(stream);
+    stream.on('error', () => undefined);
+    return {
+      stdin,
+      stdout,
+      stderrTail: () => tail,
+      closed,
+      close: () => {
+        stdin.end();
+        stream.destroy();
+      },
+    };
   }
 
   /**

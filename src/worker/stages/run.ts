@@ -9,6 +9,9 @@ import { FileEventStore } from '../../events/file-event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { BaseState, EnvironmentRecord, Limits, Task } from '../../events/schema.js';
 import { collectInstructions } from '../../agent/instructions.js';
+import { startMcpServers } from '../../agent/mcp/servers.js';
+import { defaultTools } from '../../agent/tools/index.js';
+import { mergeMcp } from '../../config/mcp-config.js';
 import type { Model } from '../../model/model.js';
 import type { FixJob } from '../../queue/payloads.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
@@ -92,8 +95,15 @@ export async function runInSandbox(
     store = FileEventStore.create(paths.trajectory, base);
   }
   const s = store;
+  // The deployment's and the repository's MCP servers, in this sandbox; one that does not start is a
+  // warning the model and the trajectory see (once, also across a resume), and the run goes on.
+  const mcp = await startMcpServers(sandbox, mergeMcp(input.agent.mcp, p.config.mcp));
+  if (mcp.servers.length > 0) ctx.log.info({ servers: mcp.servers }, 'MCP servers');
+  const tools = new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]);
   const outcome = await runAgent({
     store: s,
+    tools,
+    notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
     sandbox,
     model: input.model(s.base.model),
     prices: input.agent.prices,
@@ -111,7 +121,7 @@ export async function runInSandbox(
       s.base.sandbox === 'docker'
         ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
         : undefined,
-  });
+  }).finally(() => mcp.close());
   return { store: s, outcome };
 }
 
