@@ -52,7 +52,11 @@ export const searchTool = defineTool({
       .filter((l) => l !== '')
       .map((l) => (l.startsWith('./') ? l.slice(2) : l));
     if (lines.length === 0)
-      return { content: `No matches for /${input.pattern}/ in ${dir}.`, isError: false, mutates: false };
+      return {
+        content: `No matches for /${input.pattern}/ in ${dir === '.' ? 'the workspace' : dir}.`,
+        isError: false,
+        mutates: false,
+      };
     const shown = lines.slice(0, max);
     const more = lines.length > max ? `\n[more than ${max} matches; narrow the pattern or the path]` : '';
     return {
