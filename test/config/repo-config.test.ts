@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { parse as parseYaml } from 'yaml';
 import { parseRepoConfig, RepoConfigError } from '../../src/config/repo-config.js';
 
 const defaults = { label: 'agent', handle: '@agent' };
@@ -180,4 +181,38 @@ test('network: host names, *.domain.tld wildcards or IP literals; unknown phases
   assert.match(problems({ network: { agent: ['exa mple.org'] } })[0] ?? '', /^network\.agent\.0: /);
   assert.match(problems({ network: { test: [] } })[0] ?? '', /^network: .*test/);
   assert.match(problems({ cache: 'yes' })[0] ?? '', /^cache: /);
+});
+
+test('mcp: and history: as a repository writes them; bad ones are refused with the path named', () => {
+  const raw = parseYaml(
+    [
+      'history: full',
+      'mcp:',
+      '  mcpServers:',
+      '    docs:',
+      '      command: node',
+      '      args: [tools/docs.js]',
+      '      env: { DOCS_DIR: docs }',
+      '      tools: [search_docs]',
+      '    hosted:',
+      '      url: https://mcp.example.org/sse',
+    ].join('\n'),
+  ) as unknown;
+  const c = parseRepoConfig(raw, defaults);
+  assert.equal(c.history, 'full');
+  assert.deepEqual(c.mcp?.mcpServers.docs, {
+    command: 'node',
+    args: ['tools/docs.js'],
+    env: { DOCS_DIR: 'docs' },
+    tools: ['search_docs'],
+  });
+  assert.throws(
+    () => parseRepoConfig({ mcp: { mcpServers: { 'bad name!': { command: 'x' } } } }, defaults),
+    /mcp\.mcpServers/,
+  );
+  assert.throws(
+    () => parseRepoConfig({ mcp: { mcpServers: { a: { command: 'x', shell: true } } } }, defaults),
+    /mcp/,
+  );
+  assert.throws(() => parseRepoConfig({ history: 0 }, defaults), /history/);
 });
