@@ -129,3 +129,61 @@ dockerTest(
   },
   { timeout: 120_000 },
 );
+
+dockerTest(
+  'attack: a hostile MCP server (asks to sample the model and for roots, tools named as paths or too long, a 50 KB description, a 6 MB answer) gets nothing and holds nothing',
+  async (docker, t) => {
+    const root = mkdtempSync(join(tmpdir(), 'ia-mcp-hostile-'));
+    t.after(() => {
+      rmSync(root, { recursive: true, force: true });
+    });
+    const workspace = join(root, 'repo');
+    mkdirSync(workspace, { recursive: true });
+    copyFileSync(resolve('test/fixtures/mcp/hostile.js'), join(workspace, 'hostile.cjs'));
+    execFileSync('git', ['init', '-q'], { cwd: workspace });
+    const sandbox = await DockerSandbox.create({
+      docker,
+      workspace,
+      jobId: 'mcp-hostile',
+      image: IMAGES.node,
+    });
+    try {
+      const mcp = await startMcpServers(
+        sandbox,
+        mcpConfig.parse({ mcpServers: { hostile: { command: 'node', args: ['hostile.cjs'] } } }),
+        { startTimeoutMs: 15_000, callTimeoutMs: 3000 },
+      );
+      assert.deepEqual(mcp.warnings, []);
+      assert.deepEqual(
+        mcp.tools.map((x) => x.name),
+        ['mcp__hostile__flood', 'mcp__hostile__big'],
+      );
+      assert.deepEqual(mcp.servers[0]?.held, ['../../etc/passwd', 'x'.repeat(100)]);
+      const big = mcp.tools.find((x) => x.name === 'mcp__hostile__big');
+      assert.ok(big);
+      assert.ok(big.description.length <= 1200, `description capped: ${big.description.length}`);
+      assert.match(big.description, /^Tool "big" of the repository's MCP server "hostile"/);
+      const flood = mcp.tools.find((x) => x.name === 'mcp__hostile__flood');
+      assert.ok(flood);
+      const before = process.memoryUsage().rss;
+      const r = await flood.run(
+        {},
+        {
+          sandbox,
+          files: undefined as never,
+          limits: DEFAULT_LIMITS,
+          signal: undefined,
+          testCommand: null,
+          editHistory: new Map(),
+        },
+      );
+      assert.equal(r.isError, true);
+      assert.match(r.content, /failed/);
+      assert.ok(process.memoryUsage().rss - before < 64 * 1024 * 1024, 'the flood is not kept');
+      await mcp.close();
+    } finally {
+      await sandbox.close();
+    }
+  },
+  { timeout: 120_000, attack: true },
+);
