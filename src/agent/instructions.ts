@@ -1,5 +1,6 @@
 import { posix } from 'node:path';
 import type { RepoInstruction } from '../events/schema.js';
+import type { WorkspaceProbe } from './testing/detect-test-command.js';
 
 /**
  * The repository's own guidance for agents, read from the base branch (never from the agent's
@@ -189,4 +190,35 @@ export function globToRegExp(glob: string): RegExp {
   }
   // A glob naming a folder covers what is inside it.
   return new RegExp(`^${re}(?:/.*)?$`);
+}
+
+/** Folders never searched for instruction files, and the most entries a walk looks at. */
+const SKIP_DIRS = new Set(['.git', 'node_modules', '.venv', 'venv', '__pycache__', 'dist', 'build', 'target', 'vendor']);
+const MAX_WALK_ENTRIES = 50_000;
+
+/**
+ * An InstructionSource over a probe of a host copy that no sandbox process has seen yet (the CLI's
+ * copy of a checkout): a walk of its folders (links are never followed: the probe refuses them).
+ */
+export function probeInstructionSource(probe: WorkspaceProbe): InstructionSource {
+  return {
+    listFiles: async () => {
+      const out: string[] = [];
+      const queue = ['.'];
+      let seen = 0;
+      while (queue.length > 0 && seen < MAX_WALK_ENTRIES) {
+        const dir = queue.shift() ?? '.';
+        for (const name of (await probe.listDir(dir)) ?? []) {
+          seen++;
+          const rel = dir === '.' ? name : `${dir}/${name}`;
+          if (classify(rel) !== null) out.push(rel);
+          else if (!SKIP_DIRS.has(name) && rel.length < MAX_PATH_CHARS && (await probe.listDir(rel)) !== null) {
+            queue.push(rel);
+          }
+        }
+      }
+      return out;
+    },
+    readText: (path) => probe.readText(path),
+  };
 }

@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { runAgent, type Outcome } from '../agent/run-agent.js';
 import { newBaseState } from '../agent/new-run.js';
+import { collectInstructions, probeInstructionSource } from '../agent/instructions.js';
 import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
 import {
   parseRepoConfig,
@@ -22,7 +23,7 @@ import { Redactor } from '../publish/redact.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
-import type { EnvironmentRecord, Limits, Task } from '../events/schema.js';
+import type { EnvironmentRecord, Limits, RepoInstruction, Task } from '../events/schema.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
@@ -127,6 +128,8 @@ function recordedKind(kind: string, confined: boolean): CliSandbox {
 
 interface CliWorkspace {
   readonly copy: string;
+  /** The checkout's instruction files, read from the copy before any sandbox process saw it. */
+  readonly instructions: readonly RepoInstruction[];
   readonly sandbox: Sandbox;
   /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
   readonly environment: EnvironmentRecord | null;
@@ -189,6 +192,7 @@ async function openWorkspace(
   const closeCopy = (): Promise<void> => copy.cleanup();
   try {
     const config = await checkoutConfig(copy.dir);
+    const instructions = await collectInstructions(probeInstructionSource(hostProbe(copy.dir)));
     const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && setup };
     const redactor = new Redactor([
       ...Object.values(settings.setupSecrets),
@@ -205,6 +209,7 @@ async function openWorkspace(
       });
       return {
         copy: copy.dir,
+      instructions,
         sandbox,
         environment: null,
         close: async () => {
@@ -261,6 +266,7 @@ async function openWorkspace(
           });
     return {
       copy: copy.dir,
+      instructions,
       sandbox: prepared.sandbox,
       environment: prepared.record,
       close: async () => {
@@ -400,6 +406,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
       workspacePath: repo,
       sandboxLabel: recordedKind(ws.sandbox.kind, kind === 'local'),
       environment: ws.environment,
+      instructions: { ref: 'the checkout', commit: 'HEAD', files: [...ws.instructions] },
     });
     const store = FileEventStore.create(dir, base);
     if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
