@@ -193,7 +193,17 @@ export function globToRegExp(glob: string): RegExp {
 }
 
 /** Folders never searched for instruction files, and the most entries a walk looks at. */
-const SKIP_DIRS = new Set(['.git', 'node_modules', '.venv', 'venv', '__pycache__', 'dist', 'build', 'target', 'vendor']);
+const SKIP_DIRS = new Set([
+  '.git',
+  'node_modules',
+  '.venv',
+  'venv',
+  '__pycache__',
+  'dist',
+  'build',
+  'target',
+  'vendor',
+]);
 const MAX_WALK_ENTRIES = 50_000;
 
 /**
@@ -212,7 +222,11 @@ export function probeInstructionSource(probe: WorkspaceProbe): InstructionSource
           seen++;
           const rel = dir === '.' ? name : `${dir}/${name}`;
           if (classify(rel) !== null) out.push(rel);
-          else if (!SKIP_DIRS.has(name) && rel.length < MAX_PATH_CHARS && (await probe.listDir(rel)) !== null) {
+          else if (
+            !SKIP_DIRS.has(name) &&
+            rel.length < MAX_PATH_CHARS &&
+            (await probe.listDir(rel)) !== null
+          ) {
             queue.push(rel);
           }
         }

@@ -209,7 +209,7 @@ async function openWorkspace(
       });
       return {
         copy: copy.dir,
-      instructions,
+        instructions,
         sandbox,
         environment: null,
         close: async () => {
