@@ -19,7 +19,7 @@ import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { verdict } from './testing/verdict.js';
 import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
-import { checkSyntax } from './syntax-check.js';
+import { checkSyntaxCached } from './syntax-check.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -559,7 +559,7 @@ async function finalSyntax(
       unchecked++;
       continue;
     }
-    const r = await checkSyntax(ctx.sandbox, path, data.toString('utf8'), ctx.signal);
+    const r = await checkSyntaxCached(ctx.syntax, ctx.sandbox, path, data.toString('utf8'), ctx.signal);
     if (r.kind === 'unchecked') unchecked++;
     else checked++;
     if (r.kind === 'error') failures.push({ path, checker: r.checker, message: r.message });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { shellQuote } from '../sandbox/shell-session.js';
@@ -45,6 +46,26 @@ const TYPESCRIPT = [
   '}',
 ].join('\n');
 
+/**
+ * checkSyntax with a memo of results by path and content: the end-of-run check of a file the editor
+ * already checked, unchanged since, costs nothing.
+ */
+export async function checkSyntaxCached(
+  cache: Map<string, SyntaxResult>,
+  sandbox: Sandbox,
+  rel: string,
+  text: string,
+  signal?: AbortSignal,
+): Promise<SyntaxResult> {
+  const key = `${rel}\0${createHash('sha256').update(text).digest('hex')}`;
+  const known = cache.get(key);
+  if (known !== undefined) return known;
+  const r = await checkSyntax(sandbox, rel, text, signal);
+  if (cache.size > 2000) cache.clear();
+  cache.set(key, r);
+  return r;
+}
+
 export async function checkSyntax(
   sandbox: Sandbox,
   rel: string,
@@ -81,8 +102,17 @@ export async function checkSyntax(
     body = `command -v python3 >/dev/null 2>&1 || return 127; python3 -c ${shellQuote(PYTHON)} ${name} < "$f"`;
   } else if (ext === '.js' || ext === '.cjs' || ext === '.mjs') {
     checker = 'node --check';
-    const types = ext === '.mjs' ? ['module'] : ext === '.cjs' ? ['commonjs'] : ['commonjs', 'module'];
     // A .js file is CommonJS or an ES module depending on package.json: it parses if either does.
+    // The likelier one goes first, so a file that parses costs one node start.
+    const esm = /^\s*(import|export)\b/m.test(text);
+    const types =
+      ext === '.mjs'
+        ? ['module']
+        : ext === '.cjs'
+          ? ['commonjs']
+          : esm
+            ? ['module', 'commonjs']
+            : ['commonjs', 'module'];
     body = [
       'command -v node >/dev/null 2>&1 || return 127',
       `for t in ${types.join(' ')}; do node --check --input-type=$t < "$f" 2>"$f.err" && return 0; done`,

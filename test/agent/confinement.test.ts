@@ -44,6 +44,7 @@ before(async () => {
     signal: undefined,
     testCommand: null,
     editHistory: new Map(),
+    syntax: new Map(),
   };
 });
 after(async () => {

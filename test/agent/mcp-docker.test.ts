@@ -175,6 +175,7 @@ dockerTest(
           signal: undefined,
           testCommand: null,
           editHistory: new Map(),
+          syntax: new Map(),
         },
       );
       assert.equal(r.isError, true);

@@ -1,6 +1,6 @@
 import { FileOpFailed, PathRefused, type FileStat } from '../../sandbox/sandbox-files.js';
 import { findLazyPlaceholder } from './lazy-edit.js';
-import { checkSyntax, describeSyntax } from '../syntax-check.js';
+import { checkSyntaxCached, describeSyntax } from '../syntax-check.js';
 import { editorInput, type EditorInput } from './schemas.js';
 import { defineTool, truncateMiddle, type ToolContext, type ToolOutput } from './tool.js';
 
@@ -64,7 +64,7 @@ async function save(ctx: ToolContext, rel: string, before: string | null, after:
  * unparseable is said in the same observation, so the model fixes it at once. The edit stands.
  */
 async function checked(ctx: ToolContext, rel: string, text: string, out: ToolOutput): Promise<ToolOutput> {
-  const said = describeSyntax(rel, await checkSyntax(ctx.sandbox, rel, text, ctx.signal));
+  const said = describeSyntax(rel, await checkSyntaxCached(ctx.syntax, ctx.sandbox, rel, text, ctx.signal));
   return said === null ? out : { ...out, content: `${out.content}\n\n${said}` };
 }
 

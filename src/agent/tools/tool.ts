@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Limits, TestSummarySnapshot } from '../../events/schema.js';
 import type { ToolSpec } from '../../model/model.js';
 import type { KillReason, Sandbox } from '../../sandbox/sandbox.js';
+import type { SyntaxResult } from '../syntax-check.js';
 import { SandboxFiles } from '../../sandbox/sandbox-files.js';
 
 export interface ToolContext {
@@ -13,6 +14,8 @@ export interface ToolContext {
   readonly testCommand: string | null;
   /** Previous contents per workspace-relative path, for editor undo. Lives as long as the process. */
   readonly editHistory: Map<string, string[]>;
+  /** Syntax check results by path and content (see syntax-check.ts). */
+  readonly syntax: Map<string, SyntaxResult>;
 }
 
 /** A context for one run: file operations inside `sandbox`, an empty edit history. */
@@ -29,6 +32,7 @@ export function newToolContext(options: {
     signal: options.signal,
     testCommand: options.testCommand ?? null,
     editHistory: new Map(),
+    syntax: new Map(),
   };
 }
 
