@@ -64,7 +64,10 @@ async function twoJobs(name: string, sourceDir: string, patch: string): Promise<
           trajectoryDir: join(jobs, job, 'trajectory'),
         }),
       );
-      process.stderr.write(`pipeline bench: ${name} job ${round} done\n`);
+      const last = out.at(-1);
+      process.stderr.write(
+        `pipeline bench: ${name} job ${round} done${last?.prCreated == null ? `, no pull request:\n${progress()}` : ''}\n`,
+      );
     }
     return out;
   } finally {
