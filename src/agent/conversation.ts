@@ -45,16 +45,9 @@ export function buildMessages(base: BaseState, events: readonly AgentEvent[]): C
     if ('parent' in e && e.parent !== undefined) continue;
     if (e.kind === 'model_response') {
       flush();
-      const content: ContentBlock[] =
-        e.content.length > 0 ? e.content : [{ type: 'text', text: '(no reply)' }];
-      messages.push({ role: 'assistant', content });
+      messages.push(assistantMessage(e));
     } else if (e.kind === 'observation') {
-      results.push({
-        type: 'tool_result',
-        tool_use_id: e.toolUseId,
-        content: e.content,
-        ...(e.isError ? { is_error: true } : {}),
-      });
+      results.push(toolResult(e));
     } else if (e.kind === 'warning') {
       user.push({ type: 'text', text: `[harness] ${e.message}` });
     } else if (e.kind === 'guidance_added') {
@@ -77,4 +70,20 @@ export function estimateTokens(request: Pick<ModelRequest, 'system' | 'tools' | 
 
 export function toolsTokens(tools: readonly ToolSpec[]): number {
   return Math.ceil(JSON.stringify(tools).length / 3);
+}
+
+/** A model turn as the assistant message a later request repeats. */
+export function assistantMessage(e: EventOf<'model_response'>): ConversationMessage {
+  const content: ContentBlock[] = e.content.length > 0 ? e.content : [{ type: 'text', text: '(no reply)' }];
+  return { role: 'assistant', content };
+}
+
+/** A tool's observation as the tool_result block the model gets. */
+export function toolResult(e: EventOf<'observation'>): UserBlock {
+  return {
+    type: 'tool_result',
+    tool_use_id: e.toolUseId,
+    content: e.content,
+    ...(e.isError ? { is_error: true } : {}),
+  };
 }

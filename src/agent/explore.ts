@@ -1,7 +1,7 @@
 import type { AgentEvent, ContentBlock, Limits, NewEvent, ToolUseBlock } from '../events/schema.js';
 import type { ConversationMessage, Model, ModelRequest, UserBlock } from '../model/model.js';
 import { costUsd, type ModelPrice } from '../model/pricing.js';
-import { estimateTokens } from './conversation.js';
+import { assistantMessage, estimateTokens, toolResult } from './conversation.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { runToolCall, toolSpec, type Tool, type ToolContext, type ToolOutput } from './tools/tool.js';
 
@@ -83,16 +83,9 @@ function explorerMessages(question: string, mine: readonly AgentEvent[]): Conver
     if (e.kind === 'model_response') {
       if (results.length > 0) messages.push({ role: 'user', content: results });
       results = [];
-      const content: ContentBlock[] =
-        e.content.length > 0 ? e.content : [{ type: 'text', text: '(no reply)' }];
-      messages.push({ role: 'assistant', content });
+      messages.push(assistantMessage(e));
     } else if (e.kind === 'observation') {
-      results.push({
-        type: 'tool_result',
-        tool_use_id: e.toolUseId,
-        content: e.content,
-        ...(e.isError ? { is_error: true } : {}),
-      });
+      results.push(toolResult(e));
     }
   }
   if (results.length > 0) messages.push({ role: 'user', content: results });

@@ -120,7 +120,8 @@ export async function checkSyntax(
     ].join('; ');
   } else if (['.ts', '.tsx', '.mts', '.cts', '.jsx'].includes(ext)) {
     checker = 'typescript (syntax)';
-    body = `command -v node >/dev/null 2>&1 || return 127; node -e ${shellQuote(TYPESCRIPT)} ${name} < "$f"`;
+    // No node start at all where the repository has no TypeScript of its own (the usual case).
+    body = `[ -d node_modules/typescript ] && command -v node >/dev/null 2>&1 || return 127; node -e ${shellQuote(TYPESCRIPT)} ${name} < "$f"`;
   } else {
     return { kind: 'unchecked' };
   }

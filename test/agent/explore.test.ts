@@ -99,6 +99,12 @@ test('a delegated exploration: read-only, nested in the log, its summary (only) 
     for (const e of h.store.events) g.add(e);
     const subs = g.steps.flatMap((s) => s.items.filter((i) => i.kind === 'sub'));
     assert.equal(subs.length, 1);
+    const sub = subs[0];
+    assert.ok(sub?.kind === 'sub');
+    const calls = sub.entries.filter((x) => x.kind === 'call');
+    assert.equal(calls.length, 4, 'each explorer tool call, paired');
+    assert.ok(calls.every((c) => c.kind === 'call' && c.observation !== null));
+    assert.equal(sub.entries.length - calls.length, 5, 'and its five turns');
     assert.equal(g.steps.filter((s) => s.index > 0).length, 2);
   } finally {
     await h.close();

@@ -165,7 +165,7 @@ describe('browser client: steps', () => {
           i.kind === 'call'
             ? `${i.tool}:${i.observation === null ? 'pending' : 'done'}`
             : i.kind === 'sub'
-              ? `sub:${i.events.length}`
+              ? `sub:${i.entries.length}`
               : i.event.kind,
         ),
       ]),

@@ -443,39 +443,24 @@ export function renderModelText(step: Step): HTMLElement | null {
   return step.response === null ? null : modelText(step.response);
 }
 
-/** A delegate call's sub-agent: its turns and tool calls, nested and folded. */
+/** A delegate call's sub-agent: its turns and tool calls (paired by the StepGrouper), nested and folded. */
 function renderSubAgent(item: SubAgentItem): HTMLElement {
-  const turns = item.events.filter((e) => e.kind === 'model_response');
-  const calls = new Map<string, ToolCall>();
   const rows: HTMLElement[] = [];
+  let turns = 0;
+  let calls = 0;
   let tokens = 0;
   let usd = 0;
-  for (const e of item.events) {
-    if (e.kind === 'model_response') {
-      tokens += tokensOf(e);
-      usd += e.usd;
-      const said = modelText(e);
-      if (said !== null) rows.push(said);
-    } else if (e.kind === 'action') {
-      const call: ToolCall = {
-        kind: 'call',
-        toolUseId: e.toolUseId,
-        tool: e.tool,
-        input: e.input,
-        observation: null,
-      };
-      calls.set(e.toolUseId, call);
-    } else if (e.kind === 'observation') {
-      const call = calls.get(e.toolUseId) ?? {
-        kind: 'call',
-        toolUseId: e.toolUseId,
-        tool: e.tool,
-        input: undefined,
-        observation: null,
-      };
-      call.observation = e;
-      rows.push(renderCall(call));
+  for (const e of item.entries) {
+    if (e.kind === 'call') {
+      calls++;
+      rows.push(renderCall(e));
+      continue;
     }
+    turns++;
+    tokens += tokensOf(e);
+    usd += e.usd;
+    const said = modelText(e);
+    if (said !== null) rows.push(said);
   }
   return h(
     'details',
@@ -483,7 +468,7 @@ function renderSubAgent(item: SubAgentItem): HTMLElement {
     h(
       'summary',
       null,
-      `🔎 Explorer (delegate): ${turns.length} turn${turns.length === 1 ? '' : 's'}, ${calls.size} tool call${calls.size === 1 ? '' : 's'}, ${tokens.toLocaleString('en')} tokens, $${usd.toFixed(4)}`,
+      `🔎 Explorer (delegate): ${turns} turn${turns === 1 ? '' : 's'}, ${calls} tool call${calls === 1 ? '' : 's'}, ${tokens.toLocaleString('en')} tokens, $${usd.toFixed(4)}`,
     ),
     h('div', { class: 'nested' }, ...rows),
   );

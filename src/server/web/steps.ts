@@ -32,7 +32,8 @@ export interface SubAgentItem {
   readonly kind: 'sub';
   /** The delegate call's tool_use id. */
   readonly parent: string;
-  readonly events: AgentEvent[];
+  /** Its turns and its tool calls (each paired with its result), in order. */
+  readonly entries: (EventOf<'model_response'> | ToolCall)[];
 }
 
 export type StepItem = ToolCall | EventItem | SubAgentItem;
@@ -110,13 +111,16 @@ export class StepGrouper {
       // A sub-agent's turn: part of the step that delegated, counted in the totals.
       let sub = step.items.find((i): i is SubAgentItem => i.kind === 'sub' && i.parent === parent);
       if (sub === undefined) {
-        sub = { kind: 'sub', parent, events: [] };
+        sub = { kind: 'sub', parent, entries: [] };
         step.items.push(sub);
       }
-      sub.events.push(e);
+      const entries = sub.entries;
       if (e.kind === 'model_response') {
         this.tokens += tokensOf(e);
         this.usd += e.usd;
+        entries.push(e);
+      } else if (e.kind === 'action' || e.kind === 'observation') {
+        this.addCall(e, (c) => entries.push(c));
       }
       step.lastEventId = e.id;
       step.totals = this.totals;
@@ -144,32 +148,10 @@ export class StepGrouper {
         this.tokens += tokensOf(e);
         this.usd += e.usd;
         break;
-      case 'action': {
-        const call: ToolCall = {
-          kind: 'call',
-          toolUseId: e.toolUseId,
-          tool: e.tool,
-          input: e.input,
-          observation: null,
-        };
-        this.calls.set(e.toolUseId, call);
-        step.items.push(call);
-        break;
-      }
+      case 'action':
       case 'observation': {
-        const call = this.calls.get(e.toolUseId);
-        if (call === undefined) {
-          step.items.push({
-            kind: 'call',
-            toolUseId: e.toolUseId,
-            tool: e.tool,
-            input: undefined,
-            observation: e,
-          });
-        } else {
-          call.observation = e;
-          this.calls.delete(e.toolUseId);
-        }
+        const items = step.items;
+        this.addCall(e, (c) => items.push(c));
         break;
       }
       default:
@@ -180,5 +162,28 @@ export class StepGrouper {
     step.durationMs = Math.max(0, this.elapsed() - this.stepStart);
     step.version += 1;
     return { step, created };
+  }
+
+  /** An action starts a call (pushed); its observation completes it (or stands alone if none). */
+  private addCall(e: EventOf<'action'> | EventOf<'observation'>, push: (c: ToolCall) => void): void {
+    if (e.kind === 'action') {
+      const call: ToolCall = {
+        kind: 'call',
+        toolUseId: e.toolUseId,
+        tool: e.tool,
+        input: e.input,
+        observation: null,
+      };
+      this.calls.set(e.toolUseId, call);
+      push(call);
+      return;
+    }
+    const call = this.calls.get(e.toolUseId);
+    if (call === undefined) {
+      push({ kind: 'call', toolUseId: e.toolUseId, tool: e.tool, input: undefined, observation: e });
+    } else {
+      call.observation = e;
+      this.calls.delete(e.toolUseId);
+    }
   }
 }
