@@ -25,6 +25,9 @@ export async function editorBench(kind: SandboxKind, n = 200): Promise<EditorBen
   const ws = mkdtempSync(join(tmpdir(), 'ia-editor-bench-'));
   const lines = Array.from({ length: 300 }, (_, i) => `export const value${i} = ${i}; // line ${i}`);
   writeFileSync(join(ws, 'big.ts'), `${lines.join('\n')}\n`);
+  writeFileSync(join(ws, 'big.js'), `${lines.join('\n')}\n`);
+  // A Node project, so the Docker sandbox is the Node image (node for the .js file's syntax check).
+  writeFileSync(join(ws, 'package.json'), '{"name":"bench"}\n');
   execFileSync('git', ['init', '-q'], { cwd: ws });
   const sandbox = await createSandbox({
     kind,
@@ -46,6 +49,14 @@ export async function editorBench(kind: SandboxKind, n = 200): Promise<EditorBen
       new_str: i % 2 === 0 ? '// line 150 (edited)\n' : '// line 150\n',
     }),
     insert: (i) => ({ command: 'insert', path: `new/f${i}.ts`, insert_line: 0, new_str: '// head' }),
+    // An edit of a JavaScript file whose new content was never seen (so not memoised): its syntax
+    // check starts `node --check` in the sandbox.
+    'insert (.js, syntax checked)': (i) => ({
+      command: 'insert',
+      path: 'big.js',
+      insert_line: 0,
+      new_str: `// edit ${i}`,
+    }),
   };
   const out: Record<string, { median: number; p95: number }> = {};
   try {

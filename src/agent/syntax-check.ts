@@ -14,7 +14,9 @@ import type { Sandbox } from '../sandbox/sandbox.js';
 export type SyntaxResult =
   | { readonly kind: 'ok'; readonly checker: string }
   | { readonly kind: 'error'; readonly checker: string; readonly message: string }
-  | { readonly kind: 'unchecked' };
+  | { readonly kind: 'unchecked' }
+  /** The checker for this kind of file is not in the sandbox (no node, no python, no typescript). */
+  | { readonly kind: 'unavailable' };
 
 /** Files larger than this are not checked (a generated bundle, a data file). */
 const MAX_CHECK_BYTES = 1024 * 1024;
@@ -47,8 +49,9 @@ const TYPESCRIPT = [
 ].join('\n');
 
 /**
- * checkSyntax with a memo of results by path and content: the end-of-run check of a file the editor
- * already checked, unchanged since, costs nothing.
+ * checkSyntax with a memo of results by path and content (the end-of-run check of a file the editor
+ * already checked, unchanged since, costs nothing), and of checkers the sandbox lacks (a repository
+ * without TypeScript pays for finding out once per run, not once per edit).
  */
 export async function checkSyntaxCached(
   cache: Map<string, SyntaxResult>,
@@ -58,12 +61,13 @@ export async function checkSyntaxCached(
   signal?: AbortSignal,
 ): Promise<SyntaxResult> {
   const key = `${rel}\0${createHash('sha256').update(text).digest('hex')}`;
-  const known = cache.get(key);
+  const missing = `\0missing:${posix.extname(rel).toLowerCase()}`;
+  const known = cache.get(key) ?? cache.get(missing);
   if (known !== undefined) return known;
   const r = await checkSyntax(sandbox, rel, text, signal);
   if (cache.size > 2000) cache.clear();
-  cache.set(key, r);
-  return r;
+  cache.set(r.kind === 'unavailable' ? missing : key, r.kind === 'unavailable' ? { kind: 'unchecked' } : r);
+  return r.kind === 'unavailable' ? { kind: 'unchecked' } : r;
 }
 
 export async function checkSyntax(
@@ -132,8 +136,9 @@ export async function checkSyntax(
     '(',
     'f=$(mktemp 2>/dev/null) || f=/dev/null',
     `head -c ${bytes.length} > "$f"`,
-    '[ "$f" != /dev/null ] || exit 127',
-    `cd ${shellQuote(sandbox.workdir)} || { rm -f "$f"; exit 127; }`,
+    // 126, not 127: a full /tmp is not a missing checker.
+    '[ "$f" != /dev/null ] || exit 126',
+    `cd ${shellQuote(sandbox.workdir)} || { rm -f "$f"; exit 126; }`,
     `__ia_check() { ${body}; }`,
     '__ia_check; s=$?; rm -f "$f" "$f.err"; exit $s',
     ')',
@@ -144,6 +149,7 @@ export async function checkSyntax(
     ...(signal === undefined ? {} : { signal }),
   });
   if (r.exitCode === 0) return { kind: 'ok', checker };
+  if (r.exitCode === 127) return { kind: 'unavailable' };
   if (r.exitCode !== 1) return { kind: 'unchecked' };
   return { kind: 'error', checker, message: checkerMessage(r.output) };
 }

@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
-import { checkSyntax } from '../../src/agent/syntax-check.js';
+import { checkSyntax, checkSyntaxCached, type SyntaxResult } from '../../src/agent/syntax-check.js';
+import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import type { EventOf } from '../../src/events/schema.js';
 import { renderPullRequest } from '../../src/publish/pr-body.js';
 import { Redactor } from '../../src/publish/redact.js';
@@ -112,4 +113,34 @@ test('an edit that breaks syntax is said in the same observation; the run ends w
   } finally {
     await h.close();
   }
+});
+
+test('memo: a checked content is not checked again; a checker the sandbox lacks is looked for once per run', async (t) => {
+  const bare = mkdtempSync(join(tmpdir(), 'ia-syntax-bare-'));
+  const plain = await LocalSandbox.create({ workspace: bare, path: process.env.PATH ?? '/usr/bin:/bin' });
+  t.after(async () => {
+    await plain.close();
+    rmSync(bare, { recursive: true, force: true });
+  });
+  let execs = 0;
+  const counted: Sandbox = {
+    kind: plain.kind,
+    workdir: plain.workdir,
+    exec: (c, o) => plain.exec(c, o),
+    harnessExec: (c, o) => {
+      execs++;
+      return plain.harnessExec(c, o);
+    },
+    close: () => plain.close(),
+  };
+  const cache = new Map<string, SyntaxResult>();
+  // No node_modules/typescript here: unchecked, found out once.
+  assert.equal((await checkSyntaxCached(cache, counted, 'a.ts', 'const a = 1;')).kind, 'unchecked');
+  assert.equal((await checkSyntaxCached(cache, counted, 'b.ts', 'const b = ;')).kind, 'unchecked');
+  assert.equal(execs, 1);
+  // A JavaScript file: checked once per content.
+  assert.equal((await checkSyntaxCached(cache, counted, 'a.js', 'let x = (;')).kind, 'error');
+  assert.equal((await checkSyntaxCached(cache, counted, 'a.js', 'let x = (;')).kind, 'error');
+  assert.equal((await checkSyntaxCached(cache, counted, 'a.js', 'let x = 1;')).kind, 'ok');
+  assert.equal(execs, 3);
 });
