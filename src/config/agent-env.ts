@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { mcpConfig, type McpConfig } from './mcp-config.js';
+import { expandDeploymentMcp, mcpConfig, type McpConfig } from './mcp-config.js';
 import type { Limits } from '../events/schema.js';
 import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
 
@@ -31,10 +31,18 @@ export interface AgentEnv {
    * DEFAULT_WORKSPACE_HISTORY. A repository's `history:` setting wins.
    */
   readonly workspaceHistory: number | null;
-  /** MCP servers every job gets (`ISSUE_AGENT_MCP_CONFIG`, JSON in the `mcpServers` shape), or null. */
-  readonly mcp: McpConfig | null;
+  /**
+   * MCP servers every job gets (`ISSUE_AGENT_MCP_CONFIG`, JSON in the `mcpServers` shape), or null,
+   * with the values of the variables its headers name (secrets: redacted wherever a job writes).
+   */
+  readonly mcp: DeploymentMcp | null;
   /** How job environments are prepared (setup phase, egress, cache); see docs/environments.md. */
   readonly environment: EnvironmentSettings;
+}
+
+export interface DeploymentMcp {
+  readonly config: McpConfig;
+  readonly secrets: readonly string[];
 }
 
 /** Deployment-wide settings of the setup phase. */
@@ -153,13 +161,13 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
     },
     workspaceHistory: workspaceHistory(env.ISSUE_AGENT_WORKSPACE_HISTORY),
-    mcp: readMcp(env.ISSUE_AGENT_MCP_CONFIG),
+    mcp: readMcp(env),
     environment: readEnvironmentSettings(env, state),
   });
 }
 
-function readMcp(v: string | undefined): McpConfig | null {
-  const text = nonEmpty(v);
+function readMcp(env: NodeJS.ProcessEnv): DeploymentMcp | null {
+  const text = nonEmpty(env.ISSUE_AGENT_MCP_CONFIG);
   if (text === null) return null;
   let json: unknown;
   try {
@@ -169,7 +177,11 @@ function readMcp(v: string | undefined): McpConfig | null {
   }
   const parsed = mcpConfig.safeParse(json);
   if (!parsed.success) throw new ConfigError(`ISSUE_AGENT_MCP_CONFIG: ${parsed.error.message}`);
-  return parsed.data;
+  const expanded = expandDeploymentMcp(parsed.data, env);
+  if (expanded.missing.length > 0) {
+    throw new ConfigError(`ISSUE_AGENT_MCP_CONFIG names unset variables: ${expanded.missing.join(', ')}`);
+  }
+  return { config: expanded.config, secrets: expanded.secrets };
 }
 
 function workspaceHistory(v: string | undefined): number | null {

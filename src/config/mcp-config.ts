@@ -25,10 +25,20 @@ export const stdioServer = z
   })
   .strict();
 
+const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/, 'an HTTP header name');
+
+/**
+ * A Streamable HTTP server, reached by the worker (never the sandbox) through the egress proxy. In
+ * the deployment's config a header value may name the worker's variables as `${NAME}` (a token that
+ * never enters the sandbox, the trajectory or a PR); a repository's headers are literal text.
+ */
 export const remoteServer = z
   .object({
-    url: z.url(),
-    headers: z.record(z.string(), z.string()).default({}),
+    url: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).refine((u) => {
+      const parsed = new URL(u);
+      return parsed.username === '' && parsed.password === '';
+    }, 'no credentials in the URL: put them in headers'),
+    headers: z.record(headerName, z.string().max(8000)).default({}),
     tools,
   })
   .strict();
@@ -48,4 +58,58 @@ export type McpServerConfig = McpConfig['mcpServers'][string];
  */
 export function mergeMcp(deployment: McpConfig | null, repository: McpConfig | undefined): McpConfig {
   return { mcpServers: { ...(repository?.mcpServers ?? {}), ...(deployment?.mcpServers ?? {}) } };
+}
+
+const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/** A repository's servers: header values are literal, a `${NAME}` reference is refused. */
+export const repositoryMcpConfig = mcpConfig.superRefine((config, ctx) => {
+  for (const [name, server] of Object.entries(config.mcpServers)) {
+    if (!('url' in server)) continue;
+    for (const [header, value] of Object.entries(server.headers)) {
+      if (value.includes('${')) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['mcpServers', name, 'headers', header],
+          message:
+            'a repository cannot name deployment variables in headers (`${…}`); the deployment declares servers that need secrets (ISSUE_AGENT_MCP_CONFIG)',
+        });
+      }
+    }
+  }
+});
+
+/**
+ * The deployment's servers with every `${NAME}` in a remote server's header values replaced by the
+ * variable's value, and those values, which are secrets to redact wherever the job writes. A
+ * variable that is unset or empty is an error naming it (a server that silently gets no token
+ * fails later, and less clearly).
+ */
+export function expandDeploymentMcp(
+  config: McpConfig,
+  env: Readonly<Record<string, string | undefined>>,
+): { readonly config: McpConfig; readonly secrets: readonly string[]; readonly missing: readonly string[] } {
+  const secrets = new Set<string>();
+  const missing = new Set<string>();
+  const servers: Record<string, McpServerConfig> = {};
+  for (const [name, server] of Object.entries(config.mcpServers)) {
+    if (!('url' in server)) {
+      servers[name] = server;
+      continue;
+    }
+    const headers: Record<string, string> = {};
+    for (const [header, value] of Object.entries(server.headers)) {
+      headers[header] = value.replace(REFERENCE, (_, variable: string) => {
+        const v = env[variable];
+        if (v === undefined || v === '') {
+          missing.add(`${variable} (in ${name}'s ${header} header)`);
+          return '';
+        }
+        secrets.add(v);
+        return v;
+      });
+    }
+    servers[name] = { ...server, headers };
+  }
+  return { config: { mcpServers: servers }, secrets: [...secrets], missing: [...missing] };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { mcpConfig } from './mcp-config.js';
+import { repositoryMcpConfig } from './mcp-config.js';
 import { repoPolicySchema } from '../publish/policy.js';
 import { HostAllowlist } from '../sandbox/egress/host-allowlist.js';
 import { deepFreeze } from './agent-env.js';
@@ -219,7 +219,7 @@ export const repoConfigSchema = z
      */
     history: z.union([z.literal('full'), z.number().int().min(1).max(1_000_000)]).optional(),
     /** MCP servers whose tools the agent gets (stdio servers run in the job's sandbox). */
-    mcp: mcpConfig.optional(),
+    mcp: repositoryMcpConfig.optional(),
   })
   .strict()
   .superRefine((config, ctx) => {

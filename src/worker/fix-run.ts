@@ -130,7 +130,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
   const { gh, tokens, bot } = rt;
   // Setup secrets never reach the agent, but setup output and errors are recorded: redact them too.
   const setupSecrets = Object.values(rt.agent.environment.setupSecrets);
-  const redactor = (): Redactor => new Redactor([...tokens.issued, ...rt.secrets, ...setupSecrets]);
+  const redactor = (): Redactor =>
+    new Redactor([...tokens.issued, ...rt.secrets, ...setupSecrets, ...(rt.agent.mcp?.secrets ?? [])]);
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const progress = new ProgressReporter(
     rt.progressGh ?? gh,

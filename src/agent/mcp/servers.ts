@@ -1,6 +1,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { McpConfig, McpServerConfig } from '../../config/mcp-config.js';
+import { startHostEgress, type HostEgress } from '../../sandbox/egress/host-egress.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
 import { defineTool, truncateMiddle, type Tool, type ToolOutput } from '../tools/tool.js';
 import { SandboxStdioTransport } from './sandbox-transport.js';
@@ -11,6 +15,13 @@ import { SandboxStdioTransport } from './sandbox-transport.js';
  * it with the official SDK's client. Its tools are given to the model as `mcp__<server>__<tool>`
  * with their schemas, only those on the server's `tools:` allowlist when it has one. A server that
  * cannot start, answer or list its tools in time is a warning and the run goes on without it.
+ *
+ * A remote (url) server is reached by the worker over Streamable HTTP, never by the sandbox: its
+ * headers (a deployment's token) stay in this process. Every request goes through an egress proxy
+ * whose allowlist is exactly the remote servers' hosts and ports, with the sandbox's address policy
+ * (no loopback, private, link-local or metadata address unless the deployment allows the range),
+ * so a repository's config cannot point the worker at its own network. Redirects are not followed.
+ * Header values are removed from everything a server returns before the model or the log sees it.
  */
 
 const START_TIMEOUT_MS = 30_000;
@@ -32,18 +43,54 @@ export interface McpStart {
   close(): Promise<void>;
 }
 
+export interface McpOptions {
+  readonly startTimeoutMs?: number;
+  readonly callTimeoutMs?: number;
+  /** Otherwise refused address ranges a remote server may be in (the deployment's egress setting). */
+  readonly allowCidrs?: readonly string[];
+  /** PEM of extra CA certificates for remote servers' TLS. */
+  readonly extraCaPem?: string | null;
+  readonly logger?: Logger;
+}
+
 export async function startMcpServers(
   sandbox: Sandbox,
   config: McpConfig,
-  options: { readonly startTimeoutMs?: number; readonly callTimeoutMs?: number } = {},
+  options: McpOptions = {},
 ): Promise<McpStart> {
   const tools: Tool[] = [];
   const warnings: string[] = [];
   const servers: { name: string; tools: string[]; held: string[] }[] = [];
   const clients: Client[] = [];
-  for (const [name, server] of Object.entries(config.mcpServers)) {
+  const entries = Object.entries(config.mcpServers);
+  const hide = hider(entries.flatMap(([, s]) => ('url' in s ? Object.values(s.headers) : [])));
+  let egress: HostEgress | null = null;
+  const remotes = entries.flatMap(([, s]) => ('url' in s ? [new URL(s.url)] : []));
+  if (remotes.length > 0) {
     try {
-      const started = await startOne(sandbox, name, server, options.startTimeoutMs ?? START_TIMEOUT_MS);
+      egress = await startHostEgress({
+        allowHosts: [...new Set(remotes.map((u) => u.hostname.replace(/^\[(.*)\]$/, '$1')))],
+        allowedPorts: [...new Set(remotes.map(portOf))],
+        allowCidrs: options.allowCidrs ?? [],
+        extraCaPem: options.extraCaPem,
+        logger: options.logger,
+      });
+    } catch (error) {
+      warnings.push(
+        `Remote MCP servers are not available: no egress (${error instanceof Error ? error.message : String(error)})`,
+      );
+    }
+  }
+  for (const [name, server] of entries) {
+    try {
+      if ('url' in server && egress === null) continue;
+      const started = await startOne(
+        sandbox,
+        name,
+        server,
+        egress,
+        options.startTimeoutMs ?? START_TIMEOUT_MS,
+      );
       clients.push(started.client);
       const allowed = server.tools === undefined ? null : new Set(server.tools);
       const given: string[] = [];
@@ -55,23 +102,51 @@ export async function startMcpServers(
           continue;
         }
         given.push(t.name);
-        tools.push(mcpTool(started.client, name, t, options.callTimeoutMs ?? CALL_TIMEOUT_MS));
+        tools.push(
+          mcpTool(started.client, name, 'url' in server ? new URL(server.url).host : null, t, {
+            callTimeoutMs: options.callTimeoutMs ?? CALL_TIMEOUT_MS,
+            hide,
+          }),
+        );
       }
       servers.push({ name, tools: given, held });
     } catch (error) {
       warnings.push(
-        `The MCP server "${name}" is not available: ${error instanceof Error ? error.message : String(error)}`,
+        hide(
+          `The MCP server "${name}" is not available: ${error instanceof Error ? error.message : String(error)}`,
+        ),
       );
     }
   }
+  const proxy = egress;
   return {
     tools,
     warnings,
     servers,
     close: async () => {
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+      await proxy?.close();
     },
   };
+}
+
+function portOf(u: URL): number {
+  return u.port !== '' ? Number(u.port) : u.protocol === 'https:' ? 443 : 80;
+}
+
+/**
+ * Replaces each header value (4 characters or more) in a text by `[redacted]`, and each word of 8
+ * or more in one (the token of `Bearer <token>`, which a server may echo alone).
+ */
+function hider(values: readonly string[]): (text: string) => string {
+  const secrets = [
+    ...new Set([
+      ...values.filter((v) => v.length >= 4),
+      ...values.flatMap((v) => v.split(/\s+/)).filter((w) => w.length >= 8),
+    ]),
+  ].sort((a, b) => b.length - a.length);
+  if (secrets.length === 0) return (text) => text;
+  return (text) => secrets.reduce((t, secret) => t.split(secret).join('[redacted]'), text);
 }
 
 interface ListedTool {
@@ -84,19 +159,27 @@ async function startOne(
   sandbox: Sandbox,
   name: string,
   server: McpServerConfig,
+  egress: HostEgress | null,
   timeoutMs: number,
 ): Promise<{ readonly client: Client; readonly tools: readonly ListedTool[] }> {
-  if (!('command' in server)) {
-    throw new Error(
-      'remote MCP servers (url) are not supported yet; run the server over stdio in the sandbox',
-    );
+  let transport: Transport;
+  let stderrTail = (): string => '';
+  if ('url' in server) {
+    if (egress === null) throw new Error('no egress for remote servers');
+    transport = new StreamableHTTPClientTransport(new URL(server.url), {
+      fetch: egress.fetch,
+      requestInit: { headers: server.headers },
+      redirectPolicy: 'same-origin',
+    });
+  } else {
+    if (sandbox.openProcess === undefined) {
+      throw new Error(`the ${sandbox.kind} sandbox cannot run an MCP server (it needs the Docker sandbox)`);
+    }
+    const process = await sandbox.openProcess([server.command, ...server.args], { env: server.env });
+    transport = new SandboxStdioTransport(process);
+    stderrTail = () => process.stderrTail();
   }
-  if (sandbox.openProcess === undefined) {
-    throw new Error(`the ${sandbox.kind} sandbox cannot run an MCP server (it needs the Docker sandbox)`);
-  }
-  const process = await sandbox.openProcess([server.command, ...server.args], { env: server.env });
   const client = new Client({ name: 'issue-agent', version: '1' });
-  const transport = new SandboxStdioTransport(process);
   const timeout = <T>(p: Promise<T>, what: string): Promise<T> =>
     Promise.race([
       p,
@@ -119,7 +202,7 @@ async function startOne(
     };
   } catch (error) {
     await client.close().catch(() => undefined);
-    const tail = process.stderrTail().trim().split('\n').slice(-3).join(' | ').slice(0, 300);
+    const tail = stderrTail().trim().split('\n').slice(-3).join(' | ').slice(0, 300);
     throw new Error(
       `${error instanceof Error ? error.message : String(error)}${tail === '' ? '' : ` (its stderr: ${tail})`}`,
       { cause: error },
@@ -127,11 +210,19 @@ async function startOne(
   }
 }
 
-function mcpTool(client: Client, server: string, t: ListedTool, callTimeoutMs: number): Tool {
-  const description = (t.description ?? '').replace(/\s+/g, ' ').trim().slice(0, MAX_DESCRIPTION);
+function mcpTool(
+  client: Client,
+  server: string,
+  remoteHost: string | null,
+  t: ListedTool,
+  options: { readonly callTimeoutMs: number; readonly hide: (text: string) => string },
+): Tool {
+  const { callTimeoutMs, hide } = options;
+  const description = hide((t.description ?? '').replace(/\s+/g, ' ').trim().slice(0, MAX_DESCRIPTION));
+  const where = remoteHost === null ? 'it runs in the sandbox' : `a remote server at ${remoteHost}`;
   return defineTool({
     name: `mcp__${server}__${t.name}`,
-    description: `Tool "${t.name}" of the repository's MCP server "${server}" (it runs in the sandbox). ${description}`,
+    description: `Tool "${t.name}" of the MCP server "${server}" (${where}). ${description}`,
     schema: z.record(z.string(), z.unknown()),
     inputSchema: { ...t.inputSchema, type: 'object' },
     async run(input, ctx): Promise<ToolOutput> {
@@ -143,13 +234,15 @@ function mcpTool(client: Client, server: string, t: ListedTool, callTimeoutMs: n
         const blocks = Array.isArray(r.content) ? (r.content as unknown[]) : [];
         const text = blocks.map(describeBlock).join('\n');
         return {
-          content: truncateMiddle(text === '' ? '(no content)' : text, ctx.limits.observationChars),
+          content: truncateMiddle(hide(text === '' ? '(no content)' : text), ctx.limits.observationChars),
           isError: r.isError === true,
           mutates: true,
         };
       } catch (error) {
         return {
-          content: `The MCP tool ${server}/${t.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+          content: hide(
+            `The MCP tool ${server}/${t.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+          ),
           isError: true,
           mutates: true,
         };

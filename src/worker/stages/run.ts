@@ -97,7 +97,13 @@ export async function runInSandbox(
   const s = store;
   // The deployment's and the repository's MCP servers, in this sandbox; one that does not start is a
   // warning the model and the trajectory see (once, also across a resume), and the run goes on.
-  const mcp = await startMcpServers(sandbox, mergeMcp(input.agent.mcp, p.config.mcp));
+  // Remote servers are reached from this process through an egress proxy with the deployment's
+  // address ranges; their header values are secrets the redactor also knows (fix-run).
+  const mcp = await startMcpServers(sandbox, mergeMcp(input.agent.mcp?.config ?? null, p.config.mcp), {
+    allowCidrs: input.agent.environment.allowCidrs,
+    extraCaPem: input.agent.environment.extraCaPem,
+    logger: ctx.log,
+  });
   if (mcp.servers.length > 0) ctx.log.info({ servers: mcp.servers }, 'MCP servers');
   const tools = new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]);
   const outcome = await runAgent({
