@@ -5,10 +5,13 @@ import { resolve } from 'node:path';
 import { parseArgs, promisify, type ParseArgsConfig } from 'node:util';
 import { pino } from 'pino';
 import { parse as parseYaml } from 'yaml';
+import { startMcpServers } from '../agent/mcp/servers.js';
 import { runAgent, type Outcome } from '../agent/run-agent.js';
+import { defaultTools } from '../agent/tools/index.js';
 import { newBaseState } from '../agent/new-run.js';
 import { collectInstructions, probeInstructionSource } from '../agent/instructions.js';
 import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
+import { mergeMcp, type McpConfig } from '../config/mcp-config.js';
 import {
   parseRepoConfig,
   REPO_CONFIG_PATH,
@@ -131,6 +134,8 @@ interface CliWorkspace {
   /** The checkout's instruction files, read from the copy before any sandbox process saw it. */
   readonly instructions: readonly RepoInstruction[];
   readonly sandbox: Sandbox;
+  /** The deployment's (ISSUE_AGENT_MCP_CONFIG) and the checkout's MCP servers. */
+  readonly mcp: McpConfig;
   /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
   readonly environment: EnvironmentRecord | null;
   close(): Promise<void>;
@@ -192,6 +197,7 @@ async function openWorkspace(
   const closeCopy = (): Promise<void> => copy.cleanup();
   try {
     const config = await checkoutConfig(copy.dir);
+    const mcp = mergeMcp(env.mcp?.config ?? null, config.mcp);
     const instructions = await collectInstructions(probeInstructionSource(hostProbe(copy.dir)));
     const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && setup };
     const redactor = new Redactor([
@@ -211,6 +217,7 @@ async function openWorkspace(
         copy: copy.dir,
         instructions,
         sandbox,
+        mcp,
         environment: null,
         close: async () => {
           await sandbox.close();
@@ -267,6 +274,7 @@ async function openWorkspace(
     return {
       copy: copy.dir,
       instructions,
+      mcp,
       sandbox: prepared.sandbox,
       environment: prepared.record,
       close: async () => {
@@ -410,7 +418,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
     });
     const store = FileEventStore.create(dir, base);
     if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
-    return await execute(store, ws.sandbox, m, env, values.json === true, repo);
+    return await execute(store, ws, m, env, values.json === true, repo);
   } finally {
     await ws.close();
   }
@@ -433,7 +441,7 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
   const ws = await openWorkspace(repo, kind, env, store.location, store.base.conversationId, setup);
   if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
   try {
-    return await execute(store, ws.sandbox, m, env, values.json === true, repo);
+    return await execute(store, ws, m, env, values.json === true, repo);
   } finally {
     await ws.close();
   }
@@ -463,7 +471,7 @@ function openStore(dir: string): FileEventStore {
 
 async function execute(
   store: FileEventStore,
-  sandbox: Sandbox,
+  ws: CliWorkspace,
   m: AnthropicModel,
   env: AgentEnv,
   json: boolean,
@@ -482,8 +490,19 @@ async function execute(
     pino.destination(2),
   );
   progressOut.write(`trajectory: ${store.location}\n`);
+  const { sandbox } = ws;
+  // Known secrets (the model key, MCP header values) never reach the trajectory.
+  const redactor = new Redactor([
+    ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
+    ...(env.mcp?.secrets ?? []),
+  ]);
   let outcome: Outcome;
   try {
+    const mcp = await startMcpServers(sandbox, ws.mcp, {
+      allowCidrs: env.environment.allowCidrs,
+      extraCaPem: env.environment.extraCaPem,
+      logger,
+    });
     outcome = await runAgent({
       store,
       sandbox,
@@ -491,10 +510,13 @@ async function execute(
       prices: env.prices,
       signal: controller.signal,
       logger,
+      tools: new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]),
+      notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
+      scrub: (text) => redactor.redact(text),
       onEvent: (e) => {
         printer.onEvent(e);
       },
-    });
+    }).finally(() => mcp.close());
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

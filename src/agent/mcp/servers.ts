@@ -173,7 +173,9 @@ async function startOne(
     });
   } else {
     if (sandbox.openProcess === undefined) {
-      throw new Error(`the ${sandbox.kind} sandbox cannot run an MCP server (it needs the Docker sandbox)`);
+      throw new Error(
+        `the ${sandbox.kind} sandbox here cannot run an MCP server (it needs the Docker sandbox or the isolated local one)`,
+      );
     }
     const process = await sandbox.openProcess([server.command, ...server.args], { env: server.env });
     transport = new SandboxStdioTransport(process);

@@ -9,7 +9,9 @@ import {
   type ExecOptions,
   type ExecResult,
   type HarnessExecOptions,
+  type OpenProcessOptions,
   type Sandbox,
+  type SandboxProcess,
 } from '../sandbox.js';
 import {
   isolationSupport,
@@ -128,6 +130,12 @@ export class LocalSandbox implements Sandbox {
 
   private failure: SandboxError | null = null;
 
+  /**
+   * Only when isolated: a process entered into the sandbox as the shells are (same user, namespaces,
+   * confinement), in the workspace. An unconfined sandbox has none: its process would be the host's.
+   */
+  openProcess?: (argv: readonly string[], options: OpenProcessOptions) => Promise<SandboxProcess>;
+
   static async create(options: LocalSandboxOptions): Promise<LocalSandbox> {
     let workspace: string;
     try {
@@ -231,7 +239,46 @@ export class LocalSandbox implements Sandbox {
       workspaceBytes !== undefined,
     );
     sandbox.setupReport = setupReport;
+    if (isolate !== undefined) {
+      sandbox.openProcess = (argv, o) => sandbox.enterProcess(argv, { ...env, ...o.env });
+    }
     return sandbox;
+  }
+
+  private async enterProcess(
+    argv: readonly string[],
+    env: Readonly<Record<string, string>>,
+  ): Promise<SandboxProcess> {
+    if (this.failure !== null) throw this.failure;
+    // The argv goes to bash as positional parameters, never parsed as shell text.
+    const launched = await this.host.oneOff(env, [
+      '-c',
+      'cd -- "$1" && shift && exec "$@"',
+      'issue-agent-process',
+      this.workdir,
+      ...argv,
+    ]);
+    await launched.started;
+    const { child } = launched;
+    child.stdin.on('error', () => undefined);
+    let tail = '';
+    child.stderr.on('data', (c: Buffer) => {
+      tail = (tail + c.toString('utf8')).slice(-4096);
+    });
+    const closed = new Promise<void>((resolve) => {
+      child.once('close', () => {
+        resolve();
+      });
+    });
+    return {
+      stdin: child.stdin,
+      stdout: child.stdout,
+      stderrTail: () => tail,
+      closed,
+      close: () => {
+        launched.kill();
+      },
+    };
   }
 
   async exec(command: string, options: ExecOptions): Promise<ExecResult> {
