@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import { hang, oracle, startModelSimulator, type MessagesRequest } from '../support/model-sim/index.js';
+import {
+  hang,
+  oracle,
+  reply,
+  startModelSimulator,
+  type MessagesRequest,
+} from '../support/model-sim/index.js';
 import { cliEnv, lastJson, runCli, startCli } from '../support/cli.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
 
@@ -61,6 +67,67 @@ test('SIGKILL after k model calls, then resume: resolved, and no answered step i
     assert.deepEqual(after[0]?.body, sim.requests[k]?.body);
     const store = FileEventStore.open(traj);
     assert.ok(store.events.some((e) => e.kind === 'run_resumed'));
+  } finally {
+    await sim.close();
+    repo.cleanup();
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+const isExplorer = (body: unknown): boolean =>
+  JSON.stringify((body as MessagesRequest).system).includes('exploration helper');
+
+test('SIGKILL inside a delegated exploration, then resume: the explorer goes on from its next step, its answered calls are not asked again', async () => {
+  const repo = makeFixtureRepo('node-calc');
+  // Stateless, so the resumed run gets what the first would have: the main loop delegates once,
+  // then finishes; the explorer searches, views, then answers.
+  const policy = (req: MessagesRequest): ReturnType<typeof reply> => {
+    const turns = assistantTurns(req);
+    if (isExplorer(req)) {
+      if (turns === 0) return reply().tool('search', { pattern: 'function average' });
+      if (turns === 1) return reply().tool('editor', { command: 'view', path: 'src/calc.js' });
+      return reply().text('SUMMARY: average is in src/calc.js.');
+    }
+    return turns === 0
+      ? reply().tool('delegate', { question: 'Where is average?' })
+      : reply().tool('finish', { summary: 'explored' });
+  };
+  // Requests 0 (main), 1 and 2 (explorer) are answered; the explorer's third hangs: the kill lands
+  // inside the delegate call.
+  const sim = await startModelSimulator({
+    policy: (req, ctx) => (ctx.requestIndex >= 3 ? hang() : policy(req)),
+    apiKey: KEY,
+  });
+  const out = mkdtempSync(join(tmpdir(), 'ia-resume-delegate-'));
+  const traj = join(out, 'run');
+  const env = cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url });
+  try {
+    const child = startCli(['resolve', repo.dir, '--task', 'Look around', '--out', traj, '--json'], env);
+    await sim.waitForRequests(4, 60_000);
+    child.kill('SIGKILL');
+    assert.equal((await child.result).signal, 'SIGKILL');
+    const before = FileEventStore.open(traj).events;
+    const delegateCall = before.find((e) => e.kind === 'action' && e.tool === 'delegate');
+    assert.ok(delegateCall?.kind === 'action');
+    assert.equal(before.filter((e) => 'parent' in e && e.kind === 'model_response').length, 2);
+
+    const seen = sim.requests.length;
+    sim.setPolicy((req) => policy(req));
+    const resumed = await runCli(['resume', traj, '--json'], env);
+    assert.ok(resumed.code !== null, resumed.stderr);
+    const after = sim.requests.slice(seen).map((r) => r.body);
+    // First the explorer's third step, byte for byte what was in flight; no explorer step again.
+    assert.deepEqual(after[0], sim.requests[3]?.body);
+    assert.equal(after.filter(isExplorer).length, 1);
+    const events = FileEventStore.open(traj).events;
+    const nested = events.filter((e) => 'parent' in e && e.parent === delegateCall.toolUseId);
+    assert.equal(nested.filter((e) => e.kind === 'model_response').length, 3);
+    const summaries = events.filter(
+      (e) => e.kind === 'observation' && e.tool === 'delegate' && !('parent' in e && e.parent !== undefined),
+    );
+    assert.equal(summaries.length, 1);
+    assert.match(summaries[0]?.kind === 'observation' ? summaries[0].content : '', /SUMMARY: average is in/);
+    assert.ok(events.some((e) => e.kind === 'outcome'));
   } finally {
     await sim.close();
     repo.cleanup();
