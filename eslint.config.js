@@ -85,7 +85,16 @@ export default tseslint.config(
   },
   {
     // Entry points and test support talk to a terminal.
-    files: ['src/cli/**', 'src/app/main.ts', 'workers/**', 'bench/**', 'scripts/**', 'test/**', 'bin/**'],
+    files: [
+      'src/cli/**',
+      'src/app/main.ts',
+      'src/model-sim/main.ts',
+      'workers/**',
+      'bench/**',
+      'scripts/**',
+      'test/**',
+      'bin/**',
+    ],
     rules: { 'no-console': 'off' },
   },
   {

@@ -18,8 +18,8 @@ import { FileEventStore } from '../src/events/file-event-store.js';
 import { AnthropicModel } from '../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../src/model/pricing.js';
 import { LocalSandbox } from '../src/sandbox/local/local-sandbox.js';
-import { reply, startModelSimulator, type Policy } from '../test/support/model-sim/index.js';
-import type { MessagesRequest } from '../test/support/model-sim/types.js';
+import { reply, startModelSimulator, type Policy } from '../src/model-sim/index.js';
+import type { MessagesRequest } from '../src/model-sim/types.js';
 
 const FILES = 20;
 const STEPS = 100;

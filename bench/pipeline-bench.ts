@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeFixtureRepo } from '../test/support/fixture-repo.js';
 import { startGitHubSimulator } from '../test/support/github-sim/index.js';
-import { oracle, startModelSimulator } from '../test/support/model-sim/index.js';
+import { oracle, startModelSimulator } from '../src/model-sim/index.js';
 import { startPipeline } from '../test/support/pipeline.js';
 import { startRedis } from '../test/support/redis-server.js';
 import { jobTimeline, type JobTimeline } from '../test/support/timeline.js';

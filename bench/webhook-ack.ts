@@ -22,7 +22,7 @@ import { Redis } from 'ioredis';
 import { INTAKE_QUEUE, intakeJobId, redisOptions } from '../src/queue/queues.js';
 import { makeFixtureRepo } from '../test/support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../test/support/github-sim/index.js';
-import { reply, startModelSimulator } from '../test/support/model-sim/index.js';
+import { reply, startModelSimulator } from '../src/model-sim/index.js';
 import { startPipeline, type Pipeline } from '../test/support/pipeline.js';
 import { startRedis } from '../test/support/redis-server.js';
 

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { oracle, startModelSimulator, type ModelSimulator } from '../test/support/model-sim/index.js';
+import { oracle, startModelSimulator, type ModelSimulator } from '../src/model-sim/index.js';
 import { gitOutput, makeFixtureRepo } from '../test/support/fixture-repo.js';
 
 const repo = makeFixtureRepo('node-calc');

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { makeFixtureRepo } from '../test/support/fixture-repo.js';
 import { startGitHubSimulator } from '../test/support/github-sim/index.js';
-import { oracle, startModelSimulator } from '../test/support/model-sim/index.js';
+import { oracle, startModelSimulator } from '../src/model-sim/index.js';
 import { startPipeline } from '../test/support/pipeline.js';
 import { haveRedis, startRedis } from '../test/support/redis-server.js';
 import { describeTimeline, jobTimeline } from '../test/support/timeline.js';

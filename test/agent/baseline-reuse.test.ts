@@ -7,7 +7,7 @@ import { baselineKey } from '../../src/agent/baseline-cache.js';
 import type { BaseState, EventOf } from '../../src/events/schema.js';
 import { renderVerification } from '../../src/publish/verification.js';
 import { FileBaselineStore } from '../../src/worker/baseline-store.js';
-import { reply } from '../support/model-sim/index.js';
+import { reply } from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 
 const baselineOf = (events: readonly { kind: string }[]): EventOf<'test_run'> => {

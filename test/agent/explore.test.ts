@@ -7,8 +7,8 @@ import type { AgentEvent } from '../../src/events/schema.js';
 import { DETAIL_LEVELS, trajectoryUnits } from '../../src/publish/trajectory.js';
 import { Redactor } from '../../src/publish/redact.js';
 import { StepGrouper } from '../../src/server/web/steps.js';
-import { reply, type Policy } from '../support/model-sim/index.js';
-import type { MessagesRequest } from '../support/model-sim/types.js';
+import { reply, type Policy } from '../../src/model-sim/index.js';
+import type { MessagesRequest } from '../../src/model-sim/types.js';
 import { startHarness } from '../support/agent-harness.js';
 
 const isExplorer = (r: MessagesRequest): boolean => JSON.stringify(r.system).includes('exploration helper');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { reduceState } from '../../src/events/reduce-state.js';
 import type { EventOf } from '../../src/events/schema.js';
-import { hang, reply, type Policy } from '../support/model-sim/index.js';
+import { hang, reply, type Policy } from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 
 const always =

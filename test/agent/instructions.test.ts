@@ -16,7 +16,7 @@ import { buildMessages } from '../../src/agent/conversation.js';
 import type { AgentEvent, RepoInstruction } from '../../src/events/schema.js';
 import { renderPullRequest } from '../../src/publish/pr-body.js';
 import { Redactor } from '../../src/publish/redact.js';
-import { reply, scripted } from '../support/model-sim/index.js';
+import { reply, scripted } from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 
 const source = (files: Record<string, string>): InstructionSource => ({

@@ -15,8 +15,8 @@ import { AnthropicModel } from '../../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../../src/model/pricing.js';
 import { IMAGES } from '../../src/sandbox/docker/choose-image.js';
 import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
-import { reply, scripted, startModelSimulator } from '../support/model-sim/index.js';
-import type { MessagesRequest } from '../support/model-sim/types.js';
+import { reply, scripted, startModelSimulator } from '../../src/model-sim/index.js';
+import type { MessagesRequest } from '../../src/model-sim/types.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const KEY = 'sk-ant-mcp-test';

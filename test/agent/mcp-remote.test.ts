@@ -15,8 +15,8 @@ import { Redactor } from '../../src/publish/redact.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
 import { tallied } from '../support/attack-log.js';
 import { startMcpHttpServer } from '../support/mcp-http-server.js';
-import { reply, scripted, type Policy } from '../support/model-sim/index.js';
-import type { MessagesRequest } from '../support/model-sim/types.js';
+import { reply, scripted, type Policy } from '../../src/model-sim/index.js';
+import type { MessagesRequest } from '../../src/model-sim/types.js';
 import { startHarness } from '../support/agent-harness.js';
 
 const TOKEN = 'mcp-deploy-token-5f2e9c7a1b';

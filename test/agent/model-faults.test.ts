@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { EventOf } from '../../src/events/schema.js';
-import { httpError, oracle, reply } from '../support/model-sim/index.js';
+import { httpError, oracle, reply } from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
 

@@ -9,7 +9,7 @@ import type { EventOf } from '../../src/events/schema.js';
 import { renderPullRequest } from '../../src/publish/pr-body.js';
 import { Redactor } from '../../src/publish/redact.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
-import { reply, scripted } from '../support/model-sim/index.js';
+import { reply, scripted } from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 
 let dir: string;

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { buildWeb } from '../../scripts/build-web.js';
 import type { RunSummary } from '../../src/server/web/types.js';
-import { hang, oracle, reply, type Policy } from '../support/model-sim/index.js';
+import { hang, oracle, reply, type Policy } from '../../src/model-sim/index.js';
 import { startStack, type Stack } from '../support/pipeline.js';
 import { routeByTag } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';

@@ -6,7 +6,7 @@ import { ACTION_ENTRY, runBundledAction } from '../support/action-runner.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
 import { makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
-import { startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
+import { startModelSimulator, type ModelSimulator } from '../../src/model-sim/index.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
 
 const OWNER = 'acme';

@@ -16,7 +16,7 @@ import {
   oracle,
   startModelSimulator,
   type ModelSimulator,
-} from '../support/model-sim/index.js';
+} from '../../src/model-sim/index.js';
 import { ROOT } from '../support/pipeline.js';
 import {
   bashThenOracle,

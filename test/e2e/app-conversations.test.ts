@@ -17,7 +17,7 @@ import {
   reply,
   type ModelSimulator,
   type Policy,
-} from '../support/model-sim/index.js';
+} from '../../src/model-sim/index.js';
 import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import { faultOnceAt, requestText, routeByTag, taskText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hang, reply } from '../support/model-sim/index.js';
+import { hang, reply } from '../../src/model-sim/index.js';
 import { filesUnder } from '../support/fixture-repo.js';
 import { startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';

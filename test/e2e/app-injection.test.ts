@@ -9,7 +9,7 @@ import { after, before, describe } from 'node:test';
 import { parse as parseYaml } from 'yaml';
 import { FIXTURES } from '../support/fixture-repo.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
-import { oracle, reply, type ModelSimulator } from '../support/model-sim/index.js';
+import { oracle, reply, type ModelSimulator } from '../../src/model-sim/index.js';
 import { activeMarkdown } from '../support/inert-markdown.js';
 import { ROOT, startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import { requestText, routeByTag, taskText } from '../support/pipeline-fixtures.js';

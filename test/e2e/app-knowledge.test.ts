@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { commitFiles, gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
 import { startMcpHttpServer } from '../support/mcp-http-server.js';
-import { oracle, reply, type Policy } from '../support/model-sim/index.js';
+import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
 import { startStack } from '../support/pipeline.js';
 import { requestText, taskText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { startStack } from '../support/pipeline.js';
 import type { EventOf } from '../../src/events/schema.js';
-import { oracle } from '../support/model-sim/index.js';
+import { oracle } from '../../src/model-sim/index.js';
 import { manyStepsThenOracle } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import { describeTimeline, jobTimeline } from '../support/timeline.js';

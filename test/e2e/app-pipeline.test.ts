@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { makeFixtureRepo, gitOutput } from '../support/fixture-repo.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
-import { httpError, oracle, type ModelSimulator } from '../support/model-sim/index.js';
+import { httpError, oracle, type ModelSimulator } from '../../src/model-sim/index.js';
 import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import {
   bashThenOracle,

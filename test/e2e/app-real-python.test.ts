@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { oracle } from '../support/model-sim/index.js';
+import { oracle } from '../../src/model-sim/index.js';
 import { readJobRun, startStack } from '../support/pipeline.js';
 import { buildWheels, startPackageIndex } from '../support/pypi-index.js';
 import { redisSkipReason } from '../support/redis-server.js';

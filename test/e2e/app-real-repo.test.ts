@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { oracle } from '../support/model-sim/index.js';
+import { oracle } from '../../src/model-sim/index.js';
 import { commitFiles, filesUnder, FIXTURES, makeFixtureRepo } from '../support/fixture-repo.js';
 import { routeByTag } from '../support/pipeline-fixtures.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';

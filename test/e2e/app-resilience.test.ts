@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { GitHubSim } from '../support/github-sim/index.js';
-import { hang, oracle, type ModelSimulator } from '../support/model-sim/index.js';
+import { hang, oracle, type ModelSimulator } from '../../src/model-sim/index.js';
 import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import { faultOnceAt, requestText, routeByTag } from '../support/pipeline-fixtures.js';
 import { redisSkipReason, type TestRedis } from '../support/redis-server.js';

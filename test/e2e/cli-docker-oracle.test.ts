@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { reduceState } from '../../src/events/reduce-state.js';
-import { oracle, startModelSimulator } from '../support/model-sim/index.js';
+import { oracle, startModelSimulator } from '../../src/model-sim/index.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';

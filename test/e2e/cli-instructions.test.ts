@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import { reply, scripted, startModelSimulator } from '../support/model-sim/index.js';
-import type { MessagesRequest } from '../support/model-sim/types.js';
+import { reply, scripted, startModelSimulator } from '../../src/model-sim/index.js';
+import type { MessagesRequest } from '../../src/model-sim/types.js';
 import { cliEnv, runCli } from '../support/cli.js';
 import { gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
 

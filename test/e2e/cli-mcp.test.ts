@@ -7,7 +7,7 @@ import { FileEventStore } from '../../src/events/file-event-store.js';
 import type { EventOf } from '../../src/events/schema.js';
 import { cliEnv, runCli } from '../support/cli.js';
 import { commitFiles, makeFixtureRepo } from '../support/fixture-repo.js';
-import { reply, scripted, startModelSimulator } from '../support/model-sim/index.js';
+import { reply, scripted, startModelSimulator } from '../../src/model-sim/index.js';
 
 const KEY = 'sk-ant-cli-mcp-0123456789';
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { reduceState } from '../../src/events/reduce-state.js';
-import { oracle, startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
+import { oracle, startModelSimulator, type ModelSimulator } from '../../src/model-sim/index.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { gitOutput, makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
 

@@ -4,13 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import {
-  hang,
-  oracle,
-  reply,
-  startModelSimulator,
-  type MessagesRequest,
-} from '../support/model-sim/index.js';
+import { hang, oracle, reply, startModelSimulator, type MessagesRequest } from '../../src/model-sim/index.js';
 import { cliEnv, lastJson, runCli, startCli } from '../support/cli.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
 

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import { oracle, startModelSimulator, type ModelSimulator } from '../support/model-sim/index.js';
+import { oracle, startModelSimulator, type ModelSimulator } from '../../src/model-sim/index.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
 import { commitFiles, gitOutput, makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { applyFileHunks, applyPatch, PatchDoesNotApply } from '../support/model-sim/git-apply.js';
-import { parseUnifiedDiff } from '../support/model-sim/unified-diff.js';
+import { applyFileHunks, applyPatch, PatchDoesNotApply } from '../../src/model-sim/git-apply.js';
+import { parseUnifiedDiff } from '../../src/model-sim/unified-diff.js';
 import { GitScratch, type ApplyOutcome } from './git-fixtures.js';
 
 const scratch = new GitScratch();

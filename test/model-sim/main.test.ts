@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 
-const main = fileURLToPath(new URL('../support/model-sim/main.ts', import.meta.url));
+const main = fileURLToPath(new URL('../../src/model-sim/main.ts', import.meta.url));
 const patch = fileURLToPath(new URL('fixtures/two-files.patch', import.meta.url));
 
 void test('main.ts prints the listening line, serves the oracle, and exits 0 on SIGTERM', async (t) => {

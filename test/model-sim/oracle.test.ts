@@ -13,9 +13,9 @@ import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import type { Limits } from '../../src/events/schema.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
 import { startHarness } from '../support/agent-harness.js';
-import { oracle, oracleStep, planEdits, readConversation } from '../support/model-sim/policies/oracle.js';
-import { startModelSimulator } from '../support/model-sim/server.js';
-import { parseUnifiedDiff } from '../support/model-sim/unified-diff.js';
+import { oracle, oracleStep, planEdits, readConversation } from '../../src/model-sim/policies/oracle.js';
+import { startModelSimulator } from '../../src/model-sim/server.js';
+import { parseUnifiedDiff } from '../../src/model-sim/unified-diff.js';
 import { GitScratch, joinLines } from './git-fixtures.js';
 
 const fixture = (name: string): Promise<string> =>

@@ -13,11 +13,11 @@ import Anthropic, {
   ServiceUnavailableError,
 } from '@anthropic-ai/sdk';
 import type { MessageCreateParamsNonStreaming, Tool } from '@anthropic-ai/sdk/resources/messages/messages';
-import { hang, httpError, dropConnection, reply } from '../support/model-sim/replies.js';
-import { scripted } from '../support/model-sim/policies/scripted.js';
-import { startModelSimulator, type ModelSimulator } from '../support/model-sim/server.js';
-import type { ApiErrorStatus, Policy } from '../support/model-sim/types.js';
-import { countTokens } from '../support/model-sim/usage.js';
+import { hang, httpError, dropConnection, reply } from '../../src/model-sim/replies.js';
+import { scripted } from '../../src/model-sim/policies/scripted.js';
+import { startModelSimulator, type ModelSimulator } from '../../src/model-sim/server.js';
+import type { ApiErrorStatus, Policy } from '../../src/model-sim/types.js';
+import { countTokens } from '../../src/model-sim/usage.js';
 
 const API_KEY = 'sk-test-key';
 

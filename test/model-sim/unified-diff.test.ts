@@ -6,7 +6,7 @@ import {
   hunkOldText,
   parseUnifiedDiff,
   type FilePatch,
-} from '../support/model-sim/unified-diff.js';
+} from '../../src/model-sim/unified-diff.js';
 
 const fixture = (name: string): Promise<string> =>
   readFile(new URL(`fixtures/${name}`, import.meta.url), 'utf8');

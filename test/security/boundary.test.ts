@@ -6,7 +6,7 @@ import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
 import { LocalSandbox, canIsolate } from '../../src/sandbox/local/local-sandbox.js';
 import type { Sandbox } from '../../src/sandbox/sandbox.js';
-import { reply } from '../support/model-sim/index.js';
+import { reply } from '../../src/model-sim/index.js';
 import { dockerEngine, testOwner } from '../sandbox/docker/docker-test-support.js';
 import { attack, gitWorkspace, hostCanary, runScripted } from './support.js';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { canIsolate } from '../../src/sandbox/local/local-sandbox.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
-import { reply, scripted, startModelSimulator } from '../support/model-sim/index.js';
+import { reply, scripted, startModelSimulator } from '../../src/model-sim/index.js';
 import { dockerEngine } from '../sandbox/docker/docker-test-support.js';
 import { attack } from './support.js';
 

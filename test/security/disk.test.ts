@@ -6,7 +6,7 @@ import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
 import { createSandbox } from '../../src/sandbox/create-sandbox.js';
 import { LocalSandbox, canIsolate } from '../../src/sandbox/local/local-sandbox.js';
 import { DEFAULT_SPILL_LIMIT } from '../../src/sandbox/output-capture.js';
-import { reply } from '../support/model-sim/index.js';
+import { reply } from '../../src/model-sim/index.js';
 import { dockerEngine, dockerTest, testOwner } from '../sandbox/docker/docker-test-support.js';
 import { SandboxError } from '../../src/sandbox/sandbox.js';
 import { attack, gitWorkspace, runScripted } from './support.js';

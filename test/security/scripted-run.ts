@@ -14,7 +14,7 @@ import {
   startModelSimulator,
   type ModelSimulator,
   type ScriptStep,
-} from '../support/model-sim/index.js';
+} from '../../src/model-sim/index.js';
 
 const KEY = 'sk-ant-attack-suite';
 

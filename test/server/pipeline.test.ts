@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { oracle } from '../support/model-sim/index.js';
+import { oracle } from '../../src/model-sim/index.js';
 import { startStack, type Stack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import type { RunSummary } from '../../src/server/runs.js';

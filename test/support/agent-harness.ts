@@ -10,7 +10,7 @@ import type { BaseState, Limits } from '../../src/events/schema.js';
 import { AnthropicModel } from '../../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../../src/model/pricing.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
-import { startModelSimulator, type ModelSimulator, type Policy } from './model-sim/index.js';
+import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
 import { makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
 
 export const TEST_KEY = 'sk-ant-harness';

@@ -1,5 +1,5 @@
-import type { Fault, MessagesRequest, Policy } from './model-sim/index.js';
-import { oracle, reply } from './model-sim/index.js';
+import type { Fault, MessagesRequest, Policy } from '../../src/model-sim/index.js';
+import { oracle, reply } from '../../src/model-sim/index.js';
 
 /** The text of the first user message of a request: the task, which names the issue. */
 export function taskText(request: MessagesRequest): string {

@@ -8,7 +8,7 @@ import { FileEventStore } from '../../src/events/file-event-store.js';
 import type { AgentEvent, BaseState } from '../../src/events/schema.js';
 import { makeFixtureRepo, type FixtureName, type FixtureRepo } from './fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
-import { startModelSimulator, type ModelSimulator, type Policy } from './model-sim/index.js';
+import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
 import { freePort, startRedis, type TestRedis } from './redis-server.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
