@@ -4,37 +4,28 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs, promisify, type ParseArgsConfig } from 'node:util';
 import { pino } from 'pino';
-import { parse as parseYaml } from 'yaml';
-import { startMcpServers } from '../agent/mcp/servers.js';
-import { runAgent, type Outcome } from '../agent/run-agent.js';
-import { defaultTools } from '../agent/tools/index.js';
 import { newBaseState } from '../agent/new-run.js';
-import { collectInstructions, probeInstructionSource } from '../agent/instructions.js';
+import type { Outcome } from '../agent/run-agent.js';
 import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
-import { mergeMcp, type McpConfig } from '../config/mcp-config.js';
-import {
-  parseRepoConfig,
-  REPO_CONFIG_PATH,
-  RepoConfigError,
-  type RepoConfig,
-} from '../config/repo-config.js';
-import { EnvironmentSetupError } from '../environment/errors.js';
-import { hostProbe } from '../environment/host-probe.js';
-import { planEnvironment } from '../environment/plan.js';
-import { failedSetupOutput } from '../publish/environment.js';
-import { Redactor } from '../publish/redact.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
-import type { EnvironmentRecord, Limits, RepoInstruction, Task } from '../events/schema.js';
+import type { EnvironmentRecord, Limits, Task } from '../events/schema.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
-import { createSandbox } from '../sandbox/create-sandbox.js';
-import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
-import type { Sandbox } from '../sandbox/sandbox.js';
-import { applyToCheckout, cliHidePaths, copyCheckout, WorkspaceCopyError } from './workspace-copy.js';
+import { applyToCheckout } from './workspace-copy.js';
+import { evalCommand, EVAL_USAGE } from './eval-command.js';
 import { ProgressPrinter } from './progress.js';
 import { taskFromText } from './task-text.js';
 import { renderTrajectory } from './render-trajectory.js';
+import {
+  openWorkspace,
+  recordedKind,
+  runInWorkspace,
+  sandboxKind,
+  SetupError,
+  UsageError,
+  type CliWorkspace,
+} from './workspace.js';
 
 const run = promisify(execFile);
 
@@ -44,6 +35,7 @@ const USAGE = `usage:
                       [--setup on|off] [--test-command CMD] [--allow-dirty] [--json]
   issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker|unconfined] [--setup on|off] [--json]
   issue-agent replay <trajectory-dir> [--json]
+${EVAL_USAGE}
 
 --setup on (default): before the agent, the checkout's setup (from .github/issue-agent.yml or detected
   from its lockfile) runs in the sandbox through the egress proxy; off: none. Not in --sandbox unconfined.
@@ -52,9 +44,6 @@ environment: ANTHROPIC_API_KEY (required to run), ANTHROPIC_BASE_URL, ISSUE_AGEN
   ISSUE_AGENT_RUNS_DIR (where trajectories go), ISSUE_AGENT_MAX_* (budgets), ISSUE_AGENT_EGRESS_*,
   ISSUE_AGENT_EXTRA_CA_CERTS, ISSUE_AGENT_NPM_REGISTRY, ISSUE_AGENT_PIP_INDEX_URL,
   ISSUE_AGENT_SETUP_SECRET_<NAME> (setup), see README and docs/environments.md.`;
-
-/** Bad usage or bad input: exit 2, one line, nothing touched. */
-class UsageError extends Error {}
 
 const EXIT = { resolved: 0, other: 1, usage: 2, failed: 3 } as const;
 
@@ -84,8 +73,10 @@ async function main(argv: readonly string[]): Promise<number> {
       return resumeCommand(rest, env);
     case 'replay':
       return replayCommand(rest);
+    case 'eval':
+      return evalCommand(rest, env);
     default:
-      throw new UsageError(`unknown command "${command}" (expected resolve, resume or replay)`);
+      throw new UsageError(`unknown command "${command}" (expected resolve, resume, replay or eval)`);
   }
 }
 
@@ -110,193 +101,10 @@ function positiveNumber(name: string, raw: string | undefined, integer: boolean)
   return n;
 }
 
-/**
- * local: a shell in namespaces (no network, no host processes, the user's checkout, home and
- * trajectories hidden); docker: a hardened container; unconfined: a plain child process of the
- * user (it can read everything the user can, the network included): only for trusted work.
- */
-type CliSandbox = 'local' | 'docker' | 'unconfined';
-
-function sandboxKind(raw: string | undefined): CliSandbox {
-  if (raw === undefined || raw === 'local') return 'local';
-  if (raw === 'docker' || raw === 'unconfined') return raw;
-  throw new UsageError(`--sandbox must be local, docker or unconfined, got "${raw}"`);
-}
-
-/** Recorded in the trajectory: what resume uses when --sandbox is not given. */
-function recordedKind(kind: string, confined: boolean): CliSandbox {
-  if (kind === 'docker') return 'docker';
-  return confined ? 'local' : 'unconfined';
-}
-
-interface CliWorkspace {
-  readonly copy: string;
-  /** The checkout's instruction files, read from the copy before any sandbox process saw it. */
-  readonly instructions: readonly RepoInstruction[];
-  readonly sandbox: Sandbox;
-  /** The deployment's (ISSUE_AGENT_MCP_CONFIG) and the checkout's MCP servers. */
-  readonly mcp: McpConfig;
-  /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
-  readonly environment: EnvironmentRecord | null;
-  close(): Promise<void>;
-}
-
 function setupFlag(raw: string | undefined): boolean {
   if (raw === undefined || raw === 'on') return true;
   if (raw === 'off') return false;
   throw new UsageError(`--setup must be on or off, got "${raw}"`);
-}
-
-/**
- * The checkout's `.github/issue-agent.yml` (its committed version: read from the copy, which no
- * sandbox process has touched yet, through the probe that refuses links). Only its environment keys
- * matter here; the rest (labels, who may trigger) is the App's.
- */
-async function checkoutConfig(copy: string): Promise<RepoConfig> {
-  const text = await hostProbe(copy).readText(REPO_CONFIG_PATH);
-  let raw: unknown = null;
-  if (text !== null) {
-    try {
-      raw = parseYaml(text) as unknown;
-    } catch (error) {
-      throw new UsageError(
-        `${REPO_CONFIG_PATH} is not valid YAML: ${error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error)}`,
-      );
-    }
-  }
-  try {
-    return parseRepoConfig(raw, { label: 'issue-agent', handle: '@issue-agent' });
-  } catch (error) {
-    if (error instanceof RepoConfigError)
-      throw new UsageError(
-        `${REPO_CONFIG_PATH} is invalid:\n${error.problems.map((p) => `  - ${p}`).join('\n')}`,
-      );
-    throw error;
-  }
-}
-
-/** Setup failed: what ran, and the output of the command that failed (secrets removed). */
-class SetupError extends Error {}
-
-/** A copy of the checkout and a sandbox over it (see workspace-copy.ts). */
-async function openWorkspace(
-  repo: string,
-  kind: CliSandbox,
-  env: AgentEnv,
-  trajectory: string,
-  runId: string,
-  setup: boolean,
-): Promise<CliWorkspace> {
-  let copy: Awaited<ReturnType<typeof copyCheckout>>;
-  try {
-    copy = await copyCheckout(repo, runId);
-  } catch (error) {
-    if (error instanceof WorkspaceCopyError) throw new UsageError(`${repo}: ${error.message}`);
-    throw error;
-  }
-  const closeCopy = (): Promise<void> => copy.cleanup();
-  try {
-    const config = await checkoutConfig(copy.dir);
-    const mcp = mergeMcp(env.mcp?.config ?? null, config.mcp);
-    const instructions = await collectInstructions(probeInstructionSource(hostProbe(copy.dir)));
-    const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && setup };
-    const redactor = new Redactor([
-      ...Object.values(settings.setupSecrets),
-      ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
-    ]);
-    const scrub = (text: string): string => redactor.redact(text);
-    if (kind === 'unconfined') {
-      const sandbox = await createSandbox({
-        kind: 'local',
-        workspace: copy.dir,
-        path: env.sandboxPath,
-        jobId: 'cli',
-        limits: env.sandboxLimits,
-      });
-      return {
-        copy: copy.dir,
-        instructions,
-        sandbox,
-        mcp,
-        environment: null,
-        close: async () => {
-          await sandbox.close();
-          await closeCopy();
-        },
-      };
-    }
-    // The copy was made by this process and no sandbox process has seen it: reading it is safe.
-    const plan = await planEnvironment(hostProbe(copy.dir), config);
-    if (settings.setupEnabled && plan.setup.commands.length > 0) {
-      process.stderr.write(
-        `setup: ${plan.setup.commands.map((c) => c.command).join(' && ')} (${plan.setup.reason})\n`,
-      );
-    }
-    const logger = pino({ level: env.logLevel, base: { run: runId } }, pino.destination(2));
-    const prepared =
-      kind === 'docker'
-        ? await (
-            await import('../environment/prepare.js')
-          ).prepareEnvironment({
-            workspace: copy.dir,
-            probe: hostProbe(copy.dir),
-            jobId: 'cli',
-            // The cache is keyed by the checkout's path: entries never cross repositories.
-            repoKey: `local:${repo}`,
-            plan,
-            settings,
-            limits: env.sandboxLimits,
-            mayStoreCache: true,
-            scrub,
-            logger,
-          })
-        : await (
-            await import('../environment/prepare-local.js')
-          ).prepareLocalEnvironment({
-            workspace: copy.dir,
-            plan,
-            settings,
-            path: env.sandboxPath,
-            isolate: {
-              hide: cliHidePaths({
-                repo,
-                copy: copy.dir,
-                trajectory,
-                runsDir: env.runsDir,
-                home: process.env.HOME,
-                path: env.sandboxPath,
-              }),
-              workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
-            },
-            scrub,
-            logger,
-          });
-    return {
-      copy: copy.dir,
-      instructions,
-      mcp,
-      sandbox: prepared.sandbox,
-      environment: prepared.record,
-      close: async () => {
-        await prepared.sandbox.close();
-        await prepared.close();
-        await closeCopy();
-      },
-    };
-  } catch (error) {
-    await closeCopy();
-    if (error instanceof EnvironmentSetupError) {
-      const output = failedSetupOutput(error.record);
-      throw new SetupError(
-        `setup failed: ${error.message}${output === '' ? '' : `\n${output.trimEnd()}`}\n(fix the command, change setup: in ${REPO_CONFIG_PATH}, or pass --setup off)`,
-      );
-    }
-    if (error instanceof Error && error.name === 'SandboxError' && kind === 'local')
-      throw new UsageError(
-        `${error.message}. Use --sandbox docker, or --sandbox unconfined to run without isolation (trusted work only).`,
-      );
-    throw error;
-  }
 }
 
 async function git(dir: string, args: readonly string[]): Promise<string> {
@@ -490,33 +298,15 @@ async function execute(
     pino.destination(2),
   );
   progressOut.write(`trajectory: ${store.location}\n`);
-  const { sandbox } = ws;
-  // Known secrets (the model key, MCP header values) never reach the trajectory.
-  const redactor = new Redactor([
-    ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
-    ...(env.mcp?.secrets ?? []),
-  ]);
   let outcome: Outcome;
   try {
-    const mcp = await startMcpServers(sandbox, ws.mcp, {
-      allowCidrs: env.environment.allowCidrs,
-      extraCaPem: env.environment.extraCaPem,
-      logger,
-    });
-    outcome = await runAgent({
-      store,
-      sandbox,
-      model: m,
-      prices: env.prices,
+    outcome = await runInWorkspace(store, ws, m, env, {
       signal: controller.signal,
       logger,
-      tools: new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]),
-      notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
-      scrub: (text) => redactor.redact(text),
       onEvent: (e) => {
         printer.onEvent(e);
       },
-    }).finally(() => mcp.close());
+    });
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

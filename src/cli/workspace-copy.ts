@@ -50,7 +50,8 @@ export class WorkspaceCopyError extends Error {
   override readonly name = 'WorkspaceCopyError';
 }
 
-function git(args: readonly string[], options: { input?: Buffer } = {}): Promise<string> {
+/** git on the host with the pinned, hardened configuration (no hooks, no user config, no remotes). */
+export function git(args: readonly string[], options: { input?: Buffer } = {}): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     const child = execFile(
       'git',

@@ -17,15 +17,25 @@ export const IMAGE_REPOSITORIES: { readonly [K in ImageKind]: string } = {
 };
 
 /** Python project files at the repository root: pyproject.toml, setup.py, setup.cfg, requirements*.txt. */
+/** Files at a root that say the project is Python's (a bare pytest setup counts: its tests need pytest). */
+const PYTHON_MARKERS = new Set([
+  'pyproject.toml',
+  'setup.py',
+  'setup.cfg',
+  'Pipfile',
+  'pytest.ini',
+  'tox.ini',
+  'conftest.py',
+]);
+
 export function isPythonProject(rootFiles: readonly string[]): boolean {
-  return rootFiles.some(
-    (f) => f === 'pyproject.toml' || f === 'setup.py' || f === 'setup.cfg' || /^requirements.*\.txt$/.test(f),
-  );
+  return rootFiles.some((f) => PYTHON_MARKERS.has(f) || /^requirements.*\.txt$/.test(f));
 }
 
 /**
  * The sandbox image for a repository, from the files at its root: package.json → node;
- * pyproject.toml, setup.py, setup.cfg or requirements*.txt → python; otherwise base. A per-repo
+ * pyproject.toml, setup.py, setup.cfg, Pipfile, requirements*.txt, pytest.ini, tox.ini or
+ * conftest.py → python; otherwise base. A per-repo
  * setting wins: pass `override` (an image kind or a full image reference).
  */
 export function chooseImageKind(rootFiles: readonly string[]): ImageKind {

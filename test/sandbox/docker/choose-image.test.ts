@@ -8,6 +8,8 @@ import { chooseImage, chooseImageKind } from '../../../src/sandbox/docker/choose
 test('chooseImageKind: node for package.json, python for pyproject/requirements/setup.py, base otherwise', () => {
   assert.equal(chooseImageKind(['package.json', 'README.md']), 'node');
   assert.equal(chooseImageKind(['pyproject.toml']), 'python');
+  assert.equal(chooseImageKind(['pytest.ini', 'stats.py']), 'python', 'a bare pytest project');
+  assert.equal(chooseImageKind(['conftest.py']), 'python');
   assert.equal(chooseImageKind(['requirements-dev.txt']), 'python');
   assert.equal(chooseImageKind(['setup.py']), 'python');
   assert.equal(chooseImageKind(['Makefile', 'main.c']), 'base');

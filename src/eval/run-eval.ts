@@ -1,0 +1,315 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import { newBaseState } from '../agent/new-run.js';
+import type { AgentEnv } from '../config/agent-env.js';
+import { FileEventStore } from '../events/file-event-store.js';
+import { reduceState, totalTokens } from '../events/reduce-state.js';
+import type { Usage } from '../events/schema.js';
+import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/index.js';
+import { AnthropicModel } from '../model/anthropic-model.js';
+import { openWorkspace, recordedKind, runInWorkspace, type CliSandbox } from '../cli/workspace.js';
+import { taskFromText } from '../cli/task-text.js';
+import { checkoutAt } from './checkout.js';
+import { grade, type Grade } from './grade.js';
+import type { EvalTask } from './tasks.js';
+
+/**
+ * `issue-agent eval`: every task through the same core as `issue-agent resolve` (a copy of the
+ * checkout at the base commit, the sandbox with its prepared environment, the agent with its own
+ * verification), then graded by the harness (grade.ts). Tasks run in parallel, `concurrency` at a
+ * time. Everything a task produces is in `<out>/tasks/<instance_id>/`: its event log
+ * (`trajectory/`) and, once graded, `result.json`. So a second run with the same `--out` skips
+ * graded tasks, resumes a task whose process died mid-run from its event log (no answered model
+ * call asked again), grades a finished but ungraded one, and starts over a task that was cancelled
+ * (an interrupt: its log ends with the cancellation, which the agent does not continue).
+ */
+
+export interface TaskResult {
+  readonly instance_id: string;
+  readonly resolved: boolean;
+  /** The agent's outcome (resolved, unverified, …), or `error` when the harness failed the task. */
+  readonly outcome: string;
+  readonly outcomeReason: string | null;
+  readonly grade: Grade | null;
+  readonly model: string;
+  readonly usage: Usage;
+  readonly tokens: number;
+  readonly usd: number;
+  readonly steps: number;
+  /** The agent's working time from its event log (all segments, resumed ones included). */
+  readonly agentMs: number;
+  /** This task's wall time in the run that finished it, and the part spent running tests. */
+  readonly wallMs: number;
+  readonly testMs: number;
+  /** The model's patch (SWE-bench's `model_patch`), or null. */
+  readonly patch: string | null;
+  readonly trajectory: string;
+}
+
+export interface EvalProgress {
+  readonly total: number;
+  readonly done: number;
+  readonly resolved: number;
+  readonly usd: number;
+  readonly running: readonly string[];
+  /** The task that just finished (null for a start notice), and whether it came from an earlier run. */
+  readonly finished: { readonly result: TaskResult; readonly earlier: boolean } | null;
+}
+
+export interface EvalOptions {
+  readonly tasks: readonly EvalTask[];
+  readonly out: string;
+  readonly concurrency: number;
+  readonly kind: CliSandbox;
+  readonly setup: boolean;
+  readonly env: AgentEnv;
+  /** `oracle`: each task's gold patch through the model simulator; otherwise the configured model. */
+  readonly model: 'oracle' | 'configured';
+  /** Where `repo: owner/name` tasks are found: `<reposDir>/<owner>/<name>` or `<owner>__<name>`. */
+  readonly reposDir: string | null;
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+  readonly onProgress?: ((p: EvalProgress) => void) | undefined;
+}
+
+export interface EvalRun {
+  /** In task-file order; a task interrupted before it finished has none. */
+  readonly results: readonly TaskResult[];
+  readonly interrupted: readonly string[];
+  readonly wallMs: number;
+}
+
+const ZERO: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+
+export async function runEval(options: EvalOptions): Promise<EvalRun> {
+  const started = performance.now();
+  await mkdir(join(options.out, 'tasks'), { recursive: true });
+  const results = new Map<string, TaskResult>();
+  const interrupted: string[] = [];
+  const running = new Set<string>();
+  let resolved = 0;
+  let usd = 0;
+  const report = (finished: EvalProgress['finished']): void => {
+    options.onProgress?.({
+      total: options.tasks.length,
+      done: results.size,
+      resolved,
+      usd,
+      running: [...running],
+      finished,
+    });
+  };
+  const queue = [...options.tasks];
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      if (options.signal.aborted) return;
+      const task = queue.shift();
+      if (task === undefined) return;
+      running.add(task.instance_id);
+      report(null);
+      const r = await runTask(task, options).catch((error: unknown): TaskRun => ({
+        kind: 'done',
+        earlier: false,
+        result: failedResult(
+          task,
+          options,
+          `the harness failed: ${error instanceof Error ? error.message : String(error)}`,
+        ),
+      }));
+      running.delete(task.instance_id);
+      if (r.kind === 'interrupted') {
+        interrupted.push(task.instance_id);
+        continue;
+      }
+      if (!r.earlier) await writeJson(join(taskFolder(options.out, task), 'result.json'), r.result);
+      results.set(task.instance_id, r.result);
+      if (r.result.resolved) resolved += 1;
+      usd += r.result.usd;
+      report({ result: r.result, earlier: r.earlier });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
+  for (const t of queue) interrupted.push(t.instance_id);
+  return {
+    results: options.tasks.flatMap((t) => results.get(t.instance_id) ?? []),
+    interrupted,
+    wallMs: performance.now() - started,
+  };
+}
+
+type TaskRun =
+  | { readonly kind: 'done'; readonly result: TaskResult; readonly earlier: boolean }
+  | { readonly kind: 'interrupted' };
+
+export function taskFolder(out: string, task: Pick<EvalTask, 'instance_id'>): string {
+  return join(out, 'tasks', task.instance_id);
+}
+
+async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
+  const folder = taskFolder(options.out, task);
+  const resultFile = join(folder, 'result.json');
+  if (existsSync(resultFile)) {
+    return {
+      kind: 'done',
+      earlier: true,
+      result: JSON.parse(await readFile(resultFile, 'utf8')) as TaskResult,
+    };
+  }
+  const started = performance.now();
+  const repo = repoOf(task, options.reposDir);
+  if (options.model === 'oracle' && task.patch === undefined) {
+    return {
+      kind: 'done',
+      earlier: false,
+      result: failedResult(task, options, "the oracle needs the task's gold patch (`patch`)"),
+    };
+  }
+  const trajectory = join(folder, 'trajectory');
+  await mkdir(folder, { recursive: true });
+  let store: FileEventStore | null = null;
+  if (existsSync(join(trajectory, 'base_state.json'))) {
+    store = FileEventStore.open(trajectory);
+    if (reduceState(store.events).outcome?.outcome === 'cancelled') {
+      await rm(trajectory, { recursive: true, force: true });
+      store = null;
+    }
+  }
+  // Stable per task and output folder: a resumed run finds its workspace at the same path.
+  const key = `eval-${createHash('sha256').update(`${options.out}\0${task.instance_id}`).digest('hex').slice(0, 20)}`;
+  let sim: ModelSimulator | null = null;
+  const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
+  if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
+  if (options.model === 'oracle')
+    sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
+  const model = new AnthropicModel({
+    apiKey,
+    model: store?.base.model ?? options.env.model,
+    baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
+    maxAttempts: options.env.modelMaxAttempts,
+    baseBackoffMs: options.env.modelRetryBaseMs,
+  });
+  const logger = options.logger.child({ task: task.instance_id });
+  try {
+    const checkout = await checkoutAt(repo, task.base_commit);
+    try {
+      const ws = await openWorkspace(checkout.dir, options.kind, options.env, folder, key, options.setup);
+      try {
+        if (store === null) {
+          const base = await newBaseState({
+            task: { ...taskFromText(task.problem_statement), source: task.instance_id },
+            sandbox: ws.sandbox,
+            model: model.name,
+            limits: options.env.limits,
+            conversationId: key,
+            workspacePath: repo,
+            sandboxLabel: recordedKind(ws.sandbox.kind, options.kind === 'local'),
+            environment: ws.environment,
+            instructions: { ref: 'the base commit', commit: task.base_commit, files: [...ws.instructions] },
+          });
+          store = FileEventStore.create(trajectory, base);
+        }
+        await runInWorkspace(store, ws, model, options.env, { signal: options.signal, logger });
+      } finally {
+        await ws.close();
+      }
+    } finally {
+      await checkout.cleanup();
+    }
+  } finally {
+    await sim?.close();
+  }
+  const state = reduceState(store.events);
+  const outcome = state.outcome;
+  if (outcome === null || outcome.outcome === 'cancelled' || options.signal.aborted)
+    return { kind: 'interrupted' };
+  const patch =
+    state.lastCheckpoint?.tree === store.base.workspace.baseTree
+      ? null
+      : (state.lastCheckpoint?.diff ?? null);
+  const graded = await grade({
+    task,
+    repo,
+    patch,
+    kind: options.kind,
+    env: options.env,
+    setup: options.setup,
+    folder,
+    key: `${key}-grade`,
+    logger,
+    signal: options.signal,
+  });
+  // Read again: grading may have been interrupted (TypeScript keeps the narrowing from above).
+  if (isAborted(options.signal)) return { kind: 'interrupted' };
+  const agentTests = store.events.reduce(
+    (ms, e) => ms + (e.kind === 'test_run' && e.reusedFrom === undefined ? e.durationMs : 0),
+    0,
+  );
+  return {
+    kind: 'done',
+    earlier: false,
+    result: {
+      instance_id: task.instance_id,
+      resolved: graded.status === 'resolved',
+      outcome: outcome.outcome,
+      outcomeReason: outcome.reason,
+      grade: graded,
+      model: options.model === 'oracle' ? 'oracle' : store.base.model,
+      usage: state.usage,
+      tokens: totalTokens(state.usage),
+      usd: state.usd,
+      steps: state.steps,
+      agentMs: state.elapsedMs,
+      wallMs: performance.now() - started,
+      testMs: agentTests + graded.testMs,
+      patch,
+      trajectory,
+    },
+  };
+}
+
+function repoOf(task: EvalTask, reposDir: string | null): string {
+  if (task.repo_path !== undefined) return task.repo_path;
+  const [owner = '', name = ''] = (task.repo ?? '').split('/');
+  if (reposDir !== null) {
+    for (const candidate of [join(reposDir, owner, name), join(reposDir, `${owner}__${name}`)]) {
+      if (existsSync(candidate)) return candidate;
+    }
+  }
+  throw new Error(
+    `no local copy of ${task.repo ?? '(no repo)'}: give the task a repo_path, or --repos-dir with ${owner}/${name} in it`,
+  );
+}
+
+function failedResult(task: EvalTask, options: EvalOptions, reason: string): TaskResult {
+  return {
+    instance_id: task.instance_id,
+    resolved: false,
+    outcome: 'error',
+    outcomeReason: reason,
+    grade: null,
+    model: options.model === 'oracle' ? 'oracle' : options.env.model,
+    usage: ZERO,
+    tokens: 0,
+    usd: 0,
+    steps: 0,
+    agentMs: 0,
+    wallMs: 0,
+    testMs: 0,
+    patch: null,
+    trajectory: join(taskFolder(options.out, task), 'trajectory'),
+  };
+}
+
+async function writeJson(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  await rename(tmp, path);
+}
+
+function isAborted(signal: AbortSignal): boolean {
+  return signal.aborted;
+}

@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { FileEventStore } from '../../src/events/file-event-store.js';
+import { reduceState, totalTokens } from '../../src/events/reduce-state.js';
+import type { EvalSummary } from '../../src/eval/report.js';
+import type { TaskResult } from '../../src/eval/run-eval.js';
+import { cliEnv, runCli, startCli } from '../support/cli.js';
+import { buildTaskSet } from '../support/eval-tasks.js';
+import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+
+const env = cliEnv({});
+
+function readResults(out: string): TaskResult[] {
+  return readFileSync(join(out, 'results.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as TaskResult);
+}
+
+/** Must-show 4: every number of the report is what the per-task event logs say. */
+function assertAgreesWithLogs(out: string): void {
+  const results = readResults(out);
+  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as EvalSummary;
+  let tokens = 0;
+  let usd = 0;
+  let steps = 0;
+  for (const r of results) {
+    const state = reduceState(FileEventStore.open(r.trajectory).events);
+    assert.equal(r.tokens, totalTokens(state.usage), r.instance_id);
+    assert.deepEqual(r.usage, state.usage, r.instance_id);
+    assert.equal(r.usd, state.usd, r.instance_id);
+    assert.equal(r.steps, state.steps, r.instance_id);
+    assert.equal(r.agentMs, state.elapsedMs, r.instance_id);
+    assert.equal(r.outcome, state.outcome?.outcome, r.instance_id);
+    assert.ok(r.wallMs >= r.testMs && r.wallMs > 0, r.instance_id);
+    tokens += r.tokens;
+    usd += r.usd;
+    steps += r.steps;
+  }
+  assert.equal(summary.tokens, tokens);
+  assert.ok(Math.abs(summary.usd - usd) < 1e-9);
+  assert.equal(summary.steps, steps);
+  const resolved = results.filter((r) => r.resolved).length;
+  assert.equal(summary.resolved, resolved);
+  assert.equal(summary.resolvedPercent, Math.round((1000 * resolved) / summary.tasks) / 10);
+}
+
+dockerTest(
+  'eval with the oracle in Docker: 8 Python and JavaScript tasks resolved; a careless gold patch graded unresolved with the broken test named; the report agrees with the event logs',
+  async (_docker, t) => {
+    const set = buildTaskSet({ wrongGold: true });
+    t.after(() => {
+      set.cleanup();
+    });
+    const out = join(set.dir, 'out');
+    const r = await runCli(
+      ['eval', set.file, '--model', 'oracle', '--sandbox', 'docker', '--concurrency', '2', '--out', out],
+      env,
+    );
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+    const results = readResults(out);
+    assert.equal(results.length, 9);
+    for (const x of results.filter((x) => x.instance_id !== 'py-median-careless')) {
+      assert.equal(x.resolved, true, `${x.instance_id}: ${JSON.stringify(x.grade)}`);
+      assert.equal(x.grade?.tests.FAIL_TO_PASS.failure.length, 0);
+    }
+    const careless = results.find((x) => x.instance_id === 'py-median-careless');
+    assert.ok(careless?.grade);
+    assert.equal(careless.resolved, false);
+    assert.deepEqual(careless.grade.tests.FAIL_TO_PASS.success, ['tests/test_stats.py::test_even']);
+    assert.deepEqual(careless.grade.failing, [{ id: 'tests/test_stats.py::test_odd', status: 'failed' }]);
+    // The terminal report and the Markdown name it too, as a harness bug of the oracle run.
+    assert.match(
+      r.stdout,
+      /py-median-careless: 1 listed test\(s\) did not pass: tests\/test_stats\.py::test_odd \(failed\)/,
+    );
+    assert.match(readFileSync(join(out, 'summary.md'), 'utf8'), /## Harness bugs[\s\S]*py-median-careless/);
+    assert.match(r.stdout, /resolved: 8\/9 \(88\.9%\)/);
+    // SWE-bench's predictions file, for its own harness.
+    const predictions = readFileSync(join(out, 'predictions.jsonl'), 'utf8').trim().split('\n');
+    assert.equal(predictions.length, 9);
+    assert.match(predictions[0] ?? '', /"model_patch":"diff --git/);
+    // The agent never saw the test patch: its log has none of the new tests' names.
+    const log = JSON.stringify(FileEventStore.open(results[0]?.trajectory ?? '').events);
+    assert.doesNotMatch(log, /test_even/);
+    assertAgreesWithLogs(out);
+  },
+  { timeout: 900_000 },
+);
+
+test('eval interrupted (SIGINT) and run again: graded tasks are not redone, the rest finish; the report agrees with the logs', async (t) => {
+  const set = buildTaskSet({ only: ['py-clamp', 'js-range', 'js-unique', 'py-words'] });
+  t.after(() => {
+    set.cleanup();
+  });
+  const out = join(set.dir, 'out');
+  const args = [
+    'eval',
+    set.file,
+    '--model',
+    'oracle',
+    '--sandbox',
+    'local',
+    '--concurrency',
+    '1',
+    '--out',
+    out,
+  ];
+  const first = startCli(args, env);
+  const firstResult = join(out, 'tasks', 'py-clamp', 'result.json');
+  const deadline = Date.now() + 120_000;
+  while (!existsSync(firstResult) && Date.now() < deadline) await delay(50);
+  assert.ok(existsSync(firstResult), 'the first task finished');
+  first.kill('SIGINT');
+  const interrupted = await first.result;
+  assert.equal(interrupted.code, 130, interrupted.stderr);
+  assert.match(interrupted.stderr, /interrupted: cancelling the running tasks/);
+  const partial = readResults(out);
+  assert.ok(
+    partial.length >= 1 && partial.length < 4,
+    `${partial.length} tasks finished before the interrupt`,
+  );
+  const finishedBefore = new Map(
+    partial.map((r) => [r.instance_id, statSync(join(out, 'tasks', r.instance_id, 'result.json')).mtimeMs]),
+  );
+
+  const second = await runCli(args, env);
+  assert.equal(second.code, 0, second.stderr);
+  const results = readResults(out);
+  assert.deepEqual(
+    results.map((r) => r.instance_id),
+    ['py-clamp', 'py-words', 'js-range', 'js-unique'],
+  );
+  assert.ok(results.every((r) => r.resolved));
+  for (const [id, mtime] of finishedBefore) {
+    assert.equal(statSync(join(out, 'tasks', id, 'result.json')).mtimeMs, mtime, `${id} was not redone`);
+    assert.match(second.stderr, new RegExp(`${id}: resolved \\(earlier run\\)`));
+    const events = FileEventStore.open(join(out, 'tasks', id, 'trajectory')).events;
+    assert.equal(events.filter((e) => e.kind === 'run_resumed').length, 0);
+  }
+  assertAgreesWithLogs(out);
+});

@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseTasks, TaskFileError } from '../../src/eval/tasks.js';
+import { parsePytest, parseTap, statusOf } from '../../src/eval/test-results.js';
+import { testCommands } from '../../src/eval/grade.js';
+import { patchPaths } from '../../src/eval/checkout.js';
+
+const task = (over: Record<string, unknown> = {}): string =>
+  JSON.stringify({
+    instance_id: 'acme__calc-12',
+    repo: 'acme/calc',
+    base_commit: 'a'.repeat(40),
+    problem_statement: 'Average rounds wrong',
+    test_patch: 'diff --git a/t b/t\n',
+    FAIL_TO_PASS: '["tests/test_calc.py::test_avg"]',
+    PASS_TO_PASS: ['tests/test_calc.py::test_sum'],
+    hints_text: '',
+    ...over,
+  });
+
+test('SWE-bench instances: lists as JSON strings or arrays, extra fields ignored, repo_path relative to the file', () => {
+  const [t] = parseTasks(`${task({ repo_path: 'repos/calc' })}\n\n`, '/sets/one');
+  assert.ok(t);
+  assert.deepEqual(t.FAIL_TO_PASS, ['tests/test_calc.py::test_avg']);
+  assert.deepEqual(t.PASS_TO_PASS, ['tests/test_calc.py::test_sum']);
+  assert.equal(t.repo_path, '/sets/one/repos/calc');
+  assert.equal('hints_text' in t, false);
+});
+
+test('a bad task file names every bad line and runs nothing', () => {
+  const text = [
+    task(),
+    'not json',
+    task({ instance_id: '../escape' }),
+    task({ FAIL_TO_PASS: '[]' }),
+    task({ FAIL_TO_PASS: 'tests/x.py::t' }),
+    task({ repo: undefined }),
+    task(),
+  ].join('\n');
+  assert.throws(
+    () => parseTasks(text, '/'),
+    (e: unknown) =>
+      e instanceof TaskFileError &&
+      /line 2: not JSON/.test(e.message) &&
+      /line 3 \(\.\.\/escape\): instance_id/.test(e.message) &&
+      /line 4 .*FAIL_TO_PASS is empty/.test(e.message) &&
+      /line 5 .*a list of test ids/.test(e.message) &&
+      /line 6 .*needs repo \(owner\/name\) or repo_path/.test(e.message) &&
+      /line 7: instance_id acme__calc-12 appears twice/.test(e.message),
+  );
+  assert.throws(() => parseTasks('\n', '/'), /holds no task/);
+});
+
+test("pytest -rA and node's TAP are read per test; a test missing from the output has no status", () => {
+  const py = parsePytest(
+    [
+      '=========================== short test summary info ============================',
+      'PASSED tests/test_a.py::test_one',
+      'FAILED tests/test_a.py::test_two - AssertionError: assert 1 == 2',
+      'ERROR tests/test_b.py::test_setup',
+      'XFAIL tests/test_a.py::test_known - reason',
+      'SKIPPED [1] tests/test_a.py:9: no network',
+      'PASSED tests/test_a.py::test_param[a-b]',
+    ].join('\n'),
+  );
+  assert.equal(statusOf(py, 'tests/test_a.py::test_one'), 'passed');
+  assert.equal(statusOf(py, 'tests/test_a.py::test_two'), 'failed');
+  assert.equal(statusOf(py, 'tests/test_b.py::test_setup'), 'error');
+  assert.equal(statusOf(py, 'tests/test_a.py::test_known'), 'xfail');
+  assert.equal(statusOf(py, 'tests/test_a.py::test_param[a-b]'), 'passed');
+  assert.equal(statusOf(py, 'tests/test_a.py::test_absent'), null);
+
+  const tap = parseTap(
+    [
+      'TAP version 13',
+      '# Subtest: top passes',
+      'ok 1 - top passes',
+      '# Subtest: group',
+      '    # Subtest: inner ok',
+      '    ok 1 - inner ok',
+      '    # Subtest: inner bad',
+      '    not ok 2 - inner bad',
+      '      ---',
+      '      duration_ms: 1',
+      '      ...',
+      '    1..2',
+      'not ok 2 - group',
+      '# Subtest: skipped one',
+      'ok 3 - skipped one # SKIP',
+      '1..3',
+    ].join('\n'),
+    'test/a.test.js',
+  );
+  assert.equal(statusOf(tap, 'test/a.test.js::top passes'), 'passed');
+  assert.equal(statusOf(tap, 'test/a.test.js::group > inner ok'), 'passed');
+  assert.equal(statusOf(tap, 'test/a.test.js::group > inner bad'), 'failed');
+  assert.equal(statusOf(tap, 'test/a.test.js::group'), 'failed');
+  assert.equal(statusOf(tap, 'test/a.test.js::skipped one'), 'skipped');
+  // A bare name matches a `file::name` id when the output had no file.
+  const bare = parseTap('ok 1 - works\n', null);
+  assert.equal(statusOf(bare, 'test/x.test.js::works'), 'passed');
+});
+
+test('the default test commands: one pytest run over the files, one node run per JavaScript file; otherwise a test_command is needed', () => {
+  const t = (f2p: string[], extra: Record<string, unknown> = {}) =>
+    parseTasks(task({ FAIL_TO_PASS: f2p, PASS_TO_PASS: [], ...extra }), '/')[0] ?? assert.fail();
+  assert.deepEqual(
+    testCommands(t(['tests/test_a.py::x', "tests/it's.py::y"])).map((c) => c.command),
+    ["python3 -m pytest -rA -p no:cacheprovider 'tests/test_a.py' 'tests/it'\\''s.py'"],
+  );
+  assert.deepEqual(
+    testCommands(t(['test/a.test.js::one', 'test/b.test.js::two'])).map((c) => c.command),
+    ["node --test --test-reporter=tap 'test/a.test.js'", "node --test --test-reporter=tap 'test/b.test.js'"],
+  );
+  assert.throws(() => testCommands(t(['works'])), /give the task a test_command/);
+  assert.deepEqual(
+    testCommands(t(['works'], { test_command: 'npx jest --verbose' })).map((c) => c.command),
+    ['npx jest --verbose'],
+  );
+});
+
+test('the paths a patch touches', () => {
+  assert.deepEqual(
+    patchPaths(
+      'diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null\n+++ b/n.py\n',
+    ),
+    ['x.py', 'n.py'],
+  );
+});
