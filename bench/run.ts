@@ -248,6 +248,7 @@ async function main(): Promise<void> {
   if (process.argv.includes('--pipeline')) await (await import('./pipeline-bench.js')).pipelineBench();
   if (process.argv.includes('--mirror')) await (await import('./mirror-bench.js')).mirrorBench();
   if (process.argv.includes('--explore')) await (await import('./explore-bench.js')).exploreBench();
+  if (process.argv.includes('--eval')) (await import('./eval-bench.js')).evalBench();
   if (process.argv.includes('--environment'))
     await (await import('./environment-bench.js')).environmentBench();
 }
