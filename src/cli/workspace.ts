@@ -239,19 +239,24 @@ export async function runInWorkspace(
   ]);
   const mcp = await startMcpServers(ws.sandbox, ws.mcp, {
     allowCidrs: env.environment.allowCidrs,
+    trusted: new Set(Object.keys(env.mcp?.config.mcpServers ?? {})),
     extraCaPem: env.environment.extraCaPem,
     logger: options.logger,
   });
-  return runAgent({
-    store,
-    sandbox: ws.sandbox,
-    model,
-    prices: env.prices,
-    signal: options.signal,
-    logger: options.logger,
-    tools: new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]),
-    notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
-    scrub: (text) => redactor.redact(text),
-    onEvent: options.onEvent,
-  }).finally(() => mcp.close());
+  try {
+    return await runAgent({
+      store,
+      sandbox: ws.sandbox,
+      model,
+      prices: env.prices,
+      signal: options.signal,
+      logger: options.logger,
+      tools: new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]),
+      notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
+      scrub: (text) => redactor.redact(text),
+      onEvent: options.onEvent,
+    });
+  } finally {
+    await mcp.close();
+  }
 }

@@ -38,14 +38,26 @@ export const remoteServer = z
       const parsed = new URL(u);
       return parsed.username === '' && parsed.password === '';
     }, 'no credentials in the URL: put them in headers'),
-    headers: z.record(headerName, z.string().max(8000)).default({}),
+    headers: z
+      .record(
+        headerName,
+        z
+          .string()
+          .max(8000)
+          .regex(/^[^\r\n\0]*$/, 'no line breaks or NUL in a header value'),
+      )
+      .refine((h) => Object.keys(h).length <= 20, 'at most 20 headers')
+      .default({}),
     tools,
   })
   .strict();
 
 export const mcpConfig = z
   .object({
-    mcpServers: z.record(serverName, z.union([stdioServer, remoteServer])).default({}),
+    mcpServers: z
+      .record(serverName, z.union([stdioServer, remoteServer]))
+      .refine((m) => Object.keys(m).length <= 20, 'at most 20 servers')
+      .default({}),
   })
   .strict();
 
@@ -99,15 +111,21 @@ export function expandDeploymentMcp(
     }
     const headers: Record<string, string> = {};
     for (const [header, value] of Object.entries(server.headers)) {
-      headers[header] = value.replace(REFERENCE, (_, variable: string) => {
-        const v = env[variable];
-        if (v === undefined || v === '') {
-          missing.add(`${variable} (in ${name}'s ${header} header)`);
+      const expanded = value.replace(REFERENCE, (_, variable: string) => {
+        // A token read from a file often ends with a newline, which HTTP would drop and redaction miss.
+        const v = env[variable]?.trim();
+        if (v === undefined || v === '' || /[\r\n\0]/.test(v)) {
+          missing.add(
+            `${variable} (in ${name}'s ${header} header${v === undefined || v === '' ? '' : '; it holds a line break'})`,
+          );
           return '';
         }
         secrets.add(v);
         return v;
       });
+      // A value written into the config itself is as secret as one named by a variable.
+      if (expanded.length >= 8) secrets.add(expanded);
+      headers[header] = expanded;
     }
     servers[name] = { ...server, headers };
   }

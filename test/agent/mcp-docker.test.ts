@@ -75,7 +75,7 @@ dockerTest(
       assert.match(mcp.warnings.join('\n'), /"broken" is not available: .*(closed|exited|Connection)/i);
       assert.match(
         mcp.warnings.join('\n'),
-        /"remote" is not available: the egress proxy refused mcp\.example\.invalid:443/,
+        /"remote" is not available: the egress policy refused mcp\.example\.invalid:443/,
       );
 
       const model = new AnthropicModel({

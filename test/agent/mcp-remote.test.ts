@@ -21,6 +21,8 @@ import { startHarness } from '../support/agent-harness.js';
 
 const TOKEN = 'mcp-deploy-token-5f2e9c7a1b';
 const LOOPBACK = ['127.0.0.0/8'];
+/** The deployment's server names: only they may use the deployment's private ranges. */
+const DOCS = new Set(['docs']);
 
 function deployment(url: string, tools?: string[]): ReturnType<typeof expandDeploymentMcp> {
   return expandDeploymentMcp(
@@ -61,7 +63,7 @@ test('a remote MCP server from the deployment: reached by the worker through the
   const server = await startMcpHttpServer({ token: TOKEN });
   t.after(() => server.close());
   const deploy = deployment(server.url, ['lookup', 'whoami']);
-  assert.deepEqual(deploy.secrets, [TOKEN]);
+  assert.ok(deploy.secrets.includes(TOKEN));
   const h = await startHarness({
     policy: scripted([
       reply().tool('mcp__docs__lookup', { word: 'harness' }),
@@ -74,6 +76,7 @@ test('a remote MCP server from the deployment: reached by the worker through the
   t.after(() => h.close());
   const mcp = await startMcpServers(h.sandbox, mergeMcp(deploy.config, undefined), {
     allowCidrs: LOOPBACK,
+    trusted: DOCS,
     startTimeoutMs: 10_000,
   });
   assert.deepEqual(mcp.warnings, []);
@@ -135,18 +138,33 @@ test(SSRF, (t) =>
       },
     });
     assert.ok(repo.ok, repo.ok ? '' : repo.message);
-    const mcp = await startMcpServers(sandbox, mergeMcp(null, repo.config.mcp), { startTimeoutMs: 10_000 });
+    // The deployment opened loopback (for its own servers, or a mirror): a repository's server still
+    // may not use it.
+    const mcp = await startMcpServers(sandbox, mergeMcp(null, repo.config.mcp), {
+      startTimeoutMs: 10_000,
+      allowCidrs: LOOPBACK,
+      trusted: DOCS,
+    });
     await mcp.close();
     assert.deepEqual(mcp.tools, []);
     assert.equal(mcp.warnings.length, 2);
-    assert.match(
-      mcp.warnings[0] ?? '',
-      /"internal" is not available: .*egress proxy refused 127\.0\.0\.1:\d+: .*refused \(loopback\)/,
-    );
+    assert.match(mcp.warnings[0] ?? '', /"internal" is not available: .*port 443 or 80, not \d+/);
     assert.match(
       mcp.warnings[1] ?? '',
-      /"metadata" is not available: .*egress proxy refused 169\.254\.169\.254:80/,
+      /"metadata" is not available: .*egress policy refused 169\.254\.169\.254:80/,
     );
+    // Nor on 80 at a loopback address: the address policy refuses it, and says nothing about why.
+    const onLoopback = await startMcpServers(
+      sandbox,
+      mergeMcp(null, { mcpServers: { lo: { url: 'http://127.0.0.1/mcp', headers: {} } } }),
+      { startTimeoutMs: 10_000, allowCidrs: LOOPBACK, trusted: DOCS },
+    );
+    await onLoopback.close();
+    assert.match(
+      onLoopback.warnings.join('\n'),
+      /"lo" is not available: .*egress policy refused 127\.0\.0\.1:80/,
+    );
+    assert.doesNotMatch(onLoopback.warnings.join('\n'), /\(loopback\)|resolves to/);
     assert.equal(server.requests.length, 0);
   }),
 );
@@ -168,6 +186,7 @@ test(REDIRECT, (t) =>
     t.after(() => sandbox.close());
     const mcp = await startMcpServers(sandbox, deployment(redirector.url).config, {
       allowCidrs: LOOPBACK,
+      trusted: DOCS,
       startTimeoutMs: 10_000,
     });
     await mcp.close();
@@ -211,12 +230,14 @@ test('a remote server over TLS: trusted through the deployment CA setting, refus
   t.after(() => sandbox.close());
   const untrusted = await startMcpServers(sandbox, deployment(server.url).config, {
     allowCidrs: LOOPBACK,
+    trusted: DOCS,
     startTimeoutMs: 10_000,
   });
   await untrusted.close();
   assert.match(untrusted.warnings.join('\n'), /"docs" is not available: .*(self-signed|certificate)/i);
   const trusted = await startMcpServers(sandbox, deployment(server.url).config, {
     allowCidrs: LOOPBACK,
+    trusted: DOCS,
     extraCaPem: cert,
     startTimeoutMs: 10_000,
   });
@@ -259,8 +280,41 @@ test('secrets in MCP headers: only the deployment may name variables; an unset o
   const settings = readAgentEnv({ ...env, DOCS_TOKEN: 'tok-123456' });
   const deploymentMcp = settings.mcp;
   assert.ok(deploymentMcp !== null);
-  assert.deepEqual(deploymentMcp.secrets, ['tok-123456']);
+  assert.deepEqual(deploymentMcp.secrets, ['tok-123456', 'Bearer tok-123456']);
   const server = deploymentMcp.config.mcpServers.docs;
   assert.ok(server !== undefined && 'url' in server);
   assert.equal(server.headers.Authorization, 'Bearer tok-123456');
 });
+
+const ENDLESS = 'attack: a remote MCP server that never stops sending is cut off, not buffered';
+test(ENDLESS, (t) =>
+  tallied(ENDLESS, async () => {
+    const { createServer } = await import('node:http');
+    const { startHostEgress } = await import('../../src/sandbox/egress/host-egress.js');
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const chunk = Buffer.alloc(64 * 1024, 'a');
+      const pump = (): void => {
+        while (res.write(chunk)) if (res.destroyed) return;
+        res.once('drain', pump);
+      };
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const { port } = server.address() as import('node:net').AddressInfo;
+    const egress = await startHostEgress({
+      allowHosts: ['127.0.0.1'],
+      allowedPorts: [port],
+      allowCidrs: LOOPBACK,
+      maxResponseBytes: 1024 * 1024,
+    });
+    t.after(() => egress.close());
+    const res = await egress.fetch(`http://127.0.0.1:${port}/mcp`);
+    assert.equal(res.status, 200);
+    await assert.rejects(res.text(), /passed 1048576 bytes/);
+  }),
+);

@@ -29,6 +29,10 @@ const CALL_TIMEOUT_MS = 120_000;
 /** Characters of a server's tool description given to the model (it is the repository's text). */
 const MAX_DESCRIPTION = 1000;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+/** A tool whose input schema is longer than this (as JSON) is held back: it goes into every request. */
+const MAX_SCHEMA_CHARS = 8000;
+/** Server text in a warning or a failed call (it reaches the model and the log). */
+const MAX_WARNING_CHARS = 2000;
 
 export interface McpStart {
   readonly tools: readonly Tool[];
@@ -46,8 +50,10 @@ export interface McpStart {
 export interface McpOptions {
   readonly startTimeoutMs?: number;
   readonly callTimeoutMs?: number;
-  /** Otherwise refused address ranges a remote server may be in (the deployment's egress setting). */
+  /** Otherwise refused address ranges a deployment's remote server may be in (its egress setting). */
   readonly allowCidrs?: readonly string[];
+  /** Names of the deployment's servers: only they get `allowCidrs` and ports other than 443 and 80. */
+  readonly trusted?: ReadonlySet<string>;
   /** PEM of extra CA certificates for remote servers' TLS. */
   readonly extraCaPem?: string | null;
   readonly logger?: Logger;
@@ -64,26 +70,14 @@ export async function startMcpServers(
   const clients: Client[] = [];
   const entries = Object.entries(config.mcpServers);
   const hide = hider(entries.flatMap(([, s]) => ('url' in s ? Object.values(s.headers) : [])));
-  let egress: HostEgress | null = null;
-  const remotes = entries.flatMap(([, s]) => ('url' in s ? [new URL(s.url)] : []));
-  if (remotes.length > 0) {
-    try {
-      egress = await startHostEgress({
-        allowHosts: [...new Set(remotes.map((u) => u.hostname.replace(/^\[(.*)\]$/, '$1')))],
-        allowedPorts: [...new Set(remotes.map(portOf))],
-        allowCidrs: options.allowCidrs ?? [],
-        extraCaPem: options.extraCaPem,
-        logger: options.logger,
-      });
-    } catch (error) {
-      warnings.push(
-        `Remote MCP servers are not available: no egress (${error instanceof Error ? error.message : String(error)})`,
-      );
-    }
-  }
+  const egresses: HostEgress[] = [];
   for (const [name, server] of entries) {
     try {
-      if ('url' in server && egress === null) continue;
+      let egress: HostEgress | null = null;
+      if ('url' in server) {
+        egress = await remoteEgress(server.url, options.trusted?.has(name) === true, options);
+        egresses.push(egress);
+      }
       const started = await startOne(
         sandbox,
         name,
@@ -97,7 +91,11 @@ export async function startMcpServers(
       const held: string[] = [];
       for (const t of started.tools) {
         const full = `mcp__${name}__${t.name}`;
-        if ((allowed !== null && !allowed.has(t.name)) || !TOOL_NAME.test(full)) {
+        if (
+          (allowed !== null && !allowed.has(t.name)) ||
+          !TOOL_NAME.test(full) ||
+          JSON.stringify(t.inputSchema).length > MAX_SCHEMA_CHARS
+        ) {
           held.push(t.name);
           continue;
         }
@@ -112,22 +110,44 @@ export async function startMcpServers(
       servers.push({ name, tools: given, held });
     } catch (error) {
       warnings.push(
-        hide(
-          `The MCP server "${name}" is not available: ${error instanceof Error ? error.message : String(error)}`,
+        truncateMiddle(
+          hide(
+            `The MCP server "${name}" is not available: ${error instanceof Error ? error.message : String(error)}`,
+          ),
+          MAX_WARNING_CHARS,
         ),
       );
     }
   }
-  const proxy = egress;
   return {
     tools,
     warnings,
     servers,
     close: async () => {
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
-      await proxy?.close();
+      await Promise.all(egresses.map((e) => e.close()));
     },
   };
+}
+
+/**
+ * The egress of one remote server: its host and port only. A deployment's server (`trusted`) may be
+ * in the deployment's private ranges and on any port; a repository's may not (its config would
+ * otherwise reach whatever those ranges hold), and only on 443 or 80.
+ */
+async function remoteEgress(url: string, trusted: boolean, options: McpOptions): Promise<HostEgress> {
+  const u = new URL(url);
+  const port = portOf(u);
+  if (!trusted && port !== 443 && port !== 80) {
+    throw new Error(`a repository's remote server must be on port 443 or 80, not ${port}`);
+  }
+  return startHostEgress({
+    allowHosts: [u.hostname.replace(/^\[(.*)\]$/, '$1')],
+    allowedPorts: [port],
+    allowCidrs: trusted ? (options.allowCidrs ?? []) : [],
+    extraCaPem: options.extraCaPem,
+    logger: options.logger,
+  });
 }
 
 function portOf(u: URL): number {
@@ -220,13 +240,17 @@ function mcpTool(
   options: { readonly callTimeoutMs: number; readonly hide: (text: string) => string },
 ): Tool {
   const { callTimeoutMs, hide } = options;
-  const description = hide((t.description ?? '').replace(/\s+/g, ' ').trim().slice(0, MAX_DESCRIPTION));
+  const description = hide((t.description ?? '').replace(/\s+/g, ' ').trim()).slice(0, MAX_DESCRIPTION);
   const where = remoteHost === null ? 'it runs in the sandbox' : `a remote server at ${remoteHost}`;
   return defineTool({
     name: `mcp__${server}__${t.name}`,
     description: `Tool "${t.name}" of the MCP server "${server}" (${where}). ${description}`,
     schema: z.record(z.string(), z.unknown()),
-    inputSchema: { ...t.inputSchema, type: 'object' },
+    // Server text: the header values removed from it too.
+    inputSchema: {
+      ...(JSON.parse(hide(JSON.stringify(t.inputSchema))) as Record<string, unknown>),
+      type: 'object',
+    },
     async run(input, ctx): Promise<ToolOutput> {
       try {
         const r = await client.callTool({ name: t.name, arguments: input }, undefined, {
@@ -242,8 +266,11 @@ function mcpTool(
         };
       } catch (error) {
         return {
-          content: hide(
-            `The MCP tool ${server}/${t.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+          content: truncateMiddle(
+            hide(
+              `The MCP tool ${server}/${t.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+            ),
+            MAX_WARNING_CHARS,
           ),
           isError: true,
           mutates: true,

@@ -3,7 +3,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import * as tls from 'node:tls';
 import type { Logger } from 'pino';
 import type { EgressLog, EgressLogEntry } from './egress-log.js';
@@ -36,6 +36,10 @@ export interface HostEgressOptions {
   readonly onRequest?: ((entry: EgressLogEntry) => void) | undefined;
   /** Bound on opening a tunnel and receiving the response head (default 30 s). */
   readonly connectTimeoutMs?: number | undefined;
+  /** Bytes of one response body (default 16 MiB): a longer one ends in an error. */
+  readonly maxResponseBytes?: number | undefined;
+  /** Bytes through the proxy in all, both ways (default 256 MiB): then it refuses. */
+  readonly maxTotalBytes?: number | undefined;
 }
 
 export async function startHostEgress(options: HostEgressOptions): Promise<HostEgress> {
@@ -51,6 +55,7 @@ export async function startHostEgress(options: HostEgressOptions): Promise<HostE
       allowPrivate: options.allowCidrs,
       logger: options.logger,
       onRequest: options.onRequest,
+      maxTotalBytes: options.maxTotalBytes ?? 256 * 1024 * 1024,
     });
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
@@ -62,7 +67,12 @@ export async function startHostEgress(options: HostEgressOptions): Promise<HostE
       : [...defaultCas(), options.extraCaPem];
   let closing: Promise<void> | null = null;
   return {
-    fetch: tunnelFetch(proxy.socketPath, { ca, connectTimeoutMs: options.connectTimeoutMs ?? 30_000 }),
+    fetch: tunnelFetch(proxy.socketPath, {
+      ca,
+      connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
+      maxResponseBytes: options.maxResponseBytes ?? 16 * 1024 * 1024,
+      logger: options.logger,
+    }),
     log: proxy.log,
     close: () => {
       closing ??= (async () => {
@@ -83,6 +93,8 @@ function defaultCas(): string[] {
 interface TunnelOptions {
   readonly ca: readonly string[] | undefined;
   readonly connectTimeoutMs: number;
+  readonly maxResponseBytes: number;
+  readonly logger: Logger | undefined;
 }
 
 /** No request body is more than this (an MCP message; the SDK sends strings). */
@@ -109,6 +121,7 @@ function tunnelFetch(socketPath: string, options: TunnelOptions): FetchLike {
       ca: options.ca,
       signal,
       timeoutMs: options.connectTimeoutMs,
+      logger: options.logger,
     });
     const headerObject: Record<string, string> = {};
     headers.forEach((v, k) => {
@@ -125,6 +138,7 @@ function tunnelFetch(socketPath: string, options: TunnelOptions): FetchLike {
         req.destroy(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted === true) onAbort();
       req.once('response', (r) => {
         // The body is read as a stream (an SSE stream lasts); abort ends it too.
         r.once('close', () => signal?.removeEventListener('abort', onAbort));
@@ -150,11 +164,32 @@ function tunnelFetch(socketPath: string, options: TunnelOptions): FetchLike {
     const status = res.statusCode ?? 502;
     const empty = [204, 205, 304].includes(status) || init?.method === 'HEAD';
     if (empty) res.resume();
-    return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
-      status,
-      statusText: res.statusMessage ?? '',
-      headers: responseHeaders,
+    // A server that streams without end (one endless SSE event, a huge body) is cut off, not buffered.
+    let seen = 0;
+    const capped = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        seen += chunk.length;
+        if (seen > options.maxResponseBytes) {
+          done(new Error(`the response passed ${options.maxResponseBytes} bytes`));
+          return;
+        }
+        done(null, chunk);
+      },
     });
+    res.on('error', (error) => capped.destroy(error));
+    capped.on('close', () => {
+      if (!res.destroyed) res.destroy();
+    });
+    try {
+      return new Response(empty ? null : (Readable.toWeb(res.pipe(capped)) as ReadableStream<Uint8Array>), {
+        status: status >= 200 && status <= 599 ? status : 502,
+        statusText: (res.statusMessage ?? '').replace(/[^\t\x20-\x7e]/g, ''),
+        headers: responseHeaders,
+      });
+    } catch (error) {
+      res.destroy();
+      throw error;
+    }
   };
 }
 
@@ -179,6 +214,7 @@ async function openTunnel(
     readonly ca: readonly string[] | undefined;
     readonly signal: AbortSignal | undefined;
     readonly timeoutMs: number;
+    readonly logger: Logger | undefined;
   },
 ): Promise<Socket> {
   const { hostname, port, secure, ca, signal } = target;
@@ -215,7 +251,17 @@ async function openTunnel(
             .replace(/^issue-agent egress proxy: /, '')
             .trim()
             .slice(0, 300);
-          fail(new Error(`the egress proxy refused ${authority}: ${reason === '' ? statusLine : reason}`));
+          // The proxy's reason (what a name resolves to) is for the operator's log, not for a
+          // repository's config to probe the worker's network with.
+          target.logger?.warn(
+            { authority, reason: reason === '' ? statusLine : reason },
+            'host egress refused',
+          );
+          fail(
+            new Error(
+              `the egress policy refused ${authority} (not allowed, or a loopback, private, link-local or reserved address)`,
+            ),
+          );
           return;
         }
         if (rest.length > 0) raw.unshift(rest);

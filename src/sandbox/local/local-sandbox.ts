@@ -253,7 +253,7 @@ export class LocalSandbox implements Sandbox {
     // The argv goes to bash as positional parameters, never parsed as shell text.
     const launched = await this.host.oneOff(env, [
       '-c',
-      'cd -- "$1" && shift && exec "$@"',
+      'cd -- "$1" && shift && exec -- "$@"',
       'issue-agent-process',
       this.workdir,
       ...argv,

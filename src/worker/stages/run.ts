@@ -101,33 +101,41 @@ export async function runInSandbox(
   // address ranges; their header values are secrets the redactor also knows (fix-run).
   const mcp = await startMcpServers(sandbox, mergeMcp(input.agent.mcp?.config ?? null, p.config.mcp), {
     allowCidrs: input.agent.environment.allowCidrs,
+    trusted: new Set(Object.keys(input.agent.mcp?.config.mcpServers ?? {})),
     extraCaPem: input.agent.environment.extraCaPem,
     logger: ctx.log,
   });
   if (mcp.servers.length > 0) ctx.log.info({ servers: mcp.servers }, 'MCP servers');
   const tools = new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]);
-  const outcome = await runAgent({
-    store: s,
-    tools,
-    notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
-    sandbox,
-    model: input.model(s.base.model),
-    prices: input.agent.prices,
-    signal: input.signal,
-    logger: ctx.log,
-    // Known secrets never reach the model or the log, even if a command saw one.
-    scrub: (text) => redactor().redact(text),
-    onEvent: (e) => {
-      progress.onEvent(e, s);
-    },
-    // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
-    // baseline. Only with the Docker sandbox: no sandbox process can reach the worker's disk there,
-    // so no run can write the baseline a later run trusts.
-    baselines:
-      s.base.sandbox === 'docker'
-        ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
-        : undefined,
-  }).finally(() => mcp.close());
+  // try/finally, not .finally(): building the run's arguments may throw, and the servers (and their
+  // egress proxies) must end with the job either way.
+  let outcome: Outcome;
+  try {
+    outcome = await runAgent({
+      store: s,
+      tools,
+      notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
+      sandbox,
+      model: input.model(s.base.model),
+      prices: input.agent.prices,
+      signal: input.signal,
+      logger: ctx.log,
+      // Known secrets never reach the model or the log, even if a command saw one.
+      scrub: (text) => redactor().redact(text),
+      onEvent: (e) => {
+        progress.onEvent(e, s);
+      },
+      // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
+      // baseline. Only with the Docker sandbox: no sandbox process can reach the worker's disk there,
+      // so no run can write the baseline a later run trusts.
+      baselines:
+        s.base.sandbox === 'docker'
+          ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
+          : undefined,
+    });
+  } finally {
+    await mcp.close();
+  }
   return { store: s, outcome };
 }
 
