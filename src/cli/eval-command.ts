@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
 import { summarize, terminalReport, writeReport } from '../eval/report.js';
-import { runEval, type EvalProgress } from '../eval/run-eval.js';
+import { EvalConfigError, runEval, type EvalProgress } from '../eval/run-eval.js';
 import { readTasks, TaskFileError } from '../eval/tasks.js';
 import { sandboxKind, UsageError } from './workspace.js';
 
@@ -95,12 +95,16 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       env,
       model,
       reposDir: values['repos-dir'] === undefined ? null : resolve(values['repos-dir']),
+      tasksFile: resolve(positionals[0]),
       signal: controller.signal,
       logger,
       onProgress: (p) => {
         progress.update(p);
       },
     });
+  } catch (error) {
+    if (error instanceof EvalConfigError) throw new UsageError(error.message);
+    throw error;
   } finally {
     process.off('SIGINT', onSigint);
     progress.end();

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { lstat, mkdir, rm, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join, relative, resolve, sep } from 'node:path';
@@ -226,9 +226,15 @@ export function cliHidePaths(options: {
   readonly runsDir: string;
   readonly home: string | undefined;
   readonly path: string;
+  readonly extra?: readonly string[];
 }): string[] {
   const copy = resolve(options.copy);
-  const out = new Set<string>([resolve(options.repo), resolve(options.trajectory), resolve(options.runsDir)]);
+  const out = new Set<string>([
+    resolve(options.repo),
+    resolve(options.trajectory),
+    resolve(options.runsDir),
+    ...(options.extra ?? []).filter((p) => existsSync(p)).map((p) => resolve(p)),
+  ]);
   if (options.home !== undefined && options.home !== '' && options.home !== '/') {
     const home = resolve(options.home);
     const keep = options.path

@@ -104,6 +104,12 @@ export async function openWorkspace(
   trajectory: string,
   runId: string,
   setup: boolean,
+  more: {
+    /** Host paths the local sandbox must also hide (an eval's task file, source repositories, output). */
+    readonly hide?: readonly string[];
+    /** What the environment cache is keyed on (default: the checkout's path). */
+    readonly cacheKey?: string;
+  } = {},
 ): Promise<CliWorkspace> {
   let copy: Awaited<ReturnType<typeof copyCheckout>>;
   try {
@@ -160,7 +166,7 @@ export async function openWorkspace(
             probe: hostProbe(copy.dir),
             jobId: 'cli',
             // The cache is keyed by the checkout's path: entries never cross repositories.
-            repoKey: `local:${repo}`,
+            repoKey: more.cacheKey ?? `local:${repo}`,
             plan,
             settings,
             limits: env.sandboxLimits,
@@ -183,6 +189,7 @@ export async function openWorkspace(
                 runsDir: env.runsDir,
                 home: process.env.HOME,
                 path: env.sandboxPath,
+                extra: more.hide ?? [],
               }),
               workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
             },

@@ -14,16 +14,26 @@ export interface Checkout {
   cleanup(): Promise<void>;
 }
 
-const IDENTITY = ['-c', 'user.name=issue-agent eval', '-c', 'user.email=eval@issue-agent.invalid'];
-
-/** A clone of `repo` (a local repository) with `commit` checked out, detached. */
+/**
+ * A clone of `repo` (a local repository) at `commit`, holding nothing later: every branch, tag and
+ * remote ref is deleted, the reflogs expired and unreachable objects pruned, so `git log --all` in
+ * the agent's copy cannot show the fix (or the tests that prove it) from the repository's future.
+ * The base commit is on a branch of its own, `eval-base`.
+ */
 export async function checkoutAt(repo: string, commit: string): Promise<Checkout> {
   const parent = await mkdtemp(join(tmpdir(), 'ia-eval-'));
   const dir = join(parent, 'repo');
   const cleanup = (): Promise<void> => rm(parent, { recursive: true, force: true });
   try {
     await git(['-c', 'protocol.file.allow=always', 'clone', '--quiet', '--no-checkout', '--', repo, dir]);
-    await git(['-C', dir, 'checkout', '--quiet', '--detach', `${commit}^{commit}`]);
+    await git(['-C', dir, 'checkout', '--quiet', '-B', 'eval-base', `${commit}^{commit}`]);
+    const refs = (await git(['-C', dir, 'for-each-ref', '--format=%(refname)']))
+      .split('\n')
+      .filter((r) => r !== '' && r !== 'refs/heads/eval-base');
+    for (const ref of refs) await git(['-C', dir, 'update-ref', '-d', ref]);
+    await git(['-C', dir, 'remote', 'remove', 'origin']).catch(() => undefined);
+    await git(['-C', dir, 'reflog', 'expire', '--expire=now', '--all']);
+    await git(['-C', dir, 'gc', '--quiet', '--prune=now']);
     return { dir, cleanup };
   } catch (error) {
     await cleanup();
@@ -31,49 +41,18 @@ export async function checkoutAt(repo: string, commit: string): Promise<Checkout
   }
 }
 
-export type ApplyOutcome = { readonly ok: true } | { readonly ok: false; readonly reason: string };
-
-/** `git apply` of a patch to the checkout's working tree (never above it: git refuses such paths). */
-export async function applyPatch(dir: string, patch: string): Promise<ApplyOutcome> {
-  if (patch.trim() === '') return { ok: true };
-  try {
-    await git(['-C', dir, 'apply', '--whitespace=nowarn', '-'], { input: Buffer.from(patch) });
-    return { ok: true };
-  } catch (error) {
-    return { ok: false, reason: error instanceof Error ? error.message : String(error) };
-  }
-}
-
 /** The paths a unified diff touches (both sides of a rename), without the a/ b/ prefixes. */
 export function patchPaths(patch: string): string[] {
   const paths = new Set<string>();
+  // Only in a file's header (between `diff --git` and its first hunk): a removed line `-- x` or an
+  // added `++ y` inside a hunk is content.
+  let header = false;
   for (const line of patch.split('\n')) {
+    if (line.startsWith('diff --git ')) header = true;
+    else if (line.startsWith('@@')) header = false;
+    if (!header) continue;
     const m = /^(?:---|\+\+\+) (?:[ab]\/)?(.+?)\t?$/.exec(line);
     if (m?.[1] !== undefined && m[1] !== '/dev/null') paths.add(m[1]);
   }
   return [...paths];
-}
-
-/**
- * As SWE-bench does before its test patch: the files the test patch touches go back to their state
- * at the base commit (whatever the model did to them), then the test patch is applied.
- */
-export async function applyTestPatch(dir: string, base: string, testPatch: string): Promise<ApplyOutcome> {
-  const atBase = new Set(
-    (await git(['-C', dir, 'ls-tree', '-r', '-z', '--name-only', base])).split('\0').filter((p) => p !== ''),
-  );
-  for (const path of patchPaths(testPatch)) {
-    if (path.startsWith('/') || path.split('/').includes('..')) {
-      return { ok: false, reason: `the test patch names a path outside the repository: ${path}` };
-    }
-    if (atBase.has(path)) await git(['-C', dir, 'checkout', '--quiet', base, '--', path]);
-    else await rm(join(dir, path), { force: true });
-  }
-  return applyPatch(dir, testPatch);
-}
-
-/** Commits the working tree (the sandbox's copy takes the committed state and untracked files). */
-export async function commitAll(dir: string, message: string): Promise<void> {
-  await git(['-C', dir, 'add', '-A']);
-  await git(['-C', dir, ...IDENTITY, 'commit', '--quiet', '--allow-empty', '--no-verify', '-m', message]);
 }

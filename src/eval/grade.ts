@@ -1,10 +1,11 @@
+import { readFile, rm } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { shellQuote } from '../sandbox/shell-session.js';
 import { openWorkspace, type CliSandbox } from '../cli/workspace.js';
-import { applyPatch, applyTestPatch, checkoutAt, commitAll } from './checkout.js';
+import { checkoutAt, patchPaths } from './checkout.js';
 import type { EvalTask } from './tasks.js';
 import {
   parsePytest,
@@ -94,6 +95,9 @@ export async function grade(options: {
   /** The task's folder (hidden from a local sandbox), and a key naming this grading's copy. */
   readonly folder: string;
   readonly key: string;
+  /** Host paths the local sandbox must hide too, and the environment cache's key. */
+  readonly hide: readonly string[];
+  readonly cacheKey: string;
   readonly logger: Logger;
   readonly signal?: AbortSignal | undefined;
 }): Promise<Grade> {
@@ -118,25 +122,14 @@ export async function grade(options: {
   } catch (error) {
     return result({ status: 'error', patchApplied: false, reason: (error as Error).message });
   }
+  // The environment is made from the base commit (its config, its lockfile), as SWE-bench builds
+  // its image before any patch; the patches are applied inside the new sandbox, so nothing in them
+  // (a link, a path) is ever followed on the host.
   const checkout = await checkoutAt(options.repo, task.base_commit);
+  let results: TestResults = new Map();
+  let testMs = 0;
+  let output = '';
   try {
-    const applied = await applyPatch(checkout.dir, options.patch ?? '');
-    if (!applied.ok) {
-      return result({
-        status: 'unresolved',
-        patchApplied: false,
-        reason: `the patch does not apply: ${applied.reason}`,
-      });
-    }
-    const tests = await applyTestPatch(checkout.dir, task.base_commit, task.test_patch);
-    if (!tests.ok) {
-      return result({
-        status: 'error',
-        patchApplied: true,
-        reason: `the test patch does not apply: ${tests.reason}`,
-      });
-    }
-    await commitAll(checkout.dir, 'graded state');
     const ws = await openWorkspace(
       checkout.dir,
       options.kind,
@@ -144,14 +137,61 @@ export async function grade(options: {
       options.folder,
       options.key,
       options.setup,
+      {
+        hide: options.hide,
+        cacheKey: options.cacheKey,
+      },
     );
-    let results: TestResults;
-    let testMs = 0;
-    let output = '';
     try {
+      const sandbox = ws.sandbox;
+      const apply = (patch: string): Promise<{ ok: boolean; output: string }> =>
+        patch.trim() === ''
+          ? Promise.resolve({ ok: true, output: '' })
+          : sandbox
+              // The harness shell's stdin stays open: the script reads exactly the patch's bytes.
+              .harnessExec(
+                `head -c ${Buffer.byteLength(patch)} | git -c core.hooksPath=/dev/null apply --whitespace=nowarn -`,
+                { timeoutMs: 60_000, stdin: Buffer.from(patch) },
+              )
+              .then((r) => ({ ok: r.exitCode === 0, output: r.output.trim().slice(0, 1000) }));
+      const model = await apply(options.patch ?? '');
+      if (!model.ok) {
+        return result({
+          status: 'unresolved',
+          patchApplied: false,
+          reason: `the patch does not apply: ${model.output}`,
+        });
+      }
+      // As SWE-bench before its test patch: the files it touches back to the base commit.
+      const reset = patchPaths(task.test_patch)
+        .map((path) => shellQuote(path))
+        .map(
+          (q) =>
+            `if git cat-file -e HEAD:${q} 2>/dev/null; then git checkout -q HEAD -- ${q}; else rm -rf -- ${q}; fi`,
+        )
+        .join('\n');
+      if (reset !== '') {
+        // In a subshell: `set -e` must not stay in the harness's shell.
+        const r = await sandbox.harnessExec(`(\nset -e\n${reset}\n)`, { timeoutMs: 60_000 });
+        if (r.exitCode !== 0) {
+          return result({
+            status: 'error',
+            patchApplied: true,
+            reason: `could not reset the test files: ${r.output.trim().slice(0, 500)}`,
+          });
+        }
+      }
+      const tests = await apply(task.test_patch);
+      if (!tests.ok) {
+        return result({
+          status: 'error',
+          patchApplied: true,
+          reason: `the test patch does not apply: ${tests.output}`,
+        });
+      }
       results = new Map();
       for (const c of commands) {
-        const r = await run(ws.sandbox, c.command, options.signal);
+        const r = await run(sandbox, c.command, options.signal);
         testMs += r.durationMs;
         output += `$ ${c.command}\n${r.output}\n`;
         c.parse(r.output, results);
@@ -159,15 +199,23 @@ export async function grade(options: {
     } finally {
       await ws.close();
     }
+  } finally {
+    await checkout.cleanup();
+  }
+  {
+    const listed = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+    const byName =
+      new Set(listed.map((id) => (id.includes('::') ? id.slice(0, id.indexOf('::')) : ''))).size <= 1;
+    const status = (id: string): TestStatus | null => statusOf(results, id, byName);
     const split = (ids: readonly string[]): TestsStatus => ({
-      success: ids.filter((id) => passed(statusOf(results, id))),
-      failure: ids.filter((id) => !passed(statusOf(results, id))),
+      success: ids.filter((id) => passed(status(id))),
+      failure: ids.filter((id) => !passed(status(id))),
     });
     const f2p = split(task.FAIL_TO_PASS);
     const p2p = split(task.PASS_TO_PASS);
     const failing = [...f2p.failure, ...p2p.failure].map((id) => ({
       id,
-      status: statusOf(results, id) ?? ('absent' as const),
+      status: status(id) ?? ('absent' as const),
     }));
     const resolved = failing.length === 0;
     const outputTail = output.slice(-2000);
@@ -189,8 +237,6 @@ export async function grade(options: {
       failing,
       testMs,
     });
-  } finally {
-    await checkout.cleanup();
   }
 }
 
@@ -200,5 +246,13 @@ async function run(
   signal: AbortSignal | undefined,
 ): Promise<{ output: string; durationMs: number }> {
   const r = await sandbox.harnessExec(command, { timeoutMs: TEST_TIMEOUT_MS, signal });
+  // A long run's capture keeps its head and tail; the results in the middle are in the full file.
+  if (r.truncated && r.fullOutputPath !== undefined) {
+    try {
+      return { output: await readFile(r.fullOutputPath, 'utf8'), durationMs: r.durationMs };
+    } finally {
+      await rm(r.fullOutputPath, { force: true });
+    }
+  }
   return { output: r.output, durationMs: r.durationMs };
 }

@@ -14,7 +14,7 @@ import { AnthropicModel } from '../model/anthropic-model.js';
 import { openWorkspace, recordedKind, runInWorkspace, type CliSandbox } from '../cli/workspace.js';
 import { taskFromText } from '../cli/task-text.js';
 import { checkoutAt } from './checkout.js';
-import { grade, type Grade } from './grade.js';
+import { grade, testCommands, type Grade } from './grade.js';
 import type { EvalTask } from './tasks.js';
 
 /**
@@ -71,6 +71,8 @@ export interface EvalOptions {
   readonly model: 'oracle' | 'configured';
   /** Where `repo: owner/name` tasks are found: `<reposDir>/<owner>/<name>` or `<owner>__<name>`. */
   readonly reposDir: string | null;
+  /** The task file (hidden from a local sandbox with the repositories and the output). */
+  readonly tasksFile: string;
   readonly signal: AbortSignal;
   readonly logger: Logger;
   readonly onProgress?: ((p: EvalProgress) => void) | undefined;
@@ -85,9 +87,26 @@ export interface EvalRun {
 
 const ZERO: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 
+export class EvalConfigError extends Error {
+  override readonly name = 'EvalConfigError';
+}
+
 export async function runEval(options: EvalOptions): Promise<EvalRun> {
   const started = performance.now();
   await mkdir(join(options.out, 'tasks'), { recursive: true });
+  // Results of one configuration only: a folder of oracle results is not continued with a model.
+  const config = { model: options.model === 'oracle' ? 'oracle' : options.env.model, sandbox: options.kind };
+  const configFile = join(options.out, 'eval.json');
+  if (existsSync(configFile)) {
+    const earlier = JSON.parse(await readFile(configFile, 'utf8')) as typeof config;
+    if (earlier.model !== config.model || earlier.sandbox !== config.sandbox) {
+      throw new EvalConfigError(
+        `${options.out} holds an eval with model ${earlier.model} in the ${earlier.sandbox} sandbox; use another --out for ${config.model} in ${config.sandbox}`,
+      );
+    }
+  } else {
+    await writeJson(configFile, config);
+  }
   const results = new Map<string, TaskResult>();
   const interrupted: string[] = [];
   const running = new Set<string>();
@@ -111,21 +130,35 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
       if (task === undefined) return;
       running.add(task.instance_id);
       report(null);
-      const r = await runTask(task, options).catch((error: unknown): TaskRun => ({
-        kind: 'done',
-        earlier: false,
-        result: failedResult(
-          task,
-          options,
-          `the harness failed: ${error instanceof Error ? error.message : String(error)}`,
-        ),
-      }));
+      // A task's failure is its result, never the eval's; one cut short by the interrupt (a git or
+      // tar child killed by the same Ctrl-C) is interrupted, not failed.
+      const r = await runTask(task, options).catch((error: unknown): TaskRun =>
+        options.signal.aborted
+          ? { kind: 'interrupted' }
+          : {
+              kind: 'done',
+              earlier: false,
+              result: failedResult(
+                task,
+                options,
+                `the harness failed: ${error instanceof Error ? error.message : String(error)}`,
+              ),
+            },
+      );
       running.delete(task.instance_id);
       if (r.kind === 'interrupted') {
         interrupted.push(task.instance_id);
         continue;
       }
-      if (!r.earlier) await writeJson(join(taskFolder(options.out, task), 'result.json'), r.result);
+      // Only a graded task is final: a harness error (or a task the harness cannot run) is tried
+      // again by the next run with the same --out.
+      if (!r.earlier && r.result.grade !== null && r.result.grade.status !== 'error') {
+        await writeJson(join(taskFolder(options.out, task), 'result.json'), r.result).catch(
+          (error: unknown) => {
+            options.logger.error({ err: error, task: task.instance_id }, 'could not write the result');
+          },
+        );
+      }
       results.set(task.instance_id, r.result);
       if (r.result.resolved) resolved += 1;
       usd += r.result.usd;
@@ -159,17 +192,33 @@ async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
       result: JSON.parse(await readFile(resultFile, 'utf8')) as TaskResult,
     };
   }
-  const started = performance.now();
-  const repo = repoOf(task, options.reposDir);
-  if (options.model === 'oracle' && task.patch === undefined) {
-    return {
-      kind: 'done',
-      earlier: false,
-      result: failedResult(task, options, "the oracle needs the task's gold patch (`patch`)"),
-    };
-  }
-  const trajectory = join(folder, 'trajectory');
   await mkdir(folder, { recursive: true });
+  const started = performance.now();
+  const fail = (reason: string): TaskRun => ({
+    kind: 'done',
+    earlier: false,
+    result: failedResult(task, options, reason),
+  });
+  // What can be known before any money is spent.
+  if (options.model === 'oracle' && task.patch === undefined) {
+    return fail("the oracle needs the task's gold patch (`patch`)");
+  }
+  try {
+    testCommands(task);
+  } catch (error) {
+    return fail(error instanceof Error ? error.message : String(error));
+  }
+  const repo = repoOf(task, options.reposDir);
+  // The local sandbox must not read the answers: the task file (gold and test patches), the
+  // source repositories (their later history) and the other tasks' results.
+  const hide = [
+    options.tasksFile,
+    repo,
+    ...(options.reposDir === null ? [] : [options.reposDir]),
+    options.out,
+  ];
+  const cacheKey = `eval:${repo}`;
+  const trajectory = join(folder, 'trajectory');
   let store: FileEventStore | null = null;
   if (existsSync(join(trajectory, 'base_state.json'))) {
     store = FileEventStore.open(trajectory);
@@ -180,56 +229,64 @@ async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
   }
   // Stable per task and output folder: a resumed run finds its workspace at the same path.
   const key = `eval-${createHash('sha256').update(`${options.out}\0${task.instance_id}`).digest('hex').slice(0, 20)}`;
-  let sim: ModelSimulator | null = null;
-  const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
-  if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
-  if (options.model === 'oracle')
-    sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
-  const model = new AnthropicModel({
-    apiKey,
-    model: store?.base.model ?? options.env.model,
-    baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
-    maxAttempts: options.env.modelMaxAttempts,
-    baseBackoffMs: options.env.modelRetryBaseMs,
-  });
   const logger = options.logger.child({ task: task.instance_id });
-  try {
-    const checkout = await checkoutAt(repo, task.base_commit);
+  // A run that finished but was not graded (the process died in between) goes straight to grading.
+  if (store === null || reduceState(store.events).outcome === null) {
+    let sim: ModelSimulator | null = null;
+    const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
+    if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
+    if (options.model === 'oracle')
+      sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
     try {
-      const ws = await openWorkspace(checkout.dir, options.kind, options.env, folder, key, options.setup);
+      const model = new AnthropicModel({
+        apiKey,
+        model: store?.base.model ?? options.env.model,
+        baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
+        maxAttempts: options.env.modelMaxAttempts,
+        baseBackoffMs: options.env.modelRetryBaseMs,
+      });
+      const checkout = await checkoutAt(repo, task.base_commit);
       try {
-        if (store === null) {
-          const base = await newBaseState({
-            task: { ...taskFromText(task.problem_statement), source: task.instance_id },
-            sandbox: ws.sandbox,
-            model: model.name,
-            limits: options.env.limits,
-            conversationId: key,
-            workspacePath: repo,
-            sandboxLabel: recordedKind(ws.sandbox.kind, options.kind === 'local'),
-            environment: ws.environment,
-            instructions: { ref: 'the base commit', commit: task.base_commit, files: [...ws.instructions] },
-          });
-          store = FileEventStore.create(trajectory, base);
+        const ws = await openWorkspace(checkout.dir, options.kind, options.env, folder, key, options.setup, {
+          hide,
+          cacheKey,
+        });
+        try {
+          if (store === null) {
+            const base = await newBaseState({
+              task: { ...taskFromText(task.problem_statement), source: task.instance_id },
+              sandbox: ws.sandbox,
+              model: model.name,
+              limits: options.env.limits,
+              conversationId: key,
+              workspacePath: repo,
+              sandboxLabel: recordedKind(ws.sandbox.kind, options.kind === 'local'),
+              environment: ws.environment,
+              instructions: { ref: 'the base commit', commit: task.base_commit, files: [...ws.instructions] },
+            });
+            store = FileEventStore.create(trajectory, base);
+          }
+          await runInWorkspace(store, ws, model, options.env, { signal: options.signal, logger });
+        } finally {
+          await ws.close();
         }
-        await runInWorkspace(store, ws, model, options.env, { signal: options.signal, logger });
       } finally {
-        await ws.close();
+        await checkout.cleanup();
       }
     } finally {
-      await checkout.cleanup();
+      await sim?.close();
     }
-  } finally {
-    await sim?.close();
   }
   const state = reduceState(store.events);
   const outcome = state.outcome;
   if (outcome === null || outcome.outcome === 'cancelled' || options.signal.aborted)
     return { kind: 'interrupted' };
-  const patch =
-    state.lastCheckpoint?.tree === store.base.workspace.baseTree
-      ? null
-      : (state.lastCheckpoint?.diff ?? null);
+  const last = state.lastCheckpoint;
+  const changed = last !== null && last.tree !== store.base.workspace.baseTree;
+  if (changed && last.diff === null) {
+    return fail('the change was too large to record as a diff, so it cannot be graded');
+  }
+  const patch = changed ? last.diff : null;
   const graded = await grade({
     task,
     repo,
@@ -239,6 +296,8 @@ async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
     setup: options.setup,
     folder,
     key: `${key}-grade`,
+    hide,
+    cacheKey,
     logger,
     signal: options.signal,
   });

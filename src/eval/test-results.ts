@@ -18,13 +18,26 @@ function record(results: TestResults, id: string, status: TestStatus): void {
   if (prior === undefined || RANK[status] > RANK[prior]) results.set(id, status);
 }
 
-const PYTEST = /^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+?::\S.*?)(?:\s+-\s+.*)?$/;
+const PYTEST = /^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S.*)$/;
+
+/** The node id at the start of a `-rA` line's rest: up to the first space, or the `]` of its parameters. */
+function pytestId(rest: string): string {
+  const space = rest.search(/\s/);
+  let id = space < 0 ? rest : rest.slice(0, space);
+  if (id.includes('[') && !id.includes(']')) {
+    const close = rest.indexOf(']', id.length);
+    if (close > 0) id = rest.slice(0, close + 1);
+  }
+  return id;
+}
 
 export function parsePytest(output: string, into: TestResults = new Map()): TestResults {
   for (const raw of output.split('\n')) {
     const m = PYTEST.exec(raw.trimEnd());
     if (m === null) continue;
-    const [, word = '', id = ''] = m;
+    const [, word = '', rest = ''] = m;
+    const id = pytestId(rest);
+    if (!id.includes('::')) continue;
     const status: TestStatus =
       word === 'PASSED' || word === 'XPASS'
         ? 'passed'
@@ -35,7 +48,7 @@ export function parsePytest(output: string, into: TestResults = new Map()): Test
             : word === 'ERROR'
               ? 'error'
               : 'failed';
-    record(into, id.trim(), status);
+    record(into, id, status);
   }
   return into;
 }
@@ -84,13 +97,14 @@ export function parseTap(output: string, prefix: string | null, into: TestResult
 
 /**
  * The status of a listed test: by its full id, or, for `file::name` when the output named tests
- * without their file, by the name.
+ * without their file (a `test_command`'s TAP), by the name, but only when `byName` (the listed tests
+ * are of one file: otherwise a passing `x` of one file would stand for a failing `x` of another).
  */
-export function statusOf(results: TestResults, id: string): TestStatus | null {
+export function statusOf(results: TestResults, id: string, byName = false): TestStatus | null {
   const exact = results.get(id);
   if (exact !== undefined) return exact;
   const i = id.indexOf('::');
-  if (i > 0) {
+  if (byName && i > 0) {
     const byName = results.get(id.slice(i + 2));
     if (byName !== undefined) return byName;
   }

@@ -3,7 +3,11 @@ import { test } from 'node:test';
 import { parseTasks, TaskFileError } from '../../src/eval/tasks.js';
 import { parsePytest, parseTap, statusOf } from '../../src/eval/test-results.js';
 import { testCommands } from '../../src/eval/grade.js';
-import { patchPaths } from '../../src/eval/checkout.js';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkoutAt, patchPaths } from '../../src/eval/checkout.js';
 
 const task = (over: Record<string, unknown> = {}): string =>
   JSON.stringify({
@@ -98,7 +102,14 @@ test("pytest -rA and node's TAP are read per test; a test missing from the outpu
   assert.equal(statusOf(tap, 'test/a.test.js::skipped one'), 'skipped');
   // A bare name matches a `file::name` id when the output had no file.
   const bare = parseTap('ok 1 - works\n', null);
-  assert.equal(statusOf(bare, 'test/x.test.js::works'), 'passed');
+  assert.equal(statusOf(bare, 'test/x.test.js::works', true), 'passed');
+  assert.equal(statusOf(bare, 'test/x.test.js::works'), null, 'not when the listed tests span files');
+  // Parameters with spaces and dashes stay in the id; the failure message after ` - ` does not.
+  const params = parsePytest(
+    'PASSED tests/t.py::test_op[a - b]\nFAILED tests/t.py::test_op[c - d] - AssertionError: x - y\n',
+  );
+  assert.equal(statusOf(params, 'tests/t.py::test_op[a - b]'), 'passed');
+  assert.equal(statusOf(params, 'tests/t.py::test_op[c - d]'), 'failed');
 });
 
 test('the default test commands: one pytest run over the files, one node run per JavaScript file; otherwise a test_command is needed', () => {
@@ -122,8 +133,42 @@ test('the default test commands: one pytest run over the files, one node run per
 test('the paths a patch touches', () => {
   assert.deepEqual(
     patchPaths(
-      'diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null\n+++ b/n.py\n',
+      'diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n--- removed SQL comment\n+++ added text\ndiff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null\n+++ b/n.py\n',
     ),
     ['x.py', 'n.py'],
+    'lines inside a hunk are content, not headers',
   );
+});
+
+test('a checkout at the base commit holds nothing later: no branch, tag or object of the fix', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ia-eval-history-'));
+  const git = (...args: string[]): string =>
+    execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@e', ...args], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
+  try {
+    git('init', '-q', '-b', 'main');
+    writeFileSync(join(dir, 'a.txt'), 'base\n');
+    git('add', '-A');
+    git('commit', '-qm', 'base');
+    const base = git('rev-parse', 'HEAD').trim();
+    writeFileSync(join(dir, 'a.txt'), 'THE FIX\n');
+    git('commit', '-qam', 'the fix');
+    git('tag', 'v2');
+    const fix = git('rev-parse', 'HEAD').trim();
+    const checkout = await checkoutAt(dir, base);
+    try {
+      const inCopy = (...args: string[]): string =>
+        execFileSync('git', args, { cwd: checkout.dir, encoding: 'utf8' });
+      assert.equal(inCopy('log', '--all', '--format=%s').trim(), 'base');
+      assert.equal(inCopy('for-each-ref', '--format=%(refname)').trim(), 'refs/heads/eval-base');
+      assert.throws(() => inCopy('cat-file', '-e', fix), 'the fix commit is not in the checkout');
+      assert.doesNotMatch(inCopy('rev-list', '--all', '--objects'), new RegExp(fix));
+    } finally {
+      await checkout.cleanup();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

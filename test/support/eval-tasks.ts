@@ -286,6 +286,10 @@ export function buildTaskSet(
       created_at: '2026-12-01T00:00:00Z',
       version: '1.0',
     });
+    // As in a real repository, the fix and its tests are later history on the branch.
+    write(repo, { ...spec.fix, ...spec.tests });
+    git(repo, 'add', '-A');
+    git(repo, 'commit', '-qm', `fix ${spec.id}`);
   }
   const file = join(dir, 'tasks.jsonl');
   writeFileSync(file, tasks.map((t) => `${JSON.stringify(t)}\n`).join(''));
