@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import { createHmac, randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -393,6 +394,12 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
 
   it('GitHub failing longer than the client retries → the attempt fails, BullMQ retries it, one PR', async () => {
     const n = issueWith('Average rounds wrong [transient]');
+    // The fault is matched by path: an earlier test's job still finishing (its last comment edits
+    // and lookups) would consume it. Wait until GitHub has heard nothing for a while.
+    for (let seen = -1; seen !== sim.requests.length;) {
+      seen = sim.requests.length;
+      await delay(1500);
+    }
     // The worker's first call for the job; the client makes 4 tries per attempt.
     sim.injectFault({
       method: 'GET',
