@@ -490,6 +490,8 @@ void test('pull requests: validation errors, filters, updates, review comments a
       draft: true,
       state: 'open',
       merged: false,
+      mergedAt: null,
+      mergeCommitSha: null,
       user: sim.app.botLogin,
       labels: [],
     },

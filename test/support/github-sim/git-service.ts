@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { InstallationToken } from './auth.js';
-import { readRefs, serveGitHttp } from './git.js';
+import { pushableRefs, readRefs, serveGitHttp } from './git.js';
 import { allows } from './rest.js';
 import type { RepoRecord, World } from './state.js';
 
@@ -21,11 +21,15 @@ export interface GitServiceOptions {
   /** Who a valid token acts as: the app's bot. */
   readonly botLogin: string;
   readonly lookupToken: (credential: string) => InstallationToken | null;
+  /**
+   * Called with the repository's pushable refs (no `refs/pull/…`, which only the simulator writes)
+   * before and after a push, before its response ends.
+   */
   readonly onPush: (
     repo: RepoRecord,
     before: ReadonlyMap<string, string>,
     after: ReadonlyMap<string, string>,
-  ) => void;
+  ) => Promise<void>;
   readonly log: Logger | undefined;
   /** Responses are paced to this rate (see GitHubSimulatorOptions.gitBytesPerSecond). */
   readonly bytesPerSecond?: number | undefined;
@@ -122,23 +126,35 @@ export class GitService {
       await serveGitHttp(req, res, cgi, hooks);
       return;
     }
-    // Pushes to one repository are serialised so that each push's ref changes are its own, and are
-    // reported before the response ends: once git says it pushed, `pushes` and PR heads show it.
-    const previous = this.pushLocks.get(repo.id) ?? Promise.resolve();
-    const current = previous.then(async () => {
-      const before = await readRefs(repo.bareDir);
+    // Pushes to one repository are serialised (with merges) so that each push's ref changes are its
+    // own, and are reported before the response ends: once git says it pushed, `pushes` and PR heads
+    // show it. `refs/pull/…` are left out: the simulator writes them, outside the lock too.
+    await this.exclusive(repo, async () => {
+      const before = pushableRefs(await readRefs(repo.bareDir));
       await serveGitHttp(req, res, cgi, {
         ...hooks,
         beforeEnd: async () => {
-          this.options.onPush(repo, before, await readRefs(repo.bareDir));
+          await this.options.onPush(repo, before, pushableRefs(await readRefs(repo.bareDir)));
         },
       });
     });
+  }
+
+  /**
+   * Runs `fn` after the repository's earlier pushes and merges, holding later ones off until it has
+   * finished: what a push reports as changed is then its own doing.
+   */
+  exclusive<T>(repo: RepoRecord, fn: () => Promise<T>): Promise<T> {
+    const previous = this.pushLocks.get(repo.id) ?? Promise.resolve();
+    const current = previous.then(fn);
     this.pushLocks.set(
       repo.id,
-      current.catch(() => undefined),
+      current.then(
+        () => undefined,
+        () => undefined,
+      ),
     );
-    await current;
+    return current;
   }
 
   /** Ends every running backend. */

@@ -20,8 +20,12 @@ function gitEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
-export async function git(cwd: string, args: readonly string[]): Promise<string> {
-  const { stdout } = await run('git', args, { cwd, env: gitEnv(), maxBuffer: 64 * 1024 * 1024 });
+export async function git(
+  cwd: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<string> {
+  const { stdout } = await run('git', args, { cwd, env: gitEnv(env), maxBuffer: 64 * 1024 * 1024 });
   return stdout;
 }
 
@@ -66,7 +70,121 @@ export async function createBareRepo(
   await git(bareDir, ['config', 'http.receivepack', 'true']);
   // Pushed objects are kept loose and nothing is auto-packed, so `git log` in tests sees a quiet repo.
   await git(bareDir, ['config', 'gc.auto', '0']);
+  // Pull request refs are GitHub's to write: fetchable, but a push to one is refused, as on GitHub.
+  await git(bareDir, ['config', 'receive.hideRefs', 'refs/pull/']);
+  // The simulator writes them from more than one place; a writer waits for another's lock.
+  await git(bareDir, ['config', 'core.filesRefLockTimeout', '2000']);
   return branch;
+}
+
+/** Where GitHub keeps a pull request's head commit, for as long as the pull request exists. */
+export function pullHeadRef(number: number): string {
+  return `refs/pull/${number}/head`;
+}
+
+/** Refs a client can push: everything but GitHub's own `refs/pull/…`. */
+export function pushableRefs(refs: ReadonlyMap<string, string>): Map<string, string> {
+  return new Map([...refs].filter(([name]) => !name.startsWith('refs/pull/')));
+}
+
+/**
+ * Points `refs/pull/<n>/head` at `sha` unless `refs` (the repository's refs, read just before)
+ * shows it there already.
+ */
+export async function writePullRef(
+  bareDir: string,
+  number: number,
+  sha: string,
+  refs?: ReadonlyMap<string, string>,
+): Promise<void> {
+  const ref = pullHeadRef(number);
+  if (refs?.get(ref) === sha) return;
+  await git(bareDir, ['update-ref', '-m', 'github-sim: pull request head', ref, sha]);
+}
+
+/** writePullRef, synchronously (for webhook building and the synchronous test-facing reads). */
+export function writePullRefSync(
+  bareDir: string,
+  number: number,
+  sha: string,
+  refs: ReadonlyMap<string, string>,
+): void {
+  const ref = pullHeadRef(number);
+  if (refs.get(ref) === sha) return;
+  gitSync(bareDir, ['update-ref', '-m', 'github-sim: pull request head', ref, sha]);
+}
+
+/**
+ * Moves a ref from `old` to `sha` (both full shas); false when it no longer points at `old`, so
+ * that a concurrent change is not overwritten.
+ */
+export async function compareAndSwapRef(
+  bareDir: string,
+  ref: string,
+  sha: string,
+  old: string,
+): Promise<boolean> {
+  try {
+    await git(bareDir, ['update-ref', '-m', 'github-sim: merge', ref, sha, old]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The tree of merging `head` into `base` (git merge-tree --write-tree, no work tree), or null when
+ * the merge conflicts.
+ */
+export async function mergeTree(bareDir: string, base: string, head: string): Promise<string | null> {
+  try {
+    const out = await git(bareDir, ['merge-tree', '--write-tree', '--no-messages', base, head]);
+    return out.split('\n')[0]?.trim() ?? null;
+  } catch (error) {
+    // Exit status 1 means conflicts; anything else is a failure of git.
+    if ((error as { code?: unknown }).code === 1) return null;
+    throw error;
+  }
+}
+
+export interface Identity {
+  readonly name: string;
+  readonly email: string;
+  /** Epoch milliseconds. */
+  readonly at: number;
+}
+
+/** A commit of `tree` with these parents, authored and committed by `who`; returns its sha. */
+export async function commitTree(
+  bareDir: string,
+  tree: string,
+  parents: readonly string[],
+  message: string,
+  who: Identity,
+): Promise<string> {
+  const date = `${Math.floor(who.at / 1000)} +0000`;
+  const out = await git(
+    bareDir,
+    ['commit-tree', '--no-gpg-sign', ...parents.flatMap((p) => ['-p', p]), '-m', message, tree],
+    {
+      GIT_AUTHOR_NAME: who.name,
+      GIT_AUTHOR_EMAIL: who.email,
+      GIT_AUTHOR_DATE: date,
+      GIT_COMMITTER_NAME: who.name,
+      GIT_COMMITTER_EMAIL: who.email,
+      GIT_COMMITTER_DATE: date,
+    },
+  );
+  return out.trim();
+}
+
+/** The full messages of the commits in `base..head`, oldest first. */
+export async function commitMessages(bareDir: string, base: string, head: string): Promise<string[]> {
+  const out = await git(bareDir, ['log', '--reverse', '--format=%B%x00', `${base}..${head}`]);
+  return out
+    .split('\0')
+    .map((m) => m.trim())
+    .filter((m) => m !== '');
 }
 
 /** Every ref and the object it points at. */

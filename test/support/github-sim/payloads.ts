@@ -4,7 +4,7 @@
  * it reports (a `labeled` issue has the label, a `created` comment exists), so that what a receiver
  * reads back through the API matches what it was told.
  */
-import { diffStatsSync, firstChangedFileSync, readRefsSync } from './git.js';
+import { diffStatsSync, firstChangedFileSync, readRefsSync, writePullRefSync } from './git.js';
 import type { Host } from './rest.js';
 import {
   isoNow,
@@ -108,7 +108,11 @@ function requirePull(host: Host, repo: RepoRecord, p: WebhookParams): IssueRecor
 function pullJson(host: Host, issue: IssueRecord): JsonObject {
   const pull = issue.pull;
   if (pull === null) throw new Error('unreachable');
-  if (issue.state === 'open') syncPull(issue, readRefsSync(issue.repo.bareDir));
+  if (issue.state === 'open') {
+    const refs = readRefsSync(issue.repo.bareDir);
+    syncPull(issue, refs);
+    writePullRefSync(issue.repo.bareDir, issue.number, pull.head.sha, refs);
+  }
   return host.wire.pull(issue, diffStatsSync(issue.repo.bareDir, pull.base.sha, pull.head.sha));
 }
 

@@ -4,7 +4,9 @@
  * validation, authentication and faults before a handler runs.
  */
 import type { InstallationToken } from './auth.js';
+import { HttpError, notFound, validationFailed } from './errors.js';
 import { listTree, readBlob, resolveCommit, treeEntry, type TreeEntry } from './git.js';
+import { mergePull, openPull } from './pulls.js';
 import type { Operation } from './spec.js';
 import { isoNow, type IssueRecord, type RepoRecord, type UserRecord, type World } from './state.js';
 import type { RepoPermission, WebhookEvent, WebhookParams } from './types.js';
@@ -25,16 +27,7 @@ export interface Reply {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** A refusal in GitHub's error shape; `extra` adds fields such as `errors`. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly extra: Readonly<Record<string, unknown>> = {},
-  ) {
-    super(message);
-  }
-}
+export { HttpError } from './errors.js';
 
 export interface HandlerContext {
   readonly operation: Operation;
@@ -57,8 +50,13 @@ export interface Host {
     repositoryIds: ReadonlySet<number> | null,
     permissions: Readonly<Record<string, string>>,
   ): InstallationToken;
-  /** Brings an open pull request's head and base shas in line with its branches. */
+  /**
+   * Brings an open pull request's head and base shas in line with its branches, and its
+   * `refs/pull/<n>/head` in line with its head.
+   */
   refreshPull(issue: IssueRecord): Promise<void>;
+  /** Runs `fn` holding the repository's push lock: no push over HTTP starts or ends meanwhile. */
+  exclusive<T>(repo: RepoRecord, fn: () => Promise<T>): Promise<T>;
   diffStats(issue: IssueRecord): Promise<DiffStats>;
   /** Sends the webhook GitHub would send about an API write, when the simulator echoes them. */
   echo(event: WebhookEvent, action: string, p: WebhookParams): void;
@@ -97,18 +95,11 @@ const ISSUES_WRITE: Need = [
 ];
 const PULLS_READ: Need = [['pull_requests', 'read']];
 const PULLS_WRITE: Need = [['pull_requests', 'write']];
+const CONTENTS_WRITE: Need = [['contents', 'write']];
 const METADATA: Need = [['metadata', 'read']];
 
 function ok(body: unknown, status = 200, headers?: Record<string, string>): Reply {
   return headers === undefined ? { status, body } : { status, body, headers };
-}
-
-function notFound(): HttpError {
-  return new HttpError(404, 'Not Found');
-}
-
-function validationFailed(errors: readonly Record<string, unknown>[]): HttpError {
-  return new HttpError(422, 'Validation Failed', { errors });
 }
 
 /** The repository named by the path, if the caller may see it (404 otherwise, as GitHub hides repos). */
@@ -314,7 +305,6 @@ async function createPull(ctx: HandlerContext, host: Host): Promise<Reply> {
   const repo = repoOf(ctx, host);
   const user = actor(ctx);
   const head = text(ctx.body, 'head') ?? '';
-  const base = text(ctx.body, 'base') ?? '';
   const title = text(ctx.body, 'title');
   const [headOwner, headRef] = head.includes(':')
     ? (head.split(':', 2) as [string, string])
@@ -329,58 +319,15 @@ async function createPull(ctx: HandlerContext, host: Host): Promise<Reply> {
     ]);
   if (title === undefined)
     throw validationFailed([{ resource: 'PullRequest', field: 'title', code: 'missing_field' }]);
-  const headSha =
-    headOwner.toLowerCase() === repo.owner.login.toLowerCase()
-      ? await resolveCommit(repo.bareDir, `refs/heads/${headRef}`)
-      : null;
-  if (headSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'head', code: 'invalid' }]);
-  const baseSha = await resolveCommit(repo.bareDir, `refs/heads/${base}`);
-  if (baseSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
-  const duplicate = [...repo.issues.values()].some(
-    (i) => i.state === 'open' && i.pull?.head.ref === headRef && i.pull.base.ref === base,
-  );
-  if (duplicate)
-    throw validationFailed([
-      {
-        resource: 'PullRequest',
-        code: 'custom',
-        message: `A pull request already exists for ${repo.owner.login}:${headRef}.`,
-      },
-    ]);
-  const now = isoNow();
-  const issue: IssueRecord = {
-    id: host.world.nextId('issue'),
-    number: host.world.nextNumber(repo),
-    repo,
+  const { issue, stats } = await openPull(host, repo, user, {
+    headOwner,
+    headRef,
+    baseRef: text(ctx.body, 'base') ?? '',
     title,
     body: text(ctx.body, 'body') ?? '',
-    user,
-    state: 'open',
-    stateReason: null,
-    labels: [],
-    comments: [],
-    reactions: [],
-    createdAt: now,
-    updatedAt: now,
-    closedAt: null,
-    closedBy: null,
-    pull: {
-      head: { ref: headRef, sha: headSha },
-      base: { ref: base, sha: baseSha },
-      previousHeadSha: null,
-      draft: flag(ctx.body, 'draft') ?? false,
-      merged: false,
-      maintainerCanModify: flag(ctx.body, 'maintainer_can_modify') ?? true,
-      reviewComments: [],
-      reviews: [],
-    },
-  };
-  const stats = await host.diffStats(issue);
-  if (stats.commits === 0)
-    throw validationFailed([
-      { resource: 'PullRequest', code: 'custom', message: `No commits between ${base} and ${headRef}` },
-    ]);
-  repo.issues.set(issue.number, issue);
+    draft: flag(ctx.body, 'draft') ?? false,
+    maintainerCanModify: flag(ctx.body, 'maintainer_can_modify') ?? true,
+  });
   const body = host.wire.pull(issue, stats);
   host.echo('pull_request', 'opened', {
     owner: repo.owner.login,
@@ -389,6 +336,35 @@ async function createPull(ctx: HandlerContext, host: Host): Promise<Reply> {
     sender: user.login,
   });
   return ok(body, 201, { location: String(body.url) });
+}
+
+async function mergePullRequest(ctx: HandlerContext, host: Host): Promise<Reply> {
+  const issue = pullOf(ctx, host);
+  const user = actor(ctx);
+  const method = text(ctx.body, 'merge_method') ?? 'merge';
+  if (method !== 'merge' && method !== 'squash' && method !== 'rebase')
+    throw validationFailed([{ resource: 'PullRequest', field: 'merge_method', code: 'invalid' }]);
+  const { sha, closedIssues } = await mergePull(host, issue, user, {
+    method,
+    sha: text(ctx.body, 'sha'),
+    commitTitle: text(ctx.body, 'commit_title'),
+    commitMessage: text(ctx.body, 'commit_message'),
+  });
+  const { repo } = issue;
+  host.echo('pull_request', 'closed', {
+    owner: repo.owner.login,
+    repo: repo.name,
+    pull: issue.number,
+    sender: user.login,
+  });
+  for (const closed of closedIssues)
+    host.echo('issues', 'closed', {
+      owner: repo.owner.login,
+      repo: repo.name,
+      issue: closed.number,
+      sender: user.login,
+    });
+  return ok({ sha, merged: true, message: 'Pull Request successfully merged' });
 }
 
 async function updatePull(ctx: HandlerContext, host: Host): Promise<Reply> {
@@ -461,6 +437,59 @@ function sortedPulls(repo: RepoRecord, ctx: HandlerContext): IssueRecord[] {
       : (i: IssueRecord) => String(i.number).padStart(12, '0');
   pulls.sort((a, b) => key(a).localeCompare(key(b)));
   return direction === 'asc' ? pulls : pulls.reverse();
+}
+
+/**
+ * GET /repos/{owner}/{repo}/issues: issues and pull requests (as GitHub lists them), filtered by
+ * state, labels (all of them), creator, since (updated at or after), and GitHub's milestone and
+ * assignee filters as far as they apply here (nothing has either); sorted by created, updated or
+ * comments, newest first by default.
+ */
+function listedIssues(repo: RepoRecord, ctx: HandlerContext): IssueRecord[] {
+  const q = ctx.query;
+  const invalid = (name: string): HttpError =>
+    validationFailed([{ resource: 'Issue', field: name, code: 'invalid' }]);
+  const state = q.state ?? 'open';
+  if (state !== 'open' && state !== 'closed' && state !== 'all') throw invalid('state');
+  const sort = q.sort ?? 'created';
+  if (sort !== 'created' && sort !== 'updated' && sort !== 'comments') throw invalid('sort');
+  const direction = q.direction ?? 'desc';
+  if (direction !== 'asc' && direction !== 'desc') throw invalid('direction');
+  let since: number | undefined;
+  if (q.since !== undefined) {
+    since = Date.parse(q.since);
+    if (Number.isNaN(since)) throw invalid('since');
+  }
+  const labels = (q.labels ?? '')
+    .split(',')
+    .map((l) => l.trim().toLowerCase())
+    .filter((l) => l !== '');
+  const creator = q.creator?.toLowerCase();
+  // Nothing in the simulator has a milestone or an assignee: only `none` (or no filter) keeps issues.
+  const unassigned = (value: string | undefined) => value === undefined || value.toLowerCase() === 'none';
+  const mention =
+    q.mentioned === undefined
+      ? null
+      : new RegExp(`(?<![\\w@])@${q.mentioned.replace(/[^\w-]/g, '')}(?![\\w-])`, 'i');
+  const issues = [...repo.issues.values()].filter((i) => {
+    if (state !== 'all' && i.state !== state) return false;
+    if (since !== undefined && Date.parse(i.updatedAt) < since) return false;
+    if (creator !== undefined && i.user.login.toLowerCase() !== creator) return false;
+    if (!labels.every((name) => i.labels.some((l) => l.name.toLowerCase() === name))) return false;
+    if (!unassigned(q.milestone) || !unassigned(q.assignee)) return false;
+    if (mention !== null && !mention.test(i.body) && !i.comments.some((c) => mention.test(c.body)))
+      return false;
+    return true;
+  });
+  const key = (i: IssueRecord): number =>
+    sort === 'updated'
+      ? Date.parse(i.updatedAt)
+      : sort === 'comments'
+        ? i.comments.length
+        : Date.parse(i.createdAt);
+  // Ties (timestamps are in whole seconds) go by number, which follows creation.
+  issues.sort((a, b) => key(a) - key(b) || a.number - b.number);
+  return direction === 'asc' ? issues : issues.reverse();
 }
 
 /** Create and list reactions on a target (an issue or a comment): the same rules for both. */
@@ -641,6 +670,24 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
         role_name: role,
         user: { ...host.wire.user(user), permissions: permissionFlags(role), role_name: role },
       });
+    },
+  },
+  'issues/list-for-repo': {
+    auth: 'installation',
+    needs: ISSUES_READ,
+    run(ctx, host) {
+      const repo = repoOf(ctx, host);
+      const { page, headers } = paginate(
+        listedIssues(repo, ctx),
+        ctx,
+        host,
+        `/repos/${repo.owner.login}/${repo.name}/issues`,
+      );
+      return ok(
+        page.map((i) => host.wire.issue(i)),
+        200,
+        headers,
+      );
     },
   },
   'issues/get': {
@@ -840,6 +887,8 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
     run: async (ctx, host) => ok(await pullBody(pullOf(ctx, host), host)),
   },
   'pulls/update': { auth: 'installation', needs: PULLS_WRITE, run: updatePull },
+  // Merging writes the base branch: GitHub asks for contents: write.
+  'pulls/merge': { auth: 'installation', needs: CONTENTS_WRITE, run: mergePullRequest },
   'pulls/list-review-comments': {
     auth: 'installation',
     needs: PULLS_READ,

@@ -15,9 +15,11 @@ import type { Logger } from 'pino';
 import { checkAppJwt, generateAppKey, isJwtShaped, TokenStore } from './auth.js';
 import { GitService, GIT_PATH } from './git-service.js';
 import { OAuthService, OAUTH_PATH } from './oauth.js';
-import { createBareRepo, diffStats, readRefs, readRefsSync } from './git.js';
+import { HttpError } from './errors.js';
+import { createBareRepo, diffStats, readRefs, readRefsSync, writePullRef, writePullRefSync } from './git.js';
 import { buildPayload } from './payloads.js';
-import { allows, HANDLERS, HttpError, type Caller, type Handler, type Host, type Reply } from './rest.js';
+import { mergePull, openPull } from './pulls.js';
+import { allows, HANDLERS, type Caller, type Handler, type Host, type Reply } from './rest.js';
 import { loadSpec, type OpenApiSpec, type Operation } from './spec.js';
 import { isoNow, syncPull, World, type IssueRecord, type ReactionRecord, type RepoRecord } from './state.js';
 import {
@@ -213,9 +215,7 @@ class Simulator implements GitHubSim {
         const lookup = this.tokens.lookup(credential, Date.now());
         return lookup.kind === 'valid' ? lookup.token : null;
       },
-      onPush: (repo, before, after) => {
-        this.recordPush(repo, before, after);
-      },
+      onPush: (repo, before, after) => this.recordPush(repo, before, after),
       log: this.log,
       bytesPerSecond: options.gitBytesPerSecond,
     });
@@ -228,6 +228,7 @@ class Simulator implements GitHubSim {
       rateLimit: () => this.rateLimit(false),
       issueToken: (ids, permissions) => this.tokens.issue(INSTALLATION_ID, ids, permissions, Date.now()),
       refreshPull: (issue) => this.refreshPull(issue),
+      exclusive: (repo, fn) => this.git.exclusive(repo, fn),
       diffStats: (issue) =>
         issue.pull === null
           ? Promise.resolve({ commits: 0, additions: 0, deletions: 0, changedFiles: 0 })
@@ -362,10 +363,65 @@ class Simulator implements GitHubSim {
     const record = this.world.requireRepo(owner, repo);
     const refs = readRefsSync(record.bareDir);
     return [...record.issues.values()].flatMap((issue) => {
+      if (issue.pull === null) return [];
       syncPull(issue, refs);
+      writePullRefSync(record.bareDir, issue.number, issue.pull.head.sha, refs);
       const snapshot = pullSnapshot(issue);
       return snapshot === null ? [] : [snapshot];
     });
+  }
+
+  async openPull(
+    owner: string,
+    repo: string,
+    p: { head: string; base?: string; title: string; body?: string; author: string },
+  ): Promise<SimPull> {
+    const record = this.world.requireRepo(owner, repo);
+    const { issue } = await openPull(this.host, record, this.world.ensureUser(p.author), {
+      headOwner: record.owner.login,
+      headRef: p.head,
+      baseRef: p.base ?? record.defaultBranch,
+      title: p.title,
+      body: p.body ?? '',
+      draft: false,
+      maintainerCanModify: true,
+    }).catch((error: unknown) => {
+      throw refusal(error, `cannot open a pull request from ${p.head} in ${owner}/${repo}`);
+    });
+    const snapshot = pullSnapshot(issue);
+    if (snapshot === null) throw new Error('unreachable');
+    return snapshot;
+  }
+
+  async mergePull(
+    owner: string,
+    repo: string,
+    number: number,
+    o: { by: string; method?: 'merge' | 'squash' },
+  ): Promise<{ sha: string }> {
+    const issue = this.world.requireIssue(owner, repo, number);
+    if (issue.pull === null)
+      throw new Error(`github-sim: #${number} in ${owner}/${repo} is not a pull request`);
+    const { sha } = await mergePull(this.host, issue, this.world.ensureUser(o.by), {
+      method: o.method ?? 'merge',
+    }).catch((error: unknown) => {
+      throw refusal(error, `cannot merge ${owner}/${repo}#${number}`);
+    });
+    return { sha };
+  }
+
+  closeIssue(
+    owner: string,
+    repo: string,
+    number: number,
+    o: { by: string; reason?: 'completed' | 'not_planned' },
+  ): SimIssue {
+    const issue = this.world.requireIssue(owner, repo, number);
+    if (issue.state === 'open') {
+      this.world.setState(issue, 'closed', this.world.ensureUser(o.by));
+      if (issue.pull === null) issue.stateReason = o.reason ?? 'completed';
+    }
+    return issueSnapshot(issue);
   }
 
   bareRepoPath(owner: string, repo: string): string {
@@ -735,11 +791,11 @@ class Simulator implements GitHubSim {
 
   // ---- git ------------------------------------------------------------------------------------
 
-  private recordPush(
+  private async recordPush(
     repo: RepoRecord,
     before: ReadonlyMap<string, string>,
     after: ReadonlyMap<string, string>,
-  ): void {
+  ): Promise<void> {
     const changed = [...new Set([...before.keys(), ...after.keys()])].filter(
       (ref) => before.get(ref) !== after.get(ref),
     );
@@ -751,19 +807,25 @@ class Simulator implements GitHubSim {
       refs: changed.sort(),
     });
     repo.pushedAt = isoNow();
-    for (const issue of repo.issues.values()) {
-      if (syncPull(issue, after))
-        this.echo('pull_request', 'synchronize', {
-          owner: repo.owner.login,
-          repo: repo.name,
-          pull: issue.number,
-          sender: this.app.botLogin,
-        });
+    const moved = [...repo.issues.values()].filter((issue) => syncPull(issue, after));
+    for (const issue of moved) {
+      if (issue.pull !== null) await writePullRef(repo.bareDir, issue.number, issue.pull.head.sha);
+      this.echo('pull_request', 'synchronize', {
+        owner: repo.owner.login,
+        repo: repo.name,
+        pull: issue.number,
+        sender: this.app.botLogin,
+      });
     }
   }
 
+  /** Syncs an open pull request's shas with its branches, and `refs/pull/<n>/head` with its head. */
   private async refreshPull(issue: IssueRecord): Promise<void> {
-    if (issue.pull !== null && issue.state === 'open') syncPull(issue, await readRefs(issue.repo.bareDir));
+    // A closed pull request's head no longer moves; its ref was written when it last did.
+    if (issue.pull === null || issue.state !== 'open') return;
+    const refs = await readRefs(issue.repo.bareDir);
+    syncPull(issue, refs);
+    await writePullRef(issue.repo.bareDir, issue.number, issue.pull.head.sha, refs);
   }
 
   // ---- lifecycle --------------------------------------------------------------------------------
@@ -829,6 +891,20 @@ async function readBody(req: IncomingMessage): Promise<string> {
   const parts: Buffer[] = [];
   for await (const part of req) parts.push(part as Buffer);
   return Buffer.concat(parts).toString('utf8');
+}
+
+/** A refusal of the shared REST logic as the Error a test-facing method throws. */
+function refusal(error: unknown, what: string): Error {
+  if (!(error instanceof HttpError)) return error instanceof Error ? error : new Error(String(error));
+  const errors = (error.extra.errors ?? []) as readonly {
+    message?: unknown;
+    field?: unknown;
+    code?: unknown;
+  }[];
+  const details = errors.map((e) =>
+    typeof e.message === 'string' ? e.message : `${String(e.field)} ${String(e.code)}`,
+  );
+  return new Error(`github-sim: ${what}: ${[error.message, ...details].join('; ')} (${error.status})`);
 }
 
 function describe(error: unknown): string {

@@ -42,6 +42,8 @@ export function pullSnapshot(issue: IssueRecord): SimPull | null {
     draft: pull.draft,
     state: issue.state,
     merged: pull.merged,
+    mergedAt: pull.mergedAt,
+    mergeCommitSha: pull.mergeCommitSha,
     user: issue.user.login,
     labels: issue.labels.map((l) => l.name),
   };

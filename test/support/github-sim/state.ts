@@ -64,6 +64,10 @@ export interface PullRecord {
   previousHeadSha: string | null;
   draft: boolean;
   merged: boolean;
+  mergedAt: string | null;
+  /** The commit a merge made on the base branch (the merge commit, or the squashed one). */
+  mergeCommitSha: string | null;
+  mergedBy: UserRecord | null;
   maintainerCanModify: boolean;
   readonly reviewComments: ReviewCommentRecord[];
   readonly reviews: ReviewRecord[];

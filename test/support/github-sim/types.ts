@@ -96,6 +96,10 @@ export interface SimPull {
   readonly draft: boolean;
   readonly state: 'open' | 'closed';
   readonly merged: boolean;
+  /** When it was merged (GitHub's timestamp format), or null. */
+  readonly mergedAt: string | null;
+  /** The commit the merge put on the base branch (merge or squash commit), or null. */
+  readonly mergeCommitSha: string | null;
   readonly user: string;
   readonly labels: readonly string[];
 }
@@ -298,6 +302,38 @@ export interface GitHubSim {
   reactions(owner: string, repo: string, target: number | { issue: number }): SimReaction[];
   /** Pull requests, with the shas of open ones read from their branches now. */
   pulls(owner: string, repo: string): SimPull[];
+  /**
+   * Opens a pull request by `author` from `head` (a branch of this repository) into `base` (default:
+   * the default branch), as REST pulls/create does: same checks (it throws where that answers 422),
+   * same record, `refs/pull/<n>/head` written. No webhook is sent.
+   */
+  openPull(
+    owner: string,
+    repo: string,
+    p: { head: string; base?: string; title: string; body?: string; author: string },
+  ): Promise<SimPull>;
+  /**
+   * Merges a pull request as `by`, as REST pulls/merge does (method default `merge`): a real merge or
+   * squash commit on the base branch; closes the pull request and, on the default branch, the open
+   * issues its body names with a closing keyword. Throws where pulls/merge refuses (not mergeable,
+   * conflicts). No webhook is sent (buildWebhook + deliver `pull_request` `closed` reports it).
+   */
+  mergePull(
+    owner: string,
+    repo: string,
+    number: number,
+    o: { by: string; method?: 'merge' | 'squash' },
+  ): Promise<{ sha: string }>;
+  /**
+   * Closes an issue (or pull request) as `by`, with state_reason `reason` for an issue (default
+   * `completed`). No webhook is sent; an issue already closed is left as it is.
+   */
+  closeIssue(
+    owner: string,
+    repo: string,
+    number: number,
+    o: { by: string; reason?: 'completed' | 'not_planned' },
+  ): SimIssue;
   bareRepoPath(owner: string, repo: string): string;
   /** Resolves once `predicate` holds, polling every 20 ms; rejects with `what` in the message on timeout. */
   waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs?: number, what?: string): Promise<void>;

@@ -270,7 +270,7 @@ export class Wire {
         html_url: html,
         diff_url: `${html}.diff`,
         patch_url: `${html}.patch`,
-        merged_at: null,
+        merged_at: issue.pull.mergedAt,
       };
     }
     return out;
@@ -334,8 +334,8 @@ export class Wire {
       created_at: issue.createdAt,
       updated_at: issue.updatedAt,
       closed_at: issue.closedAt,
-      merged_at: null,
-      merge_commit_sha: null,
+      merged_at: pull.mergedAt,
+      merge_commit_sha: pull.mergeCommitSha,
       assignee: null,
       assignees: [],
       requested_reviewers: [],
@@ -375,7 +375,7 @@ export class Wire {
       mergeable: issue.state === 'open' ? true : null,
       rebaseable: issue.state === 'open' ? true : null,
       mergeable_state: issue.state === 'open' ? (pull.draft ? 'draft' : 'clean') : 'unknown',
-      merged_by: null,
+      merged_by: pull.mergedBy === null ? null : this.user(pull.mergedBy),
       comments: issue.comments.length,
       review_comments: pull.reviewComments.length,
       maintainer_can_modify: pull.maintainerCanModify,

@@ -1,0 +1,243 @@
+/**
+ * Opening and merging pull requests, shared by the REST handlers (pulls/create, pulls/merge) and the
+ * test-facing methods (openPull, mergePull): the same checks, records and git writes for both. The
+ * callers send webhooks; these functions only change state.
+ */
+import { HttpError, validationFailed } from './errors.js';
+import {
+  commitMessages,
+  commitTree,
+  compareAndSwapRef,
+  diffStats,
+  mergeTree,
+  resolveCommit,
+  writePullRef,
+} from './git.js';
+import type { Host } from './rest.js';
+import { isoNow, type IssueRecord, type RepoRecord, type UserRecord } from './state.js';
+import type { DiffStats } from './wire.js';
+
+export interface OpenPullInput {
+  /** The owner of the head branch's repository; only the base repository itself is simulated. */
+  readonly headOwner: string;
+  readonly headRef: string;
+  readonly baseRef: string;
+  readonly title: string;
+  readonly body: string;
+  readonly draft: boolean;
+  readonly maintainerCanModify: boolean;
+}
+
+/**
+ * Opens a pull request as GitHub's pulls/create does: the branches must exist, differ and not already
+ * have an open pull request between them. Writes `refs/pull/<n>/head`. Throws HttpError (422).
+ */
+export async function openPull(
+  host: Host,
+  repo: RepoRecord,
+  user: UserRecord,
+  input: OpenPullInput,
+): Promise<{ issue: IssueRecord; stats: DiffStats }> {
+  const { headRef, baseRef } = input;
+  const headSha =
+    input.headOwner.toLowerCase() === repo.owner.login.toLowerCase()
+      ? await resolveCommit(repo.bareDir, `refs/heads/${headRef}`)
+      : null;
+  if (headSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'head', code: 'invalid' }]);
+  const baseSha = await resolveCommit(repo.bareDir, `refs/heads/${baseRef}`);
+  if (baseSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
+  // Checked again after the await, so that two requests at once cannot both pass it.
+  const duplicate = (): HttpError | null =>
+    [...repo.issues.values()].some(
+      (i) => i.state === 'open' && i.pull?.head.ref === headRef && i.pull.base.ref === baseRef,
+    )
+      ? validationFailed([
+          {
+            resource: 'PullRequest',
+            code: 'custom',
+            message: `A pull request already exists for ${repo.owner.login}:${headRef}.`,
+          },
+        ])
+      : null;
+  const before = duplicate();
+  if (before !== null) throw before;
+  const stats = await diffStats(repo.bareDir, baseSha, headSha);
+  if (stats.commits === 0)
+    throw validationFailed([
+      { resource: 'PullRequest', code: 'custom', message: `No commits between ${baseRef} and ${headRef}` },
+    ]);
+  const after = duplicate();
+  if (after !== null) throw after;
+  const now = isoNow();
+  const issue: IssueRecord = {
+    id: host.world.nextId('issue'),
+    number: host.world.nextNumber(repo),
+    repo,
+    title: input.title,
+    body: input.body,
+    user,
+    state: 'open',
+    stateReason: null,
+    labels: [],
+    comments: [],
+    reactions: [],
+    createdAt: now,
+    updatedAt: now,
+    closedAt: null,
+    closedBy: null,
+    pull: {
+      head: { ref: headRef, sha: headSha },
+      base: { ref: baseRef, sha: baseSha },
+      previousHeadSha: null,
+      draft: input.draft,
+      merged: false,
+      mergedAt: null,
+      mergeCommitSha: null,
+      mergedBy: null,
+      maintainerCanModify: input.maintainerCanModify,
+      reviewComments: [],
+      reviews: [],
+    },
+  };
+  repo.issues.set(issue.number, issue);
+  await writePullRef(repo.bareDir, issue.number, headSha);
+  return { issue, stats };
+}
+
+export interface MergeInput {
+  readonly method: 'merge' | 'squash' | 'rebase';
+  /** The head sha the caller saw; the merge is refused (409) when the head has moved since. */
+  readonly sha?: string | undefined;
+  readonly commitTitle?: string | undefined;
+  readonly commitMessage?: string | undefined;
+}
+
+export interface MergeOutcome {
+  /** The commit the base branch now points at. */
+  readonly sha: string;
+  /** Issues the pull request's body closed with a closing keyword, in the order it names them. */
+  readonly closedIssues: readonly IssueRecord[];
+}
+
+/**
+ * Merges an open pull request in the bare repository, as GitHub's merge button does: a merge commit
+ * (parents base, head) or a squashed one (parent base) of the tree `git merge-tree` makes, by the
+ * merging user, moving the base branch only if nobody moved it meanwhile. Closes the pull request,
+ * and, on the default branch, the issues its body references with a closing keyword. Runs under the
+ * repository's push lock. Throws HttpError: 405 not mergeable (closed, merged, draft, conflicting,
+ * rebase), 409 when `sha` is not the head or the base branch moved.
+ */
+export function mergePull(
+  host: Host,
+  issue: IssueRecord,
+  by: UserRecord,
+  input: MergeInput,
+): Promise<MergeOutcome> {
+  return host.exclusive(issue.repo, async () => {
+    // Brings the head in line with its branch and writes refs/pull/<n>/head for it.
+    await host.refreshPull(issue);
+    const pull = issue.pull;
+    if (pull === null) throw new Error(`github-sim: #${issue.number} is not a pull request`);
+    if (issue.state !== 'open' || pull.merged) throw new HttpError(405, 'Pull Request is not mergeable');
+    if (pull.draft) throw new HttpError(405, 'Pull Request is still a draft');
+    if (input.method === 'rebase')
+      throw new HttpError(405, 'Rebase merges are not allowed on this repository.');
+    if (input.sha !== undefined && input.sha !== pull.head.sha)
+      throw new HttpError(409, 'Head branch was modified. Review and try the merge again.');
+    const { repo } = issue;
+    const baseRef = `refs/heads/${pull.base.ref}`;
+    const base = await resolveCommit(repo.bareDir, baseRef);
+    if (base === null) throw new HttpError(405, 'Pull Request is not mergeable');
+    const head = pull.head.sha;
+    const tree = await mergeTree(repo.bareDir, base, head);
+    if (tree === null) throw new HttpError(405, 'Pull Request is not mergeable');
+
+    let title: string;
+    let body: string;
+    if (input.method === 'merge') {
+      title =
+        input.commitTitle ?? `Merge pull request #${issue.number} from ${repo.owner.login}/${pull.head.ref}`;
+      body = input.commitMessage ?? issue.title;
+    } else {
+      title = input.commitTitle ?? `${issue.title} (#${issue.number})`;
+      body =
+        input.commitMessage ??
+        (await commitMessages(repo.bareDir, base, head)).map((m) => `* ${m}`).join('\n\n');
+    }
+    const message = body.trim() === '' ? title : `${title}\n\n${body}`;
+    const at = Date.now();
+    const sha = await commitTree(
+      repo.bareDir,
+      tree,
+      input.method === 'merge' ? [base, head] : [base],
+      message,
+      {
+        name: by.login,
+        email: `${by.id}+${by.login}@users.noreply.github.com`,
+        at,
+      },
+    );
+    if (!(await compareAndSwapRef(repo.bareDir, baseRef, sha, base)))
+      throw new HttpError(409, 'Base branch was modified. Review and try the merge again.');
+    // The head stays fetchable after the branch goes, as on GitHub.
+    await writePullRef(repo.bareDir, issue.number, head);
+
+    const now = isoNow(at);
+    pull.base.sha = base;
+    pull.merged = true;
+    pull.mergedAt = now;
+    pull.mergeCommitSha = sha;
+    pull.mergedBy = by;
+    host.world.setState(issue, 'closed', by);
+    issue.closedAt = now;
+    issue.updatedAt = now;
+    repo.pushedAt = now;
+
+    const closedIssues: IssueRecord[] = [];
+    if (pull.base.ref === repo.defaultBranch) {
+      for (const number of closingReferences(issue.body, repo, host.url)) {
+        const target = repo.issues.get(number);
+        if (target === undefined || target.pull !== null || target.state !== 'open') continue;
+        host.world.setState(target, 'closed', by);
+        target.stateReason = 'completed';
+        target.closedAt = now;
+        target.updatedAt = now;
+        closedIssues.push(target);
+      }
+    }
+    return { sha, closedIssues };
+  });
+}
+
+const KEYWORD = '(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)';
+
+/**
+ * The numbers a pull request body references in this repository with one of GitHub's closing
+ * keywords (close, closes, closed, fix, fixes, fixed, resolve, resolves, resolved; any case; an
+ * optional colon): `#N`, `owner/repo#N` naming this repository, or its issue URL. Each once, in order.
+ */
+export function closingReferences(body: string, repo: RepoRecord, baseUrl: string): number[] {
+  const nwo = '[\\w.-]+/[\\w.-]+';
+  const url = `${escapeRegExp(baseUrl.replace(/\/+$/, ''))}/(${nwo})/issues/(\\d+)`;
+  const pattern = new RegExp(
+    `(?<![\\w/-])${KEYWORD}(?::\\s*|\\s+)(?:#(\\d+)|(${nwo})#(\\d+)|${url})(?![\\w-])`,
+    'gi',
+  );
+  const self = `${repo.owner.login}/${repo.name}`.toLowerCase();
+  const numbers: number[] = [];
+  for (const match of body.matchAll(pattern)) {
+    const [, plain, named, namedNumber, linked, linkedNumber] = match;
+    let number: string | undefined;
+    if (plain !== undefined) number = plain;
+    else if (named?.toLowerCase() === self) number = namedNumber;
+    else if (linked?.toLowerCase() === self) number = linkedNumber;
+    if (number === undefined) continue;
+    const n = Number(number);
+    if (!numbers.includes(n)) numbers.push(n);
+  }
+  return numbers;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
