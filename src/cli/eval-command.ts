@@ -4,11 +4,14 @@ import { pino } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
 import { summarize, terminalReport, writeReport } from '../eval/report.js';
 import { EvalConfigError, runEval, type EvalProgress } from '../eval/run-eval.js';
-import { readTasks, TaskFileError } from '../eval/tasks.js';
-import { sandboxKind, UsageError } from './workspace.js';
+import { buildTasksFromRepo, FromRepoError, type Skipped } from '../eval/from-repo.js';
+import { readTasks, TaskFileError, type EvalTask } from '../eval/tasks.js';
+import { sandboxKind, SetupError, UsageError } from './workspace.js';
 
 export const EVAL_USAGE = `  issue-agent eval <tasks.jsonl> [--concurrency N] [--sandbox docker|local] [--out DIR]
-                   [--model oracle] [--setup on|off] [--repos-dir DIR] [--json]`;
+                   [--model oracle] [--setup on|off] [--repos-dir DIR] [--json]
+  issue-agent eval --from-repo owner/name [--since DATE] [--limit N] [--test-command CMD]
+                   [--build-only] [and the options above]   (GITHUB_TOKEN, GITHUB_API_URL)`;
 
 /**
  * `issue-agent eval`: runs a task set (SWE-bench instances, see eval/tasks.ts) and reports. Exit 0
@@ -32,14 +35,31 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
         attempts: { type: 'string' },
         'repos-dir': { type: 'string' },
         json: { type: 'boolean' },
+        'from-repo': { type: 'string' },
+        since: { type: 'string' },
+        limit: { type: 'string' },
+        'test-command': { type: 'string' },
+        'build-only': { type: 'boolean' },
       },
     });
   } catch (error) {
     throw new UsageError(error instanceof Error ? (error.message.split('\n')[0] ?? '') : 'bad arguments');
   }
   const { values, positionals } = parsed;
-  if (positionals.length !== 1 || positionals[0] === undefined) {
-    throw new UsageError('eval takes exactly one <tasks.jsonl>');
+  const fromRepo = values['from-repo'] ?? null;
+  if (fromRepo === null) {
+    if (positionals.length !== 1 || positionals[0] === undefined) {
+      throw new UsageError('eval takes exactly one <tasks.jsonl>, or --from-repo owner/name');
+    }
+    for (const flag of ['since', 'limit', 'test-command', 'build-only'] as const) {
+      if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --from-repo`);
+    }
+  } else {
+    if (positionals.length > 0)
+      throw new UsageError('--from-repo builds the task set: give no <tasks.jsonl>');
+    if (!/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(fromRepo)) {
+      throw new UsageError(`--from-repo takes owner/name, got "${fromRepo}"`);
+    }
   }
   const concurrency = Number(values.concurrency ?? '1');
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
@@ -52,7 +72,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
     throw new UsageError('--model takes `oracle`; the model otherwise comes from ISSUE_AGENT_MODEL');
   }
   const model = values.model === 'oracle' ? 'oracle' : 'configured';
-  if (model === 'configured' && env.anthropicApiKey === null) {
+  if (model === 'configured' && env.anthropicApiKey === null && values['build-only'] !== true) {
     throw new UsageError('ANTHROPIC_API_KEY is not set (or use --model oracle to check the harness)');
   }
   const kind = sandboxKind(values.sandbox);
@@ -61,14 +81,19 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   if (values.setup !== undefined && !['on', 'off'].includes(values.setup)) {
     throw new UsageError(`--setup must be on or off, got "${values.setup}"`);
   }
-  let tasks;
-  try {
-    tasks = await readTasks(positionals[0]);
-  } catch (error) {
-    if (error instanceof TaskFileError) throw new UsageError(error.message);
-    throw error;
+  const source = fromRepo === null ? null : fromRepoSource(fromRepo, values);
+  let tasks: EvalTask[] = [];
+  if (positionals[0] !== undefined) {
+    try {
+      tasks = await readTasks(positionals[0]);
+    } catch (error) {
+      if (error instanceof TaskFileError) throw new UsageError(error.message);
+      throw error;
+    }
   }
-  const out = resolve(values.out ?? resolve(env.runsDir, 'eval'));
+  const out = resolve(
+    values.out ?? resolve(env.runsDir, fromRepo === null ? 'eval' : `eval-${fromRepo.replace('/', '__')}`),
+  );
   const json = values.json === true;
   const controller = new AbortController();
   let interrupts = 0;
@@ -80,6 +105,51 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   };
   process.on('SIGINT', onSigint);
   const logger = pino({ level: env.logLevel, base: { eval: out } }, pino.destination(2));
+  let tasksFile = positionals[0] === undefined ? '' : resolve(positionals[0]);
+  let skipped: readonly Skipped[] | null = null;
+  if (source !== null) {
+    process.stderr.write(
+      `eval: building tasks from the closed issues of ${source.repo}${source.since === null ? '' : ` since ${source.since.toISOString()}`} (at most ${source.limit}), in the ${kind} sandbox\n`,
+    );
+    let built;
+    try {
+      built = await buildTasksFromRepo({
+        ...source,
+        out,
+        kind,
+        env,
+        setup,
+        hide: [],
+        concurrency,
+        logger,
+        signal: controller.signal,
+        onProgress: (line) => {
+          process.stderr.write(`  ${line}\n`);
+        },
+      });
+    } catch (error) {
+      process.off('SIGINT', onSigint);
+      if (error instanceof FromRepoError) throw new SetupError(error.message);
+      throw error;
+    }
+    if (controller.signal.aborted) {
+      process.off('SIGINT', onSigint);
+      process.stderr.write('interrupted while building the tasks: run the same command again to go on\n');
+      return 130;
+    }
+    tasks = [...built.tasks];
+    tasksFile = built.file;
+    skipped = built.skipped;
+    process.stderr.write(
+      `eval: ${built.tasks.length} task(s) built, ${built.skipped.length} closed issue(s) skipped; task set in ${built.file}\n`,
+    );
+    if (values['build-only'] === true || tasks.length === 0) {
+      process.off('SIGINT', onSigint);
+      if (json)
+        console.log(JSON.stringify({ repo: source.repo, tasks: tasks.length, file: built.file, skipped }));
+      return tasks.length === 0 && values['build-only'] !== true ? 1 : 0;
+    }
+  }
   const progress = new ProgressLine(process.stderr.isTTY);
   process.stderr.write(
     `eval: ${tasks.length} task(s), ${concurrency} at a time, ${kind} sandbox, model ${model === 'oracle' ? 'oracle' : env.model}; results in ${out}\n`,
@@ -95,7 +165,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       env,
       model,
       reposDir: values['repos-dir'] === undefined ? null : resolve(values['repos-dir']),
-      tasksFile: resolve(positionals[0]),
+      tasksFile,
       signal: controller.signal,
       logger,
       onProgress: (p) => {
@@ -113,12 +183,51 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
     total: tasks.length,
     model: model === 'oracle' ? 'oracle' : env.model,
     sandbox: kind,
+    ...(source === null || skipped === null ? {} : { source: { repo: source.repo, skipped } }),
   });
   await writeReport(out, run.results, summary);
   if (json) console.log(JSON.stringify(summary));
   else console.log(terminalReport(run.results, summary));
   if (run.interrupted.length > 0) return 130;
   return run.results.some((r) => r.grade === null || r.grade.status === 'error') ? 1 : 0;
+}
+
+/** Where `--from-repo` reads: GITHUB_TOKEN (or GH_TOKEN) at GITHUB_API_URL (GitHub's by default). */
+function fromRepoSource(
+  repo: string,
+  values: { since?: string | undefined; limit?: string | undefined; 'test-command'?: string | undefined },
+): {
+  repo: string;
+  apiUrl: string;
+  token: string;
+  since: Date | null;
+  limit: number;
+  testCommand: string | null;
+} {
+  const token = (process.env.GITHUB_TOKEN ?? process.env.GH_TOKEN ?? '').trim();
+  if (token === '')
+    throw new UsageError('--from-repo reads the repository with GITHUB_TOKEN (or GH_TOKEN): set one');
+  let since: Date | null = null;
+  if (values.since !== undefined) {
+    since = new Date(values.since);
+    if (!/^\d{4}-\d{2}-\d{2}/.test(values.since) || Number.isNaN(since.getTime())) {
+      throw new UsageError(`--since takes a date (2026-01-31, or an ISO time), got "${values.since}"`);
+    }
+  }
+  const limit = Number(values.limit ?? '20');
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new UsageError(`--limit must be an integer from 1 to 1000, got "${values.limit ?? ''}"`);
+  }
+  const testCommand = values['test-command']?.trim() ?? null;
+  if (testCommand === '') throw new UsageError('--test-command is empty');
+  return {
+    repo,
+    apiUrl: (process.env.GITHUB_API_URL ?? 'https://api.github.com').replace(/\/+$/, ''),
+    token,
+    since,
+    limit,
+    testCommand,
+  };
 }
 
 /** A progress bar redrawn in place on a terminal; one line per finished task otherwise. */

@@ -48,59 +48,177 @@ export interface Grade {
 const TEST_TIMEOUT_MS = 15 * 60_000;
 const JS = /\.(?:[cm]?js|[cm]?ts|jsx|tsx)$/;
 
+/** How to run some tests, and how their output is read. */
+export interface TestCommand {
+  readonly command: string;
+  readonly parse: (out: string, into: TestResults) => void;
+}
+
+const both = (out: string, into: TestResults): void => {
+  parsePytest(out, into);
+  parseTap(out, null, into);
+};
+
 /** The commands that run the listed tests, each with how its output is read. */
-export function testCommands(
-  task: EvalTask,
-): { command: string; parse: (out: string, into: TestResults) => void }[] {
-  const both = (out: string, into: TestResults): void => {
-    parsePytest(out, into);
-    parseTap(out, null, into);
-  };
+export function testCommands(task: EvalTask): TestCommand[] {
   if (task.test_command !== undefined) return [{ command: task.test_command, parse: both }];
   const ids = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
   const files = [...new Set(ids.map((id) => (id.includes('::') ? id.slice(0, id.indexOf('::')) : null)))];
+  const commands = files.includes(null) ? null : commandsForFiles(files as string[]);
+  if (commands !== null) return commands;
   const named = files.filter((f): f is string => f !== null);
-  if (named.length > 0 && named.every((f) => f.endsWith('.py'))) {
-    const all = files.includes(null) ? [] : named;
-    return [
-      {
-        command: `python3 -m pytest -rA -p no:cacheprovider${all.map((f) => ` ${shellQuote(f)}`).join('')}`,
-        parse: both,
-      },
-    ];
-  }
-  if (named.length > 0 && named.every((f) => JS.test(f)) && !files.includes(null)) {
+  if (named.length > 0 && named.every((f) => f.endsWith('.py'))) return pytestCommand([]);
+  throw new Error(
+    'no default way to run these tests (pytest node ids or JavaScript `file::name` ids); give the task a test_command',
+  );
+}
+
+/**
+ * The default commands for whole test files, or null when there is none: pytest for Python files,
+ * node's test runner (one run per file) for JavaScript and TypeScript ones. Mixed languages have none.
+ */
+export function commandsForFiles(files: readonly string[]): TestCommand[] | null {
+  if (files.length === 0) return null;
+  if (files.every((f) => f.endsWith('.py'))) return pytestCommand(files);
+  if (files.every((f) => JS.test(f))) {
     // One run per file: node names a test by its title alone, so the file comes from the command.
-    return named.map((f) => ({
+    return files.map((f) => ({
       command: `node --test --test-reporter=tap ${shellQuote(f)}`,
       parse: (out: string, into: TestResults) => {
         parseTap(out, f, into);
       },
     }));
   }
-  throw new Error(
-    'no default way to run these tests (pytest node ids or JavaScript `file::name` ids); give the task a test_command',
-  );
+  return null;
 }
 
-export async function grade(options: {
-  readonly task: EvalTask;
-  /** The repository the checkout is cloned from (a local path). */
-  readonly repo: string;
-  /** The model's patch (the agent's final diff), or null when it produced none. */
-  readonly patch: string | null;
+function pytestCommand(files: readonly string[]): TestCommand[] {
+  return [
+    {
+      command: `python3 -m pytest -rA -p no:cacheprovider${files.map((f) => ` ${shellQuote(f)}`).join('')}`,
+      parse: both,
+    },
+  ];
+}
+
+/** What one sandboxed test run at a base commit gave. */
+export type TestRun =
+  | {
+      readonly kind: 'ran';
+      readonly results: TestResults;
+      /** Every command and its output. */
+      readonly output: string;
+      readonly testMs: number;
+    }
+  /** The change under test (a model's or a gold patch) does not apply to the base commit. */
+  | { readonly kind: 'patch_failed'; readonly output: string }
+  /** The harness's own part failed: resetting the test files or applying the test patch. */
+  | { readonly kind: 'harness_failed'; readonly reason: string };
+
+export interface SandboxPlace {
   readonly kind: CliSandbox;
   readonly env: AgentEnv;
   readonly setup: boolean;
-  /** The task's folder (hidden from a local sandbox), and a key naming this grading's copy. */
+  /** The task's folder (hidden from a local sandbox), and a key naming this run's copy. */
   readonly folder: string;
   readonly key: string;
   /** Host paths the local sandbox must hide too, and the environment cache's key. */
   readonly hide: readonly string[];
   readonly cacheKey: string;
-  readonly logger: Logger;
   readonly signal?: AbortSignal | undefined;
-}): Promise<Grade> {
+}
+
+/**
+ * Runs `commands` in a new sandbox made from `repo` at `base`, with `patch` applied, then the files
+ * the test patch touches put back to the base commit and the test patch applied (SWE-bench's
+ * order). The environment is made from the base commit (its config, its lockfile), as SWE-bench
+ * builds its image before any patch; the patches are applied inside the sandbox, so nothing in
+ * them (a link, a path) is ever followed on the host.
+ */
+export async function runTestsAt(
+  options: SandboxPlace & {
+    /** The repository the checkout is cloned from (a local path). */
+    readonly repo: string;
+    readonly base: string;
+    readonly patch: string | null;
+    readonly testPatch: string;
+    readonly commands: readonly TestCommand[];
+  },
+): Promise<TestRun> {
+  const checkout = await checkoutAt(options.repo, options.base);
+  try {
+    const ws = await openWorkspace(
+      checkout.dir,
+      options.kind,
+      options.env,
+      options.folder,
+      options.key,
+      options.setup,
+      { hide: options.hide, cacheKey: options.cacheKey },
+    );
+    try {
+      const sandbox = ws.sandbox;
+      const apply = (patch: string): Promise<{ ok: boolean; output: string }> =>
+        patch.trim() === ''
+          ? Promise.resolve({ ok: true, output: '' })
+          : sandbox
+              // The harness shell's stdin stays open: the script reads exactly the patch's bytes.
+              .harnessExec(
+                `head -c ${Buffer.byteLength(patch)} | git -c core.hooksPath=/dev/null apply --whitespace=nowarn -`,
+                { timeoutMs: 60_000, stdin: Buffer.from(patch) },
+              )
+              .then((r) => ({ ok: r.exitCode === 0, output: r.output.trim().slice(0, 1000) }));
+      const change = await apply(options.patch ?? '');
+      if (!change.ok) return { kind: 'patch_failed', output: change.output };
+      // As SWE-bench before its test patch: the files it touches back to the base commit.
+      const reset = patchPaths(options.testPatch)
+        .map((path) => shellQuote(path))
+        .map(
+          (q) =>
+            `if git cat-file -e HEAD:${q} 2>/dev/null; then git checkout -q HEAD -- ${q}; else rm -rf -- ${q}; fi`,
+        )
+        .join('\n');
+      if (reset !== '') {
+        // In a subshell: `set -e` must not stay in the harness's shell.
+        const r = await sandbox.harnessExec(`(\nset -e\n${reset}\n)`, { timeoutMs: 60_000 });
+        if (r.exitCode !== 0) {
+          return {
+            kind: 'harness_failed',
+            reason: `could not reset the test files: ${r.output.trim().slice(0, 500)}`,
+          };
+        }
+      }
+      const tests = await apply(options.testPatch);
+      if (!tests.ok)
+        return { kind: 'harness_failed', reason: `the test patch does not apply: ${tests.output}` };
+      const results: TestResults = new Map();
+      let testMs = 0;
+      let output = '';
+      for (const c of options.commands) {
+        const r = await run(sandbox, c.command, options.signal);
+        testMs += r.durationMs;
+        output += `$ ${c.command}\n${r.output}\n`;
+        c.parse(r.output, results);
+      }
+      return { kind: 'ran', results, output, testMs };
+    } finally {
+      await ws.close();
+    }
+  } finally {
+    await checkout.cleanup();
+  }
+}
+
+export async function grade(
+  options: SandboxPlace & {
+    readonly task: EvalTask;
+    /** The repository the checkout is cloned from (a local path). */
+    readonly repo: string;
+    /** The model's patch (the agent's final diff), or null when it produced none. */
+    readonly patch: string | null;
+    readonly logger: Logger;
+  },
+): Promise<Grade> {
   const started = performance.now();
   const { task } = options;
   const empty = { success: [], failure: [] };
@@ -122,122 +240,56 @@ export async function grade(options: {
   } catch (error) {
     return result({ status: 'error', patchApplied: false, reason: (error as Error).message });
   }
-  // The environment is made from the base commit (its config, its lockfile), as SWE-bench builds
-  // its image before any patch; the patches are applied inside the new sandbox, so nothing in them
-  // (a link, a path) is ever followed on the host.
-  const checkout = await checkoutAt(options.repo, task.base_commit);
-  let results: TestResults = new Map();
-  let testMs = 0;
-  let output = '';
-  try {
-    const ws = await openWorkspace(
-      checkout.dir,
-      options.kind,
-      options.env,
-      options.folder,
-      options.key,
-      options.setup,
-      {
-        hide: options.hide,
-        cacheKey: options.cacheKey,
-      },
-    );
-    try {
-      const sandbox = ws.sandbox;
-      const apply = (patch: string): Promise<{ ok: boolean; output: string }> =>
-        patch.trim() === ''
-          ? Promise.resolve({ ok: true, output: '' })
-          : sandbox
-              // The harness shell's stdin stays open: the script reads exactly the patch's bytes.
-              .harnessExec(
-                `head -c ${Buffer.byteLength(patch)} | git -c core.hooksPath=/dev/null apply --whitespace=nowarn -`,
-                { timeoutMs: 60_000, stdin: Buffer.from(patch) },
-              )
-              .then((r) => ({ ok: r.exitCode === 0, output: r.output.trim().slice(0, 1000) }));
-      const model = await apply(options.patch ?? '');
-      if (!model.ok) {
-        return result({
-          status: 'unresolved',
-          patchApplied: false,
-          reason: `the patch does not apply: ${model.output}`,
-        });
-      }
-      // As SWE-bench before its test patch: the files it touches back to the base commit.
-      const reset = patchPaths(task.test_patch)
-        .map((path) => shellQuote(path))
-        .map(
-          (q) =>
-            `if git cat-file -e HEAD:${q} 2>/dev/null; then git checkout -q HEAD -- ${q}; else rm -rf -- ${q}; fi`,
-        )
-        .join('\n');
-      if (reset !== '') {
-        // In a subshell: `set -e` must not stay in the harness's shell.
-        const r = await sandbox.harnessExec(`(\nset -e\n${reset}\n)`, { timeoutMs: 60_000 });
-        if (r.exitCode !== 0) {
-          return result({
-            status: 'error',
-            patchApplied: true,
-            reason: `could not reset the test files: ${r.output.trim().slice(0, 500)}`,
-          });
-        }
-      }
-      const tests = await apply(task.test_patch);
-      if (!tests.ok) {
-        return result({
-          status: 'error',
-          patchApplied: true,
-          reason: `the test patch does not apply: ${tests.output}`,
-        });
-      }
-      results = new Map();
-      for (const c of commands) {
-        const r = await run(sandbox, c.command, options.signal);
-        testMs += r.durationMs;
-        output += `$ ${c.command}\n${r.output}\n`;
-        c.parse(r.output, results);
-      }
-    } finally {
-      await ws.close();
-    }
-  } finally {
-    await checkout.cleanup();
-  }
-  {
-    const listed = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
-    const byName =
-      new Set(listed.map((id) => (id.includes('::') ? id.slice(0, id.indexOf('::')) : ''))).size <= 1;
-    const status = (id: string): TestStatus | null => statusOf(results, id, byName);
-    const split = (ids: readonly string[]): TestsStatus => ({
-      success: ids.filter((id) => passed(status(id))),
-      failure: ids.filter((id) => !passed(status(id))),
-    });
-    const f2p = split(task.FAIL_TO_PASS);
-    const p2p = split(task.PASS_TO_PASS);
-    const failing = [...f2p.failure, ...p2p.failure].map((id) => ({
-      id,
-      status: status(id) ?? ('absent' as const),
-    }));
-    const resolved = failing.length === 0;
-    const outputTail = output.slice(-2000);
-    const none =
-      failing.length === f2p.failure.length + p2p.failure.length + f2p.success.length + p2p.success.length;
+  const ran = await runTestsAt({
+    ...options,
+    base: task.base_commit,
+    testPatch: task.test_patch,
+    commands,
+  });
+  if (ran.kind === 'patch_failed') {
     return result({
-      status: resolved ? 'resolved' : 'unresolved',
-      patchApplied: true,
-      outputTail,
-      reason: resolved
-        ? null
-        : none && failing.every((f) => f.status === 'absent')
-          ? `the test run reported none of the listed tests; its output ended: ${output.trim().split('\n').slice(-3).join(' | ').slice(0, 400)}`
-          : `${failing.length} listed test(s) did not pass: ${failing
-              .slice(0, 5)
-              .map((f) => `${f.id} (${f.status})`)
-              .join(', ')}${failing.length > 5 ? ', …' : ''}`,
-      tests: { FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p },
-      failing,
-      testMs,
+      status: 'unresolved',
+      patchApplied: false,
+      reason: `the patch does not apply: ${ran.output}`,
     });
   }
+  if (ran.kind === 'harness_failed')
+    return result({ status: 'error', patchApplied: true, reason: ran.reason });
+  const { results, output, testMs } = ran;
+  const listed = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+  const byName =
+    new Set(listed.map((id) => (id.includes('::') ? id.slice(0, id.indexOf('::')) : ''))).size <= 1;
+  const status = (id: string): TestStatus | null => statusOf(results, id, byName);
+  const split = (ids: readonly string[]): TestsStatus => ({
+    success: ids.filter((id) => passed(status(id))),
+    failure: ids.filter((id) => !passed(status(id))),
+  });
+  const f2p = split(task.FAIL_TO_PASS);
+  const p2p = split(task.PASS_TO_PASS);
+  const failing = [...f2p.failure, ...p2p.failure].map((id) => ({
+    id,
+    status: status(id) ?? ('absent' as const),
+  }));
+  const resolved = failing.length === 0;
+  const outputTail = output.slice(-2000);
+  const none =
+    failing.length === f2p.failure.length + p2p.failure.length + f2p.success.length + p2p.success.length;
+  return result({
+    status: resolved ? 'resolved' : 'unresolved',
+    patchApplied: true,
+    outputTail,
+    reason: resolved
+      ? null
+      : none && failing.every((f) => f.status === 'absent')
+        ? `the test run reported none of the listed tests; its output ended: ${output.trim().split('\n').slice(-3).join(' | ').slice(0, 400)}`
+        : `${failing.length} listed test(s) did not pass: ${failing
+            .slice(0, 5)
+            .map((f) => `${f.id} (${f.status})`)
+            .join(', ')}${failing.length > 5 ? ', …' : ''}`,
+    tests: { FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p },
+    failing,
+    testMs,
+  });
 }
 
 async function run(

@@ -1,6 +1,7 @@
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Usage } from '../events/schema.js';
+import type { Skipped } from './from-repo.js';
 import type { EvalRun, TaskResult } from './run-eval.js';
 
 /**
@@ -34,6 +35,8 @@ export interface EvalSummary {
     /** Per task, everything but running tests (sandbox, setup, agent loop, grading's own work). */
     readonly harnessMedianMs: number;
   };
+  /** For a task set built from a repository's history: the repository and the issues it skipped. */
+  readonly source?: { readonly repo: string; readonly skipped: readonly Skipped[] };
   /** With the oracle: tasks the gold patch did not resolve, which are the harness's (or the task's) bugs. */
   readonly harnessBugs: readonly { readonly instance_id: string; readonly reason: string }[];
 }
@@ -53,7 +56,12 @@ function count(values: readonly string[]): Record<string, number> {
 
 export function summarize(
   run: EvalRun,
-  meta: { readonly total: number; readonly model: string; readonly sandbox: string },
+  meta: {
+    readonly total: number;
+    readonly model: string;
+    readonly sandbox: string;
+    readonly source?: EvalSummary['source'];
+  },
 ): EvalSummary {
   const r = run.results;
   const resolved = r.filter((x) => x.resolved).length;
@@ -83,6 +91,7 @@ export function summarize(
       agentMedianMs: median(r.map((x) => x.agentMs)),
       harnessMedianMs: median(r.map((x) => Math.max(0, x.wallMs - x.testMs))),
     },
+    ...(meta.source === undefined ? {} : { source: meta.source }),
     harnessBugs:
       meta.model === 'oracle'
         ? r.filter((x) => !x.resolved).map((x) => ({ instance_id: x.instance_id, reason: reasonOf(x) }))
@@ -163,7 +172,24 @@ export function terminalReport(results: readonly TaskResult[], s: EvalSummary): 
           ...s.harnessBugs.map((b) => `  ${b.instance_id}: ${b.reason}`),
         ]
       : [];
-  return [...all.map(line), '', ...totals(s), ...bugs].join('\n');
+  return [
+    ...all.map(line),
+    '',
+    ...totals(s),
+    ...bugs,
+    ...sourceLines(s).map((l) => l.replace(/^- /, '  ')),
+  ].join('\n');
+}
+
+/** Which issues of the repository made no task, and why. */
+function sourceLines(s: EvalSummary): string[] {
+  if (s.source === undefined) return [];
+  const skipped = s.source.skipped;
+  return [
+    '',
+    `Tasks from ${s.source.repo}: ${s.tasks} built, ${skipped.length} closed issue(s) skipped${skipped.length > 0 ? ':' : '.'}`,
+    ...skipped.map((k) => `- #${k.issue}${k.pull === null ? '' : ` (pull request #${k.pull})`}: ${k.reason}`),
+  ];
 }
 
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -192,6 +218,7 @@ export function markdownReport(results: readonly TaskResult[], s: EvalSummary): 
           ...s.harnessBugs.map((b) => `- ${b.instance_id}: ${cell(b.reason)}`),
         ]
       : []),
+    ...sourceLines(s).map((l) => (l.startsWith('Tasks from') ? `## ${cell(l)}` : l)),
     '',
   ].join('\n');
 }
