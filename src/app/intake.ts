@@ -25,6 +25,7 @@ import { firstTime, withIssueLock } from '../queue/issue-lock.js';
 import type { FixJob, ReviewContext } from '../queue/payloads.js';
 import { fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
 import {
+  buildEvaluateJob,
   buildFixJob,
   matches,
   mayTrigger,
@@ -36,6 +37,8 @@ import {
   targetOf,
 } from './trigger-rules.js';
 import type { Trigger } from './triggers.js';
+import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
+import type { EvaluateRequest } from '../queue/payloads.js';
 
 export type Octokit = InstanceType<typeof ProbotOctokit>;
 
@@ -149,12 +152,41 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
     }
     return { status: 'refused', reason: who.reason };
   }
+  // `@agent evaluate …`: an admin's request, answered where it was asked.
+  let evaluate: EvaluateRequest | null = null;
+  if (trigger.kind === 'mention' && EVALUATE.test(ours.instruction)) {
+    const parsed = parseEvaluate(ours.instruction);
+    if (!parsed.ok) {
+      await comment(
+        octokit,
+        deps,
+        where,
+        trigger.issue.number,
+        `I can't start the evaluation: ${parsed.problem}.\n\n${EVALUATE_USAGE}`,
+      );
+      return { status: 'refused', reason: `bad evaluate request: ${parsed.problem}` };
+    }
+    const admin = await mayEvaluate(trigger, octokit);
+    if (!admin.allowed) {
+      log.info({ sender: trigger.sender.login, reason: admin.reason }, 'evaluate refused');
+      const key = `${prefix}:refused-evaluate:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`;
+      if (await firstTime(deps.redis, key, 24 * 3600)) {
+        await comment(octokit, deps, where, trigger.issue.number, admin.reply);
+      }
+      return { status: 'refused', reason: admin.reason };
+    }
+    evaluate = parsed.request;
+  }
   // The job is announced (its progress comment) and queued before the reaction: an installation's
   // writes go a second apart, and the reaction is the one that can wait.
   const accept = async (): Promise<IntakeResult> => {
     // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
     // a second PR), or the issue itself.
-    const target = await targetOf(octokit, where, trigger);
+    // An evaluation reports in the conversation that asked, whatever it is; it opens no pull request.
+    const target =
+      evaluate === null
+        ? await targetOf(octokit, where, trigger)
+        : ({ kind: 'issue', number: trigger.issue.number } as const);
     const targetKey = issueKey(trigger.repo.id, target.number);
 
     if (cancel) {
@@ -198,7 +230,10 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
     }
 
     const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
-    const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
+    const job =
+      evaluate === null
+        ? buildFixJob(trigger, target, config, ours.instruction, reviewComments)
+        : buildEvaluateJob(trigger, config, ours.instruction, evaluate);
 
     return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
       const live = await liveJobFor(deps.fixQueue, targetKey);

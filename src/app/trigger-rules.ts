@@ -1,7 +1,7 @@
 import type { GitHubClient } from '../github/app-client.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
-import type { FixJob, ReviewContext } from '../queue/payloads.js';
+import type { EvaluateRequest, FixJob, ReviewContext } from '../queue/payloads.js';
 import { codeSpan } from '../publish/markdown.js';
 import { capIssueBody, extractMention, type Trigger } from './triggers.js';
 
@@ -218,6 +218,21 @@ export function buildFixJob(
     config: { ...config },
     progressCommentId: null,
     requestedAt: trigger.receivedAt,
+  };
+}
+
+/** An evaluate job (`@agent evaluate …`, already allowed): it works in the conversation that asked. */
+export function buildEvaluateJob(
+  trigger: Trigger,
+  config: RepoConfig,
+  instruction: string,
+  request: EvaluateRequest,
+): FixJob {
+  return {
+    ...buildFixJob(trigger, { kind: 'issue', number: trigger.issue.number }, config, instruction, []),
+    kind: 'evaluate',
+    issue: { number: trigger.issue.number, title: trigger.issue.title, body: null },
+    evaluate: request,
   };
 }
 

@@ -218,7 +218,13 @@ export function markdownReport(results: readonly TaskResult[], s: EvalSummary): 
           ...s.harnessBugs.map((b) => `- ${b.instance_id}: ${cell(b.reason)}`),
         ]
       : []),
-    ...sourceLines(s).map((l) => (l.startsWith('Tasks from') ? `## ${cell(l)}` : l)),
+    ...(s.source === undefined
+      ? []
+      : [
+          '',
+          '## Task set',
+          ...sourceLines(s).map((l) => (l.startsWith('- ') ? `- ${cell(l.slice(2))}` : l)),
+        ]),
     '',
   ].join('\n');
 }

@@ -17,10 +17,28 @@ export const reviewContextSchema = z.object({
 });
 export type ReviewContext = z.infer<typeof reviewContextSchema>;
 
+export const EVALUATE_MAX_TASKS = 50;
+
+export const evaluateRequestSchema = z.object({
+  /** `oracle`: each task's gold patch as the model (checks the harness on this repository, free). */
+  model: z.enum(['configured', 'oracle']),
+  /** At most this many tasks, from the most recently closed issues. */
+  limit: z.number().int().min(1).max(EVALUATE_MAX_TASKS),
+  /** Only issues closed on or after this day (YYYY-MM-DD), or null. */
+  since: z
+    .string()
+    .regex(/^\d{4}-\d{2}-\d{2}$/)
+    .nullable(),
+});
+export type EvaluateRequest = z.infer<typeof evaluateRequestSchema>;
+
 export const fixJobSchema = z.object({
   v: z.literal(1),
-  /** fix-issue: a first change for an issue; follow-up: more commits on the App's open PR. */
-  kind: z.enum(['fix-issue', 'follow-up']),
+  /**
+   * fix-issue: a first change for an issue; follow-up: more commits on the App's open PR; evaluate:
+   * `@agent evaluate`, the eval of this repository's own closed issues, reported in a comment.
+   */
+  kind: z.enum(['fix-issue', 'follow-up', 'evaluate']),
   /** The App installation whose token the worker mints; 0 under the Action, which brings its own token. */
   installationId: z.number().int().nonnegative(),
   repo: z.object({
@@ -58,6 +76,8 @@ export const fixJobSchema = z.object({
       .nullable()
       .default(null),
   }),
+  /** An evaluate job's request (null for the other kinds). */
+  evaluate: evaluateRequestSchema.nullable().optional(),
   /** The repo's settings at trigger time, so a retry runs under the rules it was queued under. */
   config: z.object({
     ...repoConfigSchema.shape,

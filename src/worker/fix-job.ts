@@ -17,6 +17,7 @@ import { cancelRequest } from '../queue/control.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
 import type { QueueSettings } from '../queue/queues.js';
 import { trajectoryUrl } from '../app/run-routes.js';
+import { runEvaluateJob } from './evaluate-job.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
 
 export { branchFor, type FixJobResult } from './fix-run.js';
@@ -69,6 +70,29 @@ export async function runFixJob(
       ? null
       : trajectoryUrl(deps.app.publicUrl, jobId);
   const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+  const secrets = [
+    deps.app.privateKey,
+    deps.app.webhookSecret,
+    ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
+  ];
+  if (p.kind === 'evaluate') {
+    return runEvaluateJob(
+      p,
+      {
+        jobId,
+        workDir: deps.app.workDir,
+        apiUrl: deps.app.githubApiUrl,
+        sandbox: deps.app.sandbox,
+        gh,
+        tokens,
+        agent: deps.agent,
+        secrets,
+        cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
+        logger: deps.logger,
+      },
+      signal,
+    );
+  }
   try {
     return await runFix(
       p,
@@ -79,11 +103,7 @@ export async function runFixJob(
         progressGh,
         mirrors: true,
         tokens,
-        secrets: [
-          deps.app.privateKey,
-          deps.app.webhookSecret,
-          ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
-        ],
+        secrets,
         bot: await deps.bot(gh, credentials),
         agent: deps.agent,
         model: deps.model,

@@ -1,37 +1,14 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { BuiltTask, Skipped } from '../../src/eval/from-repo.js';
 import type { EvalSummary } from '../../src/eval/report.js';
 import type { TaskResult } from '../../src/eval/run-eval.js';
 import { startGitHubSimulator } from '../support/github-sim/index.js';
-import { git } from '../github-sim/helpers.js';
+import { buildHistoryRepo } from '../support/history-repo.js';
 import { cliEnv, runCli } from '../support/cli.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
-
-const CALC = `def add(a, b):
-    return a + b
-
-
-def sub(a, b):
-    return b - a
-
-
-def div(a, b):
-    return a / b
-`;
-
-const TESTS = `from calc import add, div, sub
-
-
-def test_add():
-    assert add(2, 3) == 5
-
-
-def test_div():
-    assert div(6, 3) == 2
-`;
 
 function jsonl<T>(file: string): T[] {
   return readFileSync(file, 'utf8')
@@ -57,125 +34,12 @@ dockerTest(
       await sim.close();
       rmSync(root, { recursive: true, force: true });
     });
-    const src = join(root, 'src');
-    const write = (path: string, text: string): void => {
-      mkdirSync(dirname(join(src, path)), { recursive: true });
-      writeFileSync(join(src, path), text);
-    };
-    write('calc.py', CALC);
-    write('tests/test_calc.py', TESTS);
-    write('pytest.ini', '[pytest]\npythonpath = .\n');
-    write('README.md', '# calc\n\nA calclator.\n');
-    await git(src, ['init', '-q', '-b', 'main']);
-    await git(src, ['add', '-A']);
-    await git(src, ['commit', '-q', '-m', 'calc']);
-    await sim.createRepo({ owner: 'octo', name: 'calc', sourceDir: src });
-    const bare = sim.bareRepoPath('octo', 'calc');
-    const work = join(root, 'work');
-    await git(root, ['-c', 'protocol.file.allow=always', 'clone', '-q', bare, work]);
-
-    /** A branch off the current main with `files` changed, pushed, opened as a pull request. */
-    const pullRequest = async (
-      branch: string,
-      files: Record<string, string>,
-      title: string,
-      body: string,
-    ): Promise<number> => {
-      await git(work, ['-c', 'protocol.file.allow=always', 'fetch', '-q', 'origin']);
-      await git(work, ['checkout', '-q', '-B', branch, 'origin/main']);
-      for (const [path, text] of Object.entries(files)) {
-        mkdirSync(dirname(join(work, path)), { recursive: true });
-        writeFileSync(join(work, path), text);
-      }
-      await git(work, ['add', '-A']);
-      await git(work, ['commit', '-q', '-m', title]);
-      await git(work, ['-c', 'protocol.file.allow=always', 'push', '-q', 'origin', branch]);
-      const pull = await sim.openPull('octo', 'calc', {
-        head: branch,
-        base: 'main',
-        title,
-        body,
-        author: 'bob',
-      });
-      return pull.number;
-    };
-
-    const sub = sim.createIssue('octo', 'calc', {
-      title: 'sub(5, 3) returns -2',
-      body: 'It should be 2: the arguments are swapped.',
-      author: 'alice',
-    }).number;
-    const subPull = await pullRequest(
-      'fix-sub',
-      {
-        'calc.py': CALC.replace('return b - a', 'return a - b'),
-        'tests/test_calc.py': `${TESTS}\n\ndef test_sub():\n    assert sub(5, 3) == 2\n`,
-      },
-      'Fix sub',
-      `Fixes #${sub}`,
+    const { sub, subPull, mul, zero, wontfix, typo, typoPull } = await buildHistoryRepo(
+      sim,
+      'octo',
+      'calc',
+      root,
     );
-    await sim.mergePull('octo', 'calc', subPull, { by: 'carol' });
-
-    const mul = sim.createIssue('octo', 'calc', {
-      title: 'Add mul',
-      body: 'calc has no multiplication.',
-      author: 'alice',
-    }).number;
-    const fixedSub = CALC.replace('return b - a', 'return a - b');
-    const mulPull = await pullRequest(
-      'add-mul',
-      {
-        'calc.py': `${fixedSub}\n\ndef mul(a, b):\n    return a * b\n`,
-        'tests/test_mul.py':
-          'from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\ndef test_mul_zero():\n    assert mul(0, 3) == 0\n',
-      },
-      'Add mul',
-      `This closes octo/calc#${mul}.`,
-    );
-    await sim.mergePull('octo', 'calc', mulPull, { by: 'carol', method: 'squash' });
-
-    const zero = sim.createIssue('octo', 'calc', {
-      title: 'div by zero raises ZeroDivisionError',
-      body: 'It should raise ValueError("division by zero").',
-      author: 'dave',
-    }).number;
-    const withMul = `${fixedSub}\n\ndef mul(a, b):\n    return a * b\n`;
-    const zeroPull = await pullRequest(
-      'div-zero',
-      {
-        'calc.py': withMul.replace(
-          '    return a / b',
-          '    if b == 0:\n        raise ValueError("division by zero")\n    return a / b',
-        ),
-        'tests/test_calc.py': `${TESTS}\n\ndef test_sub():\n    assert sub(5, 3) == 2\n\n\ndef test_div_zero():\n    import pytest\n\n    with pytest.raises(ValueError):\n        div(1, 0)\n`,
-      },
-      'ValueError on division by zero',
-      `Resolves ${sim.url}/octo/calc/issues/${zero}`,
-    );
-    await sim.mergePull('octo', 'calc', zeroPull, { by: 'carol' });
-
-    const wontfix = sim.createIssue('octo', 'calc', {
-      title: 'Support complex numbers',
-      body: 'Please.',
-      author: 'erin',
-    }).number;
-    sim.closeIssue('octo', 'calc', wontfix, { by: 'carol', reason: 'not_planned' });
-
-    const typo = sim.createIssue('octo', 'calc', {
-      title: 'Typo in the README',
-      body: '"calclator"',
-      author: 'erin',
-    }).number;
-    const typoPull = await pullRequest(
-      'readme',
-      { 'README.md': '# calc\n\nA calculator.\n' },
-      'README: calculator',
-      `fixes #${typo}`,
-    );
-    await sim.mergePull('octo', 'calc', typoPull, { by: 'carol' });
-    for (const n of [sub, mul, zero, typo])
-      assert.equal(sim.issue('octo', 'calc', n).state, 'closed', `#${n}`);
-
     const token = sim.actionsToken('octo', 'calc');
     const out = join(root, 'out');
     const env = cliEnv({ GITHUB_TOKEN: token, GITHUB_API_URL: sim.url });
@@ -275,4 +139,5 @@ dockerTest(
     const summaryAgain = JSON.parse(again.stdout.trim().split('\n').at(-1) ?? '{}') as { tasks: number };
     assert.equal(summaryAgain.tasks, 3);
   },
+  { timeout: 600_000 },
 );
