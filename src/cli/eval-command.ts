@@ -9,7 +9,7 @@ import { readTasks, TaskFileError, type EvalTask } from '../eval/tasks.js';
 import { sandboxKind, SetupError, UsageError } from './workspace.js';
 
 export const EVAL_USAGE = `  issue-agent eval <tasks.jsonl> [--concurrency N] [--sandbox docker|local] [--out DIR]
-                   [--model oracle] [--setup on|off] [--repos-dir DIR] [--json]
+                   [--attempts K] [--model oracle] [--setup on|off] [--repos-dir DIR] [--json]
   issue-agent eval --from-repo owner/name [--since DATE] [--limit N] [--test-command CMD]
                    [--build-only] [and the options above]   (GITHUB_TOKEN, GITHUB_API_URL)`;
 
@@ -65,8 +65,9 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw new UsageError(`--concurrency must be an integer from 1 to 64, got "${values.concurrency ?? ''}"`);
   }
-  if (values.attempts !== undefined && values.attempts !== '1') {
-    throw new UsageError('--attempts above 1 is not supported yet: each task gets one attempt');
+  const attempts = Number(values.attempts ?? '1');
+  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
+    throw new UsageError(`--attempts must be an integer from 1 to 10, got "${values.attempts ?? ''}"`);
   }
   if (values.model !== undefined && values.model !== 'oracle') {
     throw new UsageError('--model takes `oracle`; the model otherwise comes from ISSUE_AGENT_MODEL');
@@ -152,7 +153,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   }
   const progress = new ProgressLine(process.stderr.isTTY);
   process.stderr.write(
-    `eval: ${tasks.length} task(s), ${concurrency} at a time, ${kind} sandbox, model ${model === 'oracle' ? 'oracle' : env.model}; results in ${out}\n`,
+    `eval: ${tasks.length} task(s)${attempts > 1 ? ` × ${attempts} attempts` : ''}, ${concurrency} at a time, ${kind} sandbox, model ${model === 'oracle' ? 'oracle' : env.model}; results in ${out}\n`,
   );
   let run;
   try {
@@ -160,6 +161,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       tasks,
       out,
       concurrency,
+      attempts,
       kind,
       setup,
       env,
@@ -181,6 +183,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   }
   const summary = summarize(run, {
     total: tasks.length,
+    attempts,
     model: model === 'oracle' ? 'oracle' : env.model,
     sandbox: kind,
     ...(source === null || skipped === null ? {} : { source: { repo: source.repo, skipped } }),

@@ -15,11 +15,18 @@ export interface EvalSummary {
   readonly model: string;
   readonly sandbox: string;
   readonly tasks: number;
+  /** Independent attempts per task. */
+  readonly attempts: number;
+  /** Attempts finished (graded or failed by the harness), of tasks × attempts. */
   readonly completed: number;
   readonly interrupted: readonly string[];
+  /** Tasks resolved by at least one attempt (pass@k for k = attempts; plainly "resolved" for one). */
   readonly resolved: number;
   /** Of all tasks in the set (an unfinished task counts as not resolved). */
   readonly resolvedPercent: number;
+  /** Resolved attempts, and their share of tasks × attempts (pass@1 averaged over the attempts). */
+  readonly resolvedAttempts: number;
+  readonly attemptResolvedPercent: number;
   /** The agent's outcomes, and the grades, with their counts. */
   readonly outcomes: Readonly<Record<string, number>>;
   readonly grades: Readonly<Record<string, number>>;
@@ -58,13 +65,16 @@ export function summarize(
   run: EvalRun,
   meta: {
     readonly total: number;
+    readonly attempts: number;
     readonly model: string;
     readonly sandbox: string;
     readonly source?: EvalSummary['source'];
   },
 ): EvalSummary {
   const r = run.results;
-  const resolved = r.filter((x) => x.resolved).length;
+  const resolved = new Set(r.filter((x) => x.resolved).map((x) => x.instance_id)).size;
+  const resolvedAttempts = r.filter((x) => x.resolved).length;
+  const runs = meta.total * meta.attempts;
   const usage: Usage = {
     inputTokens: r.reduce((n, x) => n + x.usage.inputTokens, 0),
     outputTokens: r.reduce((n, x) => n + x.usage.outputTokens, 0),
@@ -75,10 +85,13 @@ export function summarize(
     model: meta.model,
     sandbox: meta.sandbox,
     tasks: meta.total,
+    attempts: meta.attempts,
     completed: r.length,
     interrupted: run.interrupted,
     resolved,
     resolvedPercent: meta.total === 0 ? 0 : Math.round((1000 * resolved) / meta.total) / 10,
+    resolvedAttempts,
+    attemptResolvedPercent: runs === 0 ? 0 : Math.round((1000 * resolvedAttempts) / runs) / 10,
     outcomes: count(r.map((x) => x.outcome)),
     grades: count(r.map((x) => x.grade?.status ?? 'error')),
     usage,
@@ -117,7 +130,7 @@ function passedOf(x: TaskResult, which: 'FAIL_TO_PASS' | 'PASS_TO_PASS'): string
 
 function rows(results: readonly TaskResult[]): string[][] {
   return results.map((x) => [
-    x.instance_id,
+    x.attempt === 1 ? x.instance_id : `${x.instance_id} (${x.attempt})`,
     x.resolved ? 'yes' : 'no',
     x.outcome,
     passedOf(x, 'FAIL_TO_PASS'),
@@ -145,7 +158,7 @@ const HEAD = [
 
 function totals(s: EvalSummary): string[] {
   return [
-    `resolved: ${s.resolved}/${s.tasks} (${s.resolvedPercent}%)${s.interrupted.length > 0 ? `, ${s.interrupted.length} not finished` : ''}`,
+    `resolved: ${s.resolved}/${s.tasks} (${s.resolvedPercent}%)${s.attempts > 1 ? ` by any of ${s.attempts} attempts; per attempt ${s.resolvedAttempts}/${s.tasks * s.attempts} (${s.attemptResolvedPercent}%)` : ''}${s.interrupted.length > 0 ? `, ${s.interrupted.length} not finished` : ''}`,
     `outcomes: ${Object.entries(s.outcomes)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`,
@@ -201,7 +214,7 @@ export function markdownReport(results: readonly TaskResult[], s: EvalSummary): 
     ...rows(results).map((r) => `| ${r.map(cell).join(' | ')} |`),
   ];
   return [
-    `# Eval: ${s.resolvedPercent}% resolved (${s.resolved}/${s.tasks})`,
+    `# Eval: ${s.resolvedPercent}% resolved (${s.resolved}/${s.tasks})${s.attempts > 1 ? ` by any of ${s.attempts} attempts` : ''}`,
     '',
     `Model: ${s.model}; sandbox: ${s.sandbox}.`,
     '',
@@ -243,12 +256,16 @@ export async function writeReport(
   await writeAtomic(join(out, 'results.jsonl'), jsonl(results));
   await writeAtomic(
     join(out, 'predictions.jsonl'),
+    // One prediction per task, SWE-bench's format: the first attempt's (choosing the best attempt
+    // by its grade would be pass@k, not a prediction).
     jsonl(
-      results.map((x) => ({
-        instance_id: x.instance_id,
-        model_name_or_path: `issue-agent/${x.model}`,
-        model_patch: x.patch ?? '',
-      })),
+      results
+        .filter((x) => x.attempt === 1)
+        .map((x) => ({
+          instance_id: x.instance_id,
+          model_name_or_path: `issue-agent/${x.model}`,
+          model_patch: x.patch ?? '',
+        })),
     ),
   );
   await writeAtomic(join(out, 'summary.json'), `${JSON.stringify(s, null, 2)}\n`);

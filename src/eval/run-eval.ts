@@ -30,6 +30,8 @@ import type { EvalTask } from './tasks.js';
 
 export interface TaskResult {
   readonly instance_id: string;
+  /** Which of the task's independent attempts this is (1 to `--attempts`). */
+  readonly attempt: number;
   readonly resolved: boolean;
   /** The agent's outcome (resolved, unverified, …), or `error` when the harness failed the task. */
   readonly outcome: string;
@@ -64,6 +66,8 @@ export interface EvalOptions {
   readonly tasks: readonly EvalTask[];
   readonly out: string;
   readonly concurrency: number;
+  /** Independent attempts per task (each its own sandbox, trajectory and grade). */
+  readonly attempts: number;
   readonly kind: CliSandbox;
   readonly setup: boolean;
   readonly env: AgentEnv;
@@ -79,8 +83,9 @@ export interface EvalOptions {
 }
 
 export interface EvalRun {
-  /** In task-file order; a task interrupted before it finished has none. */
+  /** In task-file order, attempts in order; an attempt interrupted before it finished has none. */
   readonly results: readonly TaskResult[];
+  /** The attempts not finished (`<instance_id>` for a first attempt, `<instance_id> (attempt k)` otherwise). */
   readonly interrupted: readonly string[];
   readonly wallMs: number;
 }
@@ -114,7 +119,7 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
   let usd = 0;
   const report = (finished: EvalProgress['finished']): void => {
     options.onProgress?.({
-      total: options.tasks.length,
+      total: options.tasks.length * Math.max(1, options.attempts),
       done: results.size,
       resolved,
       usd,
@@ -122,17 +127,23 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
       finished,
     });
   };
-  const queue = [...options.tasks];
+  // Attempt by attempt: every task's first attempt before any second one.
+  const attempts = Math.max(1, options.attempts);
+  const queue = Array.from({ length: attempts }, (_, i) =>
+    options.tasks.map((task) => ({ task, attempt: i + 1 })),
+  ).flat();
   const worker = async (): Promise<void> => {
     for (;;) {
       if (options.signal.aborted) return;
-      const task = queue.shift();
-      if (task === undefined) return;
-      running.add(task.instance_id);
+      const next = queue.shift();
+      if (next === undefined) return;
+      const { task, attempt } = next;
+      const name = attemptName(task, attempt);
+      running.add(name);
       report(null);
       // A task's failure is its result, never the eval's; one cut short by the interrupt (a git or
       // tar child killed by the same Ctrl-C) is interrupted, not failed.
-      const r = await runTask(task, options).catch((error: unknown): TaskRun =>
+      const r = await runTask(task, attempt, options).catch((error: unknown): TaskRun =>
         options.signal.aborted
           ? { kind: 'interrupted' }
           : {
@@ -140,35 +151,38 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
               earlier: false,
               result: failedResult(
                 task,
+                attempt,
                 options,
                 `the harness failed: ${error instanceof Error ? error.message : String(error)}`,
               ),
             },
       );
-      running.delete(task.instance_id);
+      running.delete(name);
       if (r.kind === 'interrupted') {
-        interrupted.push(task.instance_id);
+        interrupted.push(name);
         continue;
       }
       // Only a graded task is final: a harness error (or a task the harness cannot run) is tried
       // again by the next run with the same --out.
       if (!r.earlier && r.result.grade !== null && r.result.grade.status !== 'error') {
-        await writeJson(join(taskFolder(options.out, task), 'result.json'), r.result).catch(
+        await writeJson(join(taskFolder(options.out, task, attempt), 'result.json'), r.result).catch(
           (error: unknown) => {
-            options.logger.error({ err: error, task: task.instance_id }, 'could not write the result');
+            options.logger.error({ err: error, task: name }, 'could not write the result');
           },
         );
       }
-      results.set(task.instance_id, r.result);
+      results.set(name, r.result);
       if (r.result.resolved) resolved += 1;
       usd += r.result.usd;
       report({ result: r.result, earlier: r.earlier });
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
-  for (const t of queue) interrupted.push(t.instance_id);
+  for (const q of queue) interrupted.push(attemptName(q.task, q.attempt));
   return {
-    results: options.tasks.flatMap((t) => results.get(t.instance_id) ?? []),
+    results: options.tasks.flatMap((t) =>
+      Array.from({ length: attempts }, (_, i) => results.get(attemptName(t, i + 1)) ?? []).flat(),
+    ),
     interrupted,
     wallMs: performance.now() - started,
   };
@@ -178,18 +192,24 @@ type TaskRun =
   | { readonly kind: 'done'; readonly result: TaskResult; readonly earlier: boolean }
   | { readonly kind: 'interrupted' };
 
-export function taskFolder(out: string, task: Pick<EvalTask, 'instance_id'>): string {
-  return join(out, 'tasks', task.instance_id);
+/** A task's folder; an attempt after the first has its own beside it. */
+export function taskFolder(out: string, task: Pick<EvalTask, 'instance_id'>, attempt = 1): string {
+  return join(out, 'tasks', attempt === 1 ? task.instance_id : `${task.instance_id}.attempt-${attempt}`);
 }
 
-async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
-  const folder = taskFolder(options.out, task);
+function attemptName(task: Pick<EvalTask, 'instance_id'>, attempt: number): string {
+  return attempt === 1 ? task.instance_id : `${task.instance_id} (attempt ${attempt})`;
+}
+
+async function runTask(task: EvalTask, attempt: number, options: EvalOptions): Promise<TaskRun> {
+  const folder = taskFolder(options.out, task, attempt);
   const resultFile = join(folder, 'result.json');
   if (existsSync(resultFile)) {
     return {
       kind: 'done',
       earlier: true,
-      result: JSON.parse(await readFile(resultFile, 'utf8')) as TaskResult,
+      // A result written before attempts were counted is a first attempt's.
+      result: { attempt, ...(JSON.parse(await readFile(resultFile, 'utf8')) as Omit<TaskResult, 'attempt'>) },
     };
   }
   await mkdir(folder, { recursive: true });
@@ -197,7 +217,7 @@ async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
   const fail = (reason: string): TaskRun => ({
     kind: 'done',
     earlier: false,
-    result: failedResult(task, options, reason),
+    result: failedResult(task, attempt, options, reason),
   });
   // What can be known before any money is spent.
   if (options.model === 'oracle' && task.patch === undefined) {
@@ -228,8 +248,11 @@ async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
     }
   }
   // Stable per task and output folder: a resumed run finds its workspace at the same path.
-  const key = `eval-${createHash('sha256').update(`${options.out}\0${task.instance_id}`).digest('hex').slice(0, 20)}`;
-  const logger = options.logger.child({ task: task.instance_id });
+  const key = `eval-${createHash('sha256')
+    .update(`${options.out}\0${task.instance_id}${attempt === 1 ? '' : `\0${attempt}`}`)
+    .digest('hex')
+    .slice(0, 20)}`;
+  const logger = options.logger.child({ task: attemptName(task, attempt) });
   // A run that finished but was not graded (the process died in between) goes straight to grading.
   if (store === null || reduceState(store.events).outcome === null) {
     let sim: ModelSimulator | null = null;
@@ -312,6 +335,7 @@ async function runTask(task: EvalTask, options: EvalOptions): Promise<TaskRun> {
     earlier: false,
     result: {
       instance_id: task.instance_id,
+      attempt,
       resolved: graded.status === 'resolved',
       outcome: outcome.outcome,
       outcomeReason: outcome.reason,
@@ -343,9 +367,10 @@ function repoOf(task: EvalTask, reposDir: string | null): string {
   );
 }
 
-function failedResult(task: EvalTask, options: EvalOptions, reason: string): TaskResult {
+function failedResult(task: EvalTask, attempt: number, options: EvalOptions, reason: string): TaskResult {
   return {
     instance_id: task.instance_id,
+    attempt,
     resolved: false,
     outcome: 'error',
     outcomeReason: reason,
@@ -359,7 +384,7 @@ function failedResult(task: EvalTask, options: EvalOptions, reason: string): Tas
     wallMs: 0,
     testMs: 0,
     patch: null,
-    trajectory: join(taskFolder(options.out, task), 'trajectory'),
+    trajectory: join(taskFolder(options.out, task, attempt), 'trajectory'),
   };
 }
 

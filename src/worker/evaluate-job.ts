@@ -143,6 +143,7 @@ export async function runEvaluateJob(
       tasks: built.tasks,
       out,
       concurrency: 1,
+      attempts: 1,
       kind,
       setup: true,
       env: ctx.agent,
@@ -155,6 +156,7 @@ export async function runEvaluateJob(
     stoppedByWorker(signal);
     const summary = summarize(run, {
       total: built.tasks.length,
+      attempts: 1,
       model,
       sandbox: kind,
       source: { repo, skipped: built.skipped },

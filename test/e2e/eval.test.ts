@@ -143,3 +143,48 @@ test('eval interrupted (SIGINT) and run again: graded tasks are not redone, the 
   }
   assertAgreesWithLogs(out);
 });
+
+test('eval --attempts 2: each task twice, each attempt its own trajectory and grade; resolved by any attempt and per attempt; one prediction per task', async (t) => {
+  const set = buildTaskSet({ only: ['py-clamp', 'js-range'] });
+  t.after(() => {
+    set.cleanup();
+  });
+  const out = join(set.dir, 'out');
+  const r = await runCli(
+    ['eval', set.file, '--model', 'oracle', '--sandbox', 'local', '--attempts', '2', '--out', out, '--json'],
+    env,
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const results = readResults(out);
+  assert.deepEqual(
+    results.map((x) => [x.instance_id, x.attempt, x.resolved]),
+    [
+      ['py-clamp', 1, true],
+      ['py-clamp', 2, true],
+      ['js-range', 1, true],
+      ['js-range', 2, true],
+    ],
+  );
+  // Separate runs: two trajectories per task, each with its own conversation.
+  const [first, second] = results;
+  assert.ok(first && second);
+  assert.notEqual(first.trajectory, second.trajectory);
+  assert.equal(second.trajectory, join(out, 'tasks', 'py-clamp.attempt-2', 'trajectory'));
+  assert.notEqual(
+    FileEventStore.open(first.trajectory).base.conversationId,
+    FileEventStore.open(second.trajectory).base.conversationId,
+  );
+  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as EvalSummary;
+  assert.equal(summary.attempts, 2);
+  assert.equal(summary.tasks, 2);
+  assert.equal(summary.completed, 4);
+  assert.equal(summary.resolved, 2);
+  assert.equal(summary.resolvedAttempts, 4);
+  assert.equal(summary.attemptResolvedPercent, 100);
+  assert.match(readFileSync(join(out, 'summary.md'), 'utf8'), /\| py-clamp \(2\) \| yes \|/);
+  assert.equal(readFileSync(join(out, 'predictions.jsonl'), 'utf8').trim().split('\n').length, 2);
+  assert.equal(
+    summary.tokens,
+    results.reduce((n, x) => n + x.tokens, 0),
+  );
+});
