@@ -8,7 +8,7 @@ import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
 import { AnthropicModel } from '../src/model/anthropic-model.js';
 import type { FixJob } from '../src/queue/payloads.js';
 import { handOff } from '../src/queue/control.js';
-import { FIX_QUEUE, connectionOptions, issueKey, redisClient } from '../src/queue/queues.js';
+import { FIX_QUEUE, connectionOptions, jobTarget, redisClient } from '../src/queue/queues.js';
 import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
 
 /**
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   // the same issue or PR starts. Also runs when BullMQ fails a job for stalling too often, where the
   // processor never ran its own cleanup.
   const next = (job: Job<FixJob>): void => {
-    const target = issueKey(job.data.repo.id, job.data.issue.number);
+    const target = jobTarget(job.data);
     handOff(redis, fixQueue, settings, target).then(
       (id) => {
         if (id !== null) logger.info({ job: job.id, next: id }, 'next waiting request queued');

@@ -21,10 +21,12 @@ export const EVALUATE_USAGE =
 export type ParsedEvaluate =
   { readonly ok: true; readonly request: EvaluateRequest } | { readonly ok: false; readonly problem: string };
 
-/** The request in an instruction that starts with `evaluate`; words may be `limit N`, `limit=N` or `--limit N`. */
+/**
+ * The request in an instruction that starts with `evaluate`: its first line (the rest of the comment
+ * is for people); words may be `limit N`, `limit=N` or `--limit N`.
+ */
 export function parseEvaluate(instruction: string): ParsedEvaluate {
-  const words = instruction
-    .trim()
+  const words = (instruction.trim().split('\n')[0] ?? '')
     .split(/\s+/)
     .slice(1)
     .flatMap((w) => w.replace(/^--/, '').split('='))
@@ -45,7 +47,15 @@ export function parseEvaluate(instruction: string): ParsedEvaluate {
       limit = n;
       i++;
     } else if (word === 'since') {
-      if (value === undefined || !/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(Date.parse(value))) {
+      // A real day: 2026-02-31 is not one (Date would roll it over to March).
+      const day =
+        value === undefined || !/^\d{4}-\d{2}-\d{2}$/.test(value) ? null : new Date(`${value}T00:00:00Z`);
+      if (
+        value === undefined ||
+        day === null ||
+        Number.isNaN(day.getTime()) ||
+        day.toISOString().slice(0, 10) !== value
+      ) {
         return { ok: false, problem: '`since` takes a day as YYYY-MM-DD' };
       }
       since = value;

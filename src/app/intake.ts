@@ -23,7 +23,7 @@ import {
 } from '../queue/control.js';
 import { firstTime, withIssueLock } from '../queue/issue-lock.js';
 import type { FixJob, ReviewContext } from '../queue/payloads.js';
-import { fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
+import { evaluateKey, fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
 import {
   buildEvaluateJob,
   buildFixJob,
@@ -155,6 +155,16 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
   // `@agent evaluate …`: an admin's request, answered where it was asked.
   let evaluate: EvaluateRequest | null = null;
   if (trigger.kind === 'mention' && EVALUATE.test(ours.instruction)) {
+    // Who asks first: only an admin hears anything more about the command (once a day otherwise).
+    const admin = await mayEvaluate(trigger, octokit);
+    if (!admin.allowed) {
+      log.info({ sender: trigger.sender.login, reason: admin.reason }, 'evaluate refused');
+      const key = `${prefix}:refused-evaluate:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`;
+      if (await firstTime(deps.redis, key, 24 * 3600)) {
+        await comment(octokit, deps, where, trigger.issue.number, admin.reply);
+      }
+      return { status: 'refused', reason: admin.reason };
+    }
     const parsed = parseEvaluate(ours.instruction);
     if (!parsed.ok) {
       await comment(
@@ -165,15 +175,6 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
         `I can't start the evaluation: ${parsed.problem}.\n\n${EVALUATE_USAGE}`,
       );
       return { status: 'refused', reason: `bad evaluate request: ${parsed.problem}` };
-    }
-    const admin = await mayEvaluate(trigger, octokit);
-    if (!admin.allowed) {
-      log.info({ sender: trigger.sender.login, reason: admin.reason }, 'evaluate refused');
-      const key = `${prefix}:refused-evaluate:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`;
-      if (await firstTime(deps.redis, key, 24 * 3600)) {
-        await comment(octokit, deps, where, trigger.issue.number, admin.reply);
-      }
-      return { status: 'refused', reason: admin.reason };
     }
     evaluate = parsed.request;
   }
@@ -187,12 +188,17 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
       evaluate === null
         ? await targetOf(octokit, where, trigger)
         : ({ kind: 'issue', number: trigger.issue.number } as const);
-    const targetKey = issueKey(trigger.repo.id, target.number);
+    const targetKey =
+      evaluate === null
+        ? issueKey(trigger.repo.id, target.number)
+        : evaluateKey(trigger.repo.id, target.number);
 
     if (cancel) {
       const keys = [
         targetKey,
         ...(target.number === trigger.issue.number ? [] : [issueKey(trigger.repo.id, trigger.issue.number)]),
+        // An evaluation asked for here stops too.
+        evaluateKey(trigger.repo.id, trigger.issue.number),
       ];
       const cancelled: string[] = [];
       for (const key of keys)

@@ -167,6 +167,11 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       env,
       model,
       reposDir: values['repos-dir'] === undefined ? null : resolve(values['repos-dir']),
+      // A `repo` with no local copy is fetched from GitHub (or GITHUB_SERVER_URL), with the token if set.
+      remote: {
+        serverUrl: (process.env.GITHUB_SERVER_URL ?? 'https://github.com').replace(/\/+$/, ''),
+        token: (process.env.GITHUB_TOKEN ?? process.env.GH_TOKEN ?? '').trim() || null,
+      },
       tasksFile,
       signal: controller.signal,
       logger,

@@ -5,6 +5,7 @@ import { basename, join } from 'node:path';
 import type { Logger } from 'pino';
 import { tokenClient, type GitHubClient } from '../github/app-client.js';
 import { HostGit } from '../github/host-git.js';
+import { fetchRepository } from './fetch-repo.js';
 import { Redactor } from '../publish/redact.js';
 import { shellQuote } from '../sandbox/shell-session.js';
 import { commandsForFiles, runTestsAt, type SandboxPlace, type TestCommand, type TestRun } from './grade.js';
@@ -56,9 +57,13 @@ export type SkipCode =
   | 'no_test_command'
   | 'patch_does_not_apply'
   | 'tests_did_not_run'
-  | 'no_fail_to_pass';
+  | 'no_fail_to_pass'
+  | 'too_large'
+  /** The harness failed on it (the environment's setup, a git error): tried again by the next run. */
+  | 'harness_error';
 
 export interface Skipped {
+  /** The issue, or the first of the issues one pull request fixes. */
   readonly issue: number;
   readonly pull: number | null;
   readonly code: SkipCode;
@@ -68,6 +73,8 @@ export interface Skipped {
 /** A built task: the SWE-bench fields and ours, with where it came from. */
 export type BuiltTask = EvalTask & {
   readonly issue_number: number;
+  /** Every issue the pull request closes (its problem statement is all of theirs). */
+  readonly issue_numbers: readonly number[];
   readonly pull_number: number;
   readonly created_at: string;
 };
@@ -102,13 +109,36 @@ interface PullInfo {
 
 type Decision = { readonly task: BuiltTask } | { readonly skipped: Skipped };
 
+/** A candidate whose two patches are larger is skipped (it would not fit a model's context either). */
+const MAX_PATCH_BYTES = 8 * 2 ** 20;
+/** Candidates that may run tests per task asked for (`limit`): a bound on the sandboxes one build starts. */
+const TRIES_PER_TASK = 3;
+/** Pages of 100 issues, and of 100 pull requests, read at most. */
+const MAX_PAGES = 20;
+
+/** GitHub's web host for an API URL (api.github.com → github.com; a GHES or simulator host as is). */
+function webHosts(apiUrl: string): string[] {
+  try {
+    const host = new URL(apiUrl).host.toLowerCase();
+    return host.startsWith('api.') ? [host.slice(4)] : [host];
+  } catch {
+    return [];
+  }
+}
+
 const KEYWORD = /\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+([^\s,;()]+)/gi;
 
 /**
  * The issue numbers `text` closes in `owner/name` by GitHub's closing keywords: `#12`, `owner/name#12`
- * (this repository only, any case) or an issue URL of this repository on any GitHub host.
+ * (this repository only, any case) or an issue URL of this repository on one of `hosts` (GitHub's web
+ * host, `host:port` as in a URL).
  */
-export function closingReferences(text: string, owner: string, name: string): number[] {
+export function closingReferences(
+  text: string,
+  owner: string,
+  name: string,
+  hosts: readonly string[],
+): number[] {
   const found = new Set<number>();
   const repo = `${owner}/${name}`.toLowerCase();
   for (const m of text.matchAll(KEYWORD)) {
@@ -118,8 +148,8 @@ export function closingReferences(text: string, owner: string, name: string): nu
     if (short !== null) {
       if (short[1] === undefined || short[1].toLowerCase() === repo) n = short[2];
     } else {
-      const url = /^https?:\/\/[^/\s]+\/([\w.-]+\/[\w.-]+)\/issues\/(\d+)$/i.exec(ref);
-      if (url?.[1]?.toLowerCase() === repo) n = url[2];
+      const url = /^https?:\/\/([^/\s]+)\/([\w.-]+\/[\w.-]+)\/issues\/(\d+)$/i.exec(ref);
+      if (url?.[2]?.toLowerCase() === repo && hosts.includes((url[1] ?? '').toLowerCase())) n = url[3];
     }
     if (n !== undefined && Number(n) > 0) found.add(Number(n));
   }
@@ -172,16 +202,31 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
   const issues = await closedIssues(client, owner, name, options.since);
   const pulls = await mergedPulls(client, owner, name, options.since);
   // The latest merged pull request naming each issue.
+  const hosts = webHosts(options.apiUrl);
   const fixes = new Map<number, PullInfo>();
   for (const { pull, text } of pulls) {
-    for (const n of closingReferences(text, owner, name)) {
+    for (const n of closingReferences(text, owner, name, hosts)) {
       const known = fixes.get(n);
       if (known === undefined || known.mergedAt < pull.mergedAt) fixes.set(n, pull);
     }
   }
   const clone = join(options.out, 'repos', `${owner}__${name}.git`);
   const git = new HostGit(process.env.PATH ?? '/usr/bin:/bin', redact);
-  await fetchHistory(git, clone, meta.clone_url, meta.default_branch, options.token);
+  // The default branch and every pull request's head (`refs/pull/N/head`, which GitHub keeps after
+  // the branch is deleted).
+  try {
+    await fetchRepository({
+      url: meta.clone_url,
+      token: options.token,
+      clone,
+      refspecs: [
+        `+refs/heads/${meta.default_branch}:refs/heads/${meta.default_branch}`,
+        '+refs/pull/*/head:refs/pull/*/head',
+      ],
+    });
+  } catch (error) {
+    throw new FromRepoError(messageOf(error));
+  }
   const inClone = async (args: readonly string[]): Promise<string> =>
     (await git.run(['-C', clone, ...args], { env: { GIT_LITERAL_PATHSPECS: '1' } })).stdout;
   const has = (sha: string): Promise<boolean> =>
@@ -190,39 +235,90 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       () => false,
     );
 
+  // One candidate per pull request (with every issue it closes, as SWE-bench does), or per issue
+  // that no merged pull request names; the most recently closed first.
+  const candidates: { issues: IssueInfo[]; pull: PullInfo | null }[] = [];
+  const byPull = new Map<number, { issues: IssueInfo[]; pull: PullInfo | null }>();
+  for (const issue of issues) {
+    if (options.since !== null && Date.parse(issue.closedAt) < options.since.getTime()) continue;
+    const pull = fixes.get(issue.number) ?? null;
+    const known = pull === null ? undefined : byPull.get(pull.number);
+    if (known !== undefined) {
+      known.issues.push(issue);
+      continue;
+    }
+    const candidate = { issues: [issue], pull };
+    candidates.push(candidate);
+    if (pull !== null) byPull.set(pull.number, candidate);
+  }
   const decisions = new Map<number, Decision>();
   const say = (line: string): void => {
     options.onProgress?.(line);
   };
   let built = 0;
   let next = 0;
-  const order = issues.filter(
-    (i) => options.since === null || Date.parse(i.closedAt) >= options.since.getTime(),
-  );
+  // Each candidate that gets as far as running tests costs two sandboxes: at most this many are tried.
+  const maxTried = options.limit * TRIES_PER_TASK;
+  let tried = 0;
   const worker = async (): Promise<void> => {
     for (;;) {
       if (options.signal?.aborted === true || built >= options.limit) return;
-      const issue = order[next++];
-      if (issue === undefined) return;
-      const pull = fixes.get(issue.number) ?? null;
-      const decision = await decide(issue, pull);
+      if (tried >= maxTried) {
+        if (tried === maxTried) say(`stopping after ${maxTried} candidates that ran tests`);
+        tried += 1;
+        return;
+      }
+      const candidate = candidates[next++];
+      if (candidate === undefined) return;
+      const first = candidate.issues[0];
+      if (first === undefined) continue;
+      let decision: Decision | null;
+      try {
+        decision = await decide(candidate.issues, candidate.pull, () => {
+          tried += 1;
+        });
+      } catch (error) {
+        // A candidate's failure is its own (a setup that fails at an old commit, git refusing an
+        // unrelated history): recorded, not cached, and the build goes on.
+        decision = {
+          skipped: {
+            issue: first.number,
+            pull: candidate.pull?.number ?? null,
+            code: 'harness_error',
+            reason: `the harness failed: ${redact(messageOf(error)).split('\n')[0]?.slice(0, 500) ?? ''}`,
+          },
+        };
+      }
       if (decision === null) return;
-      decisions.set(issue.number, decision);
+      decisions.set(first.number, decision);
       if ('task' in decision) {
         built += 1;
         say(
-          `#${issue.number} (pull request #${decision.task.pull_number}): a task, ${decision.task.FAIL_TO_PASS.length} FAIL_TO_PASS, ${decision.task.PASS_TO_PASS.length} PASS_TO_PASS`,
+          `#${first.number} (pull request #${decision.task.pull_number}): a task, ${decision.task.FAIL_TO_PASS.length} FAIL_TO_PASS, ${decision.task.PASS_TO_PASS.length} PASS_TO_PASS`,
         );
       } else {
-        say(`#${issue.number}: skipped, ${decision.skipped.reason}`);
+        say(`#${first.number}: skipped, ${decision.skipped.reason}`);
       }
     }
   };
 
-  /** The task an issue makes, or why it makes none; null when interrupted. */
-  const decide = async (issue: IssueInfo, pull: PullInfo | null): Promise<Decision | null> => {
+  /** The task a candidate makes, or why it makes none; null when interrupted. */
+  const decide = async (
+    fixed: readonly IssueInfo[],
+    pull: PullInfo | null,
+    runsTests: () => void,
+  ): Promise<Decision | null> => {
+    const issue = fixed[0];
+    if (issue === undefined) return null;
+    const others =
+      fixed.length > 1
+        ? ` (with ${fixed
+            .slice(1)
+            .map((i) => `#${i.number}`)
+            .join(', ')})`
+        : '';
     const skip = (code: SkipCode, reason: string): Decision => ({
-      skipped: { issue: issue.number, pull: pull?.number ?? null, code, reason },
+      skipped: { issue: issue.number, pull: pull?.number ?? null, code, reason: `${reason}${others}` },
     });
     if (pull === null) {
       return skip(
@@ -262,12 +358,13 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
     const cacheKey = createHash('sha256')
       .update(
         JSON.stringify([
+          options.kind,
+          options.setup,
+          fixed.map((i) => [i.number, i.title, i.body]),
           pull.number,
           pull.baseSha,
           head,
           commands.map((c) => c.command),
-          issue.title,
-          issue.body,
         ]),
       )
       .digest('hex');
@@ -276,6 +373,7 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       const earlier = JSON.parse(await readFile(cached, 'utf8')) as { key: string; decision: Decision };
       if (earlier.key === cacheKey) return earlier.decision;
     }
+    runsTests();
     const diff = (paths: readonly string[]): Promise<string> =>
       inClone([
         'diff',
@@ -292,6 +390,12 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       ]);
     const testPatch = await diff(testPaths);
     const gold = await diff(codePaths);
+    if (Buffer.byteLength(testPatch) + Buffer.byteLength(gold) > MAX_PATCH_BYTES) {
+      return skip(
+        'too_large',
+        `pull request #${pull.number} changes more than ${MAX_PATCH_BYTES / 2 ** 20} MiB`,
+      );
+    }
     const place = (which: string): SandboxPlace => ({
       kind: options.kind,
       env: options.env,
@@ -317,27 +421,31 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
           repo: `${owner}/${name}`,
           repo_path: clone,
           base_commit: pull.baseSha,
-          problem_statement: `${issue.title}\n${issue.body}\n`,
+          problem_statement: fixed.map((i) => `${i.title}\n${i.body}\n`).join('\n'),
           test_patch: testPatch,
           patch: gold,
           FAIL_TO_PASS: decision.failToPass,
           PASS_TO_PASS: decision.passToPass,
           ...(options.testCommand === null ? {} : { test_command: commands[0]?.command ?? '' }),
           issue_number: issue.number,
+          issue_numbers: fixed.map((i) => i.number),
           pull_number: pull.number,
           created_at: issue.createdAt,
         },
       };
     }
-    await writeJson(cached, { key: cacheKey, decision: result });
+    // A harness failure is not the candidate's: the next build tries it again.
+    if (!('skipped' in result && result.skipped.code === 'harness_error')) {
+      await writeJson(cached, { key: cacheKey, decision: result });
+    }
     return result;
   };
 
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
   const tasks: BuiltTask[] = [];
   const skipped: Skipped[] = [];
-  for (const issue of order) {
-    const d = decisions.get(issue.number);
+  for (const candidate of candidates) {
+    const d = decisions.get(candidate.issues[0]?.number ?? 0);
     if (d === undefined) continue;
     if ('task' in d) {
       if (tasks.length < options.limit) tasks.push(d.task);
@@ -375,7 +483,12 @@ export function judge(
   after: TestRun,
 ): { failToPass: string[]; passToPass: string[] } | { code: SkipCode; reason: string } {
   for (const run of [before, after]) {
-    if (run.kind === 'harness_failed') return { code: 'patch_does_not_apply', reason: run.reason };
+    if (run.kind === 'harness_failed') {
+      return {
+        code: run.stage === 'test_patch' ? 'patch_does_not_apply' : 'harness_error',
+        reason: run.reason,
+      };
+    }
   }
   if (after.kind === 'patch_failed') {
     return {
@@ -416,6 +529,7 @@ async function closedIssues(
   since: Date | null,
 ): Promise<IssueInfo[]> {
   const out: IssueInfo[] = [];
+  let pages = 0;
   for await (const page of client.paginate.iterator(client.rest.issues.listForRepo, {
     owner,
     repo,
@@ -436,6 +550,7 @@ async function closedIssues(
         closedAt: i.closed_at,
       });
     }
+    if (++pages >= MAX_PAGES) break;
   }
   return out.sort((a, b) => b.closedAt.localeCompare(a.closedAt) || b.number - a.number);
 }
@@ -451,6 +566,7 @@ async function mergedPulls(
   // A fix merged well before `since` cannot close an issue closed after it, except by a person
   // closing it later: a month of slack, then the listing (newest update first) stops.
   const stop = since === null ? null : new Date(since.getTime() - 30 * 24 * 3600_000).toISOString();
+  let pages = 0;
   for await (const page of client.paginate.iterator(client.rest.pulls.list, {
     owner,
     repo,
@@ -474,44 +590,9 @@ async function mergedPulls(
     }
     const last = page.data.at(-1);
     if (stop !== null && last !== undefined && last.updated_at < stop) break;
+    if (++pages >= MAX_PAGES) break;
   }
   return out;
-}
-
-/**
- * The default branch and every pull request's head (`refs/pull/N/head`, kept by GitHub after the
- * branch is deleted) into a bare clone of ours; incremental when the clone exists.
- */
-async function fetchHistory(
-  git: HostGit,
-  clone: string,
-  url: string,
-  branch: string,
-  token: string,
-): Promise<void> {
-  if (!existsSync(join(clone, 'HEAD'))) {
-    await mkdir(clone, { recursive: true });
-    await git.run(['init', '--quiet', '--bare', clone]);
-  }
-  try {
-    await git.run(
-      [
-        '-C',
-        clone,
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        '--prune',
-        '--',
-        url,
-        `+refs/heads/${branch}:refs/heads/${branch}`,
-        '+refs/pull/*/head:refs/pull/*/head',
-      ],
-      { token, remoteUrl: url, timeoutMs: 60 * 60_000 },
-    );
-  } catch (error) {
-    throw new FromRepoError(`cannot fetch ${url}: ${messageOf(error)}`);
-  }
 }
 
 function messageOf(error: unknown): string {

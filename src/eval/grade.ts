@@ -113,7 +113,7 @@ export type TestRun =
   /** The change under test (a model's or a gold patch) does not apply to the base commit. */
   | { readonly kind: 'patch_failed'; readonly output: string }
   /** The harness's own part failed: resetting the test files or applying the test patch. */
-  | { readonly kind: 'harness_failed'; readonly reason: string };
+  | { readonly kind: 'harness_failed'; readonly stage: 'reset' | 'test_patch'; readonly reason: string };
 
 export interface SandboxPlace {
   readonly kind: CliSandbox;
@@ -184,13 +184,18 @@ export async function runTestsAt(
         if (r.exitCode !== 0) {
           return {
             kind: 'harness_failed',
+            stage: 'reset',
             reason: `could not reset the test files: ${r.output.trim().slice(0, 500)}`,
           };
         }
       }
       const tests = await apply(options.testPatch);
       if (!tests.ok)
-        return { kind: 'harness_failed', reason: `the test patch does not apply: ${tests.output}` };
+        return {
+          kind: 'harness_failed',
+          stage: 'test_patch',
+          reason: `the test patch does not apply: ${tests.output}`,
+        };
       const results: TestResults = new Map();
       let testMs = 0;
       let output = '';

@@ -107,7 +107,12 @@ export function summarize(
     ...(meta.source === undefined ? {} : { source: meta.source }),
     harnessBugs:
       meta.model === 'oracle'
-        ? r.filter((x) => !x.resolved).map((x) => ({ instance_id: x.instance_id, reason: reasonOf(x) }))
+        ? r
+            .filter((x) => !x.resolved)
+            .map((x) => ({
+              instance_id: x.attempt === 1 ? x.instance_id : `${x.instance_id} (attempt ${x.attempt})`,
+              reason: reasonOf(x),
+            }))
         : [],
   };
 }

@@ -14,6 +14,7 @@ import { AnthropicModel } from '../model/anthropic-model.js';
 import { openWorkspace, recordedKind, runInWorkspace, type CliSandbox } from '../cli/workspace.js';
 import { taskFromText } from '../cli/task-text.js';
 import { checkoutAt } from './checkout.js';
+import { fetchRepository } from './fetch-repo.js';
 import { grade, testCommands, type Grade } from './grade.js';
 import type { EvalTask } from './tasks.js';
 
@@ -75,6 +76,11 @@ export interface EvalOptions {
   readonly model: 'oracle' | 'configured';
   /** Where `repo: owner/name` tasks are found: `<reposDir>/<owner>/<name>` or `<owner>__<name>`. */
   readonly reposDir: string | null;
+  /**
+   * Where a `repo: owner/name` task with no local copy is fetched from (`<serverUrl>/<owner>/<name>.git`,
+   * with the token if there is one), into `<out>/repos/<owner>__<name>.git`; null: not fetched.
+   */
+  readonly remote?: { readonly serverUrl: string; readonly token: string | null } | null;
   /** The task file (hidden from a local sandbox with the repositories and the output). */
   readonly tasksFile: string;
   readonly signal: AbortSignal;
@@ -228,7 +234,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
   } catch (error) {
     return fail(error instanceof Error ? error.message : String(error));
   }
-  const repo = repoOf(task, options.reposDir);
+  const repo = await repoOf(task, options);
   // The local sandbox must not read the answers: the task file (gold and test patches), the
   // source repositories (their later history) and the other tasks' results.
   const hide = [
@@ -354,17 +360,45 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
   };
 }
 
-function repoOf(task: EvalTask, reposDir: string | null): string {
+/** Clones being fetched or fetched in this process, by repository: each is fetched once. */
+const fetched = new Map<string, Promise<string>>();
+
+async function repoOf(task: EvalTask, options: EvalOptions): Promise<string> {
   if (task.repo_path !== undefined) return task.repo_path;
   const [owner = '', name = ''] = (task.repo ?? '').split('/');
-  if (reposDir !== null) {
-    for (const candidate of [join(reposDir, owner, name), join(reposDir, `${owner}__${name}`)]) {
+  if (options.reposDir !== null) {
+    for (const candidate of [
+      join(options.reposDir, owner, name),
+      join(options.reposDir, `${owner}__${name}`),
+    ]) {
       if (existsSync(candidate)) return candidate;
     }
   }
-  throw new Error(
-    `no local copy of ${task.repo ?? '(no repo)'}: give the task a repo_path, or --repos-dir with ${owner}/${name} in it`,
-  );
+  const remote = options.remote ?? null;
+  if (remote === null) {
+    throw new Error(
+      `no local copy of ${task.repo ?? '(no repo)'}: give the task a repo_path, or --repos-dir with ${owner}/${name} in it`,
+    );
+  }
+  const clone = join(options.out, 'repos', `${owner}__${name}.git`);
+  let pending = fetched.get(clone);
+  if (pending === undefined) {
+    // Every branch, and then any base commit of the set's tasks of this repository not on one.
+    const commits = options.tasks
+      .filter((t) => t.repo === task.repo && t.repo_path === undefined)
+      .map((t) => t.base_commit);
+    pending = fetchRepository({
+      url: `${remote.serverUrl}/${owner}/${name}.git`,
+      token: remote.token,
+      clone,
+      refspecs: ['+refs/heads/*:refs/heads/*'],
+      commits,
+    }).then(() => clone);
+    // A failed fetch is tried again by the next task that needs it.
+    pending.catch(() => fetched.delete(clone));
+    fetched.set(clone, pending);
+  }
+  return pending;
 }
 
 function failedResult(task: EvalTask, attempt: number, options: EvalOptions, reason: string): TaskResult {

@@ -10,6 +10,25 @@ export function issueKey(repoId: number, issue: number): string {
   return `r${repoId}-i${issue}`;
 }
 
+/**
+ * The queue target of an evaluation asked for in a conversation: its own, so that an evaluation and
+ * fix requests there neither wait for, replace nor swallow each other as duplicates.
+ */
+export function evaluateKey(repoId: number, issue: number): string {
+  return `${issueKey(repoId, issue)}-evaluate`;
+}
+
+/** The target a queued job holds (see fixJobOptions' deduplication). */
+export function jobTarget(job: {
+  readonly kind: string;
+  readonly repo: { readonly id: number };
+  readonly issue: { readonly number: number };
+}): string {
+  return job.kind === 'evaluate'
+    ? evaluateKey(job.repo.id, job.issue.number)
+    : issueKey(job.repo.id, job.issue.number);
+}
+
 /** The intake job of a delivery: GitHub's delivery id, so redeliveries collapse into one. */
 export function intakeJobId(deliveryId: string): string {
   return `d-${deliveryId.replace(/[^A-Za-z0-9-]/g, '')}`;

@@ -42,7 +42,7 @@ export function connectionOptions(url: string, name: string): ConnectionOptions 
   return redisOptions(url, name);
 }
 
-export { fixJobId, intakeJobId, issueKey } from './ids.js';
+export { evaluateKey, fixJobId, intakeJobId, issueKey, jobTarget } from './ids.js';
 import { intakeJobId } from './ids.js';
 
 export interface Queues {

@@ -11,7 +11,7 @@ import { Redactor } from '../publish/redact.js';
 import { handOffLocked, lockKey, pendingKey, requestCancel } from '../queue/control.js';
 import { withIssueLock } from '../queue/issue-lock.js';
 import type { FixJob } from '../queue/payloads.js';
-import { issueKey, type QueueSettings } from '../queue/queues.js';
+import { jobTarget, type QueueSettings } from '../queue/queues.js';
 import {
   cookieHeader,
   safeNext,
@@ -559,7 +559,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     const prefix = options.settings.prefix;
     const cancelLocked = async (): Promise<'removed' | 'flagged' | 'finished'> => {
       if (payload !== null) {
-        const key = pendingKey(prefix, issueKey(payload.repo.id, payload.issue.number));
+        const key = pendingKey(prefix, jobTarget(payload));
         for (const raw of await redis.lrange(key, 0, -1)) {
           if (raw.includes(`"jobId":"${id}"`) && (await redis.lrem(key, 1, raw)) > 0) return 'removed';
         }
@@ -576,23 +576,14 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
         return 'flagged';
       }
       if (payload !== null) {
-        await handOffLocked(
-          redis,
-          queues.fix,
-          options.settings,
-          issueKey(payload.repo.id, payload.issue.number),
-        );
+        await handOffLocked(redis, queues.fix, options.settings, jobTarget(payload));
       }
       return 'removed';
     };
     const outcome =
       payload === null
         ? await cancelLocked()
-        : await withIssueLock(
-            redis,
-            lockKey(prefix, issueKey(payload.repo.id, payload.issue.number)),
-            cancelLocked,
-          );
+        : await withIssueLock(redis, lockKey(prefix, jobTarget(payload)), cancelLocked);
     if (outcome === 'finished') throw new ApiError(409, 'finished', `run ${id} already finished`);
     if (outcome === 'removed') {
       await index.recordCancelled(id, { at: new Date().toISOString(), by, payload, queuedAt: run.queuedAt });

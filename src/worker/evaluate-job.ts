@@ -5,7 +5,7 @@ import { buildTasksFromRepo, FromRepoError } from '../eval/from-repo.js';
 import { markdownReport, summarize, writeReport } from '../eval/report.js';
 import { runEval } from '../eval/run-eval.js';
 import type { GitHubClient, InstallationTokens } from '../github/app-client.js';
-import { codeSpan } from '../publish/markdown.js';
+import { codeSpan, neutralizeInline, neutralizeProse } from '../publish/markdown.js';
 import { progressMarker } from '../publish/markers.js';
 import { githubHosts, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
@@ -34,6 +34,8 @@ export interface EvaluateContext {
   /** Everything the worker holds that must never be posted. */
   readonly secrets: readonly string[];
   readonly cancelled: () => Promise<string | null>;
+  /** The job's last attempt: a failure now is final (the comment says so). */
+  readonly final: boolean;
   readonly logger: Logger;
 }
 
@@ -55,12 +57,15 @@ export async function runEvaluateJob(
   const where = { owner: p.repo.owner, repo: p.repo.name };
   const hosts = githubHosts(ctx.apiUrl);
   let commentId = p.progressCommentId;
+  // Everything in the report may carry the repository's text (reasons with test output, test ids):
+  // besides publishable's rules, no `#123` reference (it would link, and put a mention on every
+  // listed issue's timeline) and no link anywhere.
   const post = async (lines: readonly string[]): Promise<void> => {
     const body = publishable(
       [
         progressMarker(ctx.jobId),
         '**Issue Agent: evaluation**',
-        ...lines,
+        ...lines.map((l) => neutralizeProse(l)),
         `<sub>job ${codeSpan(ctx.jobId)}</sub>`,
       ]
         .join('\n\n')
@@ -132,7 +137,8 @@ export async function runEvaluateJob(
     if (built.tasks.length === 0) {
       await post([
         `No closed issue of ${codeSpan(repo)} made a task, so there is nothing to evaluate:`,
-        built.skipped.map((s) => `- #${s.issue}: ${s.reason}`).join('\n') || '- no closed issue was found',
+        built.skipped.map((s) => `- #${s.issue}: ${neutralizeInline(s.reason)}`).join('\n') ||
+          '- no closed issue was found',
       ]);
       return result('no_change');
     }
@@ -174,6 +180,18 @@ export async function runEvaluateJob(
     ]);
     log.info({ resolved: summary.resolved, tasks: summary.tasks, usd: summary.usd }, 'evaluation reported');
     return result(summary.resolved === summary.tasks ? 'resolved' : 'unverified');
+  } catch (error) {
+    // The worker stopping is not a failure: the next attempt continues from the job's folder.
+    if (signal?.aborted !== true) {
+      const message = error instanceof Error ? error.message : String(error);
+      log.error({ err: message, final: ctx.final }, 'evaluation failed');
+      await post([
+        ctx.final
+          ? `The evaluation failed: ${neutralizeInline(message.slice(0, 500))}`
+          : `The evaluation failed and will be tried again (finished tasks are kept): ${neutralizeInline(message.slice(0, 500))}`,
+      ]).catch(() => undefined);
+    }
+    throw error;
   } finally {
     clearInterval(poll);
     signal?.removeEventListener('abort', onAbort);

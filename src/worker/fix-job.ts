@@ -88,10 +88,14 @@ export async function runFixJob(
         agent: deps.agent,
         secrets,
         cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
+        final,
         logger: deps.logger,
       },
       signal,
-    );
+    ).catch((error: unknown) => {
+      if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
+      throw error;
+    });
   }
   try {
     return await runFix(

@@ -26,6 +26,7 @@ void test('`@agent evaluate` options: oracle, limit, since in any spelling; anyt
     ['evaluate limit', /1 to 50/],
     ['evaluate since yesterday', /YYYY-MM-DD/],
     ['evaluate since 2026-13-45', /YYYY-MM-DD/],
+    ['evaluate since 2026-02-31', /YYYY-MM-DD/],
     ['evaluate `rm -rf /`', /don't know the option `rm`/],
   ] as const) {
     const parsed = parseEvaluate(text);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BuiltTask, Skipped } from '../../src/eval/from-repo.js';
@@ -34,7 +34,7 @@ dockerTest(
       await sim.close();
       rmSync(root, { recursive: true, force: true });
     });
-    const { sub, subPull, mul, zero, wontfix, typo, typoPull } = await buildHistoryRepo(
+    const { sub, subPull, mul, zero, crash, wontfix, typo, typoPull } = await buildHistoryRepo(
       sim,
       'octo',
       'calc',
@@ -63,8 +63,17 @@ dockerTest(
     assert.match(r.stderr, /3 task\(s\) built, 2 closed issue\(s\) skipped/);
 
     const tasks = jsonl<BuiltTask>(join(out, 'from-repo', 'tasks.jsonl'));
-    const byIssue = new Map(tasks.map((x) => [x.issue_number, x]));
-    assert.deepEqual([...byIssue.keys()].sort(), [sub, mul, zero].sort());
+    const byIssue = new Map(tasks.flatMap((x) => x.issue_numbers.map((n) => [n, x] as const)));
+    assert.deepEqual([...byIssue.keys()].sort(), [sub, mul, zero, crash].sort());
+    assert.equal(tasks.length, 3);
+    // One task per pull request: the one that closes two issues has both as its problem.
+    const zeroTask = byIssue.get(zero);
+    assert.ok(zeroTask);
+    assert.deepEqual([...zeroTask.issue_numbers].sort(), [zero, crash].sort());
+    assert.match(
+      zeroTask.problem_statement,
+      /div by zero raises[\s\S]*calc crashes on a zero divisor|calc crashes on a zero divisor[\s\S]*div by zero raises/,
+    );
     const subTask = byIssue.get(sub);
     assert.ok(subTask);
     assert.equal(subTask.instance_id, `octo__calc-${subPull}`);
@@ -138,6 +147,27 @@ dockerTest(
     assert.deepEqual(stamps(), first);
     const summaryAgain = JSON.parse(again.stdout.trim().split('\n').at(-1) ?? '{}') as { tasks: number };
     assert.equal(summaryAgain.tasks, 3);
+
+    // The same tasks as SWE-bench ships them (`repo` only, no local copy): the eval fetches the
+    // repository from the server itself, anonymously for a public one.
+    const swe = join(root, 'swe.jsonl');
+    writeFileSync(
+      swe,
+      tasks
+        .map((task) => {
+          const drop = new Set(['repo_path', 'issue_number', 'issue_numbers', 'pull_number', 'created_at']);
+          return JSON.stringify(Object.fromEntries(Object.entries(task).filter(([k]) => !drop.has(k))));
+        })
+        .join('\n'),
+    );
+    const out2 = join(root, 'out-swe');
+    const fetched = await runCli(
+      ['eval', swe, '--model', 'oracle', '--sandbox', 'docker', '--out', out2],
+      cliEnv({ GITHUB_SERVER_URL: sim.url }),
+    );
+    assert.equal(fetched.code, 0, `${fetched.stdout}\n${fetched.stderr}`);
+    assert.ok(jsonl<TaskResult>(join(out2, 'results.jsonl')).every((x) => x.resolved));
+    assert.ok(existsSync(join(out2, 'repos', 'octo__calc.git', 'HEAD')));
   },
   { timeout: 600_000 },
 );

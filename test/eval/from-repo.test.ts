@@ -13,11 +13,19 @@ void test('closing keywords name issues of this repository only, in every form G
     'CLOSED #21',
   ].join('\n');
   assert.deepEqual(
-    closingReferences(text, 'octo', 'calc').sort((a, b) => a - b),
+    closingReferences(text, 'octo', 'calc', ['github.example']).sort((a, b) => a - b),
     [12, 13, 14, 16, 21],
   );
-  assert.deepEqual(closingReferences('Fixes https://github.com/other/calc/issues/3', 'octo', 'calc'), []);
-  assert.deepEqual(closingReferences('fixes #0', 'octo', 'calc'), []);
+  assert.deepEqual(
+    closingReferences('Fixes https://github.com/other/calc/issues/3', 'octo', 'calc', ['github.com']),
+    [],
+  );
+  // An issue URL on another host is not this repository's issue.
+  assert.deepEqual(
+    closingReferences('Fixes https://evil.example/octo/calc/issues/3', 'octo', 'calc', ['github.com']),
+    [],
+  );
+  assert.deepEqual(closingReferences('fixes #0', 'octo', 'calc', ['github.com']), []);
 });
 
 void test('test paths and the test files a runner runs', () => {
@@ -77,4 +85,12 @@ void test('FAIL_TO_PASS are the tests that did not pass before and pass after; P
   assert.ok('code' in silent && silent.code === 'tests_did_not_run' && /not found/.test(silent.reason));
   const broken = judge(ran({}), { kind: 'patch_failed', output: 'error: patch failed: calc.py:3' });
   assert.ok('code' in broken && broken.code === 'patch_does_not_apply' && /calc\.py/.test(broken.reason));
+  // The test patch not applying is the candidate's; a reset failing is the harness's (not cached).
+  const tests = judge(
+    { kind: 'harness_failed', stage: 'test_patch', reason: 'the test patch does not apply' },
+    ran({}),
+  );
+  assert.ok('code' in tests && tests.code === 'patch_does_not_apply');
+  const reset = judge({ kind: 'harness_failed', stage: 'reset', reason: 'could not reset' }, ran({}));
+  assert.ok('code' in reset && reset.code === 'harness_error');
 });

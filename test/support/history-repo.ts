@@ -6,8 +6,8 @@ import type { GitHubSim } from './github-sim/index.js';
 
 /**
  * A small Python repository with a history, in the GitHub simulator, for `eval --from-repo` and
- * `@agent evaluate`: three closed issues fixed by merged pull requests that changed tests (a merge,
- * a squash merge with a new test file, a merge naming the issue by URL), one issue closed as not
+ * `@agent evaluate`: three merged pull requests that changed tests and closed issues (a merge, a
+ * squash merge with a new test file, a merge naming one issue by URL and a second by number), one issue closed as not
  * planned without a pull request, one fixed by a pull request that changed no tests.
  */
 
@@ -40,6 +40,8 @@ export interface HistoryRepo {
   readonly mul: number;
   readonly mulPull: number;
   readonly zero: number;
+  /** A second issue the same pull request closes. */
+  readonly crash: number;
   readonly zeroPull: number;
   readonly wontfix: number;
   readonly typo: number;
@@ -130,6 +132,11 @@ export async function buildHistoryRepo(
   );
   await sim.mergePull(owner, name, mulPull, { by: 'carol', method: 'squash' });
 
+  const crash = sim.createIssue(owner, name, {
+    title: 'calc crashes on a zero divisor',
+    body: 'A ZeroDivisionError escapes.',
+    author: 'erin',
+  }).number;
   const zero = sim.createIssue(owner, name, {
     title: 'div by zero raises ZeroDivisionError',
     body: 'It should raise ValueError("division by zero").',
@@ -146,7 +153,7 @@ export async function buildHistoryRepo(
       'tests/test_calc.py': `${TESTS}\n\ndef test_sub():\n    assert sub(5, 3) == 2\n\n\ndef test_div_zero():\n    import pytest\n\n    with pytest.raises(ValueError):\n        div(1, 0)\n`,
     },
     'ValueError on division by zero',
-    `Resolves ${sim.url}/${owner}/${name}/issues/${zero}`,
+    `Resolves ${sim.url}/${owner}/${name}/issues/${zero}, fixes #${crash}`,
   );
   await sim.mergePull(owner, name, zeroPull, { by: 'carol' });
 
@@ -169,7 +176,8 @@ export async function buildHistoryRepo(
     `fixes #${typo}`,
   );
   await sim.mergePull(owner, name, typoPull, { by: 'carol' });
-  for (const n of [sub, mul, zero, typo]) assert.equal(sim.issue(owner, name, n).state, 'closed', `#${n}`);
+  for (const n of [sub, mul, zero, crash, typo])
+    assert.equal(sim.issue(owner, name, n).state, 'closed', `#${n}`);
 
-  return { sub, subPull, mul, mulPull, zero, zeroPull, wontfix, typo, typoPull };
+  return { sub, subPull, mul, mulPull, zero, crash, zeroPull, wontfix, typo, typoPull };
 }

@@ -53,7 +53,11 @@ function row(run: RunSummary, now: number): HTMLTableRowElement {
       'td',
       { class: 'c-run' },
       h('a', { href, class: 'run-link' }, run.title === '' ? run.id : run.title),
-      h('div', { class: 'muted small' }, run.kind === 'follow-up' ? 'follow-up' : run.kind === 'evaluate' ? 'evaluate' : 'fix issue'),
+      h(
+        'div',
+        { class: 'muted small' },
+        run.kind === 'follow-up' ? 'follow-up' : run.kind === 'evaluate' ? 'evaluate' : 'fix issue',
+      ),
     ),
     h('td', { class: 'c-repo' }, run.repo),
     h('td', { class: 'c-ref' }, run.pull === null ? issue : `${issue} → PR #${run.pull}`),
