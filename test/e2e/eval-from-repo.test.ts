@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { test } from 'node:test';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -171,3 +172,41 @@ dockerTest(
   },
   { timeout: 600_000 },
 );
+
+test('eval --from-repo: a candidate the harness fails on (its base commit has an invalid config) is skipped with the reason and not recorded; the build goes on', async (t) => {
+  const sim = await startGitHubSimulator();
+  const root = mkdtempSync(join(tmpdir(), 'ia-from-repo-broken-'));
+  t.after(async () => {
+    await sim.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+  const h = await buildHistoryRepo(sim, 'octo', 'broken', root, {
+    '.github/issue-agent.yml': 'setup: [unclosed\n',
+  });
+  const out = join(root, 'out');
+  const r = await runCli(
+    ['eval', '--from-repo', 'octo/broken', '--sandbox', 'local', '--out', out, '--build-only', '--json'],
+    cliEnv({ GITHUB_TOKEN: sim.actionsToken('octo', 'broken'), GITHUB_API_URL: sim.url }),
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const skipped = jsonl<Skipped>(join(out, 'from-repo', 'skipped.jsonl'));
+  // The pull request that closes two issues is one candidate, named by either (the newest closed).
+  assert.deepEqual(
+    skipped.map((s) => [s.issue === h.crash ? h.zero : s.issue, s.code]).sort(),
+    [
+      [h.sub, 'harness_error'],
+      [h.mul, 'harness_error'],
+      [h.zero, 'harness_error'],
+      [h.wontfix, 'no_pull_request'],
+      [h.typo, 'no_test_changes'],
+    ].sort(),
+  );
+  for (const s of skipped.filter((x) => x.code === 'harness_error')) {
+    assert.match(s.reason, /issue-agent\.yml is not valid YAML/);
+  }
+  // Not recorded: the next build tries them again.
+  assert.deepEqual(
+    readdirSync(join(out, 'from-repo', 'candidates')).filter((f) => f.endsWith('.json')),
+    [],
+  );
+});

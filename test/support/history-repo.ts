@@ -54,8 +54,10 @@ export async function buildHistoryRepo(
   owner: string,
   name: string,
   root: string,
+  /** More files in the first commit (so in every base commit). */
+  extra: Readonly<Record<string, string>> = {},
 ): Promise<HistoryRepo> {
-  const src = join(root, 'src');
+  const src = join(root, `src-${name}`);
   const write = (path: string, text: string): void => {
     mkdirSync(dirname(join(src, path)), { recursive: true });
     writeFileSync(join(src, path), text);
@@ -64,12 +66,13 @@ export async function buildHistoryRepo(
   write('tests/test_calc.py', TESTS);
   write('pytest.ini', '[pytest]\npythonpath = .\n');
   write('README.md', '# calc\n\nA calclator.\n');
+  for (const [path, text] of Object.entries(extra)) write(path, text);
   await git(src, ['init', '-q', '-b', 'main']);
   await git(src, ['add', '-A']);
   await git(src, ['commit', '-q', '-m', 'calc']);
   await sim.createRepo({ owner, name, sourceDir: src });
   const bare = sim.bareRepoPath(owner, name);
-  const work = join(root, 'work');
+  const work = join(root, `work-${name}`);
   await git(root, ['-c', 'protocol.file.allow=always', 'clone', '-q', bare, work]);
 
   /** A branch off the current main with `files` changed, pushed, opened as a pull request. */
