@@ -38,6 +38,7 @@ import {
 } from './trigger-rules.js';
 import type { Trigger } from './triggers.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
+import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from './approval.js';
 import type { EvaluateRequest } from '../queue/payloads.js';
 
 export type Octokit = InstanceType<typeof ProbotOctokit>;
@@ -93,7 +94,13 @@ type Where = { readonly owner: string; readonly repo: string };
  * issue or PR and announces each job in one progress comment. Safe to run twice for the same
  * delivery (BullMQ retries): the progress comment and the job id are found again, not doubled.
  */
-export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt = 0): Promise<IntakeResult> {
+export async function processTrigger(
+  trigger: Trigger,
+  deps: IntakeDeps,
+  attempt = 0,
+  /** An outsider's request a writer approved (`@agent approve`): who approved it. */
+  approvedBy: { readonly login: string; readonly id: number } | null = null,
+): Promise<IntakeResult> {
   const log = deps.logger.child({
     delivery: trigger.deliveryId,
     repo: `${trigger.repo.owner}/${trigger.repo.name}`,
@@ -142,15 +149,84 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
   const cancel = trigger.kind === 'unlabel' || (trigger.kind !== 'manual' && STOP.test(ours.instruction));
   if (trigger.issue.state !== 'open' && !cancel) return ignored(log, 'the issue or PR is closed');
 
-  const who = await mayTrigger(trigger, config, octokit, deps.botUserId);
+  const who =
+    approvedBy === null
+      ? await mayTrigger(trigger, config, octokit, deps.botUserId)
+      : ({ allowed: true } as const);
   if (who.allowed === 'self') return ignored(log, 'the App itself');
+  const conversation = issueKey(trigger.repo.id, trigger.issue.number);
   if (!who.allowed) {
     log.info({ sender: trigger.sender.login, reason: who.reason }, 'trigger refused');
-    const key = `${prefix}:refused:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`;
+    // A person's request (not a bot's, not a stop or an approval) waits for someone who may approve it.
+    const person = trigger.sender.type !== 'Bot' && !trigger.sender.login.endsWith('[bot]');
+    const waits =
+      person &&
+      trigger.kind === 'mention' &&
+      !cancel &&
+      !APPROVE.test(ours.instruction) &&
+      ours.instruction !== '';
+    if (waits) await storeRequest(deps.redis, prefix, conversation, trigger);
+    const key = `${prefix}:refused:${conversation}:${trigger.sender.id}`;
     if (await firstTime(deps.redis, key, 24 * 3600)) {
-      await comment(octokit, deps, where, trigger.issue.number, who.reply);
+      const approve = waits
+        ? `\n\nA maintainer can approve this request by commenting \`${config.handle} approve\` here within ${APPROVAL_TTL_SECONDS / 86_400} days; I will then work from it as it reads at that moment.`
+        : '';
+      await comment(octokit, deps, where, trigger.issue.number, `${who.reply}${approve}`);
     }
     return { status: 'refused', reason: who.reason };
+  }
+  // `@agent approve`: the request waiting here runs, once, as its comment reads now.
+  if (trigger.kind === 'mention' && approvedBy === null && APPROVE.test(ours.instruction)) {
+    const taken = await takeRequest(deps.redis, prefix, conversation, trigger.deliveryId);
+    if (taken.kind !== 'approved') {
+      await comment(
+        octokit,
+        deps,
+        where,
+        trigger.issue.number,
+        taken.kind === 'used'
+          ? 'That request was approved already: each request is approved once.'
+          : `Nothing here waits for approval (a request by someone who cannot start jobs waits ${APPROVAL_TTL_SECONDS / 86_400} days).`,
+      );
+      return {
+        status: 'ignored',
+        reason: `approve: ${taken.kind === 'used' ? 'already approved' : 'no request'}`,
+      };
+    }
+    const request = taken.request;
+    const commentId = request.comment?.id;
+    let body: string | null = null;
+    if (commentId !== undefined) {
+      try {
+        body = (await octokit.rest.issues.getComment({ ...where, comment_id: commentId })).data.body ?? null;
+      } catch (error) {
+        if (!(typeof error === 'object' && error !== null && 'status' in error && error.status === 404))
+          throw error;
+      }
+    }
+    if (commentId === undefined || body === null) {
+      await comment(
+        octokit,
+        deps,
+        where,
+        trigger.issue.number,
+        'The request to approve was deleted, so there is nothing to start.',
+      );
+      return { status: 'ignored', reason: 'approve: the request was deleted' };
+    }
+    log.info({ approvedBy: trigger.sender.login, requester: request.sender.login }, 'request approved');
+    return processTrigger(
+      {
+        ...request,
+        deliveryId: trigger.deliveryId,
+        receivedAt: trigger.receivedAt,
+        issue: trigger.issue,
+        comment: { id: commentId, body },
+      },
+      deps,
+      attempt,
+      { login: trigger.sender.login, id: trigger.sender.id },
+    );
   }
   // `@agent evaluate …`: an admin's request, answered where it was asked.
   let evaluate: EvaluateRequest | null = null;
@@ -238,7 +314,7 @@ export async function processTrigger(trigger: Trigger, deps: IntakeDeps, attempt
     const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
     const job =
       evaluate === null
-        ? buildFixJob(trigger, target, config, ours.instruction, reviewComments)
+        ? buildFixJob(trigger, target, config, ours.instruction, reviewComments, approvedBy)
         : buildEvaluateJob(trigger, config, ours.instruction, evaluate);
 
     return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {

@@ -185,6 +185,8 @@ export function buildFixJob(
   config: RepoConfig,
   instruction: string,
   reviewComments: readonly ReviewContext[],
+  /** A writer who approved this outsider's request (`@agent approve`), or null. */
+  approvedBy: { readonly login: string; readonly id: number } | null = null,
 ): FixJob {
   const replyTo =
     trigger.kind === 'review_comment' && trigger.comment !== undefined
@@ -214,6 +216,7 @@ export function buildFixJob(
       sender: { login: trigger.sender.login, id: trigger.sender.id },
       commentId: trigger.comment?.id ?? null,
       replyTo,
+      ...(approvedBy === null ? {} : { approvedBy: { ...approvedBy } }),
     },
     config: { ...config },
     progressCommentId: null,
@@ -269,6 +272,16 @@ export async function approvedIssueText(
   }
   if (current.title === job.issue.title && now === captured) {
     return { ok: true, title: job.issue.title, body: captured, note: null };
+  }
+  // An approved request: the approver saw the text captured at approval; later edits do not count.
+  const approver = job.trigger.approvedBy;
+  if (approver !== undefined && approver !== null) {
+    return {
+      ok: true,
+      title: job.issue.title,
+      body: captured,
+      note: `the issue was edited after ${codeSpan(approver.login)} approved the request; working from its text at the time of the approval`,
+    };
   }
   const author = current.user?.login ?? null;
   const trusted = author !== null && (await hasAllowedRole(octokit, job, author));

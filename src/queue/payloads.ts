@@ -70,6 +70,8 @@ export const fixJobSchema = z.object({
     deliveryId: z.string(),
     sender: z.object({ login: z.string(), id: z.number().int() }),
     commentId: z.number().int().positive().nullable(),
+    /** For an outsider's request started by `@agent approve`: who approved it. */
+    approvedBy: z.object({ login: z.string(), id: z.number().int() }).nullable().optional(),
     /** Where the final answer goes: the PR conversation, or the review thread that asked. */
     replyTo: z
       .object({ kind: z.enum(['conversation', 'review_thread']), commentId: z.number().int().positive() })

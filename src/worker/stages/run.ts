@@ -146,7 +146,11 @@ export async function runInSandbox(
 function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[]): Task {
   const parts: string[] = [
     `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
-      `A maintainer (@${p.trigger.sender.login}) asked for more changes on its branch \`${pull.headRef}\`, ` +
+      `${
+        p.trigger.approvedBy === undefined || p.trigger.approvedBy === null
+          ? `A maintainer (@${p.trigger.sender.login})`
+          : `@${p.trigger.sender.login}, with the approval of a maintainer (@${p.trigger.approvedBy.login}),`
+      } asked for more changes on its branch \`${pull.headRef}\`, ` +
       'which is checked out in the workspace.',
   ];
   for (const [i, store] of prior.entries()) {

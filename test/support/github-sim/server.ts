@@ -333,6 +333,13 @@ class Simulator implements GitHubSim {
     return issueSnapshot(issue);
   }
 
+  editComment(owner: string, repo: string, commentId: number, body: string): void {
+    const record = this.world.requireRepo(owner, repo);
+    const comment = this.world.comments.get(commentId);
+    if (comment?.repo !== record) throw new Error(`github-sim: no comment ${commentId} in ${owner}/${repo}`);
+    this.world.editComment(comment, body);
+  }
+
   issue(owner: string, repo: string, n: number): SimIssue {
     return issueSnapshot(this.world.requireIssue(owner, repo, n));
   }

@@ -282,6 +282,8 @@ export interface GitHubSim {
     author: string,
     body: string,
   ): Promise<{ commentId: number; delivery: DeliveryResult }>;
+  /** Edits a conversation comment as its author would (no webhook is sent). */
+  editComment(owner: string, repo: string, commentId: number, body: string): void;
   /** Labels the issue and delivers issues.labeled (pull_request.labeled for a pull request, as GitHub does). */
   label(owner: string, repo: string, issue: number, label: string, sender: string): Promise<DeliveryResult>;
   /** Faults are matched in the order injected and answered before routing and authentication. */

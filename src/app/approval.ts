@@ -1,0 +1,63 @@
+import type { Redis } from 'ioredis';
+import { triggerSchema, type Trigger } from './triggers.js';
+
+/**
+ * `@agent approve`: a request by someone who may not start jobs (an outsider) waits, for a week, for
+ * someone who may. The App keeps the latest such request of each issue or PR in Redis (its trigger,
+ * with the comment's id); a writer's `@agent approve` there starts it once, working from the
+ * request's comment as it reads at that moment, which the job's payload then carries: an edit after
+ * the approval never reaches the model.
+ */
+
+/** The instruction approves the waiting request (nothing else may follow on its line). */
+export const APPROVE = /^approve\s*(?:\n|$)/i;
+
+export const APPROVAL_TTL_SECONDS = 7 * 24 * 3600;
+
+function requestKey(prefix: string, target: string): string {
+  return `${prefix}:approval:${target}`;
+}
+
+/** Which approval used the waiting request (its delivery id), so an approval is single-use. */
+function usedKey(prefix: string, target: string): string {
+  return `${prefix}:approval-used:${target}`;
+}
+
+/** Keeps an outsider's request as the one waiting in `target` (replacing an older one). */
+export async function storeRequest(
+  redis: Redis,
+  prefix: string,
+  target: string,
+  trigger: Trigger,
+): Promise<void> {
+  await redis
+    .multi()
+    .set(requestKey(prefix, target), JSON.stringify(trigger), 'EX', APPROVAL_TTL_SECONDS)
+    .del(usedKey(prefix, target))
+    .exec();
+}
+
+export type Approved =
+  | { readonly kind: 'approved'; readonly request: Trigger }
+  | { readonly kind: 'none' }
+  | { readonly kind: 'used' };
+
+/**
+ * Takes the waiting request for the approval delivered as `deliveryId`: the first approval gets it,
+ * a later one (another person, or the same person again) gets `used`; the same delivery again (an
+ * intake retry) gets it again.
+ */
+export async function takeRequest(
+  redis: Redis,
+  prefix: string,
+  target: string,
+  deliveryId: string,
+): Promise<Approved> {
+  const raw = await redis.get(requestKey(prefix, target));
+  if (raw === null) return { kind: 'none' };
+  const parsed = triggerSchema.safeParse(JSON.parse(raw));
+  if (!parsed.success) return { kind: 'none' };
+  const claimed = await redis.set(usedKey(prefix, target), deliveryId, 'EX', APPROVAL_TTL_SECONDS, 'NX');
+  if (claimed === null && (await redis.get(usedKey(prefix, target))) !== deliveryId) return { kind: 'used' };
+  return { kind: 'approved', request: parsed.data };
+}
