@@ -9,8 +9,8 @@ import { triggerSchema, type Trigger } from './triggers.js';
  * the approval never reaches the model.
  */
 
-/** The instruction approves the waiting request (nothing else may follow on its line). */
-export const APPROVE = /^approve\s*(?:\n|$)/i;
+/** The instruction approves the waiting request (`approve` first; anything after it is for people). */
+export const APPROVE = /^approve\b/i;
 
 export const APPROVAL_TTL_SECONDS = 7 * 24 * 3600;
 

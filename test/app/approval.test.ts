@@ -1,0 +1,56 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Redis } from 'ioredis';
+import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from '../../src/app/approval.js';
+import type { Trigger } from '../../src/app/triggers.js';
+import { redisSkipReason, startRedis } from '../support/redis-server.js';
+
+function request(body: string): Trigger {
+  return {
+    v: 1,
+    kind: 'mention',
+    deliveryId: 'outsider-1',
+    installationId: 5,
+    repo: { id: 7, owner: 'acme', name: 'calc', private: false },
+    issue: { number: 3, title: 'Bug', state: 'open', isPullRequest: false, body: 'text' },
+    sender: { login: 'otto', id: 42, type: 'User' },
+    comment: { id: 99, body },
+    receivedAt: new Date().toISOString(),
+  };
+}
+
+void test('approve: the word first; anything after it is for people', () => {
+  assert.ok(APPROVE.test('approve'));
+  assert.ok(APPROVE.test('Approve, thanks'));
+  assert.ok(!APPROVE.test('approved'));
+  assert.ok(!APPROVE.test('please approve'));
+});
+
+void test(
+  'a waiting request: taken once per approval (the same delivery again gets it, another approval does not), replaced by a newer one, expiring in 7 days',
+  { skip: redisSkipReason() },
+  async (t) => {
+    const server = await startRedis();
+    const redis = new Redis(server.url);
+    t.after(async () => {
+      redis.disconnect();
+      await server.stop();
+    });
+    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i3', 'approve-1'), { kind: 'none' });
+    await storeRequest(redis, 'p', 'r7-i3', request('@agent fix it'));
+    const ttl = await redis.ttl('p:approval:r7-i3');
+    assert.ok(ttl > APPROVAL_TTL_SECONDS - 10 && ttl <= APPROVAL_TTL_SECONDS, String(ttl));
+    const first = await takeRequest(redis, 'p', 'r7-i3', 'approve-1');
+    assert.ok(first.kind === 'approved');
+    assert.equal(first.request.comment?.body, '@agent fix it');
+    // An intake retry of the same approval, and a second approval.
+    assert.equal((await takeRequest(redis, 'p', 'r7-i3', 'approve-1')).kind, 'approved');
+    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i3', 'approve-2'), { kind: 'used' });
+    // Another conversation is another request.
+    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i4', 'approve-2'), { kind: 'none' });
+    // A newer request from an outsider waits again, and can be approved.
+    await storeRequest(redis, 'p', 'r7-i3', request('@agent fix it differently'));
+    const again = await takeRequest(redis, 'p', 'r7-i3', 'approve-3');
+    assert.equal(again.kind === 'approved' ? again.request.comment?.body : '', '@agent fix it differently');
+  },
+);
