@@ -110,12 +110,9 @@ async function privateRoot(): Promise<string> {
  * the same path as before and its prompt stays the same; a copy left by a killed run is replaced.
  */
 export async function copyCheckout(repo: string, key: string): Promise<CheckoutCopy> {
-  if (!/^[A-Za-z0-9-]+$/.test(key)) throw new WorkspaceCopyError(`unexpected run id ${key}`);
-  const parent = join(await privateRoot(), `cli-${key}`);
-  await rm(parent, { recursive: true, force: true });
-  await mkdir(parent, { mode: 0o700 });
-  const dir = join(parent, 'repo');
-  const cleanup = (): Promise<void> => rm(parent, { recursive: true, force: true });
+  const place = await copyPlace(key);
+  const { dir } = place;
+  const cleanup = (): Promise<void> => place.cleanup();
   try {
     const head = (await git(['-C', repo, 'rev-parse', '--verify', 'HEAD^{commit}'])).trim();
     await git(['-c', 'protocol.file.allow=always', 'clone', '--quiet', '--no-hardlinks', '--', repo, dir]);
@@ -142,6 +139,18 @@ export async function copyCheckout(repo: string, key: string): Promise<CheckoutC
     await cleanup();
     throw error;
   }
+}
+
+/**
+ * Where the copy for `key` goes: `<private root>/cli-<key>/repo`, not created yet, its parent made
+ * fresh (whatever a killed run left there is removed). Stable per key (see copyCheckout).
+ */
+export async function copyPlace(key: string): Promise<CheckoutCopy> {
+  if (!/^[A-Za-z0-9-]+$/.test(key)) throw new WorkspaceCopyError(`unexpected run id ${key}`);
+  const parent = join(await privateRoot(), `cli-${key}`);
+  await rm(parent, { recursive: true, force: true });
+  await mkdir(parent, { mode: 0o700 });
+  return { dir: join(parent, 'repo'), cleanup: () => rm(parent, { recursive: true, force: true }) };
 }
 
 /** `tar` from one tree into another for a list of paths; links are copied as links. */

@@ -23,7 +23,7 @@ import { Redactor } from '../publish/redact.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
-import { cliHidePaths, copyCheckout, WorkspaceCopyError } from './workspace-copy.js';
+import { cliHidePaths, copyCheckout, WorkspaceCopyError, type CheckoutCopy } from './workspace-copy.js';
 
 /**
  * What the CLI's commands share (resolve, resume, eval): a private copy of a checkout with a sandbox
@@ -109,14 +109,23 @@ export async function openWorkspace(
     readonly hide?: readonly string[];
     /** What the environment cache is keyed on (default: the checkout's path). */
     readonly cacheKey?: string;
+    /**
+     * `repo` is already a private copy this process just made for `runId` (an eval's checkout at the
+     * place copyPlace gives): used as the workspace's copy instead of copying it again.
+     */
+    readonly ownCopy?: CheckoutCopy;
   } = {},
 ): Promise<CliWorkspace> {
-  let copy: Awaited<ReturnType<typeof copyCheckout>>;
-  try {
-    copy = await copyCheckout(repo, runId);
-  } catch (error) {
-    if (error instanceof WorkspaceCopyError) throw new UsageError(`${repo}: ${error.message}`);
-    throw error;
+  let copy: CheckoutCopy;
+  if (more.ownCopy !== undefined) {
+    copy = more.ownCopy;
+  } else {
+    try {
+      copy = await copyCheckout(repo, runId);
+    } catch (error) {
+      if (error instanceof WorkspaceCopyError) throw new UsageError(`${repo}: ${error.message}`);
+      throw error;
+    }
   }
   const closeCopy = (): Promise<void> => copy.cleanup();
   try {

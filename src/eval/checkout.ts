@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { git } from '../cli/workspace-copy.js';
+import { copyPlace, git } from '../cli/workspace-copy.js';
 
 /**
  * Host checkouts of a task's repository at its base commit, in private temp folders: what the agent
@@ -15,17 +15,37 @@ export interface Checkout {
 }
 
 /**
- * A clone of `repo` (a local repository) at `commit`, holding nothing later: every branch, tag and
+ * A clone of `repo` (a local repository) at `commit`, holding nothing later (with `key`: at the
+ * place the CLI's workspace copy for that key goes, so the sandbox can use it as its copy as is): every branch, tag and
  * remote ref is deleted, the reflogs expired and unreachable objects pruned, so `git log --all` in
  * the agent's copy cannot show the fix (or the tests that prove it) from the repository's future.
  * The base commit is on a branch of its own, `eval-base`.
  */
-export async function checkoutAt(repo: string, commit: string): Promise<Checkout> {
-  const parent = await mkdtemp(join(tmpdir(), 'ia-eval-'));
-  const dir = join(parent, 'repo');
-  const cleanup = (): Promise<void> => rm(parent, { recursive: true, force: true });
+export async function checkoutAt(repo: string, commit: string, key?: string): Promise<Checkout> {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  if (key === undefined) {
+    const parent = await mkdtemp(join(tmpdir(), 'ia-eval-'));
+    dir = join(parent, 'repo');
+    cleanup = () => rm(parent, { recursive: true, force: true });
+  } else {
+    const place = await copyPlace(key);
+    dir = place.dir;
+    cleanup = () => place.cleanup();
+  }
   try {
-    await git(['-c', 'protocol.file.allow=always', 'clone', '--quiet', '--no-checkout', '--', repo, dir]);
+    // Its own object store: the sandbox may write this .git, never the source repository's objects.
+    await git([
+      '-c',
+      'protocol.file.allow=always',
+      'clone',
+      '--quiet',
+      '--no-hardlinks',
+      '--no-checkout',
+      '--',
+      repo,
+      dir,
+    ]);
     await git(['-C', dir, 'checkout', '--quiet', '-B', 'eval-base', `${commit}^{commit}`]);
     const refs = (await git(['-C', dir, 'for-each-ref', '--format=%(refname)']))
       .split('\n')

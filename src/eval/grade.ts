@@ -145,7 +145,8 @@ export async function runTestsAt(
     readonly commands: readonly TestCommand[];
   },
 ): Promise<TestRun> {
-  const checkout = await checkoutAt(options.repo, options.base);
+  // Made where the workspace's copy goes: the sandbox uses it as is, with no second copy.
+  const checkout = await checkoutAt(options.repo, options.base, options.key);
   try {
     const ws = await openWorkspace(
       checkout.dir,
@@ -154,7 +155,7 @@ export async function runTestsAt(
       options.folder,
       options.key,
       options.setup,
-      { hide: options.hide, cacheKey: options.cacheKey },
+      { hide: options.hide, cacheKey: options.cacheKey, ownCopy: checkout },
     );
     try {
       const sandbox = ws.sandbox;

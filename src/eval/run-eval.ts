@@ -274,11 +274,13 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
         maxAttempts: options.env.modelMaxAttempts,
         baseBackoffMs: options.env.modelRetryBaseMs,
       });
-      const checkout = await checkoutAt(repo, task.base_commit);
+      // Made where the workspace's copy goes (stable per task, so a resumed run sees the same path).
+      const checkout = await checkoutAt(repo, task.base_commit, key);
       try {
         const ws = await openWorkspace(checkout.dir, options.kind, options.env, folder, key, options.setup, {
           hide,
           cacheKey,
+          ownCopy: checkout,
         });
         try {
           if (store === null) {

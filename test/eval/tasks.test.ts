@@ -4,7 +4,7 @@ import { parseTasks, TaskFileError } from '../../src/eval/tasks.js';
 import { parsePytest, parseTap, statusOf } from '../../src/eval/test-results.js';
 import { testCommands } from '../../src/eval/grade.js';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkoutAt, patchPaths } from '../../src/eval/checkout.js';
@@ -153,14 +153,25 @@ test('a checkout at the base commit holds nothing later: no branch, tag or objec
     git('add', '-A');
     git('commit', '-qm', 'base');
     const base = git('rev-parse', 'HEAD').trim();
+    // The base's objects in a pack of their own: exactly what the checkout keeps, so its repack
+    // would find that pack as it is (a local clone hardlinks it).
+    git('gc', '--quiet');
     writeFileSync(join(dir, 'a.txt'), 'THE FIX\n');
     git('commit', '-qam', 'the fix');
     git('tag', 'v2');
     const fix = git('rev-parse', 'HEAD').trim();
-    const checkout = await checkoutAt(dir, base);
+    // Made at the place of a workspace copy (the sandbox works in it as is).
+    const checkout = await checkoutAt(dir, base, 'tasks-test-checkout');
     try {
       const inCopy = (...args: string[]): string =>
         execFileSync('git', args, { cwd: checkout.dir, encoding: 'utf8' });
+      assert.match(checkout.dir, /cli-tasks-test-checkout\/repo$/);
+      // Its own object store: no file shared (hardlinked) with the source repository's.
+      const files = (d: string): string[] =>
+        readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+          e.isDirectory() ? files(join(d, e.name)) : [join(d, e.name)],
+        );
+      for (const f of files(join(checkout.dir, '.git', 'objects'))) assert.equal(statSync(f).nlink, 1, f);
       assert.equal(inCopy('log', '--all', '--format=%s').trim(), 'base');
       assert.equal(inCopy('for-each-ref', '--format=%(refname)').trim(), 'refs/heads/eval-base');
       assert.throws(() => inCopy('cat-file', '-e', fix), 'the fix commit is not in the checkout');
