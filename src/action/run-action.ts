@@ -21,6 +21,7 @@ import { Redactor } from '../publish/redact.js';
 import { fixJobId } from '../queue/ids.js';
 import {
   buildFixJob,
+  isNotFound,
   matches,
   mayTrigger,
   notOursReply,
@@ -278,8 +279,7 @@ async function repoConfig(
       }
     }
   } catch (error) {
-    if (!(typeof error === 'object' && error !== null && 'status' in error && error.status === 404))
-      throw error;
+    if (!isNotFound(error)) throw error;
   }
   const config = parseRepoConfig(raw, { label: inputs.label, handle: inputs.handle });
   return {

@@ -27,6 +27,7 @@ import { evaluateKey, fixJobId, fixJobOptions, issueKey, type QueueSettings } fr
 import {
   buildEvaluateJob,
   buildFixJob,
+  isNotFound,
   matches,
   mayTrigger,
   notOursReply,
@@ -157,13 +158,14 @@ export async function processTrigger(
   const conversation = issueKey(trigger.repo.id, trigger.issue.number);
   if (!who.allowed) {
     log.info({ sender: trigger.sender.login, reason: who.reason }, 'trigger refused');
-    // A person's request (not a bot's, not a stop or an approval) waits for someone who may approve it.
+    // A person's request (not a bot's, not a stop, an approval or an evaluation) waits for someone who may approve it.
     const person = trigger.sender.type !== 'Bot' && !trigger.sender.login.endsWith('[bot]');
     const waits =
       person &&
       trigger.kind === 'mention' &&
       !cancel &&
       !APPROVE.test(ours.instruction) &&
+      !EVALUATE.test(ours.instruction) &&
       ours.instruction !== '';
     if (waits) await storeRequest(deps.redis, prefix, conversation, trigger);
     const key = `${prefix}:refused:${conversation}:${trigger.sender.id}`;
@@ -200,8 +202,7 @@ export async function processTrigger(
       try {
         body = (await octokit.rest.issues.getComment({ ...where, comment_id: commentId })).data.body ?? null;
       } catch (error) {
-        if (!(typeof error === 'object' && error !== null && 'status' in error && error.status === 404))
-          throw error;
+        if (!isNotFound(error)) throw error;
       }
     }
     if (commentId === undefined || body === null) {
@@ -235,7 +236,7 @@ export async function processTrigger(
     const admin = await mayEvaluate(trigger, octokit);
     if (!admin.allowed) {
       log.info({ sender: trigger.sender.login, reason: admin.reason }, 'evaluate refused');
-      const key = `${prefix}:refused-evaluate:${issueKey(trigger.repo.id, trigger.issue.number)}:${trigger.sender.id}`;
+      const key = `${prefix}:refused-evaluate:${conversation}:${trigger.sender.id}`;
       if (await firstTime(deps.redis, key, 24 * 3600)) {
         await comment(octokit, deps, where, trigger.issue.number, admin.reply);
       }

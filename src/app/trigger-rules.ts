@@ -314,10 +314,14 @@ async function hasAllowedRole(octokit: RestClient, job: FixJob, login: string): 
     return job.config.allowedPermissions.some((p) => p === role);
   } catch (error) {
     // Not a user GitHub knows (deleted, or a bot it has no collaborator record for): no role.
-    if (typeof error === 'object' && error !== null && 'status' in error && error.status === 404)
-      return false;
+    if (isNotFound(error)) return false;
     throw error;
   }
+}
+
+/** A 404 from Octokit (the thing asked for does not exist, or is not visible to this token). */
+export function isNotFound(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'status' in error && error.status === 404;
 }
 
 export interface PullOwnership {

@@ -260,12 +260,13 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
   // Each candidate that gets as far as running tests costs two sandboxes: at most this many are tried.
   const maxTried = options.limit * TRIES_PER_TASK;
   let tried = 0;
+  let capped = false;
   const worker = async (): Promise<void> => {
     for (;;) {
-      if (options.signal?.aborted === true || built >= options.limit) return;
+      if (options.signal?.aborted === true || built >= options.limit || capped) return;
       if (tried >= maxTried) {
-        if (tried === maxTried) say(`stopping after ${maxTried} candidates that ran tests`);
-        tried += 1;
+        capped = true;
+        say(`stopping after ${maxTried} candidates that ran tests`);
         return;
       }
       const candidate = candidates[next++];
@@ -278,6 +279,8 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
           tried += 1;
         });
       } catch (error) {
+        // Cut short by the interrupt (a sandbox command killed by the same Ctrl-C): not a decision.
+        if (interrupted(options.signal)) return;
         // A candidate's failure is its own (a setup that fails at an old commit, git refusing an
         // unrelated history): recorded, not cached, and the build goes on.
         decision = {
@@ -593,6 +596,11 @@ async function mergedPulls(
     if (++pages >= MAX_PAGES) break;
   }
   return out;
+}
+
+/** Read after an await (TypeScript keeps a narrowing of `signal.aborted` across them). */
+function interrupted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
 }
 
 function messageOf(error: unknown): string {
