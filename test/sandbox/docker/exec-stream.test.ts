@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { containerSpec, DEFAULT_LIMITS } from '../../../src/sandbox/docker/container-spec.js';
 import { execStream } from '../../../src/sandbox/docker/setup-phase.js';
 import { dockerTest, testOwner } from './docker-test-support.js';
@@ -40,6 +41,13 @@ dockerTest(
       stdout: sink,
     });
     assert.equal(r.exitCode, 0, r.output);
+    // The result promises that every byte was handed to the sink, not that the sink has processed
+    // it: up to its highWaterMark may still sit in its own buffer, which is why the cache ends the
+    // sink and waits for it. Ending it here counts exactly what was handed over: a byte still held
+    // back in execStream's paused stream would never arrive, because an ending sink emits no
+    // 'drain' to resume it.
+    sink.end();
+    await finished(sink);
     assert.equal(received, total, 'every byte reached the sink before the result');
   },
   { timeout: 180_000 },
