@@ -1,6 +1,6 @@
 import type { GitHubClient } from '../github/app-client.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
-import { REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
+import { MAX_ATTEMPTS, REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
 import type { EvaluateRequest, FixJob, ReviewContext } from '../queue/payloads.js';
 import { codeSpan } from '../publish/markdown.js';
 import { capIssueBody, extractMention, type Trigger } from './triggers.js';
@@ -197,6 +197,7 @@ export function buildFixJob(
       : target.kind === 'pull'
         ? { kind: 'conversation' as const, commentId: trigger.comment?.id ?? 1 }
         : null;
+  const tries = parseTries(instruction);
   return {
     v: 1,
     kind: target.kind === 'pull' ? 'follow-up' : 'fix-issue',
@@ -208,7 +209,7 @@ export function buildFixJob(
       body: target.kind === 'issue' ? (trigger.issue.body ?? null) : null,
     },
     pull: target.kind === 'pull' ? { number: target.number } : null,
-    instructions: instruction === '' ? [] : [instruction],
+    instructions: tries.instruction === '' ? [] : [tries.instruction],
     reviewComments: [...reviewComments],
     trigger: {
       kind: trigger.kind,
@@ -218,10 +219,28 @@ export function buildFixJob(
       replyTo,
       ...(approvedBy === null ? {} : { approvedBy: { ...approvedBy } }),
     },
-    config: { ...config },
+    config: { ...config, ...(tries.attempts === null ? {} : { attempts: tries.attempts }) },
     progressCommentId: null,
     requestedAt: trigger.receivedAt,
   };
+}
+
+/**
+ * `(try N)` anywhere in a request: N independent attempts for this job instead of the repository's
+ * `attempts` (clamped to 1–5, which the progress comment then shows). The marker is taken out of
+ * the instruction the model reads.
+ */
+export function parseTries(instruction: string): {
+  readonly instruction: string;
+  readonly attempts: number | null;
+} {
+  const m = /\(\s*try\s+(\d{1,3})\s*\)/i.exec(instruction);
+  if (m === null) return { instruction, attempts: null };
+  const n = Math.min(MAX_ATTEMPTS, Math.max(1, Number(m[1])));
+  const rest = `${instruction.slice(0, m.index)} ${instruction.slice(m.index + m[0].length)}`
+    .replace(/\s+/g, ' ')
+    .trim();
+  return { instruction: rest, attempts: n };
 }
 
 /** An evaluate job (`@agent evaluate …`, already allowed): it works in the conversation that asked. */

@@ -92,6 +92,9 @@ export const IMAGE_REFERENCE = new RegExp(
     '(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$',
 );
 
+/** Attempts a job may make (`attempts:` in the config, or `(try N)` in a request). */
+export const MAX_ATTEMPTS = 5;
+
 const VERSION = /^\d{1,3}(?:\.\d{1,4}){0,2}$/;
 
 /**
@@ -127,6 +130,13 @@ export const repoConfigSchema = z
       .strict()
       .default({}),
     policy: repoPolicySchema.default(repoPolicySchema.parse({})),
+    /**
+     * Independent attempts per job (best-of-N), each in its own sandbox and workspace; the harness
+     * opens the PR of the best one. `(try N)` in a request overrides it for that job.
+     */
+    attempts: z.number().int().min(1).max(MAX_ATTEMPTS).default(1),
+    /** End the other attempts as soon as one resolves the issue (default: all run to their end). */
+    stopOnFirstResolved: z.boolean().default(false),
     /**
      * Commands run in the sandbox before the baseline test run, in order, instead of the detected
      * install. Absent: detected from the lockfile or Python manifest. `[]`: no setup at all.

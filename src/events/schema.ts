@@ -179,6 +179,10 @@ export const baseState = z.object({
    * workspace. Absent in runs made before instructions existed and where none were read (the CLI).
    */
   instructions: z.object({ ref: z.string(), commit: z.string(), files: z.array(repoInstruction) }).optional(),
+  /** Attempt `number` of `of` independent attempts of one job (best-of-N); absent for a single one. */
+  attempt: z
+    .object({ number: z.number().int().positive(), of: z.number().int().positive(), jobId: z.string() })
+    .optional(),
 });
 export type BaseState = z.infer<typeof baseState>;
 

@@ -12,7 +12,7 @@
  * - The body's first line is the hidden marker `<!-- issue-agent:pr conversation=<id> -->`.
  */
 import { reduceState, type RunState } from '../events/reduce-state.js';
-import type { AgentEvent, BaseState, EventOf } from '../events/schema.js';
+import type { AgentEvent, BaseState, EventOf, OutcomeKind } from '../events/schema.js';
 import {
   balanceFences,
   byteLength,
@@ -73,6 +73,23 @@ interface PullRequestCommon {
    * step still appears, so a very long run may need more.
    */
   readonly maxTrajectoryComments?: number;
+  /** Best-of-N: every attempt of the job, the published one marked, shown as a table. */
+  readonly attempts?: readonly AttemptTableRow[];
+}
+
+/** One attempt of a best-of-N job as the PR body's table shows it. */
+export interface AttemptTableRow {
+  readonly number: number;
+  readonly outcome: OutcomeKind | 'crashed';
+  readonly reason: string;
+  readonly newlyPassing: number;
+  readonly failing: number | null;
+  readonly changedLines: number | null;
+  readonly filesChanged: number;
+  readonly usd: number;
+  readonly winner: boolean;
+  /** Where its trajectory is read: a URL is linked, other text shown as is. */
+  readonly link: string;
 }
 
 /** One run (`base` + `events`), or several rounds on the same pull request (`runs`, in order). */
@@ -198,6 +215,50 @@ function statsSection(views: readonly RunView[], redactor: Redactor, caps: HeadC
   ].join('\n');
 }
 
+/**
+ * The table of a best-of-N job: what each attempt came to, in the terms the harness ranked them by
+ * (resolved, then unverified, then the rest; more newly passing tests, fewer changed lines, lower
+ * cost), with a link to each one's trajectory.
+ */
+function attemptsSection(rows: readonly AttemptTableRow[], redactor: Redactor, caps: HeadCaps): string {
+  const link = (text: string): string => {
+    const url = /^(https?:\/\/[^\s<>()[\]]+)/.exec(text)?.[1];
+    return url === undefined
+      ? neutralizeInline(truncateEnd(redactor.redact(text), 400))
+      : `[trajectory](${url})`;
+  };
+  const table = [...rows]
+    .sort((a, b) => a.number - b.number)
+    .map((r) =>
+      [
+        `${r.number}${r.winner ? ' ✅ **published**' : ''}`,
+        r.outcome === 'crashed' ? '💥 `crashed`' : `${outcomeIcon(r.outcome)} ${codeSpan(r.outcome)}`,
+        String(r.newlyPassing),
+        r.failing === null ? '–' : String(r.failing),
+        r.changedLines === null
+          ? r.filesChanged === 0
+            ? '–'
+            : `${r.filesChanged} file${r.filesChanged === 1 ? '' : 's'} (too large to count)`
+          : `${formatInt(r.changedLines)} line${r.changedLines === 1 ? '' : 's'} in ${r.filesChanged} file${r.filesChanged === 1 ? '' : 's'}`,
+        formatUsd(r.usd),
+        link(r.link),
+        neutralizeInline(truncateEnd(redactor.redact(r.reason), caps.label)),
+      ]
+        .map(tableCell)
+        .join(' | '),
+    )
+    .map((row) => `| ${row} |`);
+  const total = rows.reduce((sum, r) => sum + r.usd, 0);
+  return [
+    `${rows.length} independent attempts, each in its own sandbox; the published one ranked first (resolved, then unverified, then the rest; then more newly passing tests, fewer changed lines, lower cost).`,
+    '',
+    '| Attempt | Outcome | Newly passing tests | Failing tests | Change | Cost | Trajectory | Why it ended |',
+    '| --- | --- | ---: | ---: | --- | ---: | --- | --- |',
+    ...table,
+    `| **Total** | | | | | ${formatUsd(total)} | | |`,
+  ].join('\n');
+}
+
 function summaryOf(state: RunState): string | null {
   const s = state.outcome?.summary ?? state.finishSummary;
   return s === null || s.trim() === '' ? null : s.trim();
@@ -320,6 +381,9 @@ function renderHead(
           .join('\n\n');
   head.push(`### Files changed\n\n${files}`);
   head.push(`### Run\n\n${statsSection(views, redactor, caps)}`);
+  if (input.attempts !== undefined && input.attempts.length > 1) {
+    head.push(`### Attempts\n\n${attemptsSection(input.attempts, redactor, caps)}`);
+  }
   head.push(`Fixes #${input.issue.number}`);
   head.push(
     `📄 The full trajectory, step by step: ${truncateEnd(redactor.redact(input.trajectoryLink), 2000)}`,

@@ -41,6 +41,16 @@ interface ProgressCommon {
   readonly environment?: string;
 }
 
+/** One attempt of a best-of-N job, as the progress comment shows it. */
+export interface AttemptProgress {
+  readonly number: number;
+  readonly of: number;
+  readonly step: number;
+  readonly costUsd: number;
+  /** Its outcome once it ended, or null while it works. */
+  readonly outcome: OutcomeKind | null;
+}
+
 export type ProgressState = ProgressCommon &
   (
     | {
@@ -57,6 +67,8 @@ export type ProgressState = ProgressCommon &
         readonly tokens: number;
         readonly costUsd: number;
         readonly elapsedMs: number;
+        /** Best-of-N: each attempt's own state (the totals above are the job's). */
+        readonly attempts?: readonly AttemptProgress[];
       }
     | { readonly kind: 'preparing' }
     | { readonly kind: 'publishing' }
@@ -119,6 +131,23 @@ function line(p: ProgressState, r: Redactor): string {
         ? '⏳ **Queued** — waiting for a free worker.'
         : `⏳ **Queued** — number ${p.position} in line.`;
     case 'working':
+      if (p.attempts !== undefined && p.attempts.length > 0) {
+        const rows = [...p.attempts]
+          .sort((a, b) => a.number - b.number)
+          .map(
+            (a) =>
+              `- Attempt ${a.number} of ${a.of}: ${
+                a.outcome === null
+                  ? `working, step ${a.step}`
+                  : `${outcomeIcon(a.outcome)} ended ${codeSpan(a.outcome)} after ${a.step} step${a.step === 1 ? '' : 's'}`
+              } · ${formatUsd(a.costUsd)}`,
+          );
+        return [
+          `🛠️ **Working** — ${p.attempts[0]?.of ?? p.attempts.length} independent attempts; the tests pick the one to publish · ${formatInt(p.tokens)} tokens · ${formatUsd(p.costUsd)} · ${formatDuration(p.elapsedMs)} so far.`,
+          '',
+          ...rows,
+        ].join('\n');
+      }
       return `🛠️ **Working** — step ${p.step} · ${formatInt(p.tokens)} tokens · ${formatUsd(p.costUsd)} · ${formatDuration(p.elapsedMs)} so far.`;
     case 'preparing':
       return '⚙️ **Preparing the environment** — image, runtime and dependencies, before the agent starts.';

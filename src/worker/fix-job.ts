@@ -114,9 +114,12 @@ export async function runFixJob(
         sandbox: deps.app.sandbox,
         ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
         runLink,
-        trajectoryLink: (dir) =>
-          (runLink === null ? null : `${runLink} (sign in with GitHub, or use the admin token)`) ??
-          `the App host keeps it in ${dir} (job ${jobId}); \`issue-agent replay <folder> --json\` prints it`,
+        trajectoryLink: (dir, runId) =>
+          (runLink === null || deps.app.publicUrl === null
+            ? null
+            : `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`) ??
+          `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`,
+        attemptParallelism: deps.app.workerConcurrency,
         cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
         attempt: { number: job.attemptsMade + 1, final },
         logger: deps.logger,

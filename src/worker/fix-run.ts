@@ -10,18 +10,24 @@ import { pristineDir } from '../github/pristine-clone.js';
 import type { Model } from '../model/model.js';
 import { Redactor } from '../publish/redact.js';
 import type { FixJob } from '../queue/payloads.js';
-import { PermanentJobError } from './permanent-job-error.js';
 import { ProgressReporter } from './progress-reporter.js';
-import { mirrorDir } from '../github/pristine-clone.js';
-import { fetchPull, fetchRepo, prepareSandbox, readIssue, recordJob } from './stages/prepare.js';
+import { fetchPull, fetchRepo, readIssue, recordJob } from './stages/prepare.js';
+import {
+  attemptsOf,
+  openAttempts,
+  pickWinner,
+  runAttempt,
+  runBestOf,
+  type AttemptsResult,
+} from './stages/attempt-run.js';
 import { publish } from './stages/publish.js';
 import { reportEnd, reportFailure } from './stages/report.js';
 import { openStore } from './stages/rounds.js';
-import { runInSandbox } from './stages/run.js';
-import { describeEnvironment } from '../publish/environment.js';
 import type { JobContext, PullInfo } from './stages/types.js';
 
 export { PermanentJobError } from './permanent-job-error.js';
+export { jobFolder } from './job-folder.js';
+import { jobFolder } from './job-folder.js';
 export { branchFor } from './stages/publish.js';
 
 /**
@@ -59,8 +65,13 @@ export interface FixRuntime {
   readonly warmPool?: SandboxPool | undefined;
   /** Where people read the full trajectory (the run view), or null. */
   readonly runLink: string | null;
-  /** The PR's text for the full trajectory (with `runLink` or, without one, where the log is kept). */
-  readonly trajectoryLink: (trajectoryDir: string) => string;
+  /**
+   * The PR's text for a full trajectory (with `runLink` or, without one, where the log is kept):
+   * the job's own, or one attempt's of a best-of-N job (`runId`).
+   */
+  readonly trajectoryLink: (trajectoryDir: string, runId: string) => string;
+  /** Best-of-N: attempts of one job run side by side, at most this many at once (default: all). */
+  readonly attemptParallelism?: number;
   /** Who asked to stop this job, or null. Polled every 500 ms while the job runs, and before the push. */
   readonly cancelled: () => Promise<string | null>;
   /** 1-based attempt number, and whether a failure now is final (no retry will follow). */
@@ -97,12 +108,6 @@ export class FixRunError extends Error {
   ) {
     super(message, options);
   }
-}
-
-/** Job ids are made of [A-Za-z0-9-] (see queues.ts); anything else is refused rather than escaped. */
-export function jobFolder(jobsDir: string, jobId: string): string {
-  if (!/^[A-Za-z0-9-]+$/.test(jobId)) throw new PermanentJobError(`unexpected job id ${jobId}`);
-  return join(jobsDir, jobId);
 }
 
 /**
@@ -188,66 +193,62 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         return none('cancelled');
       }
     }
-    if (outcome === null) {
+    const count = attemptsOf(p);
+    let attempts: AttemptsResult | null = null;
+    if (count > 1) {
+      // Best-of-N: the job's outcome is the winner's, once every attempt has one.
+      const existing = openAttempts(ctx, count);
+      if (existing.some((a) => a.outcome === null)) {
+        const issue = await readIssue(ctx, {
+          resumed: existing.some((a) => a.store !== null),
+          followUp: pull !== null,
+        });
+        if (!issue.ok) {
+          await reportEnd(ctx, issue.end, pull);
+          return none('cancelled');
+        }
+        progress.post({ kind: 'preparing' });
+        attempts = await runBestOf(ctx, rt, existing, { repo, pull, issue: issue.text, signal: stop.signal });
+      } else {
+        attempts = pickWinner(ctx, existing, []);
+      }
+      if (attempts.winner === null) throw attempts.error;
+      store = attempts.winner.store;
+      outcome = attempts.winner.outcome;
+    } else if (outcome === null) {
       const issue = await readIssue(ctx, { resumed: store !== null, followUp: pull !== null });
       if (!issue.ok) {
         await reportEnd(ctx, issue.end, pull);
         return none('cancelled');
       }
       progress.post({ kind: 'preparing' });
-      const prepared = await prepareSandbox({
-        jobId,
-        jobsDir: rt.jobsDir,
-        paths,
-        git: ctx.git,
-        tokens,
+      const ran = await runAttempt(ctx, rt, {
         repo,
-        branch: pull?.headRef ?? repo.default_branch,
-        baseCommit: store?.base.workspace.baseCommit ?? null,
-        kind: rt.sandbox,
-        isolateLocal: rt.isolateLocal,
-        agent: rt.agent,
-        config: p.config,
-        // Only where no sandbox process can reach the host's disk: a mirror outlives the job.
-        mirror:
-          rt.mirrors === true && rt.sandbox === 'docker'
-            ? mirrorDir(rt.jobsDir, p.installationId, p.repo.id)
-            : undefined,
-        repoKey: `github:${p.repo.id}`,
-        followUp: pull !== null,
-        scrub: (text) => ctx.redactor().redact(text),
-        pool: rt.warmPool,
-        logger: log,
+        pull,
+        issue: issue.text,
+        store,
+        signal: stop.signal,
+        attempt: undefined,
       });
-      try {
-        const environment = prepared.environment ?? store?.base.environment ?? null;
-        if (environment !== null)
-          progress.setEnvironment(describeEnvironment(environment, (t) => ctx.redactor().redact(t)));
-        progress.post({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
-        const ran = await runInSandbox({
-          ctx,
-          sandbox: prepared.sandbox,
-          environment: prepared.environment,
-          store,
-          pull,
-          issue: issue.text,
-          agent: rt.agent,
-          model: rt.model,
-          signal: stop.signal,
-          baseBranch: repo.default_branch,
-        });
-        store = ran.store;
-        outcome = ran.outcome;
-      } finally {
-        await prepared.close();
-      }
+      store = ran.store;
+      outcome = ran.outcome;
     }
     if (store === null) throw new Error('no trajectory after the run');
-    if (outcome.outcome === 'cancelled') {
+    // A stop ends every attempt; the one ranked first may then be one that failed before the stop.
+    if (outcome.outcome === 'cancelled' || (attempts !== null && stop.by() !== null)) {
       await reportEnd(ctx, { kind: 'cancelled', by: stop.by() }, pull);
       return none('cancelled');
     }
-    const published = await publish({ ctx, store, outcome, repo, pull, cancelled: rt.cancelled });
+    const winnerCtx = attempts?.winner === null || attempts === null ? ctx : attempts.winner.ctx;
+    const published = await publish({
+      ctx: winnerCtx,
+      store,
+      outcome,
+      repo,
+      pull,
+      cancelled: rt.cancelled,
+      attempts: attempts?.table,
+    });
     await reportEnd(ctx, published.end, pull);
     return published.result;
   } catch (error) {

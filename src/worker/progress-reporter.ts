@@ -3,7 +3,12 @@ import type { AgentEvent } from '../events/schema.js';
 import type { EventStore } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { GitHubClient } from '../github/app-client.js';
-import { findProgressMarker, renderProgress, type ProgressState } from '../publish/progress.js';
+import {
+  findProgressMarker,
+  renderProgress,
+  type AttemptProgress,
+  type ProgressState,
+} from '../publish/progress.js';
 import type { Redactor } from '../publish/redact.js';
 
 type Where = { readonly owner: string; readonly repo: string };
@@ -36,6 +41,11 @@ export class ProgressReporter {
   private waiting: ProgressUpdate | null = null;
   private final = false;
   private environment: string | null = null;
+  /** Best-of-N: the latest state of each attempt that reported one. */
+  private readonly attempts = new Map<
+    number,
+    { readonly progress: AttemptProgress; readonly tokens: number; readonly elapsedMs: number }
+  >();
   /** Edits sent (created or updated), for tests and metrics. */
   writes = 0;
 
@@ -53,19 +63,53 @@ export class ProgressReporter {
     private readonly intervalMs = 5000,
   ) {}
 
-  onEvent(event: AgentEvent, store: EventStore): void {
-    if (event.kind !== 'model_response' && event.kind !== 'test_run') return;
+  /**
+   * A step of the run (or of attempt `attempt.number` of a best-of-N job, whose comment lists every
+   * attempt with the job's totals; an attempt's end is shown at once, not throttled).
+   */
+  onEvent(
+    event: AgentEvent,
+    store: EventStore,
+    attempt?: { readonly number: number; readonly of: number },
+  ): void {
+    const ended = attempt !== undefined && attempt.of > 1 && event.kind === 'outcome';
+    if (event.kind !== 'model_response' && event.kind !== 'test_run' && !ended) return;
     if (this.final) return;
-    const now = Date.now();
-    if (now - this.lastStep < this.intervalMs) return;
-    this.lastStep = now;
     const state = reduceState(store.events);
+    if (attempt !== undefined && attempt.of > 1) {
+      this.attempts.set(attempt.number, {
+        progress: {
+          number: attempt.number,
+          of: attempt.of,
+          step: state.steps,
+          costUsd: state.usd,
+          outcome: state.outcome?.outcome ?? null,
+        },
+        tokens: totalTokens(state.usage),
+        elapsedMs: state.elapsedMs,
+      });
+    }
+    const now = Date.now();
+    if (!ended && now - this.lastStep < this.intervalMs) return;
+    this.lastStep = now;
+    if (this.attempts.size === 0) {
+      this.post({
+        kind: 'working',
+        step: state.steps,
+        tokens: totalTokens(state.usage),
+        costUsd: state.usd,
+        elapsedMs: state.elapsedMs,
+      });
+      return;
+    }
+    const all = [...this.attempts.values()];
     this.post({
       kind: 'working',
-      step: state.steps,
-      tokens: totalTokens(state.usage),
-      costUsd: state.usd,
-      elapsedMs: state.elapsedMs,
+      step: all.reduce((n, a) => n + a.progress.step, 0),
+      tokens: all.reduce((n, a) => n + a.tokens, 0),
+      costUsd: all.reduce((n, a) => n + a.progress.costUsd, 0),
+      elapsedMs: Math.max(...all.map((a) => a.elapsedMs)),
+      attempts: all.map((a) => a.progress),
     });
   }
 

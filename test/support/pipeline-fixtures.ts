@@ -1,5 +1,5 @@
-import type { Fault, MessagesRequest, Policy } from '../../src/model-sim/index.js';
-import { oracle, reply } from '../../src/model-sim/index.js';
+import type { Fault, MessagesRequest, Policy, Reply } from '../../src/model-sim/index.js';
+import { isReply, oracle, reply } from '../../src/model-sim/index.js';
 
 /** The text of the first user message of a request: the task, which names the issue. */
 export function taskText(request: MessagesRequest): string {
@@ -101,5 +101,46 @@ export function faultOnceAt(
       return inner(request, ctx);
     },
     fired: () => fired,
+  };
+}
+
+/**
+ * Several conversations with identical prompts (the attempts of a best-of-N job) told apart: the
+ * n-th conversation to start gets `policies[n]`. A conversation is known again by the first tool
+ * call id of its first answer (made unique here), which every later request of it carries back.
+ */
+export function perConversation(policies: readonly Policy[]): { policy: Policy; started: () => number } {
+  const byFirstTool = new Map<string, Policy>();
+  let started = 0;
+  const firstToolId = (request: MessagesRequest): string | null => {
+    const first = request.messages.find((m) => m.role === 'assistant');
+    if (first === undefined || typeof first.content === 'string') return null;
+    const block = first.content.find((b) => b.type === 'tool_use');
+    return block?.type === 'tool_use' ? block.id : null;
+  };
+  return {
+    policy: (request, ctx) => {
+      const known = firstToolId(request);
+      if (known !== null) {
+        const policy = byFirstTool.get(known);
+        if (policy === undefined) return { status: 500, message: `no conversation answered ${known}` };
+        return policy(request, ctx);
+      }
+      const policy = policies[started];
+      started += 1;
+      if (policy === undefined) return { status: 500, message: `conversation ${started} has no policy` };
+      const answer = policy(request, ctx);
+      if (!isReply(answer)) return answer;
+      // Policies may number their calls the same way: the first answer's ids are made unique.
+      const unique: Reply = {
+        kind: 'reply',
+        stopReason: answer.stopReason,
+        content: answer.content.map((b) => (b.type === 'tool_use' ? { ...b, id: `${b.id}_c${started}` } : b)),
+      };
+      const tool = unique.content.find((b) => b.type === 'tool_use');
+      if (tool?.type === 'tool_use') byFirstTool.set(tool.id, policy);
+      return unique;
+    },
+    started: () => started,
   };
 }

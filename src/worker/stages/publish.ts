@@ -12,6 +12,7 @@ import type { FixJobResult } from '../fix-run.js';
 import { PermanentJobError } from '../permanent-job-error.js';
 import { audienceOf, oneParagraph, type JobEnd } from './report.js';
 import { issueNumberOf, priorRounds, roundsMarker } from './rounds.js';
+import type { AttemptRow } from './attempt-run.js';
 import type { JobContext, PullInfo, RepoInfo } from './types.js';
 
 export const branchFor = (issue: number): string => `issue-agent/issue-${issue}`;
@@ -24,6 +25,8 @@ export interface PublishInput {
   readonly pull: PullInfo | null;
   /** Who asked to stop the job since it started, or null. */
   readonly cancelled: () => Promise<string | null>;
+  /** Best-of-N: every attempt (the winner marked), for the PR body's table. */
+  readonly attempts?: readonly AttemptRow[] | undefined;
 }
 
 /** What publishing did, and how the job ended (for `reportEnd`, which says so). */
@@ -146,7 +149,8 @@ export async function publish(input: PublishInput): Promise<Published> {
     redactor: ctx.redactor(),
     trustedHosts: githubHosts(gh.request.endpoint.DEFAULTS.baseUrl),
     conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
-    trajectoryLink: ctx.trajectoryLink(paths.trajectory),
+    trajectoryLink: ctx.trajectoryLink(paths.trajectory, ctx.jobId),
+    ...(input.attempts === undefined ? {} : { attempts: input.attempts }),
   });
   const marker = roundsMarker(rounds.map((r) => r.base.conversationId));
   const title = pull?.title ?? ctx.redactor().redact(rendered.title);

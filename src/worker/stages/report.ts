@@ -221,7 +221,7 @@ export function audienceOf(ctx: JobContext): Audience {
     redactor: ctx.redactor(),
     trustedHosts: [
       ...githubHosts(ctx.gh.request.endpoint.DEFAULTS.baseUrl),
-      ...hostsIn(ctx.trajectoryLink(ctx.paths.trajectory)),
+      ...hostsIn(ctx.trajectoryLink(ctx.paths.trajectory, ctx.jobId)),
     ],
   };
 }

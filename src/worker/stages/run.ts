@@ -35,6 +35,11 @@ export interface RunInput {
   readonly signal: AbortSignal;
   /** The branch the PR targets, whose tip the repository's instructions are read from. */
   readonly baseBranch: string;
+  /**
+   * Attempt `number` of `of` (best-of-N): the run's cost and token limits are its share of the job's
+   * (1/of), so all attempts together stay within the job's budget. Absent: the one attempt.
+   */
+  readonly attempt?: { readonly number: number; readonly of: number; readonly jobId: string } | undefined;
 }
 
 /**
@@ -87,12 +92,18 @@ export async function runInSandbox(
       task,
       sandbox,
       model: input.agent.model,
-      limits: limitsFor(input.agent.limits, p.config.budgets),
+      limits: shareOf(limitsFor(input.agent.limits, p.config.budgets), input.attempt?.of ?? 1),
       testCommand: p.config.testCommand,
       conversationId: jobId,
       environment: input.environment,
     });
-    store = FileEventStore.create(paths.trajectory, base);
+    const attempt = input.attempt;
+    store = FileEventStore.create(
+      paths.trajectory,
+      attempt === undefined || attempt.of === 1
+        ? base
+        : { ...base, attempt: { number: attempt.number, of: attempt.of, jobId: attempt.jobId } },
+    );
   }
   const s = store;
   // The deployment's and the repository's MCP servers, in this sandbox; one that does not start is a
@@ -123,7 +134,7 @@ export async function runInSandbox(
       // Known secrets never reach the model or the log, even if a command saw one.
       scrub: (text) => redactor().redact(text),
       onEvent: (e) => {
-        progress.onEvent(e, s);
+        progress.onEvent(e, s, input.attempt);
       },
       // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
       // baseline. Only with the Docker sandbox: no sandbox process can reach the worker's disk there,
@@ -175,6 +186,19 @@ function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[
     body: parts.join('\n\n'),
     instructions: p.instructions,
     source: `${p.repo.owner}/${p.repo.name}#${pull.number}`,
+  };
+}
+
+/**
+ * One attempt's share of the job's spending limits (cost and tokens); steps and wall time are per
+ * attempt, as attempts run side by side.
+ */
+function shareOf(limits: Limits, attempts: number): Limits {
+  if (attempts <= 1) return limits;
+  return {
+    ...limits,
+    maxUsd: limits.maxUsd / attempts,
+    maxTokens: Math.max(1, Math.floor(limits.maxTokens / attempts)),
   };
 }
 

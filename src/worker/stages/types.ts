@@ -45,6 +45,7 @@ export interface JobContext {
   readonly progress: ProgressReporter;
   /** A redactor for every secret known now (tokens are remembered as they are handed out). */
   readonly redactor: () => Redactor;
-  readonly trajectoryLink: (trajectoryDir: string) => string;
+  /** Where people read a trajectory: the job's own, or one attempt's (`runId`). */
+  readonly trajectoryLink: (trajectoryDir: string, runId: string) => string;
   readonly log: Logger;
 }

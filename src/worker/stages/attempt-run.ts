@@ -1,0 +1,278 @@
+import { join } from 'node:path';
+import type { Outcome } from '../../agent/run-agent.js';
+import type { FileEventStore } from '../../events/file-event-store.js';
+import { reduceState } from '../../events/reduce-state.js';
+import { mirrorDir, pristineDir } from '../../github/pristine-clone.js';
+import { describeEnvironment } from '../../publish/environment.js';
+import type { FixJob } from '../../queue/payloads.js';
+import type { FixRuntime } from '../fix-run.js';
+import { jobFolder } from '../job-folder.js';
+import {
+  AttemptNotStarted,
+  attemptRunId,
+  crashedStanding,
+  rankAttempts,
+  runAttempts,
+  standingOf,
+  type AttemptStanding,
+} from './attempts.js';
+import { prepareSandbox, recordJob, type IssueText } from './prepare.js';
+import { openStore } from './rounds.js';
+import { runInSandbox } from './run.js';
+import type { JobContext, PullInfo, RepoInfo } from './types.js';
+
+/** How many attempts this job makes: the repository's `attempts` (or the request's `(try N)`). */
+export function attemptsOf(p: FixJob): number {
+  return p.kind === 'evaluate' ? 1 : Math.max(1, p.config.attempts);
+}
+
+function mirrorFor(ctx: JobContext, rt: FixRuntime): string | undefined {
+  // Only where no sandbox process can reach the host's disk: a mirror outlives the job.
+  return rt.mirrors === true && rt.sandbox === 'docker'
+    ? mirrorDir(rt.jobsDir, ctx.p.installationId, ctx.p.repo.id)
+    : undefined;
+}
+
+export interface AttemptInput {
+  readonly repo: RepoInfo;
+  readonly pull: PullInfo | null;
+  readonly issue: IssueText;
+  /** The attempt's trajectory to resume, or null to start one. */
+  readonly store: FileEventStore | null;
+  /** The commit to start from when there is no trajectory yet (every attempt of a job starts at one). */
+  readonly baseCommit?: string | null;
+  readonly signal: AbortSignal;
+  readonly attempt: { readonly number: number; readonly of: number; readonly jobId: string } | undefined;
+}
+
+/** One attempt, sandbox to outcome: prepares its sandbox, runs the agent in it, closes it. */
+export async function runAttempt(
+  ctx: JobContext,
+  rt: FixRuntime,
+  input: AttemptInput,
+): Promise<{ readonly store: FileEventStore; readonly outcome: Outcome }> {
+  const { repo, pull, store } = input;
+  const prepared = await prepareSandbox({
+    jobId: ctx.jobId,
+    jobsDir: rt.jobsDir,
+    paths: ctx.paths,
+    git: ctx.git,
+    tokens: ctx.tokens,
+    repo,
+    branch: pull?.headRef ?? repo.default_branch,
+    baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
+    kind: rt.sandbox,
+    isolateLocal: rt.isolateLocal,
+    agent: rt.agent,
+    config: ctx.p.config,
+    mirror: mirrorFor(ctx, rt),
+    repoKey: `github:${ctx.p.repo.id}`,
+    followUp: pull !== null,
+    scrub: (text) => ctx.redactor().redact(text),
+    pool: rt.warmPool,
+    logger: ctx.log,
+  });
+  try {
+    const environment = prepared.environment ?? store?.base.environment ?? null;
+    if (environment !== null)
+      ctx.progress.setEnvironment(describeEnvironment(environment, (t) => ctx.redactor().redact(t)));
+    if (input.attempt === undefined)
+      ctx.progress.post({ kind: 'working', step: 0, tokens: 0, costUsd: 0, elapsedMs: 0 });
+    return await runInSandbox({
+      ctx,
+      sandbox: prepared.sandbox,
+      environment: prepared.environment,
+      store,
+      pull,
+      issue: input.issue,
+      agent: rt.agent,
+      model: rt.model,
+      signal: input.signal,
+      baseBranch: repo.default_branch,
+      attempt: input.attempt,
+    });
+  } finally {
+    await prepared.close();
+  }
+}
+
+/** One attempt of a best-of-N job: its context (own folders and run id) and its trajectory so far. */
+export interface AttemptSlot {
+  readonly number: number;
+  readonly ctx: JobContext;
+  readonly store: FileEventStore | null;
+  readonly outcome: Outcome | null;
+}
+
+/** The attempts' contexts and whatever each already recorded (a resumed job finds them again). */
+export function openAttempts(ctx: JobContext, count: number): AttemptSlot[] {
+  return Array.from({ length: count }, (_, i) => {
+    const k = i + 1;
+    const runId = attemptRunId(ctx.jobId, k);
+    const dir = jobFolder(ctx.jobsDir, runId);
+    const actx: JobContext =
+      k === 1
+        ? ctx
+        : {
+            ...ctx,
+            jobId: runId,
+            paths: {
+              trajectory: join(dir, 'trajectory'),
+              pristine: pristineDir(ctx.jobsDir, runId),
+              workspace: join(dir, 'workspace'),
+            },
+            log: ctx.log.child({ attempt: k }),
+          };
+    const store = openStore(actx.paths.trajectory);
+    return {
+      number: k,
+      ctx: actx,
+      store,
+      outcome: store === null ? null : reduceState(store.events).outcome,
+    };
+  });
+}
+
+export interface AttemptsResult {
+  /** The attempt whose change is published, or null when every attempt threw (then `error`). */
+  readonly winner: {
+    readonly ctx: JobContext;
+    readonly store: FileEventStore;
+    readonly outcome: Outcome;
+  } | null;
+  readonly error: unknown;
+  /** Every attempt, in attempt order, with the winner marked: the PR body's table. */
+  readonly table: readonly AttemptRow[];
+}
+
+export interface AttemptRow extends AttemptStanding {
+  readonly winner: boolean;
+  /** Where its trajectory is read. */
+  readonly link: string;
+}
+
+/**
+ * Runs the attempts that have no outcome yet (at most the runtime's `attemptParallelism` at once),
+ * each in its own sandbox, workspace and pristine clone, all from the same base commit, then picks
+ * the winner. An attempt whose sandbox dies is ranked last and never fails the job, unless every
+ * attempt threw.
+ */
+export async function runBestOf(
+  ctx: JobContext,
+  rt: FixRuntime,
+  slots: readonly AttemptSlot[],
+  input: {
+    readonly repo: RepoInfo;
+    readonly pull: PullInfo | null;
+    readonly issue: IssueText;
+    readonly signal: AbortSignal;
+  },
+): Promise<AttemptsResult> {
+  const count = slots.length;
+  const baseCommit =
+    slots.find((s) => s.store !== null)?.store?.base.workspace.baseCommit ??
+    (await baseCommitOf(ctx, rt, input));
+  for (const s of slots)
+    if (s.number > 1) await recordJob(jobFolder(ctx.jobsDir, s.ctx.jobId), s.ctx.jobId, ctx.p);
+  const results = await runAttempts({
+    count,
+    parallel: rt.attemptParallelism ?? count,
+    stopOnFirstResolved: ctx.p.config.stopOnFirstResolved,
+    signal: input.signal,
+    resolved: (r: { readonly outcome: Outcome }) => r.outcome.outcome === 'resolved',
+    run: async (k, signal) => {
+      const slot = slots[k - 1];
+      if (slot === undefined) throw new Error(`no attempt ${k}`);
+      if (slot.store !== null && slot.outcome !== null) return { store: slot.store, outcome: slot.outcome };
+      slot.ctx.log.info({ attempt: k, of: count }, 'attempt starts');
+      return runAttempt(slot.ctx, rt, {
+        ...input,
+        store: slot.store,
+        baseCommit,
+        signal,
+        attempt: { number: k, of: count, jobId: ctx.jobId },
+      });
+    },
+  });
+  const errors = results.flatMap((r, i) => {
+    if (r.ok) return [];
+    if (!(r.error instanceof AttemptNotStarted))
+      slots[i]?.ctx.log.warn({ err: r.error, attempt: i + 1 }, 'attempt failed; the others go on');
+    return [r.error];
+  });
+  return pickWinner(
+    ctx,
+    slots.map((s, i) => {
+      const r = results[i];
+      return r !== undefined && r.ok
+        ? { ...s, store: r.value.store, outcome: r.value.outcome }
+        : { ...s, store: openStore(s.ctx.paths.trajectory) };
+    }),
+    errors,
+    results.map((r) => (r.ok ? null : r.error)),
+  );
+}
+
+/** The branch tip every new attempt starts from, read once from the first attempt's pristine clone. */
+async function baseCommitOf(
+  ctx: JobContext,
+  rt: FixRuntime,
+  input: { readonly repo: RepoInfo; readonly pull: PullInfo | null },
+): Promise<string> {
+  await ctx.git.ensurePristine(ctx.paths.pristine, {
+    url: input.repo.clone_url,
+    branch: input.pull?.headRef ?? input.repo.default_branch,
+    token: async () => (await ctx.tokens.get()).token,
+    mirror: mirrorFor(ctx, rt),
+  });
+  return ctx.git.revParse(ctx.paths.pristine, 'HEAD');
+}
+
+/** Ranks what the attempts came to (see rankAttempts) and names the winner. */
+export function pickWinner(
+  ctx: JobContext,
+  slots: readonly AttemptSlot[],
+  errors: readonly unknown[],
+  thrown: readonly unknown[] = [],
+): AttemptsResult {
+  const standings = slots.map((s, i) => {
+    const runId = s.ctx.jobId;
+    if (s.store !== null && s.outcome !== null) return standingOf(s.number, runId, s.store, s.outcome);
+    const error = thrown[i];
+    const reason =
+      error instanceof AttemptNotStarted
+        ? error.message
+        : ctx
+            .redactor()
+            .redact(
+              error instanceof Error
+                ? error.message
+                : typeof error === 'string'
+                  ? error
+                  : 'it ended without an outcome',
+            );
+    const standing = crashedStanding(
+      s.number,
+      runId,
+      reason,
+      s.store === null ? 0 : reduceState(s.store.events).usd,
+    );
+    return error instanceof AttemptNotStarted ? { ...standing, outcome: 'cancelled' as const } : standing;
+  });
+  const ranked = rankAttempts(standings).filter((s) => s.outcome !== 'crashed');
+  const best = ranked[0];
+  const slot = best === undefined ? undefined : slots[best.number - 1];
+  const winner =
+    slot !== undefined && slot.store !== null && slot.outcome !== null
+      ? { ctx: slot.ctx, store: slot.store, outcome: slot.outcome }
+      : null;
+  return {
+    winner,
+    error: winner === null ? (errors[0] ?? new Error('no attempt finished')) : null,
+    table: standings.map((s) => ({
+      ...s,
+      winner: winner !== null && s.number === best?.number,
+      link: ctx.trajectoryLink(join(jobFolder(ctx.jobsDir, s.runId), 'trajectory'), s.runId),
+    })),
+  };
+}

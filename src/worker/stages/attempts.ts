@@ -1,0 +1,154 @@
+import type { Outcome } from '../../agent/run-agent.js';
+import { compareRuns } from '../../agent/testing/verdict.js';
+import { reduceState } from '../../events/reduce-state.js';
+import type { AgentEvent, BaseState, OutcomeKind } from '../../events/schema.js';
+
+/**
+ * The run id (and conversation id) of attempt `k` of a job: the job's own id for the first, so a
+ * one-attempt job is exactly what it was before attempts existed, and `<job>-a<k>` for the others,
+ * each with its own folder beside the job's (workspace, pristine clone and trajectory).
+ */
+export function attemptRunId(jobId: string, k: number): string {
+  return k === 1 ? jobId : `${jobId}-a${k}`;
+}
+
+/** What one attempt came to, in the terms the harness ranks by (and the PR's table shows). */
+export interface AttemptStanding {
+  readonly number: number;
+  readonly runId: string;
+  /** The attempt's outcome, or `crashed` when it threw before it had one (its sandbox died at start). */
+  readonly outcome: OutcomeKind | 'crashed';
+  readonly reason: string;
+  /** Tests failing (or absent) at the baseline that pass after the change. */
+  readonly newlyPassing: number;
+  /** Tests failing after the change (null: the final run named none). */
+  readonly failing: number | null;
+  /** Added plus removed lines of the change (null: no change, or too large to keep as a diff). */
+  readonly changedLines: number | null;
+  readonly filesChanged: number;
+  readonly usd: number;
+}
+
+/** A finished attempt's standing from its trajectory. */
+export function standingOf(
+  number: number,
+  runId: string,
+  store: { readonly base: BaseState; readonly events: readonly AgentEvent[] },
+  outcome: Outcome,
+): AttemptStanding {
+  const state = reduceState(store.events);
+  const final = state.finalTest;
+  const c = final === null ? null : compareRuns(state.baseline, final);
+  const checkpoint = state.lastCheckpoint;
+  const changed = checkpoint !== null && checkpoint.tree !== store.base.workspace.baseTree;
+  return {
+    number,
+    runId,
+    outcome: outcome.outcome,
+    reason: outcome.reason,
+    newlyPassing: c === null ? 0 : c.fixed.length + c.newPassing.length,
+    failing: final === null ? null : final.summary.failed,
+    changedLines: changed && checkpoint.diff !== null ? diffLines(checkpoint.diff) : null,
+    filesChanged: changed ? checkpoint.filesChanged : 0,
+    usd: state.usd,
+  };
+}
+
+/** The standing of an attempt that ended by throwing (it has no outcome to rank). */
+export function crashedStanding(number: number, runId: string, reason: string, usd: number): AttemptStanding {
+  return {
+    number,
+    runId,
+    outcome: 'crashed',
+    reason,
+    newlyPassing: 0,
+    failing: null,
+    changedLines: null,
+    filesChanged: 0,
+    usd,
+  };
+}
+
+/** Added and removed lines of a `git diff` (file headers not counted). */
+export function diffLines(diff: string): number {
+  let n = 0;
+  for (const line of diff.split('\n')) {
+    if (
+      (line.startsWith('+') && !line.startsWith('+++ ')) ||
+      (line.startsWith('-') && !line.startsWith('--- '))
+    )
+      n += 1;
+  }
+  return n;
+}
+
+function tier(s: AttemptStanding): number {
+  if (s.outcome === 'resolved') return 0;
+  if (s.outcome === 'unverified') return 1;
+  return 2;
+}
+
+/**
+ * The order the harness picks from, best first: resolved beats unverified beats everything else;
+ * among equals, more newly passing tests, then fewer changed lines (a change too large to keep
+ * counts as largest), then lower cost, then the earlier attempt (so the choice is deterministic).
+ */
+export function rankAttempts(standings: readonly AttemptStanding[]): AttemptStanding[] {
+  const size = (s: AttemptStanding): number => s.changedLines ?? Number.POSITIVE_INFINITY;
+  return [...standings].sort(
+    (a, b) =>
+      tier(a) - tier(b) ||
+      b.newlyPassing - a.newlyPassing ||
+      size(a) - size(b) ||
+      a.usd - b.usd ||
+      a.number - b.number,
+  );
+}
+
+/** An attempt left unstarted because an earlier one resolved the issue (`stopOnFirstResolved`). */
+export class AttemptNotStarted extends Error {
+  override readonly name = 'AttemptNotStarted';
+  constructor(readonly attempt: number) {
+    super(`attempt ${attempt} was not started: an earlier attempt resolved the issue (stopOnFirstResolved)`);
+  }
+}
+
+/**
+ * Runs `count` attempts, at most `parallel` at once, and returns each one's result in attempt
+ * order. An attempt that throws is recorded as such (its error) and never stops the others; with
+ * `stopOnFirstResolved`, the first resolved attempt aborts the rest through their signals (they
+ * end `cancelled`, and attempts not yet started do not start).
+ */
+export async function runAttempts<T>(options: {
+  readonly count: number;
+  readonly parallel: number;
+  readonly stopOnFirstResolved: boolean;
+  readonly signal: AbortSignal;
+  readonly run: (k: number, signal: AbortSignal) => Promise<T>;
+  readonly resolved: (result: T) => boolean;
+}): Promise<({ readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown })[]> {
+  const enough = new AbortController();
+  const signal = AbortSignal.any([options.signal, enough.signal]);
+  const results = new Array<{ ok: true; value: T } | { ok: false; error: unknown }>(options.count);
+  let next = 1;
+  const lane = async (): Promise<void> => {
+    for (let k = next++; k <= options.count; k = next++) {
+      if (enough.signal.aborted) {
+        results[k - 1] = { ok: false, error: new AttemptNotStarted(k) };
+        continue;
+      }
+      try {
+        const value = await options.run(k, signal);
+        results[k - 1] = { ok: true, value };
+        if (options.stopOnFirstResolved && options.resolved(value)) {
+          enough.abort(new Error(`attempt ${k} resolved the issue (stopOnFirstResolved)`));
+        }
+      } catch (error) {
+        results[k - 1] = { ok: false, error };
+      }
+    }
+  };
+  const lanes = Math.max(1, Math.min(options.parallel, options.count));
+  await Promise.all(Array.from({ length: lanes }, () => lane()));
+  return results;
+}
