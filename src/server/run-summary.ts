@@ -24,4 +24,6 @@ export interface RunSummary {
   readonly finishedAt: string | null;
   readonly lastEventId: number;
   readonly prUrl: string | null;
+  /** Attempt `number` of `of` of the best-of-N job `jobId`; null for a job of one attempt. */
+  readonly attempt: { readonly number: number; readonly of: number; readonly jobId: string } | null;
 }

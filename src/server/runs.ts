@@ -29,6 +29,8 @@ interface QueueInfo {
 interface JobFile {
   readonly payload: FixJob | null;
   readonly startedAt: string | null;
+  /** Set on a later attempt of a best-of-N job: the job it belongs to. */
+  readonly attemptOf: string | null;
 }
 
 /** A run cancelled through the API before it started (its queue entry is gone). */
@@ -251,6 +253,13 @@ export class RunIndex {
         this.entries.delete(id);
         continue;
       }
+      // A later attempt of a best-of-N job has no queue entry of its own: it lives as long as its job.
+      const attemptOf = e.jobFile?.attemptOf ?? null;
+      if (attemptOf !== null) {
+        const job = this.entries.get(attemptOf);
+        this.update(e, job === undefined || job.summary.state === 'finished' ? 'gone' : 'known');
+        continue;
+      }
       this.update(e, gone ? 'gone' : queueView.ok ? 'known' : 'unknown');
     }
     this.evictReaders();
@@ -445,6 +454,7 @@ function summarize(e: Entry, queueKnowledge: 'known' | 'gone' | 'unknown'): RunS
     finishedAt,
     lastEventId: e.reader?.lastEventId ?? 0,
     prUrl: e.queue?.prUrl ?? null,
+    attempt: base?.attempt ?? null,
   };
 }
 
@@ -467,6 +477,7 @@ function emptySummary(id: string): RunSummary {
     finishedAt: null,
     lastEventId: 0,
     prUrl: null,
+    attempt: null,
   };
 }
 
@@ -501,7 +512,11 @@ function readJobFile(path: string): JobFile | null {
   if (typeof json !== 'object' || json === null) return null;
   const payload = 'payload' in json ? fixJobSchema.safeParse(json.payload) : null;
   const startedAt = 'startedAt' in json && typeof json.startedAt === 'string' ? json.startedAt : null;
-  return { payload: payload?.success === true ? payload.data : null, startedAt };
+  const attemptOf =
+    'attemptOf' in json && typeof json.attemptOf === 'string' && JOB_ID.test(json.attemptOf)
+      ? json.attemptOf
+      : null;
+  return { payload: payload?.success === true ? payload.data : null, startedAt, attemptOf };
 }
 
 function parseCancelled(raw: string): CancelledRecord | null {

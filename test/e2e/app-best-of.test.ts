@@ -133,6 +133,16 @@ test(
       0,
     );
     assert.ok(spent <= 1.5, `spent ${spent}`);
+    // The run view knows each attempt as attempt k of 3 of the job.
+    for (const [i, id] of [jobId, `${jobId}-a2`, `${jobId}-a3`].entries()) {
+      const res = await fetch(`${pipeline.appUrl}/api/runs/${id}`, {
+        headers: { authorization: `Bearer ${pipeline.adminToken}` },
+      });
+      assert.equal(res.status, 200, id);
+      const { run } = (await res.json()) as { run: { attempt: unknown; outcome: string | null } };
+      assert.deepEqual(run.attempt, { number: i + 1, of: 3, jobId });
+      assert.notEqual(run.outcome, null, `${id} has ended`);
+    }
     const progress = sim
       .comments(OWNER, 'calc-best', issue)
       .find((c) => c.body.includes('issue-agent:progress'));

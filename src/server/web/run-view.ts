@@ -367,6 +367,20 @@ export class RunView implements Pane {
       fact('cost', formatUsd(Math.max(t.usd, run.costUsd)), 'cost'),
       fact('duration', formatDuration(duration), 'duration'),
       fact('kind', run.kind, 'kind'),
+      ...(run.attempt === null
+        ? []
+        : [
+            fact(
+              'attempt',
+              h(
+                'span',
+                {},
+                `${run.attempt.number} of ${run.attempt.of} of job `,
+                h('a', { href: `/runs/${encodeURIComponent(run.attempt.jobId)}` }, run.attempt.jobId),
+              ),
+              'attempt',
+            ),
+          ]),
       ...(run.pull === null ? [] : [fact('pull request', `#${run.pull}`, 'pull')]),
       ...(run.prUrl === null
         ? []

@@ -173,7 +173,7 @@ export async function runBestOf(
     slots.find((s) => s.store !== null)?.store?.base.workspace.baseCommit ??
     (await baseCommitOf(ctx, rt, input));
   for (const s of slots)
-    if (s.number > 1) await recordJob(jobFolder(ctx.jobsDir, s.ctx.jobId), s.ctx.jobId, ctx.p);
+    if (s.number > 1) await recordJob(jobFolder(ctx.jobsDir, s.ctx.jobId), s.ctx.jobId, ctx.p, ctx.jobId);
   const results = await runAttempts({
     count,
     parallel: rt.attemptParallelism ?? count,

@@ -23,10 +23,22 @@ import type { JobContext, JobPaths, PullInfo, RepoInfo } from './types.js';
  * Who and what this job is for, beside its trajectory: the run index reads it without the queue.
  * Written once: a resumed attempt keeps the first start time.
  */
-export async function recordJob(dir: string, jobId: string, p: FixJob): Promise<void> {
+export async function recordJob(
+  dir: string,
+  jobId: string,
+  p: FixJob,
+  /** For a later attempt of a best-of-N job: the job it belongs to (the run index shows it so). */
+  attemptOf?: string,
+): Promise<void> {
   await mkdir(dir, { recursive: true });
   if (!existsSync(join(dir, 'job.json'))) {
-    const record = { schemaVersion: 1, id: jobId, payload: p, startedAt: new Date().toISOString() };
+    const record = {
+      schemaVersion: 1,
+      id: jobId,
+      payload: p,
+      startedAt: new Date().toISOString(),
+      ...(attemptOf === undefined ? {} : { attemptOf }),
+    };
     await writeFile(join(dir, 'job.json'), `${JSON.stringify(record, null, 2)}\n`);
   }
 }
