@@ -239,6 +239,8 @@ async function handle(
           `the workflow run's summary and its \`issue-agent-trajectory\` artifact: ${runsUrl}`,
         cancelled: () => Promise.resolve(cancelledBy),
         attempt: { number: 1, final: true },
+        // No trajectory outlives the workflow run, so no answer could continue it: no triage.
+        canContinue: false,
         logger,
         baseBranch: inputs.baseBranch,
       },

@@ -1,6 +1,6 @@
 import type { AgentEvent, BaseState, ContentBlock, EventOf } from '../events/schema.js';
 import type { ConversationMessage, ModelRequest, ToolSpec, UserBlock } from '../model/model.js';
-import { taskMessage } from './prompt.js';
+import { answerMessage, taskMessage } from './prompt.js';
 import { guidanceText } from './instructions.js';
 
 /**
@@ -52,6 +52,8 @@ export function buildMessages(base: BaseState, events: readonly AgentEvent[]): C
       user.push({ type: 'text', text: `[harness] ${e.message}` });
     } else if (e.kind === 'guidance_added') {
       user.push({ type: 'text', text: guidanceFor(e) });
+    } else if (e.kind === 'round_started') {
+      user.push({ type: 'text', text: answerMessage(e) });
     }
   }
   flush();

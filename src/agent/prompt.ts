@@ -42,6 +42,14 @@ export function taskMessage(base: BaseState, baseline: EventOf<'test_run'> | nul
     parts.push('An additional instruction from the maintainer who started this run:');
     parts.push(fenceUntrusted('instruction', instruction));
   }
+  if (base.triage === true) {
+    parts.push(
+      'Before changing anything, decide whether the issue is actionable: you can state the expected ' +
+        'behaviour and where in the code to start. If it is not (the expected behaviour is ambiguous, or ' +
+        'something you need is missing and cannot be found in the repository), call ask_for_clarification ' +
+        'with what is missing and at most three questions, instead of guessing. Otherwise work on it as usual.',
+    );
+  }
   if (base.testCommand === null) {
     parts.push(
       'No test command was detected. Find out how this repository is tested and run the tests with bash.',
@@ -55,4 +63,12 @@ export function taskMessage(base: BaseState, baseline: EventOf<'test_run'> | nul
     parts.push(`Before any change the harness ran the tests: ${describeTestRun(baseline)}.`);
   }
   return parts.join('\n\n');
+}
+
+/** A new round: the answer to the agent's question (untrusted text, fenced like the issue). */
+export function answerMessage(e: EventOf<'round_started'>): string {
+  return [
+    `@${e.by} answered your question. Continue from here: resolve the issue with this answer.`,
+    fenceUntrusted('answer', e.text),
+  ].join('\n\n');
 }

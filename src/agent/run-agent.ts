@@ -12,6 +12,7 @@ import { systemPrompt } from './prompt.js';
 import { runTestCommand, type TestRunResult } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
+import { askTool } from './tools/ask.js';
 import { newToolContext, runToolCall, toolSpec, type Tool, type ToolCallResult } from './tools/tool.js';
 import { delegateInput } from './tools/schemas.js';
 import { explore, EXPLORE_MAX_STEPS } from './explore.js';
@@ -68,7 +69,11 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   const { store, sandbox, model } = deps;
   const base = store.base;
   const limits = base.limits;
-  const tools = deps.tools ?? defaultTools();
+  // Pre-flight triage: the base state decides (so a resumed run offers the same tools).
+  const tools =
+    base.triage === true
+      ? new Map([...(deps.tools ?? defaultTools()), [askTool.name, askTool]])
+      : (deps.tools ?? defaultTools());
   const specs = [...tools.values()].map(toolSpec);
   const system = systemPrompt(sandbox.workdir);
   const price = findPrice(deps.prices, model.name);
@@ -211,7 +216,15 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
         const result =
           use.name === 'delegate' && tools.has('delegate')
             ? await delegate(use)
-            : await runToolCall(tools, use.name, use.input, ctx);
+            : use.name === askTool.name && lastTree !== base.workspace.baseTree
+              ? {
+                  content:
+                    'Not asked: you have already changed files. A question comes before any change; finish the work, or undo your changes first.',
+                  isError: true,
+                  mutates: false,
+                  durationMs: 0,
+                }
+              : await runToolCall(tools, use.name, use.input, ctx);
         let fullContentFile: string | undefined;
         if (result.fullOutputPath !== undefined) {
           fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);
@@ -231,6 +244,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           durationMs: result.durationMs,
           ...(result.testSummary === undefined ? {} : { testSummary: result.testSummary }),
           ...(result.finishSummary === undefined ? {} : { finishSummary: result.finishSummary }),
+          ...(result.question === undefined ? {} : { question: result.question }),
         });
         await addGuidance(use.input);
         const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
@@ -239,6 +253,15 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       }
       state = reduceState(store.events);
 
+      if (state.question !== null) {
+        // Nothing was changed (the question is refused after a change): no checkpoint, no tests.
+        return await finishWith(
+          append,
+          { outcome: 'needs_info', reason: state.question.missing },
+          state.question.questions.map((q, i) => `${i + 1}. ${q}`).join('\n'),
+          '',
+        );
+      }
       if (state.finishSummary !== null) break;
       if (state.turnsWithoutTools >= 2) break; // the model said twice that it is done without finish
 

@@ -11,6 +11,11 @@ export interface AppDeps {
   readonly logger: Logger;
   /** Hands the Probot instance out, for the intake processor's installation clients. */
   readonly onProbot?: (probot: Probot) => void;
+  /**
+   * Whether an issue waits for an answer to the agent's question (one Redis lookup): only then is a
+   * comment there that mentions nobody queued, as a possible answer. Absent: such comments are dropped.
+   */
+  readonly awaitsAnswer?: (repoId: number, issue: number) => Promise<boolean>;
 }
 
 /**
@@ -32,7 +37,18 @@ export function issueAgentApp(deps: AppDeps): ApplicationFunction {
         'pull_request_review.submitted',
       ],
       async (context) => {
-        const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId);
+        const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId, new Date(), {
+          plainComments: deps.awaitsAnswer !== undefined,
+        });
+        if (
+          parsed.ok &&
+          parsed.trigger.kind === 'mention' &&
+          !(parsed.trigger.comment?.body ?? '').includes('@') &&
+          !((await deps.awaitsAnswer?.(parsed.trigger.repo.id, parsed.trigger.issue.number)) ?? false)
+        ) {
+          deps.logger.debug({ delivery: context.id }, 'delivery ignored: a comment that mentions nobody');
+          return;
+        }
         if (!parsed.ok) {
           deps.logger.info(
             { delivery: context.id, event: context.name, reason: parsed.reason },

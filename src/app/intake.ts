@@ -37,7 +37,9 @@ import {
   STOP,
   targetOf,
 } from './trigger-rules.js';
-import type { Trigger } from './triggers.js';
+import { capIssueBody, type Trigger } from './triggers.js';
+import { claimAnswer, pendingQuestion } from './question.js';
+import { stripHiddenText } from '../agent/untrusted-text.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
 import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from './approval.js';
 import type { EvaluateRequest } from '../queue/payloads.js';
@@ -145,13 +147,27 @@ export async function processTrigger(
     return { status: 'config_error', problems };
   }
 
-  const ours = matches(trigger, config);
-  if (ours === null) return ignored(log, 'not our label or handle');
+  const mentioned = matches(trigger, config);
+  // An answer to the agent's question: the first comment on an issue whose last job ended
+  // `needs_info`, by the issue's author or someone who may start jobs (commands are not answers).
+  const answer =
+    trigger.kind === 'mention' &&
+    !trigger.issue.isPullRequest &&
+    trigger.comment !== undefined &&
+    approvedBy === null &&
+    (mentioned === null ||
+      (!STOP.test(mentioned.instruction) &&
+        !APPROVE.test(mentioned.instruction) &&
+        !EVALUATE.test(mentioned.instruction)))
+      ? await answerOf(trigger, config, octokit, deps, log)
+      : null;
+  if (mentioned === null && answer === null) return ignored(log, 'not our label or handle');
+  const ours = mentioned ?? { instruction: '' };
   const cancel = trigger.kind === 'unlabel' || (trigger.kind !== 'manual' && STOP.test(ours.instruction));
   if (trigger.issue.state !== 'open' && !cancel) return ignored(log, 'the issue or PR is closed');
 
   const who =
-    approvedBy === null
+    approvedBy === null && answer === null
       ? await mayTrigger(trigger, config, octokit, deps.botUserId)
       : ({ allowed: true } as const);
   if (who.allowed === 'self') return ignored(log, 'the App itself');
@@ -315,7 +331,14 @@ export async function processTrigger(
     const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
     const job =
       evaluate === null
-        ? buildFixJob(trigger, target, config, ours.instruction, reviewComments, approvedBy)
+        ? answer === null
+          ? buildFixJob(trigger, target, config, ours.instruction, reviewComments, approvedBy)
+          : {
+              // The answer continues the asking job's conversation; were its trajectory gone from
+              // the worker hosts, a new run still gets the answer, as an instruction.
+              ...buildFixJob(trigger, target, config, `Answer to the agent's question: ${answer.text}`, []),
+              continues: { jobId: answer.jobId, answer: { by: trigger.sender.login, text: answer.text } },
+            }
         : buildEvaluateJob(trigger, config, ours.instruction, evaluate);
 
     return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
@@ -493,4 +516,35 @@ function hash(text: string): string {
   let h = 0;
   for (let i = 0; i < text.length; i++) h = (Math.imul(31, h) + text.charCodeAt(i)) | 0;
   return (h >>> 0).toString(36);
+}
+
+/**
+ * The answer a comment gives to the agent's question waiting on its issue, or null: nothing waits,
+ * the commenter is neither the issue's author nor allowed to start jobs, or another comment answered
+ * first. The text is the comment as delivered (hidden text removed, capped like an issue's body).
+ */
+async function answerOf(
+  trigger: Trigger,
+  config: RepoConfig,
+  octokit: Octokit,
+  deps: IntakeDeps,
+  log: Logger,
+): Promise<{ readonly jobId: string; readonly text: string } | null> {
+  const prefix = deps.settings.prefix;
+  const target = issueKey(trigger.repo.id, trigger.issue.number);
+  const pending = await pendingQuestion(deps.redis, prefix, target);
+  if (pending === null) return null;
+  const byAuthor = trigger.issue.authorId !== undefined && trigger.issue.authorId === trigger.sender.id;
+  if (!byAuthor) {
+    const who = await mayTrigger(trigger, config, octokit, deps.botUserId);
+    if (who.allowed !== true) {
+      log.info({ sender: trigger.sender.login }, 'a comment on a question by someone who may not answer it');
+      return null;
+    }
+  }
+  if (!(await claimAnswer(deps.redis, prefix, target, pending.jobId, trigger.deliveryId))) return null;
+  const text = capIssueBody(stripHiddenText(trigger.comment?.body ?? '')).trim();
+  if (text === '') return null;
+  log.info({ asked: pending.jobId, by: trigger.sender.login }, 'an answer to the agent’s question');
+  return { jobId: pending.jobId, text };
 }

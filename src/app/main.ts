@@ -6,6 +6,8 @@ import { hasAppCredentials, readAppEnv } from '../config/app-env.js';
 import { Redactor } from '../publish/redact.js';
 import { createAgentServer, serverOptionsFromEnv } from '../server/server.js';
 import { INTAKE_QUEUE, connectionOptions, openQueues, redisClient } from '../queue/queues.js';
+import { awaitsAnswer } from './question.js';
+import { issueKey } from '../queue/ids.js';
 import { issueAgentApp, probotWithBodyLimit } from './app.js';
 import { ConfigCache, processTrigger, type Octokit } from './intake.js';
 import { triggerSchema, type Trigger } from './triggers.js';
@@ -54,6 +56,7 @@ async function main(): Promise<void> {
       appId: env.appId,
       intake: queues.intake,
       logger,
+      awaitsAnswer: (repoId, issue) => awaitsAnswer(redis, env.queuePrefix, issueKey(repoId, issue)),
       onProbot: (p) => {
         probot = p;
       },

@@ -51,6 +51,8 @@ export const triggerSchema = z.object({
      * for manual requests, and in triggers queued by versions that did not capture it.
      */
     body: z.string().max(ISSUE_BODY_MAX_CHARS).optional(),
+    /** The issue's author (its user id), when the delivery named one: their answer to a question counts. */
+    authorId: z.number().int().positive().optional(),
   }),
   sender: z.object({ login: z.string().min(1), id: z.number().int().positive(), type: z.string() }),
   label: z.string().optional(),
@@ -86,6 +88,7 @@ const issue = z.object({
   body: z.string().nullable().optional(),
   state: z.string(),
   pull_request: z.unknown().optional(),
+  user: z.object({ id: z.number().int().positive() }).nullable().optional(),
 });
 const pullRequest = z.object({ number: z.number().int().positive(), title: z.string(), state: z.string() });
 const installation = z.object({ id: z.number().int().positive() }).optional();
@@ -151,9 +154,16 @@ export function parseTrigger(
   payload: unknown,
   appId: number,
   now: Date = new Date(),
-  options: { readonly requireInstallation?: boolean } = {},
+  options: {
+    readonly requireInstallation?: boolean;
+    /**
+     * Keep an issue's comments that mention nobody (they may answer the agent's question; the App
+     * checks that one waits before queueing them). PR comments that mention nobody are dropped.
+     */
+    readonly plainComments?: boolean;
+  } = {},
 ): TriggerParse {
-  const parsed = parseAny(event, deliveryId, payload, appId, now);
+  const parsed = parseAny(event, deliveryId, payload, appId, now, options.plainComments ?? false);
   // A webhook always names the installation it is for; only a workflow's event file may lack it.
   if (parsed.ok && parsed.trigger.installationId === 0 && (options.requireInstallation ?? true))
     return { ok: false, reason: `${event} payload is missing or has a wrong field: installation` };
@@ -166,6 +176,7 @@ function parseAny(
   payload: unknown,
   appId: number,
   now: Date,
+  plainComments: boolean,
 ): TriggerParse {
   const common = (p: {
     repository: z.infer<typeof repository>;
@@ -198,7 +209,9 @@ function parseAny(
     if (p.data.comment.performed_via_github_app?.id === appId)
       return { ok: false, reason: 'a comment made by this App' };
     const body = p.data.comment.body ?? '';
-    if (!body.includes('@')) return { ok: false, reason: 'a comment that mentions nobody' };
+    const onIssue = p.data.issue.pull_request == null;
+    if (!body.includes('@') && !(plainComments && onIssue))
+      return { ok: false, reason: 'a comment that mentions nobody' };
     return {
       ok: true,
       trigger: {
@@ -266,6 +279,7 @@ function issueOf(i: z.infer<typeof issue>): Trigger['issue'] {
     state: i.state,
     isPullRequest,
     ...(isPullRequest ? {} : { body: capIssueBody(i.body) }),
+    ...(i.user == null ? {} : { authorId: i.user.id }),
   };
 }
 

@@ -91,6 +91,9 @@ export class ProgressPrinter {
       case 'run_resumed':
         this.write('resumed from the event log');
         break;
+      case 'round_started':
+        this.write(`new round: ${e.by} answered`);
+        break;
       case 'checkpoint':
       case 'outcome':
         break;

@@ -82,6 +82,10 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
       case 'run_resumed':
         out.push(`── resumed (pid ${e.pid}) ──`);
         break;
+      case 'round_started':
+        out.push(`── new round: ${e.by} answered ──`);
+        out.push(`  ${e.text}`);
+        break;
       case 'outcome':
         out.push('');
         out.push(`Outcome: ${e.outcome}${e.limit === undefined ? '' : ` (${e.limit})`} — ${e.reason}`);

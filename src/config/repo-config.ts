@@ -135,6 +135,11 @@ export const repoConfigSchema = z
      * opens the PR of the best one. `(try N)` in a request overrides it for that job.
      */
     attempts: z.number().int().min(1).max(MAX_ATTEMPTS).default(1),
+    /**
+     * Pre-flight triage on issues: the agent may ask up to three questions instead of guessing, and
+     * the job waits for an answer (`needs_info`). Never on follow-up rounds on the App's PRs.
+     */
+    triage: z.enum(['on', 'off']).default('on'),
     /** End the other attempts as soon as one resolves the issue (default: all run to their end). */
     stopOnFirstResolved: z.boolean().default(false),
     /**

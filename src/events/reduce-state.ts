@@ -1,4 +1,4 @@
-import type { AgentEvent, EventOf, ToolUseBlock, Usage } from './schema.js';
+import type { AgentEvent, Clarification, EventOf, ToolUseBlock, Usage } from './schema.js';
 
 /** Everything the loop decides from, derived from the log alone: state = reduce(events). */
 export interface RunState {
@@ -15,7 +15,11 @@ export interface RunState {
   /** tool_use blocks of the last model turn that have no observation yet (a crash mid-step). */
   readonly pendingToolUses: readonly ToolUseBlock[];
   readonly finishSummary: string | null;
+  /** The agent's question (ask_for_clarification) in the current round, or null. */
+  readonly question: Clarification | null;
   readonly outcome: EventOf<'outcome'> | null;
+  /** Rounds started by an answer (round_started events). */
+  readonly rounds: number;
   /** Consecutive model turns that called no tool. */
   readonly turnsWithoutTools: number;
   readonly warnings: number;
@@ -40,7 +44,9 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
   let lastCondensation: EventOf<'condensation'> | null = null;
   let pending: ToolUseBlock[] = [];
   let finishSummary: string | null = null;
+  let question: Clarification | null = null;
   let outcome: EventOf<'outcome'> | null = null;
+  let rounds = 0;
   let turnsWithoutTools = 0;
   let warnings = 0;
 
@@ -74,6 +80,15 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
       case 'observation':
         pending = pending.filter((b) => b.id !== e.toolUseId);
         if (e.finishSummary !== undefined && !e.isError) finishSummary = e.finishSummary;
+        if (e.question !== undefined && !e.isError) question = e.question;
+        break;
+      case 'round_started':
+        // An answer reopens the run: what ended the last round no longer holds.
+        outcome = null;
+        question = null;
+        finishSummary = null;
+        turnsWithoutTools = 0;
+        rounds += 1;
         break;
       case 'test_run':
         if (e.phase === 'baseline') baseline = e;
@@ -109,7 +124,9 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
     lastCondensation,
     pendingToolUses: pending,
     finishSummary,
+    question,
     outcome,
+    rounds,
     turnsWithoutTools,
     warnings,
   };

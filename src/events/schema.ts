@@ -179,12 +179,24 @@ export const baseState = z.object({
    * workspace. Absent in runs made before instructions existed and where none were read (the CLI).
    */
   instructions: z.object({ ref: z.string(), commit: z.string(), files: z.array(repoInstruction) }).optional(),
+  /**
+   * Pre-flight triage is on: the agent may ask for clarification (ask_for_clarification) before it
+   * changes any file, and the run then ends `needs_info`. Absent: off.
+   */
+  triage: z.boolean().optional(),
   /** Attempt `number` of `of` independent attempts of one job (best-of-N); absent for a single one. */
   attempt: z
     .object({ number: z.number().int().positive(), of: z.number().int().positive(), jobId: z.string() })
     .optional(),
 });
 export type BaseState = z.infer<typeof baseState>;
+
+/** What the agent asks when the issue is not actionable: what is missing, and at most three questions. */
+export const clarification = z.object({
+  missing: z.string().min(1).max(2000),
+  questions: z.array(z.string().min(1).max(1000)).min(1).max(3),
+});
+export type Clarification = z.infer<typeof clarification>;
 
 const common = {
   id: z.number().int().positive(),
@@ -266,6 +278,8 @@ export const eventSchemas = {
     durationMs: z.number(),
     testSummary: testSummary.optional(),
     finishSummary: z.string().optional(),
+    /** Pre-flight triage: the agent found the issue unclear and asks (ask_for_clarification). */
+    question: clarification.optional(),
   }),
   checkpoint: z.object({
     ...common,
@@ -305,6 +319,18 @@ export const eventSchemas = {
     /** The workspace path whose use added them. */
     touched: z.string(),
   }),
+  /**
+   * A new round of a conversation that ended waiting for an answer (`needs_info`): the answer, as a
+   * user message, from the issue's author or a writer. It reopens the run: the outcome before it no
+   * longer holds.
+   */
+  round_started: z.object({
+    ...common,
+    kind: z.literal('round_started'),
+    /** Who answered (a login), and the answer's text as it was when the job was asked for. */
+    by: z.string(),
+    text: z.string(),
+  }),
   condensation: z.object({
     ...common,
     kind: z.literal('condensation'),
@@ -324,6 +350,7 @@ export const eventSchemas = {
       'budget_exhausted',
       'cancelled',
       'failed',
+      'needs_info',
     ]),
     reason: z.string(),
     limit: z.enum(['steps', 'tokens', 'usd', 'wall_time']).optional(),
@@ -345,6 +372,7 @@ export const agentEvent = z.discriminatedUnion('kind', [
   eventSchemas.guidance_added,
   eventSchemas.syntax_check,
   eventSchemas.condensation,
+  eventSchemas.round_started,
   eventSchemas.outcome,
 ]);
 export type AgentEvent = z.infer<typeof agentEvent>;

@@ -63,6 +63,8 @@ const OUTCOME_WORDS: { readonly [K in OutcomeKind]: (o: OutcomeLike) => string }
   budget_exhausted: (o) =>
     `Out of budget: the agent reached its ${o.limit === undefined ? 'budget' : LIMIT_WORDS[o.limit]} before it finished.`,
   cancelled: () => 'Cancelled: the run was stopped before it finished.',
+  needs_info: () =>
+    'Waiting for an answer: the agent found the issue unclear and asked before changing anything. A reply from the issue’s author or a maintainer continues the same conversation.',
   failed: (o) => {
     if (o.cause === undefined) return 'Failed: the run could not complete because of an unexpected error.';
     const words = CAUSE_WORDS[o.cause] ?? 'of an error';
@@ -83,6 +85,7 @@ const OUTCOME_ICON: { readonly [K in OutcomeKind]: string } = {
   budget_exhausted: '⏱️',
   cancelled: '⏹️',
   failed: '❌',
+  needs_info: '❓',
 };
 
 export function outcomeIcon(outcome: OutcomeKind): string {

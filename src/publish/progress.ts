@@ -164,6 +164,14 @@ function line(p: ProgressState, r: Redactor): string {
       return `${outcomeIcon(p.outcome)} **${what}**\n\n${words}${hint}`;
     }
     case 'ended': {
+      if (p.outcome === 'needs_info') {
+        // The questions themselves are in their own comment, the one people answer under.
+        return [
+          `${outcomeIcon(p.outcome)} **Waiting for an answer.** ${describeOutcome(p)}`,
+          `**What is missing:** ${inline(p.reason, 1500)}`,
+          'The questions are in the comment below.',
+        ].join('\n\n');
+      }
       const parts = [
         `${outcomeIcon(p.outcome)} **Finished without a pull request.** ${describeOutcome(p)}`,
         `**Why:** ${inline(p.reason, 1500)}`,

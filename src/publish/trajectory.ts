@@ -229,6 +229,11 @@ function runUnits(
       case 'run_resumed':
         push('⏯️ The run was interrupted and resumed from its event log.');
         break;
+      case 'round_started':
+        push(
+          `💬 **A new round:** @${inline(e.by, 100)} answered the agent’s question: ${inline(e.text, 2000)}`,
+        );
+        break;
       case 'outcome':
         flushPending();
         push(

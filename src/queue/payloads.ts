@@ -78,6 +78,18 @@ export const fixJobSchema = z.object({
       .nullable()
       .default(null),
   }),
+  /**
+   * An answer to the agent's question (a run that ended `needs_info`): the job continues that run's
+   * conversation (its trajectory, copied, with the answer as a new round). The text is the answer as
+   * it was when the job was asked for.
+   */
+  continues: z
+    .object({
+      jobId: z.string().regex(/^[A-Za-z0-9-]+$/),
+      answer: z.object({ by: z.string(), text: z.string().max(ISSUE_BODY_MAX_CHARS) }),
+    })
+    .nullable()
+    .optional(),
   /** An evaluate job's request (null for the other kinds). */
   evaluate: evaluateRequestSchema.nullable().optional(),
   /** The repo's settings at trigger time, so a retry runs under the rules it was queued under. */

@@ -17,6 +17,8 @@ import { cancelRequest } from '../queue/control.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
 import type { QueueSettings } from '../queue/queues.js';
 import { trajectoryUrl } from '../app/run-routes.js';
+import { markQuestion } from '../app/question.js';
+import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
 
@@ -98,7 +100,7 @@ export async function runFixJob(
     });
   }
   try {
-    return await runFix(
+    const result = await runFix(
       p,
       {
         jobId,
@@ -127,6 +129,11 @@ export async function runFixJob(
       },
       signal,
     );
+    // The issue now waits for an answer: the first one from its author or a writer continues this run.
+    if (result.outcome === 'needs_info') {
+      await markQuestion(deps.redis, deps.settings.prefix, issueKey(p.repo.id, p.issue.number), jobId);
+    }
+    return result;
   } catch (error) {
     if (error instanceof FixRunError && (error.permanent || final)) {
       throw new UnrecoverableError(error.message);

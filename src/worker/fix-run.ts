@@ -23,6 +23,7 @@ import {
 import { publish } from './stages/publish.js';
 import { reportEnd, reportFailure } from './stages/report.js';
 import { openStore } from './stages/rounds.js';
+import { continueConversation } from './stages/continue-round.js';
 import type { JobContext, PullInfo } from './stages/types.js';
 
 export { PermanentJobError } from './permanent-job-error.js';
@@ -70,6 +71,12 @@ export interface FixRuntime {
    * the job's own, or one attempt's of a best-of-N job (`runId`).
    */
   readonly trajectoryLink: (trajectoryDir: string, runId: string) => string;
+  /**
+   * Whether this runtime can continue a conversation when someone answers the agent's question (the
+   * App can; the Action, which keeps no trajectory between workflow runs, cannot): pre-flight triage
+   * (`triage:` in the config) applies only then. Default: true.
+   */
+  readonly canContinue?: boolean;
   /** Best-of-N: attempts of one job run side by side, at most this many at once (default: all). */
   readonly attemptParallelism?: number;
   /** Who asked to stop this job, or null. Polled every 500 ms while the job runs, and before the push. */
@@ -177,6 +184,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
   try {
     await recordJob(dir, jobId, p);
     const repo = await fetchRepo(ctx, rt.baseBranch);
+    // An answer to the agent's question: the same conversation, as a new round.
+    await continueConversation(ctx);
     let store = openStore(paths.trajectory);
     let outcome = store === null ? null : reduceState(store.events).outcome;
     const stoppedBy = stop.by();
@@ -240,6 +249,15 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       return none('cancelled');
     }
     const winnerCtx = attempts?.winner === null || attempts === null ? ctx : attempts.winner.ctx;
+    const asked = reduceState(store.events);
+    if (outcome.outcome === 'needs_info' && asked.question !== null) {
+      await reportEnd(
+        winnerCtx,
+        { kind: 'needs_info', outcome, question: asked.question, round: asked.rounds },
+        pull,
+      );
+      return { ...none('needs_info'), trajectory: winnerCtx.paths.trajectory };
+    }
     const published = await publish({
       ctx: winnerCtx,
       store,

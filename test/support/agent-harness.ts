@@ -37,6 +37,8 @@ export async function startHarness(options: {
   maxAttempts?: number;
   baselines?: BaselineCache;
   instructions?: BaseState['instructions'];
+  /** Pre-flight triage on (the ask_for_clarification tool is offered). */
+  triage?: boolean;
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
@@ -61,7 +63,10 @@ export async function startHarness(options: {
     instructions: options.instructions,
   });
   const trajectories = mkdtempSync(join(tmpdir(), 'ia-harness-'));
-  const store = FileEventStore.create(join(trajectories, 'run'), base);
+  const store = FileEventStore.create(
+    join(trajectories, 'run'),
+    options.triage === true ? { ...base, triage: true } : base,
+  );
   return {
     repo,
     sim,

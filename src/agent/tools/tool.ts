@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Limits, TestSummarySnapshot } from '../../events/schema.js';
+import type { Clarification, Limits, TestSummarySnapshot } from '../../events/schema.js';
 import type { ToolSpec } from '../../model/model.js';
 import type { KillReason, Sandbox } from '../../sandbox/sandbox.js';
 import type { SyntaxResult } from '../syntax-check.js';
@@ -50,6 +50,8 @@ export interface ToolOutput {
   readonly fullOutputPath?: string | undefined;
   readonly testSummary?: TestSummarySnapshot;
   readonly finishSummary?: string;
+  /** ask_for_clarification: what is missing and the questions (the run ends `needs_info`). */
+  readonly question?: Clarification;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType> {

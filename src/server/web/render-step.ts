@@ -348,6 +348,13 @@ export function renderItem(item: StepItem): HTMLElement {
         { class: 'item note resumed' },
         'The run was interrupted and resumed from its event log.',
       );
+    case 'round_started':
+      return h(
+        'div',
+        { class: 'item note round' },
+        `💬 A new round: @${e.by} answered the agent’s question.`,
+        h('div', { class: 'said' }, e.text),
+      );
     case 'outcome':
       return h(
         'div',

@@ -426,7 +426,11 @@ export class RunView implements Pane {
     const e = outcome.event;
     this.banner.hidden = false;
     this.banner.className = `banner ${outcomeClass(e.outcome)}`;
-    this.banner.replaceChildren(h('strong', null, e.outcome), ' — ', e.reason);
+    this.banner.replaceChildren(
+      h('strong', null, e.outcome === 'needs_info' ? 'needs_info: waiting for an answer' : e.outcome),
+      ' — ',
+      e.reason,
+    );
   }
 
   private drawActions(run: RunSummary): void {

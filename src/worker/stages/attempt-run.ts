@@ -90,6 +90,7 @@ export async function runAttempt(
       signal: input.signal,
       baseBranch: repo.default_branch,
       attempt: input.attempt,
+      canContinue: rt.canContinue !== false,
     });
   } finally {
     await prepared.close();

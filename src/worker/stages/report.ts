@@ -2,7 +2,8 @@ import { EnvironmentSetupError } from '../../environment/errors.js';
 import { describeEnvironment, failedSetupOutput } from '../../publish/environment.js';
 import type { Outcome } from '../../agent/run-agent.js';
 import { HostGitError } from '../../github/host-git.js';
-import { neutralizeInline, truncateEnd } from '../../publish/markdown.js';
+import { neutralizeInline, neutralizeProse, truncateEnd } from '../../publish/markdown.js';
+import type { Clarification } from '../../events/schema.js';
 import type { PolicyViolation } from '../../publish/policy.js';
 import { githubHosts, hostsIn, publishable, type Audience } from '../../publish/publishable.js';
 import { PermanentJobError } from '../permanent-job-error.js';
@@ -24,6 +25,14 @@ export type JobEnd =
   | { readonly kind: 'change_too_large'; readonly outcome: Outcome }
   | { readonly kind: 'change_has_secret'; readonly outcome: Outcome }
   | { readonly kind: 'refused_by_policy'; readonly violations: readonly PolicyViolation[] }
+  /** Pre-flight triage: the agent asked before changing anything; the job waits for an answer. */
+  | {
+      readonly kind: 'needs_info';
+      readonly outcome: Outcome;
+      readonly question: Clarification;
+      /** Rounds before this one (answers so far): the question's marker names its round. */
+      readonly round: number;
+    }
   /** A follow-up's branch was moved or deleted by someone else while the job ran. */
   | {
       readonly kind: 'branch_moved';
@@ -86,6 +95,15 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
       );
       return;
     }
+    case 'needs_info':
+      await postQuestion(ctx, end.question, end.round);
+      await progress.update({
+        kind: 'ended',
+        outcome: 'needs_info',
+        reason: end.question.missing,
+        summary: end.question.questions.map((q, i) => `${i + 1}. ${q}`).join('\n'),
+      });
+      return;
     case 'change_too_large':
       await progress.update({
         kind: 'ended',
@@ -145,6 +163,43 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
       return;
     }
   }
+}
+
+/** The hidden first line of the agent's question, found again by a retry so it is posted once. */
+export function questionMarker(jobId: string, round: number): string {
+  return `<!-- issue-agent:question job=${encodeURIComponent(jobId)} round=${round} -->`;
+}
+
+/**
+ * The one clarifying comment of a round: what is missing and the questions, in the agent's words
+ * (untrusted: neutralized, redacted), and how to answer. Posted once per job and round (a retry
+ * finds its marker among the App's comments).
+ */
+async function postQuestion(ctx: JobContext, question: Clarification, round: number): Promise<void> {
+  const where = { owner: ctx.p.repo.owner, repo: ctx.p.repo.name };
+  const marker = questionMarker(ctx.jobId, round);
+  for await (const page of ctx.gh.paginate.iterator(ctx.gh.rest.issues.listComments, {
+    ...where,
+    issue_number: ctx.p.issue.number,
+    per_page: 100,
+  })) {
+    if (page.data.some((c) => c.user?.login === ctx.bot.login && (c.body ?? '').startsWith(marker))) return;
+  }
+  const prose = (text: string, max: number): string =>
+    neutralizeProse(truncateEnd(ctx.redactor().redact(text.replace(/\s+/g, ' ').trim()), max));
+  const body = [
+    marker,
+    `❓ **Before I change anything, I need to know more.** ${prose(question.missing, 1500)}`,
+    '',
+    ...question.questions.map((q, i) => `${i + 1}. ${prose(q, 800)}`),
+    '',
+    'Reply in this issue: an answer from its author or from someone with write access continues the same conversation (no need to mention me).',
+  ].join('\n');
+  await ctx.gh.rest.issues.createComment({
+    ...where,
+    issue_number: ctx.p.issue.number,
+    body: publishable(body, audienceOf(ctx)),
+  });
 }
 
 /**

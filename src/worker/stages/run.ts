@@ -40,6 +40,8 @@ export interface RunInput {
    * (1/of), so all attempts together stay within the job's budget. Absent: the one attempt.
    */
   readonly attempt?: { readonly number: number; readonly of: number; readonly jobId: string } | undefined;
+  /** The runtime can continue the conversation after an answer (see FixRuntime.canContinue). */
+  readonly canContinue: boolean;
 }
 
 /**
@@ -98,12 +100,15 @@ export async function runInSandbox(
       environment: input.environment,
     });
     const attempt = input.attempt;
-    store = FileEventStore.create(
-      paths.trajectory,
-      attempt === undefined || attempt.of === 1
-        ? base
-        : { ...base, attempt: { number: attempt.number, of: attempt.of, jobId: attempt.jobId } },
-    );
+    // Triage on issues only: a follow-up round on the App's PR is an explicit request to act.
+    const triage = input.canContinue && pull === null && p.kind === 'fix-issue' && p.config.triage === 'on';
+    store = FileEventStore.create(paths.trajectory, {
+      ...base,
+      ...(triage ? { triage: true } : {}),
+      ...(attempt === undefined || attempt.of === 1
+        ? {}
+        : { attempt: { number: attempt.number, of: attempt.of, jobId: attempt.jobId } }),
+    });
   }
   const s = store;
   // The deployment's and the repository's MCP servers, in this sandbox; one that does not start is a
