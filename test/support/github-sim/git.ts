@@ -201,6 +201,19 @@ function parseRefs(out: string): Map<string, string> {
   return refs;
 }
 
+/** The branches (short names) whose history contains the commit. */
+export async function branchesContaining(bareDir: string, sha: string): Promise<string[]> {
+  try {
+    const out = await git(bareDir, ['for-each-ref', '--contains', sha, '--format=%(refname)', 'refs/heads/']);
+    return out
+      .split('\n')
+      .filter((name) => name.startsWith('refs/heads/'))
+      .map((name) => name.slice('refs/heads/'.length));
+  } catch {
+    return [];
+  }
+}
+
 /** The commit a branch, tag or sha names, or null. */
 export async function resolveCommit(bareDir: string, ref: string): Promise<string | null> {
   if (ref.startsWith('-')) return null;

@@ -86,6 +86,19 @@ export function buildPayload(host: Host, event: WebhookEvent, action: string, p:
       payload.pull_request = pullJson(host, issue);
       break;
     }
+    case 'check_run': {
+      const run = world.checkRuns.get(p.checkRun ?? 0);
+      if (run?.repo !== repo)
+        throw new Error(
+          `github-sim: check_run.${action} needs checkRun, the id of a check run of ${p.owner}/${p.repo}`,
+        );
+      // The example's other keys (requested_action) are about actions the simulator does not model.
+      delete payload.requested_action;
+      const pulls = openPullsAtSync(repo, run.suite.headSha);
+      const suiteRuns = repo.checkRuns.filter((r) => r.suite === run.suite);
+      payload.check_run = wire.checkRun(run, pulls, wire.checkSuite(repo, run.suite, suiteRuns, pulls));
+      break;
+    }
   }
   payload.repository = wire.repository(repo);
   payload.sender = wire.user(sender);
@@ -103,6 +116,24 @@ function requirePull(host: Host, repo: RepoRecord, p: WebhookParams): IssueRecor
       `github-sim: #${issue.number} in ${repo.owner.login}/${repo.name} is an issue, not a pull request`,
     );
   return issue;
+}
+
+/**
+ * The open pull requests of the repository whose head is `sha`, their shas first brought in line
+ * with their branches (as pullJson does), by number.
+ */
+export function openPullsAtSync(repo: RepoRecord, sha: string): IssueRecord[] {
+  const open = [...repo.issues.values()].filter((i) => i.pull !== null && i.state === 'open');
+  if (open.length === 0) return [];
+  const refs = readRefsSync(repo.bareDir);
+  return open
+    .filter((issue) => {
+      syncPull(issue, refs);
+      if (issue.pull === null) return false;
+      writePullRefSync(repo.bareDir, issue.number, issue.pull.head.sha, refs);
+      return issue.pull.head.sha === sha;
+    })
+    .sort((a, b) => a.number - b.number);
 }
 
 function pullJson(host: Host, issue: IssueRecord): JsonObject {

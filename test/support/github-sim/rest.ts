@@ -8,9 +8,23 @@ import { HttpError, notFound, validationFailed } from './errors.js';
 import { listTree, readBlob, resolveCommit, treeEntry, type TreeEntry } from './git.js';
 import { mergePull, openPull } from './pulls.js';
 import type { Operation } from './spec.js';
-import { isoNow, type IssueRecord, type RepoRecord, type UserRecord, type World } from './state.js';
+import {
+  isoNow,
+  type CheckRunRecord,
+  type IssueRecord,
+  type RepoRecord,
+  type UserRecord,
+  type World,
+} from './state.js';
 import type { RepoPermission, WebhookEvent, WebhookParams } from './types.js';
-import { permissionFlags, type AppInfo, type DiffStats, type JsonObject, type Wire } from './wire.js';
+import {
+  ACTIONS_APP,
+  permissionFlags,
+  type AppInfo,
+  type DiffStats,
+  type JsonObject,
+  type Wire,
+} from './wire.js';
 
 export type Caller =
   | { readonly kind: 'anonymous' }
@@ -60,6 +74,11 @@ export interface Host {
   diffStats(issue: IssueRecord): Promise<DiffStats>;
   /** Sends the webhook GitHub would send about an API write, when the simulator echoes them. */
   echo(event: WebhookEvent, action: string, p: WebhookParams): void;
+  /**
+   * A short-lived URL, on the simulator and needing no credentials, that serves `text` as
+   * text/plain: where GitHub redirects a job-log download to (a signed blob-storage URL there).
+   */
+  signedLogUrl(text: string): string;
 }
 
 type Level = 'read' | 'write';
@@ -96,6 +115,8 @@ const ISSUES_WRITE: Need = [
 const PULLS_READ: Need = [['pull_requests', 'read']];
 const PULLS_WRITE: Need = [['pull_requests', 'write']];
 const CONTENTS_WRITE: Need = [['contents', 'write']];
+const CHECKS_READ: Need = [['checks', 'read']];
+const ACTIONS_READ: Need = [['actions', 'read']];
 const METADATA: Need = [['metadata', 'read']];
 
 function ok(body: unknown, status = 200, headers?: Record<string, string>): Reply {
@@ -532,6 +553,66 @@ function reactionHandlers(
   };
 }
 
+/** The check run named by `check_run_id` (or `job_id`: an Actions job is its check run), in the repository. */
+function checkRunOf(ctx: HandlerContext, host: Host, param: 'check_run_id' | 'job_id'): CheckRunRecord {
+  const repo = repoOf(ctx, host);
+  const run = host.world.checkRuns.get(numberParam(ctx, param));
+  if (run?.repo !== repo) throw notFound();
+  return run;
+}
+
+/** The open pull requests whose head is `sha`, with their shas read from their branches first. */
+export async function openPullsAt(repo: RepoRecord, sha: string, host: Host): Promise<IssueRecord[]> {
+  const open = [...repo.issues.values()].filter((i) => i.pull !== null && i.state === 'open');
+  for (const issue of open) await host.refreshPull(issue);
+  return open.filter((i) => i.pull?.head.sha === sha).sort((a, b) => a.number - b.number);
+}
+
+/**
+ * GET /repos/{owner}/{repo}/commits/{ref}/check-runs: the runs on the commit a sha, branch or tag
+ * names; `filter=latest` (the default) keeps the most recent run of each name, then `check_name`,
+ * `status` and `app_id` narrow the list; newest first.
+ */
+async function listCheckRunsForRef(ctx: HandlerContext, host: Host): Promise<Reply> {
+  const repo = repoOf(ctx, host);
+  const ref = ctx.params.ref ?? '';
+  const q = ctx.query;
+  const filter = q.filter ?? 'latest';
+  if (filter !== 'latest' && filter !== 'all')
+    throw validationFailed([{ resource: 'CheckRun', field: 'filter', code: 'invalid' }]);
+  const status = q.status;
+  if (status !== undefined && status !== 'queued' && status !== 'in_progress' && status !== 'completed')
+    throw validationFailed([{ resource: 'CheckRun', field: 'status', code: 'invalid' }]);
+  const sha = await resolveCommit(repo.bareDir, ref);
+  if (sha === null) throw new HttpError(422, `No commit found for SHA: ${ref}`);
+  let runs = repo.checkRuns.filter((r) => r.suite.headSha === sha);
+  if (filter === 'latest') {
+    const latest = new Map<string, CheckRunRecord>();
+    for (const run of runs) {
+      const seen = latest.get(run.name);
+      if (seen === undefined || run.id > seen.id) latest.set(run.name, run);
+    }
+    runs = runs.filter((r) => latest.get(r.name) === r);
+  }
+  runs = runs
+    .filter(
+      (r) =>
+        (q.check_name === undefined || r.name === q.check_name) &&
+        (status === undefined || r.status === status) &&
+        (q.app_id === undefined || Number(q.app_id) === ACTIONS_APP.id),
+    )
+    .sort((a, b) => b.id - a.id);
+  // The ref in one segment (a branch's slashes encoded), as Octokit sends it and the router needs.
+  const path = `/repos/${repo.owner.login}/${repo.name}/commits/${encodeURIComponent(ref)}/check-runs`;
+  const { page, headers } = paginate(runs, ctx, host, path);
+  const pulls = page.length === 0 ? [] : await openPullsAt(repo, sha, host);
+  return ok(
+    { total_count: runs.length, check_runs: page.map((r) => host.wire.checkRun(r, pulls)) },
+    200,
+    headers,
+  );
+}
+
 export const HANDLERS: Readonly<Record<string, Handler>> = {
   'apps/create-installation-access-token': {
     auth: 'app',
@@ -934,6 +1015,42 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
         comment: { id: reply.id, body: reply.body },
       });
       return ok(body, 201, { location: String(body.url) });
+    },
+  },
+  'checks/list-for-ref': { auth: 'installation', needs: CHECKS_READ, run: listCheckRunsForRef },
+  'checks/get': {
+    auth: 'installation',
+    needs: CHECKS_READ,
+    async run(ctx, host) {
+      const run = checkRunOf(ctx, host, 'check_run_id');
+      return ok(host.wire.checkRun(run, await openPullsAt(run.repo, run.suite.headSha, host)));
+    },
+  },
+  'checks/list-annotations': {
+    auth: 'installation',
+    needs: CHECKS_READ,
+    run(ctx, host) {
+      const run = checkRunOf(ctx, host, 'check_run_id');
+      const { page, headers } = paginate(
+        run.annotations,
+        ctx,
+        host,
+        `/repos/${run.repo.owner.login}/${run.repo.name}/check-runs/${run.id}/annotations`,
+      );
+      return ok(
+        page.map((a) => host.wire.checkAnnotation(run, a)),
+        200,
+        headers,
+      );
+    },
+  },
+  // GitHub answers with a redirect to a signed URL of its blob storage that expires after a minute.
+  'actions/download-job-logs-for-workflow-run': {
+    auth: 'installation',
+    needs: ACTIONS_READ,
+    run(ctx, host) {
+      const run = checkRunOf(ctx, host, 'job_id');
+      return { status: 302, headers: { location: host.signedLogUrl(run.log) } };
     },
   },
   'pulls/list-reviews': {

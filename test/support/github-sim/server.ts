@@ -1,4 +1,4 @@
-import { randomBytes, type KeyObject } from 'node:crypto';
+import { randomBytes, randomUUID, type KeyObject } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import {
@@ -16,13 +16,32 @@ import { checkAppJwt, generateAppKey, isJwtShaped, TokenStore } from './auth.js'
 import { GitService, GIT_PATH } from './git-service.js';
 import { OAuthService, OAUTH_PATH } from './oauth.js';
 import { HttpError } from './errors.js';
-import { createBareRepo, diffStats, readRefs, readRefsSync, writePullRef, writePullRefSync } from './git.js';
+import {
+  branchesContaining,
+  createBareRepo,
+  diffStats,
+  readRefs,
+  readRefsSync,
+  resolveCommit,
+  writePullRef,
+  writePullRefSync,
+} from './git.js';
 import { buildPayload } from './payloads.js';
 import { mergePull, openPull } from './pulls.js';
-import { allows, HANDLERS, type Caller, type Handler, type Host, type Reply } from './rest.js';
+import { allows, HANDLERS, openPullsAt, type Caller, type Handler, type Host, type Reply } from './rest.js';
 import { loadSpec, type OpenApiSpec, type Operation } from './spec.js';
-import { isoNow, syncPull, World, type IssueRecord, type ReactionRecord, type RepoRecord } from './state.js';
 import {
+  isoNow,
+  syncPull,
+  World,
+  type CheckAnnotationRecord,
+  type CheckRunRecord,
+  type IssueRecord,
+  type ReactionRecord,
+  type RepoRecord,
+} from './state.js';
+import {
+  checkRunSnapshot,
   commentSnapshot,
   issueSnapshot,
   pullSnapshot,
@@ -31,6 +50,8 @@ import {
   reviewCommentSnapshot,
 } from './snapshots.js';
 import type {
+  CheckConclusion,
+  CheckRunSpec,
   Delivery,
   DeliveryResult,
   FaultSpec,
@@ -41,6 +62,9 @@ import type {
   RepoPermission,
   ResponseViolation,
   SimApp,
+  SimCheckAnnotation,
+  SimCheckOutput,
+  SimCheckRun,
   SimComment,
   SimIssue,
   SimPull,
@@ -62,13 +86,20 @@ const BOT_USER_ID = 141_421_356;
 /** The account a workflow's GITHUB_TOKEN acts as, with its id on github.com. */
 const ACTIONS_BOT = { login: 'github-actions[bot]', id: 41898282 } as const;
 const HOOK: Omit<HookIdentity, 'appId'> = { hookId: 4_242_424, userAgent: 'GitHub-Hookshot/5a1c0e3' };
+/**
+ * The app's permissions and events: app.yml's, plus what reading the checks of its pull requests
+ * needs (checks and actions read, the check_run event).
+ */
 const APP_PERMISSIONS = {
+  actions: 'read',
+  checks: 'read',
   contents: 'write',
   issues: 'write',
   metadata: 'read',
   pull_requests: 'write',
 } as const;
 const APP_EVENTS = [
+  'check_run',
   'issues',
   'issue_comment',
   'pull_request',
@@ -76,6 +107,9 @@ const APP_EVENTS = [
   'pull_request_review_comment',
   'push',
 ];
+/** Where job logs are served from: GitHub redirects to a signed blob-storage URL, valid a minute. */
+const LOG_PATH = /^\/_blobs\/job-logs\/([0-9a-f]{32})\.txt$/;
+const LOG_URL_TTL_MS = 60_000;
 const RATE_LIMIT = 5000;
 const SECONDARY_RATE_LIMIT_MESSAGE =
   'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.';
@@ -167,6 +201,8 @@ class Simulator implements GitHubSim {
   private readonly checkResponses: boolean;
   private webhookTarget: string | undefined;
   private rate = { used: 0, reset: 0 };
+  /** Job logs behind short-lived URLs (see LOG_PATH), by the URL's key. */
+  private readonly logBlobs = new Map<string, { readonly text: string; readonly expiresAt: number }>();
   private closing: Promise<void> | undefined;
 
   constructor(
@@ -236,6 +272,7 @@ class Simulator implements GitHubSim {
       echo: (event, action, p) => {
         this.echo(event, action, p);
       },
+      signedLogUrl: (text) => this.signedLogUrl(text),
     };
   }
 
@@ -278,6 +315,8 @@ class Simulator implements GitHubSim {
       issues: new Map(),
       labels: new Map(),
       permissions: new Map(),
+      checkRuns: [],
+      checkSuites: new Map(),
     };
     this.world.repos.set(`${owner.login}/${r.name}`.toLowerCase(), repo);
     return repoSnapshot(repo, this.url);
@@ -431,6 +470,122 @@ class Simulator implements GitHubSim {
     return issueSnapshot(issue);
   }
 
+  addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec & { readonly deliver: false },
+  ): Promise<{ id: number; delivery: null }>;
+  addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec & { readonly deliver?: true },
+  ): Promise<{ id: number; delivery: DeliveryResult }>;
+  addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec,
+  ): Promise<{ id: number; delivery: DeliveryResult | null }>;
+  async addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec,
+  ): Promise<{ id: number; delivery: DeliveryResult | null }> {
+    const record = this.world.requireRepo(owner, repo);
+    const deliver = r.deliver ?? true;
+    if (deliver) this.requireTarget();
+    const status = r.status ?? 'completed';
+    if (status === 'completed' && r.conclusion === undefined)
+      throw new Error(`github-sim: check run ${r.name}: a completed check run needs a conclusion`);
+    if (status !== 'completed' && r.conclusion !== undefined)
+      throw new Error(`github-sim: check run ${r.name}: only a completed check run has a conclusion`);
+    if (!/^[0-9a-f]{40}$/.test(r.headSha))
+      throw new Error(`github-sim: check run ${r.name}: headSha must be a full commit sha, got ${r.headSha}`);
+    if ((await resolveCommit(record.bareDir, r.headSha)) !== r.headSha)
+      throw new Error(`github-sim: no commit ${r.headSha} in ${owner}/${repo}`);
+    const annotations = (r.annotations ?? []).map(annotationRecord);
+    const pulls = await openPullsAt(record, r.headSha, this.host);
+    const suite =
+      record.checkSuites.get(r.headSha) ??
+      this.world.ensureCheckSuite(
+        record,
+        r.headSha,
+        r.headBranch ?? (await headBranchOf(record, r.headSha, pulls)),
+        await resolveCommit(record.bareDir, `${r.headSha}^`),
+      );
+    const now = isoNow();
+    const run: CheckRunRecord = {
+      id: this.world.nextId('checkRun'),
+      repo: record,
+      suite,
+      name: r.name,
+      externalId: randomUUID(),
+      status,
+      conclusion: r.conclusion ?? null,
+      startedAt: now,
+      completedAt: status === 'completed' ? now : null,
+      output: {
+        title: r.output?.title ?? null,
+        summary: r.output?.summary ?? null,
+        text: r.output?.text ?? null,
+      },
+      annotations,
+      detailsUrl: r.detailsUrl ?? null,
+      log: r.log ?? '',
+    };
+    this.world.addCheckRun(run);
+    if (!deliver) return { id: run.id, delivery: null };
+    const hook = this.buildWebhook('check_run', status === 'completed' ? 'completed' : 'created', {
+      owner: record.owner.login,
+      repo: record.name,
+      sender: r.sender ?? pulls[0]?.user.login ?? record.owner.login,
+      checkRun: run.id,
+    });
+    return { id: run.id, delivery: await this.deliver(hook) };
+  }
+
+  async completeCheckRun(
+    owner: string,
+    repo: string,
+    id: number,
+    c: {
+      conclusion: CheckConclusion;
+      output?: SimCheckOutput;
+      annotations?: readonly SimCheckAnnotation[];
+      log?: string;
+      sender?: string;
+    },
+  ): Promise<DeliveryResult> {
+    const record = this.world.requireRepo(owner, repo);
+    const run = this.world.checkRuns.get(id);
+    if (run?.repo !== record) throw new Error(`github-sim: no check run ${id} in ${owner}/${repo}`);
+    if (run.status === 'completed') throw new Error(`github-sim: check run ${id} is already completed`);
+    this.requireTarget();
+    const annotations = (c.annotations ?? []).map(annotationRecord);
+    const pulls = await openPullsAt(record, run.suite.headSha, this.host);
+    run.status = 'completed';
+    run.conclusion = c.conclusion;
+    run.completedAt = isoNow();
+    run.output = {
+      title: c.output?.title !== undefined ? c.output.title : run.output.title,
+      summary: c.output?.summary !== undefined ? c.output.summary : run.output.summary,
+      text: c.output?.text !== undefined ? c.output.text : run.output.text,
+    };
+    run.annotations.push(...annotations);
+    if (c.log !== undefined) run.log = c.log;
+    run.suite.updatedAt = run.completedAt;
+    const hook = this.buildWebhook('check_run', 'completed', {
+      owner: record.owner.login,
+      repo: record.name,
+      sender: c.sender ?? pulls[0]?.user.login ?? record.owner.login,
+      checkRun: run.id,
+    });
+    return this.deliver(hook);
+  }
+
+  checkRuns(owner: string, repo: string): SimCheckRun[] {
+    return this.world.requireRepo(owner, repo).checkRuns.map(checkRunSnapshot);
+  }
+
   bareRepoPath(owner: string, repo: string): string {
     return this.world.requireRepo(owner, repo).bareDir;
   }
@@ -563,7 +718,9 @@ class Simulator implements GitHubSim {
     const headers = flattenHeaders(req);
     const gitMatch = GIT_PATH.exec(path);
     const oauthMatch = OAUTH_PATH.test(path);
-    const route = gitMatch === null && !oauthMatch ? this.spec.match(method, path) : null;
+    const logMatch = LOG_PATH.exec(path);
+    const route =
+      gitMatch === null && !oauthMatch && logMatch === null ? this.spec.match(method, path) : null;
     const entry: MutableRequest = {
       method,
       path,
@@ -592,6 +749,11 @@ class Simulator implements GitHubSim {
     }
     if (oauthMatch) {
       await this.oauth.serve(req, res, target);
+      return;
+    }
+    if (logMatch !== null) {
+      req.resume();
+      this.serveLog(res, method, logMatch[1] ?? '');
       return;
     }
 
@@ -688,6 +850,48 @@ class Simulator implements GitHubSim {
       return;
     }
     this.respond(res, operation, reply);
+  }
+
+  private signedLogUrl(text: string): string {
+    const now = Date.now();
+    // Keys expired long ago are forgotten; recently expired ones still answer as expired.
+    for (const [key, blob] of this.logBlobs)
+      if (blob.expiresAt + 10 * LOG_URL_TTL_MS < now) this.logBlobs.delete(key);
+    const key = randomBytes(16).toString('hex');
+    this.logBlobs.set(key, { text, expiresAt: now + LOG_URL_TTL_MS });
+    return `${this.url}/_blobs/job-logs/${key}.txt`;
+  }
+
+  /** A job log behind a signed URL: no credentials needed, refused once expired, as blob storage does. */
+  private serveLog(res: ServerResponse, method: string, key: string): void {
+    const xml = (status: number, code: string, message: string): void => {
+      const body = `<?xml version="1.0" encoding="utf-8"?><Error><Code>${code}</Code><Message>${message}</Message></Error>`;
+      res.writeHead(status, {
+        'content-type': 'application/xml',
+        'content-length': Buffer.byteLength(body),
+      });
+      res.end(body);
+    };
+    if (method !== 'GET' && method !== 'HEAD') {
+      xml(405, 'UnsupportedHttpVerb', 'The resource does not support the specified HTTP verb.');
+      return;
+    }
+    const blob = this.logBlobs.get(key);
+    if (blob === undefined) {
+      xml(404, 'BlobNotFound', 'The specified blob does not exist.');
+      return;
+    }
+    if (Date.now() >= blob.expiresAt) {
+      xml(
+        403,
+        'AuthenticationFailed',
+        'Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.',
+      );
+      return;
+    }
+    const data = Buffer.from(blob.text, 'utf8');
+    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': data.length });
+    res.end(method === 'HEAD' ? undefined : data);
   }
 
   private authenticate(header: string | undefined): Caller | HttpError {
@@ -855,6 +1059,45 @@ class Simulator implements GitHubSim {
     await rm(this.root, { recursive: true, force: true });
     openRoots.delete(this.root);
   }
+}
+
+function annotationRecord(a: SimCheckAnnotation): CheckAnnotationRecord {
+  const endLine = a.endLine ?? a.startLine;
+  if (
+    !Number.isInteger(a.startLine) ||
+    a.startLine < 1 ||
+    !Number.isInteger(endLine) ||
+    endLine < a.startLine
+  )
+    throw new Error(`github-sim: annotation of ${a.path}: bad line range ${a.startLine}-${endLine}`);
+  return {
+    path: a.path,
+    startLine: a.startLine,
+    endLine,
+    level: a.level,
+    message: a.message,
+    title: a.title ?? null,
+    rawDetails: a.rawDetails ?? null,
+  };
+}
+
+/**
+ * The branch a check suite on `sha` is for: the head of an open pull request at it, else a branch
+ * whose tip it is, else one containing it; the default branch first among branches.
+ */
+async function headBranchOf(
+  repo: RepoRecord,
+  sha: string,
+  pulls: readonly IssueRecord[],
+): Promise<string | null> {
+  const fromPull = pulls[0]?.pull?.head.ref;
+  if (fromPull !== undefined) return fromPull;
+  const first = (names: readonly string[]): string | null =>
+    names.includes(repo.defaultBranch) ? repo.defaultBranch : ([...names].sort()[0] ?? null);
+  const tips = [...(await readRefs(repo.bareDir))]
+    .filter(([name, at]) => name.startsWith('refs/heads/') && at === sha)
+    .map(([name]) => name.slice('refs/heads/'.length));
+  return first(tips) ?? first(await branchesContaining(repo.bareDir, sha));
 }
 
 /** Why a caller may not use an operation needing that credential, or null. */

@@ -1,6 +1,21 @@
 /** Copies of the simulator's records for tests: plain data, detached from the live state. */
-import type { CommentRecord, IssueRecord, ReactionRecord, RepoRecord, ReviewCommentRecord } from './state.js';
-import type { SimComment, SimIssue, SimPull, SimReaction, SimRepo, SimReviewComment } from './types.js';
+import type {
+  CheckRunRecord,
+  CommentRecord,
+  IssueRecord,
+  ReactionRecord,
+  RepoRecord,
+  ReviewCommentRecord,
+} from './state.js';
+import type {
+  SimCheckRun,
+  SimComment,
+  SimIssue,
+  SimPull,
+  SimReaction,
+  SimRepo,
+  SimReviewComment,
+} from './types.js';
 
 export function repoSnapshot(repo: RepoRecord, base: string): SimRepo {
   return {
@@ -72,4 +87,27 @@ export function reviewCommentSnapshot(comment: ReviewCommentRecord): SimReviewCo
 
 export function reactionSnapshot(reaction: ReactionRecord): SimReaction {
   return { id: reaction.id, content: reaction.content, user: reaction.user.login };
+}
+
+export function checkRunSnapshot(run: CheckRunRecord): SimCheckRun {
+  return {
+    id: run.id,
+    name: run.name,
+    headSha: run.suite.headSha,
+    headBranch: run.suite.headBranch,
+    status: run.status,
+    conclusion: run.conclusion,
+    checkSuiteId: run.suite.id,
+    workflowRunId: run.suite.workflowRunId,
+    annotations: run.annotations.map((a) => ({
+      path: a.path,
+      startLine: a.startLine,
+      endLine: a.endLine,
+      level: a.level,
+      message: a.message,
+      ...(a.title === null ? {} : { title: a.title }),
+      ...(a.rawDetails === null ? {} : { rawDetails: a.rawDetails }),
+    })),
+    log: run.log,
+  };
 }

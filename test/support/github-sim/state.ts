@@ -1,9 +1,10 @@
 /**
  * The simulator's world: users, repositories, issues and pull requests (one number sequence per
- * repository, as on GitHub), comments, reactions, labels and reviews. Plain records, mutated in place
- * by the REST handlers and the test-facing methods; wire.ts turns them into GitHub's JSON.
+ * repository, as on GitHub), comments, reactions, labels, reviews, and check runs with their check
+ * suites and job logs. Plain records, mutated in place by the REST handlers and the test-facing
+ * methods; wire.ts turns them into GitHub's JSON.
  */
-import type { RepoPermission } from './types.js';
+import type { CheckConclusion, CheckStatus, RepoPermission } from './types.js';
 
 export interface UserRecord {
   readonly login: string;
@@ -93,6 +94,49 @@ export interface IssueRecord {
   pull: PullRecord | null;
 }
 
+export interface CheckAnnotationRecord {
+  readonly path: string;
+  readonly startLine: number;
+  readonly endLine: number;
+  readonly level: 'notice' | 'warning' | 'failure';
+  readonly message: string;
+  readonly title: string | null;
+  readonly rawDetails: string | null;
+}
+
+/**
+ * The check suite of GitHub Actions on one commit; here also its one workflow run, whose jobs are
+ * the suite's check runs.
+ */
+export interface CheckSuiteRecord {
+  readonly id: number;
+  readonly workflowRunId: number;
+  readonly headSha: string;
+  readonly headBranch: string | null;
+  /** The commit before `headSha` (its first parent), or null for a root commit. */
+  readonly before: string | null;
+  readonly createdAt: string;
+  updatedAt: string;
+}
+
+/** A check run made by GitHub Actions: a workflow job, whose job id is the check run id. */
+export interface CheckRunRecord {
+  readonly id: number;
+  readonly repo: RepoRecord;
+  readonly suite: CheckSuiteRecord;
+  readonly name: string;
+  readonly externalId: string;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  readonly startedAt: string;
+  completedAt: string | null;
+  output: { title: string | null; summary: string | null; text: string | null };
+  readonly annotations: CheckAnnotationRecord[];
+  readonly detailsUrl: string | null;
+  /** The job's raw log. */
+  log: string;
+}
+
 export interface RepoRecord {
   readonly id: number;
   readonly owner: UserRecord;
@@ -105,6 +149,10 @@ export interface RepoRecord {
   readonly issues: Map<number, IssueRecord>;
   readonly labels: Map<string, LabelRecord>;
   readonly permissions: Map<string, RepoPermission>;
+  /** Check runs in creation order. */
+  readonly checkRuns: CheckRunRecord[];
+  /** GitHub Actions' check suite per head sha. */
+  readonly checkSuites: Map<string, CheckSuiteRecord>;
 }
 
 /** Ids in separate ranges per kind, deterministic per simulator, so fixtures can mention them. */
@@ -113,9 +161,22 @@ export class World {
   readonly repos = new Map<string, RepoRecord>();
   readonly comments = new Map<number, CommentRecord>();
   readonly reviewComments = new Map<number, ReviewCommentRecord>();
+  readonly checkRuns = new Map<number, CheckRunRecord>();
   private readonly sequences = new Map<string, number>();
 
-  nextId(kind: 'user' | 'repo' | 'issue' | 'comment' | 'label' | 'reaction' | 'review'): number {
+  nextId(
+    kind:
+      | 'user'
+      | 'repo'
+      | 'issue'
+      | 'comment'
+      | 'label'
+      | 'reaction'
+      | 'review'
+      | 'checkRun'
+      | 'checkSuite'
+      | 'workflowRun',
+  ): number {
     const start = {
       user: 5_001,
       repo: 700_000_001,
@@ -124,6 +185,10 @@ export class World {
       label: 6_000_000_001,
       reaction: 300_000_001,
       review: 1_800_000_001,
+      // Actions' job (check run) ids are past 2^32 on github.com; the simulator's are too.
+      checkRun: 20_000_000_001,
+      checkSuite: 18_000_000_001,
+      workflowRun: 9_000_000_001,
     }[kind];
     const value = this.sequences.get(kind) ?? start;
     this.sequences.set(kind, value + 1);
@@ -279,6 +344,35 @@ export class World {
     this.reviewComments.set(comment.id, comment);
     issue.updatedAt = now;
     return comment;
+  }
+
+  /** GitHub Actions' check suite for a commit, created (with its workflow run) when new. */
+  ensureCheckSuite(
+    repo: RepoRecord,
+    headSha: string,
+    headBranch: string | null,
+    before: string | null,
+  ): CheckSuiteRecord {
+    const existing = repo.checkSuites.get(headSha);
+    if (existing !== undefined) return existing;
+    const now = isoNow();
+    const suite: CheckSuiteRecord = {
+      id: this.nextId('checkSuite'),
+      workflowRunId: this.nextId('workflowRun'),
+      headSha,
+      headBranch,
+      before,
+      createdAt: now,
+      updatedAt: now,
+    };
+    repo.checkSuites.set(headSha, suite);
+    return suite;
+  }
+
+  addCheckRun(run: CheckRunRecord): void {
+    run.repo.checkRuns.push(run);
+    this.checkRuns.set(run.id, run);
+    run.suite.updatedAt = run.completedAt ?? run.startedAt;
   }
 
   /** Adds a reaction unless that user already reacted with that content; returns it and whether it is new. */

@@ -3,7 +3,85 @@ import type { Logger } from 'pino';
 export type RepoPermission = 'admin' | 'maintain' | 'write' | 'triage' | 'read' | 'none';
 
 export type WebhookEvent =
-  'issues' | 'issue_comment' | 'pull_request' | 'pull_request_review' | 'pull_request_review_comment';
+  | 'issues'
+  | 'issue_comment'
+  | 'pull_request'
+  | 'pull_request_review'
+  | 'pull_request_review_comment'
+  | 'check_run';
+
+export type CheckStatus = 'queued' | 'in_progress' | 'completed';
+
+export type CheckConclusion =
+  'success' | 'failure' | 'neutral' | 'cancelled' | 'skipped' | 'timed_out' | 'action_required';
+
+/** An annotation of a check run: a line range of a file, with GitHub's levels. */
+export interface SimCheckAnnotation {
+  readonly path: string;
+  readonly startLine: number;
+  /** Default: `startLine`. */
+  readonly endLine?: number;
+  readonly level: 'notice' | 'warning' | 'failure';
+  readonly message: string;
+  readonly title?: string;
+  readonly rawDetails?: string;
+}
+
+/** What the check's `output` says; each part null (GitHub's default) when not given. */
+export interface SimCheckOutput {
+  readonly title?: string | null;
+  readonly summary?: string | null;
+  readonly text?: string | null;
+}
+
+/** A check run as a GitHub Actions job reports it (see GitHubSim.addCheckRun). */
+export interface CheckRunSpec {
+  /** The full sha of a commit of the repository. */
+  readonly headSha: string;
+  /** The job's name, as Actions names its check run. */
+  readonly name: string;
+  /** Default `completed`. */
+  readonly status?: CheckStatus;
+  /** Required when the status is `completed`; not allowed otherwise. */
+  readonly conclusion?: CheckConclusion;
+  readonly output?: SimCheckOutput;
+  readonly annotations?: readonly SimCheckAnnotation[];
+  /** The job's raw log, served by actions/download-job-logs-for-workflow-run. Default empty. */
+  readonly log?: string;
+  /** Default: the job's page, `<sim>/<owner>/<repo>/actions/runs/<run id>/job/<id>`. */
+  readonly detailsUrl?: string;
+  /**
+   * The check suite's `head_branch`. Default: the head branch of an open pull request whose head is
+   * `headSha`, else a branch whose tip it is (the default branch first), else a branch containing it
+   * (the default branch first), else null.
+   */
+  readonly headBranch?: string;
+  /**
+   * The webhook's sender: who triggered the workflow. Default: the author of an open pull request
+   * whose head is `headSha`, else the repository's owner.
+   */
+  readonly sender?: string;
+  /**
+   * Default true: deliver `check_run.completed` (`check_run.created` for a run not completed yet).
+   * False records the run only, e.g. for the history of the base branch.
+   */
+  readonly deliver?: boolean;
+}
+
+export interface SimCheckRun {
+  /** Also the Actions job id (actions/download-job-logs-for-workflow-run's `job_id`). */
+  readonly id: number;
+  readonly name: string;
+  readonly headSha: string;
+  readonly headBranch: string | null;
+  readonly status: CheckStatus;
+  readonly conclusion: CheckConclusion | null;
+  readonly checkSuiteId: number;
+  /** The workflow run the job belongs to (one per check suite here). */
+  readonly workflowRunId: number;
+  readonly annotations: readonly SimCheckAnnotation[];
+  readonly log: string;
+}
 
 export interface GitHubSimulatorOptions {
   /** Lifetime of installation access tokens. Default 3600 (GitHub's one hour). */
@@ -168,6 +246,8 @@ export interface WebhookParams {
   /** Review comment file path and line (pull_request_review_comment). Default: the first changed file, line 1. */
   readonly path?: string;
   readonly line?: number;
+  /** The check run a `check_run` event is about (its id). */
+  readonly checkRun?: number;
 }
 
 export interface Webhook {
@@ -336,6 +416,45 @@ export interface GitHubSim {
     number: number,
     o: { by: string; reason?: 'completed' | 'not_planned' },
   ): SimIssue;
+  /**
+   * Records a check run made by GitHub Actions (app id 15368, `github-actions`) on a commit, with its
+   * job log, and delivers `check_run.completed` about it (`check_run.created` when `status` is not
+   * `completed`), its `pull_requests` being the open pull requests whose head is `headSha`. With
+   * `deliver: false` nothing is sent and `delivery` is null. Throws for an unknown commit.
+   */
+  addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec & { readonly deliver: false },
+  ): Promise<{ id: number; delivery: null }>;
+  addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec & { readonly deliver?: true },
+  ): Promise<{ id: number; delivery: DeliveryResult }>;
+  addCheckRun(
+    owner: string,
+    repo: string,
+    r: CheckRunSpec,
+  ): Promise<{ id: number; delivery: DeliveryResult | null }>;
+  /**
+   * Completes a queued or in-progress check run (output, annotations and log are added to or
+   * replace what it had) and delivers `check_run.completed`. Throws for a run already completed.
+   */
+  completeCheckRun(
+    owner: string,
+    repo: string,
+    id: number,
+    c: {
+      conclusion: CheckConclusion;
+      output?: SimCheckOutput;
+      annotations?: readonly SimCheckAnnotation[];
+      log?: string;
+      sender?: string;
+    },
+  ): Promise<DeliveryResult>;
+  /** The repository's check runs, oldest first. */
+  checkRuns(owner: string, repo: string): SimCheckRun[];
   bareRepoPath(owner: string, repo: string): string;
   /** Resolves once `predicate` holds, polling every 20 ms; rejects with `what` in the message on timeout. */
   waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs?: number, what?: string): Promise<void>;

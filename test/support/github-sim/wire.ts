@@ -5,6 +5,9 @@
  * `${base}/${owner}/${repo}/…`, as on a GitHub Enterprise Server whose API lives at the root.
  */
 import type {
+  CheckAnnotationRecord,
+  CheckRunRecord,
+  CheckSuiteRecord,
   CommentRecord,
   IssueRecord,
   LabelRecord,
@@ -37,6 +40,81 @@ export interface DiffStats {
   readonly deletions: number;
   readonly changedFiles: number;
 }
+
+/** GitHub Actions as an app, as check runs and `performed_via_github_app` show it on github.com. */
+export const ACTIONS_APP = {
+  id: 15368,
+  slug: 'github-actions',
+  ownerLogin: 'github',
+  ownerId: 9919,
+} as const;
+
+const ACTIONS_APP_PERMISSIONS: Readonly<Record<string, string>> = {
+  actions: 'write',
+  administration: 'read',
+  checks: 'write',
+  contents: 'write',
+  deployments: 'write',
+  discussions: 'write',
+  issues: 'write',
+  merge_queues: 'write',
+  metadata: 'read',
+  packages: 'write',
+  pages: 'write',
+  pull_requests: 'write',
+  repository_hooks: 'write',
+  repository_projects: 'write',
+  security_events: 'write',
+  statuses: 'write',
+  vulnerability_alerts: 'read',
+};
+
+const ACTIONS_APP_EVENTS: readonly string[] = [
+  'branch_protection_rule',
+  'check_run',
+  'check_suite',
+  'create',
+  'delete',
+  'deployment',
+  'deployment_status',
+  'discussion',
+  'discussion_comment',
+  'fork',
+  'gollum',
+  'issues',
+  'issue_comment',
+  'label',
+  'merge_group',
+  'milestone',
+  'page_build',
+  'project',
+  'project_card',
+  'project_column',
+  'public',
+  'pull_request',
+  'pull_request_review',
+  'pull_request_review_comment',
+  'push',
+  'registry_package',
+  'release',
+  'repository',
+  'repository_dispatch',
+  'status',
+  'watch',
+  'workflow_dispatch',
+  'workflow_run',
+];
+
+/** How GitHub rolls a suite's conclusions up: the first of these any run has. */
+const SUITE_CONCLUSIONS = [
+  'action_required',
+  'cancelled',
+  'timed_out',
+  'failure',
+  'neutral',
+  'success',
+  'skipped',
+] as const;
 
 const REACTIONS = ['+1', '-1', 'laugh', 'hooray', 'confused', 'heart', 'rocket', 'eyes'] as const;
 
@@ -441,6 +519,132 @@ export class Wire {
       _links: { html: { href: html }, pull_request: { href: pullUrl } },
       submitted_at: review.submittedAt,
       commit_id: review.commitId,
+    };
+  }
+
+  /** The GitHub Actions app, the author of every check run here. */
+  actionsApp(): JsonObject {
+    const owner = this.user({
+      login: ACTIONS_APP.ownerLogin,
+      id: ACTIONS_APP.ownerId,
+      type: 'User',
+      createdAt: '2008-05-11T04:37:31Z',
+    });
+    return {
+      id: ACTIONS_APP.id,
+      slug: ACTIONS_APP.slug,
+      node_id: nodeId('App', ACTIONS_APP.id),
+      owner: { ...owner, node_id: nodeId('Organization', ACTIONS_APP.ownerId), type: 'Organization' },
+      name: 'GitHub Actions',
+      description: 'Automate your workflow from idea to production',
+      external_url: 'https://help.github.com/en/actions',
+      html_url: `${this.base}/apps/${ACTIONS_APP.slug}`,
+      created_at: '2018-07-30T09:30:17Z',
+      updated_at: '2024-04-10T20:33:16Z',
+      permissions: { ...ACTIONS_APP_PERMISSIONS },
+      events: [...ACTIONS_APP_EVENTS],
+    };
+  }
+
+  /** GitHub's "Pull Request Minimal", as check runs and check suites list their pull requests. */
+  pullMinimal(issue: IssueRecord): JsonObject {
+    const pull = issue.pull;
+    if (pull === null) throw new Error(`github-sim: #${issue.number} is not a pull request`);
+    const { repo } = issue;
+    const api = `${this.base}/repos/${repo.owner.login}/${repo.name}`;
+    const repoRef = { id: repo.id, url: api, name: repo.name };
+    return {
+      url: `${api}/pulls/${issue.number}`,
+      id: this.pullId(issue),
+      number: issue.number,
+      head: { ref: pull.head.ref, sha: pull.head.sha, repo: repoRef },
+      base: { ref: pull.base.ref, sha: pull.base.sha, repo: repoRef },
+    };
+  }
+
+  /**
+   * A check run (checks/get, checks/list-for-ref); `suite` replaces the `{ id }` of REST responses
+   * with the full check suite webhooks carry. `pulls` are the open pull requests at its head sha.
+   */
+  checkRun(run: CheckRunRecord, pulls: readonly IssueRecord[], suite?: JsonObject): JsonObject {
+    const { repo } = run;
+    const full = `${repo.owner.login}/${repo.name}`;
+    const url = `${this.base}/repos/${full}/check-runs/${run.id}`;
+    const html = `${this.base}/${full}/actions/runs/${run.suite.workflowRunId}/job/${run.id}`;
+    return {
+      id: run.id,
+      name: run.name,
+      node_id: nodeId('CheckRun', run.id),
+      head_sha: run.suite.headSha,
+      external_id: run.externalId,
+      url,
+      html_url: html,
+      details_url: run.detailsUrl ?? html,
+      status: run.status,
+      conclusion: run.conclusion,
+      started_at: run.startedAt,
+      completed_at: run.completedAt,
+      output: {
+        title: run.output.title,
+        summary: run.output.summary,
+        text: run.output.text,
+        annotations_count: run.annotations.length,
+        annotations_url: `${url}/annotations`,
+      },
+      check_suite: suite ?? { id: run.suite.id },
+      app: this.actionsApp(),
+      pull_requests: pulls.map((p) => this.pullMinimal(p)),
+    };
+  }
+
+  /** The check suite as webhooks carry it inside `check_run`, its status rolled up from `runs`. */
+  checkSuite(
+    repo: RepoRecord,
+    suite: CheckSuiteRecord,
+    runs: readonly CheckRunRecord[],
+    pulls: readonly IssueRecord[],
+  ): JsonObject {
+    const completed = runs.length > 0 && runs.every((r) => r.status === 'completed');
+    const status = completed
+      ? 'completed'
+      : runs.some((r) => r.status === 'in_progress')
+        ? 'in_progress'
+        : 'queued';
+    const conclusion = completed
+      ? (SUITE_CONCLUSIONS.find((c) => runs.some((r) => r.conclusion === c)) ?? null)
+      : null;
+    return {
+      id: suite.id,
+      node_id: nodeId('CheckSuite', suite.id),
+      head_branch: suite.headBranch,
+      head_sha: suite.headSha,
+      status,
+      conclusion,
+      url: `${this.base}/repos/${repo.owner.login}/${repo.name}/check-suites/${suite.id}`,
+      before: suite.before,
+      after: suite.headSha,
+      pull_requests: pulls.map((p) => this.pullMinimal(p)),
+      app: this.actionsApp(),
+      created_at: suite.createdAt,
+      updated_at: suite.updatedAt,
+      repository: this.repository(repo),
+    };
+  }
+
+  checkAnnotation(run: CheckRunRecord, annotation: CheckAnnotationRecord): JsonObject {
+    const { repo } = run;
+    const path = annotation.path.split('/').map(encodeURIComponent).join('/');
+    return {
+      path: annotation.path,
+      start_line: annotation.startLine,
+      end_line: annotation.endLine,
+      start_column: null,
+      end_column: null,
+      annotation_level: annotation.level,
+      title: annotation.title,
+      message: annotation.message,
+      raw_details: annotation.rawDetails,
+      blob_href: `${this.base}/${repo.owner.login}/${repo.name}/blob/${run.suite.headSha}/${path}`,
     };
   }
 
