@@ -35,6 +35,7 @@ export function issueAgentApp(deps: AppDeps): ApplicationFunction {
         'issue_comment.created',
         'pull_request_review_comment.created',
         'pull_request_review.submitted',
+        'check_run.completed',
       ],
       async (context) => {
         const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId, new Date(), {

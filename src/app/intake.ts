@@ -39,6 +39,7 @@ import {
 } from './trigger-rules.js';
 import { capIssueBody, type Trigger } from './triggers.js';
 import { claimAnswer, pendingQuestion } from './question.js';
+import { decideCiRound } from './ci-round.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
 import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from './approval.js';
@@ -147,7 +148,27 @@ export async function processTrigger(
     return { status: 'config_error', problems };
   }
 
-  const mentioned = matches(trigger, config);
+  // A check failed on a pull request: a round on the App's own PR, or nothing (see ci-round.ts).
+  let ci: FixJob['ci'] = null;
+  if (trigger.kind === 'ci_failure') {
+    const decided = await decideCiRound(
+      trigger,
+      config,
+      octokit,
+      deps.redis,
+      prefix,
+      await deps.botUserId(),
+      log,
+    );
+    if (decided.kind === 'none') {
+      log.info({ check: trigger.checkRun?.name, reason: decided.reason }, 'no CI round');
+      if (decided.comment !== null)
+        await comment(octokit, deps, where, trigger.issue.number, decided.comment);
+      return ignored(log, decided.reason);
+    }
+    ci = decided.ci;
+  }
+  const mentioned = trigger.kind === 'ci_failure' ? { instruction: '' } : matches(trigger, config);
   // An answer to the agent's question: the first comment on an issue whose last job ended
   // `needs_info`, by the issue's author or someone who may start jobs (commands are not answers).
   const answer =
@@ -167,7 +188,7 @@ export async function processTrigger(
   if (trigger.issue.state !== 'open' && !cancel) return ignored(log, 'the issue or PR is closed');
 
   const who =
-    approvedBy === null && answer === null
+    approvedBy === null && answer === null && ci === null
       ? await mayTrigger(trigger, config, octokit, deps.botUserId)
       : ({ allowed: true } as const);
   if (who.allowed === 'self') return ignored(log, 'the App itself');
@@ -331,16 +352,24 @@ export async function processTrigger(
     const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
     const job =
       evaluate === null
-        ? answer === null
-          ? buildFixJob(trigger, target, config, ours.instruction, reviewComments, approvedBy)
-          : {
-              // The answer continues the asking job's conversation; were its trajectory gone from
-              // the worker hosts, a new run still gets the answer, as an instruction.
-              ...buildFixJob(trigger, target, config, `Answer to the agent's question: ${answer.text}`, []),
-              continues: { jobId: answer.jobId, answer: { by: trigger.sender.login, text: answer.text } },
-            }
+        ? ci !== null
+          ? { ...buildFixJob(trigger, target, config, '', []), ci }
+          : answer === null
+            ? buildFixJob(trigger, target, config, ours.instruction, reviewComments, approvedBy)
+            : {
+                // The answer continues the asking job's conversation; were its trajectory gone from
+                // the worker hosts, a new run still gets the answer, as an instruction.
+                ...buildFixJob(trigger, target, config, `Answer to the agent's question: ${answer.text}`, []),
+                continues: { jobId: answer.jobId, answer: { by: trigger.sender.login, text: answer.text } },
+              }
         : buildEvaluateJob(trigger, config, ours.instruction, evaluate);
 
+    const approval = {
+      ...(approvedBy === null
+        ? {}
+        : { approval: { requestedBy: trigger.sender.login, approvedBy: approvedBy.login } }),
+      ...(ci === null ? {} : { ciRound: { round: ci.round, of: ci.of } }),
+    };
     return withIssueLock(deps.redis, lockKey(prefix, targetKey), async () => {
       const live = await liveJobFor(deps.fixQueue, targetKey);
       if (live === jobId) return { status: 'queued', jobId, position: 0 } as const;
@@ -363,6 +392,7 @@ export async function processTrigger(
           const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
             kind: 'queued',
             jobId,
+            ...approval,
             position: null,
             ...(live === null ? {} : config.onBusy === 'replace' ? { replaces: live } : { after: live }),
           });
@@ -382,6 +412,7 @@ export async function processTrigger(
       const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
         kind: 'queued',
         jobId,
+        ...approval,
         position,
       });
       const added = await deps.fixQueue.add(

@@ -28,9 +28,10 @@ export const triggerSchema = z.object({
    * label / unlabel: the issue's label was added / removed. mention: a conversation comment (issue
    * or PR) that may name the handle. review_comment: a comment on a line of a PR's diff. review: a
    * submitted PR review whose body may name the handle. manual: a request made through the run
-   * server's API (never parsed from a webhook).
+   * server's API (never parsed from a webhook). ci_failure: a check run on a pull request's head
+   * completed as failed (`check_run`); only the App's own pull requests act on it.
    */
-  kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual']),
+  kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual', 'ci_failure']),
   deliveryId: z.string().min(1),
   /** 0 for an event without an installation (a workflow's event under the Action). */
   installationId: z.number().int().nonnegative(),
@@ -71,6 +72,17 @@ export const triggerSchema = z.object({
    * App's bot, and no role is checked: only the run server writes manual triggers).
    */
   manual: z.object({ instructions: z.string(), admin: z.boolean() }).optional(),
+  /** The failed check run of a `ci_failure`. */
+  checkRun: z
+    .object({
+      id: z.number().int().positive(),
+      name: z.string(),
+      headSha: z.string(),
+      conclusion: z.string(),
+      /** The app that ran it (`github-actions` for a workflow job, whose logs the Actions API has). */
+      appSlug: z.string().nullable(),
+    })
+    .optional(),
   receivedAt: z.string(),
 });
 export type Trigger = z.infer<typeof triggerSchema>;
@@ -92,6 +104,23 @@ const issue = z.object({
 });
 const pullRequest = z.object({ number: z.number().int().positive(), title: z.string(), state: z.string() });
 const installation = z.object({ id: z.number().int().positive() }).optional();
+const checkRunPayload = z.object({
+  action: z.literal('completed'),
+  check_run: z.object({
+    id: z.number().int().positive(),
+    name: z.string(),
+    head_sha: z.string(),
+    conclusion: z.string().nullable(),
+    app: z.object({ id: z.number(), slug: z.string().optional() }).nullable().optional(),
+    pull_requests: z.array(z.object({ number: z.number().int().positive() })),
+  }),
+  repository,
+  sender: user,
+  installation,
+});
+
+/** Conclusions that ask for a fix; `cancelled`, `skipped` and `neutral` do not. */
+const FAILED_CONCLUSIONS = new Set(['failure', 'timed_out']);
 const viaApp = z.object({ id: z.number() }).nullable().optional();
 
 const labeledPayload = z.object({
@@ -257,6 +286,33 @@ function parseAny(
         kind: 'review',
         issue: pullOf(p.data.pull_request),
         comment: { id: p.data.review.id, body },
+      },
+    };
+  }
+  if (event === 'check_run') {
+    const p = checkRunPayload.safeParse(payload);
+    if (!p.success) return { ok: false, reason: describe(event, payload, p.error) };
+    const run = p.data.check_run;
+    if (run.app?.id === appId) return { ok: false, reason: 'a check run of this App' };
+    if (run.conclusion === null || !FAILED_CONCLUSIONS.has(run.conclusion))
+      return { ok: false, reason: `a check run that did not fail (${run.conclusion ?? 'no conclusion'})` };
+    // One pull request per delivery: GitHub lists every open PR whose head is this commit; the
+    // App's own branches are never another PR's head in practice, and intake checks ownership.
+    const pr = run.pull_requests[0];
+    if (pr === undefined) return { ok: false, reason: 'a failed check run on no pull request' };
+    return {
+      ok: true,
+      trigger: {
+        ...common(p.data),
+        kind: 'ci_failure',
+        issue: { number: pr.number, title: `#${pr.number}`, state: 'open', isPullRequest: true },
+        checkRun: {
+          id: run.id,
+          name: run.name,
+          headSha: run.head_sha,
+          conclusion: run.conclusion,
+          appSlug: run.app?.slug ?? null,
+        },
       },
     };
   }

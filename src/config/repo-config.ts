@@ -140,6 +140,11 @@ export const repoConfigSchema = z
      * the job waits for an answer (`needs_info`). Never on follow-up rounds on the App's PRs.
      */
     triage: z.enum(['on', 'off']).default('on'),
+    /**
+     * Automatic rounds on the App's own PR when a check on its head fails (the failing jobs' names and
+     * log tails are the task); 0 turns them off.
+     */
+    ciFixRounds: z.number().int().min(0).max(10).default(2),
     /** End the other attempts as soon as one resolves the issue (default: all run to their end). */
     stopOnFirstResolved: z.boolean().default(false),
     /**

@@ -73,6 +73,8 @@ interface PullRequestCommon {
    * step still appears, so a very long run may need more.
    */
   readonly maxTrajectoryComments?: number;
+  /** An outsider's request a maintainer approved (`@agent approve`): both are named. */
+  readonly approval?: { readonly requestedBy: string; readonly approvedBy: string };
   /** Best-of-N: every attempt of the job, the published one marked, shown as a table. */
   readonly attempts?: readonly AttemptTableRow[];
 }
@@ -383,6 +385,11 @@ function renderHead(
   head.push(`### Run\n\n${statsSection(views, redactor, caps)}`);
   if (input.attempts !== undefined && input.attempts.length > 1) {
     head.push(`### Attempts\n\n${attemptsSection(input.attempts, redactor, caps)}`);
+  }
+  if (input.approval !== undefined) {
+    head.push(
+      `Requested by ${codeSpan(truncateEnd(input.approval.requestedBy, 100))}, who cannot start jobs here; approved by ${codeSpan(truncateEnd(input.approval.approvedBy, 100))} with \`approve\`, from the request as it read then.`,
+    );
   }
   head.push(`Fixes #${input.issue.number}`);
   head.push(

@@ -39,6 +39,10 @@ interface ProgressCommon {
    * describeEnvironment; shown under every state once known.
    */
   readonly environment?: string;
+  /** An outsider's request a maintainer approved (`@agent approve`): shown under every state. */
+  readonly approval?: { readonly requestedBy: string; readonly approvedBy: string };
+  /** An automatic round fixing the App's PR's failing CI: which, of at most how many. */
+  readonly ciRound?: { readonly round: number; readonly of: number };
 }
 
 /** One attempt of a best-of-N job, as the progress comment shows it. */
@@ -226,6 +230,13 @@ export function renderProgress(
   trustedHosts: Iterable<string> = [],
 ): Publishable {
   const footer: string[] = [`job ${codeSpan(truncateEnd(p.jobId, 200))}`];
+  if (p.ciRound !== undefined) footer.push(`CI fix round ${p.ciRound.round} of ${p.ciRound.of}`);
+  if (p.approval !== undefined) {
+    // Logins without `@`: the footer names people, it does not notify them on every edit.
+    footer.push(
+      `requested by ${codeSpan(truncateEnd(p.approval.requestedBy, 100))}, approved by ${codeSpan(truncateEnd(p.approval.approvedBy, 100))}`,
+    );
+  }
   if (p.runLink !== undefined) {
     const url = safeUrl(p.runLink);
     footer.push(

@@ -66,7 +66,7 @@ export const fixJobSchema = z.object({
   /** Review comments the request refers to, with their file and line. */
   reviewComments: z.array(reviewContextSchema).default([]),
   trigger: z.object({
-    kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual']),
+    kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual', 'ci_failure']),
     deliveryId: z.string(),
     sender: z.object({ login: z.string(), id: z.number().int() }),
     commentId: z.number().int().positive().nullable(),
@@ -87,6 +87,27 @@ export const fixJobSchema = z.object({
     .object({
       jobId: z.string().regex(/^[A-Za-z0-9-]+$/),
       answer: z.object({ by: z.string(), text: z.string().max(ISSUE_BODY_MAX_CHARS) }),
+    })
+    .nullable()
+    .optional(),
+  /**
+   * A round that fixes the App's own PR's failing CI (a `check_run` failed on its head): which round
+   * of how many, and the failing checks as they were when it was queued (logs are untrusted text).
+   */
+  ci: z
+    .object({
+      round: z.number().int().positive(),
+      of: z.number().int().positive(),
+      headSha: z.string(),
+      checks: z.array(
+        z.object({
+          name: z.string(),
+          conclusion: z.string(),
+          summary: z.string(),
+          annotations: z.array(z.string()),
+          logTail: z.string(),
+        }),
+      ),
     })
     .nullable()
     .optional(),

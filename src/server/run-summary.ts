@@ -24,6 +24,8 @@ export interface RunSummary {
   readonly finishedAt: string | null;
   readonly lastEventId: number;
   readonly prUrl: string | null;
+  /** An outsider's request a maintainer approved (`@agent approve`): who approved it, else null. */
+  readonly approvedBy: string | null;
   /** Attempt `number` of `of` of the best-of-N job `jobId`; null for a job of one attempt. */
   readonly attempt: { readonly number: number; readonly of: number; readonly jobId: string } | null;
 }

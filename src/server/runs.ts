@@ -455,6 +455,7 @@ function summarize(e: Entry, queueKnowledge: 'known' | 'gone' | 'unknown'): RunS
     lastEventId: e.reader?.lastEventId ?? 0,
     prUrl: e.queue?.prUrl ?? null,
     attempt: base?.attempt ?? null,
+    approvedBy: payload?.trigger.approvedBy?.login ?? null,
   };
 }
 
@@ -478,6 +479,7 @@ function emptySummary(id: string): RunSummary {
     lastEventId: 0,
     prUrl: null,
     attempt: null,
+    approvedBy: null,
   };
 }
 

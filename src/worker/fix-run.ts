@@ -156,6 +156,10 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     rt.runLink,
     bot.login,
     rt.progressIntervalMs,
+    p.trigger.approvedBy == null
+      ? undefined
+      : { requestedBy: p.trigger.sender.login, approvedBy: p.trigger.approvedBy.login },
+    p.ci == null ? undefined : { round: p.ci.round, of: p.ci.of },
   );
   const ctx: JobContext = {
     p,

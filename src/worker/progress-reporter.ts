@@ -61,6 +61,10 @@ export class ProgressReporter {
     /** Only the App's own comments are candidates: anyone can paste a marker into theirs. */
     private readonly botLogin: string,
     private readonly intervalMs = 5000,
+    /** An approved outsider's request: who asked and who approved, shown with every state. */
+    private readonly approval?: { readonly requestedBy: string; readonly approvedBy: string },
+    /** An automatic CI fix round: which, of at most how many. */
+    private readonly ciRound?: { readonly round: number; readonly of: number },
   ) {}
 
   /**
@@ -154,6 +158,8 @@ export class ProgressReporter {
       jobId: this.jobId,
       ...(this.runLink === null ? {} : { runLink: this.runLink }),
       ...(this.environment === null ? {} : { environment: this.environment }),
+      ...(this.approval === undefined ? {} : { approval: this.approval }),
+      ...(this.ciRound === undefined ? {} : { ciRound: this.ciRound }),
     } as ProgressState;
     const body = this.redactor().redact(renderProgress(state));
     try {

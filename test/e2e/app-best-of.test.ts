@@ -11,6 +11,7 @@ import { redisSkipReason } from '../support/redis-server.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const OWNER = 'acme';
+const LONG_LOCK = { ISSUE_AGENT_LOCK_DURATION_MS: '30000', ISSUE_AGENT_STALLED_INTERVAL_MS: '15000' };
 const REPO = 'calc';
 
 /** A change to node-calc's src/calc.js, as a diff made by git. */
@@ -37,14 +38,37 @@ const NO_FIX = calcPatch((s) =>
   s.replace('/** Sum of a list of numbers. */', '/** Sum of a list of numbers (in order). */'),
 );
 
-/** A first turn that kills every process of the sandbox, its shell included, then the oracle. */
-function killSandboxThen(patch: string): Policy {
+/**
+ * The first conversation to start kills every process of its sandbox (its shell included) in its
+ * first turn, then goes on like the oracle; every other conversation is the oracle from the start.
+ * (Docker attempts all work in /workspace, so their prompts are identical: only the order tells them
+ * apart.)
+ */
+function killFirstSandbox(patch: string): { policy: Policy; killed: () => boolean } {
   const rest = oracle(patch);
-  return (request, ctx) => {
-    if (request.messages.length === 1) {
-      return reply().text('Clearing the machine.').tool('bash', { command: 'kill -9 -1; sleep 5' });
-    }
-    return rest(request, ctx);
+  let killer: string | null = null;
+  return {
+    policy: (request, ctx) => {
+      if (request.messages.length === 1 && killer === null) {
+        killer = `toolu_kill_${ctx.requestIndex}`;
+        return reply()
+          .text('Clearing the machine.')
+          .tool('bash', { command: 'kill -9 -1; sleep 5' }, { id: killer });
+      }
+      const first = request.messages[1];
+      const mine = killer !== null && JSON.stringify(first?.content ?? '').includes(killer);
+      // The killer's later turns: the oracle's plan, as if its first turn came after the kill.
+      return rest(
+        mine
+          ? {
+              ...request,
+              messages: [request.messages[0], ...request.messages.slice(3)].filter((m) => m !== undefined),
+            }
+          : request,
+        ctx,
+      );
+    },
+    killed: () => killer !== null,
   };
 }
 
@@ -72,7 +96,8 @@ test(
       maintainer: { login: 'maria', permission: 'write' },
       modelKey: 'sk-ant-bestof-0123456789abcdef',
       policy: () => three.policy,
-      env: { ISSUE_AGENT_WORKER_CONCURRENCY: '3' },
+      // Parallel attempts on a busy CI machine: a lock long enough that a slow moment is not a stall.
+      env: { ISSUE_AGENT_WORKER_CONCURRENCY: '3', ...LONG_LOCK },
     });
     t.after(() => stack.stop());
     const { sim, pipeline } = stack;
@@ -167,7 +192,7 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    const two = perConversation([killSandboxThen(SMALL_FIX), (r, c) => oracle(SMALL_FIX)(r, c)]);
+    const two = killFirstSandbox(SMALL_FIX);
     const stack = await startStack({
       owner: OWNER,
       repo: REPO,
@@ -175,7 +200,7 @@ dockerTest(
       modelKey: 'sk-ant-bestof-docker-0123456789abcdef',
       policy: () => two.policy,
       sandbox: 'docker',
-      env: { ISSUE_AGENT_WORKER_CONCURRENCY: '2' },
+      env: { ISSUE_AGENT_WORKER_CONCURRENCY: '2', ...LONG_LOCK },
     });
     t.after(() => stack.stop());
     const { sim, pipeline } = stack;
@@ -186,7 +211,7 @@ dockerTest(
     }).number;
     await sim.comment(OWNER, REPO, crash, 'maria', '@agent please fix this (try 2)');
     await sim.waitFor(() => sim.pulls(OWNER, REPO).length === 1, 240_000, `the PR\n${pipeline.logs()}`);
-    assert.equal(two.started(), 2);
+    assert.ok(two.killed());
     const crashed = sim.pulls(OWNER, REPO)[0];
     assert.ok(crashed !== undefined);
     assert.match(crashed.body, /### Attempts/);

@@ -105,13 +105,14 @@ export function faultOnceAt(
 }
 
 /**
- * Several conversations with identical prompts (the attempts of a best-of-N job) told apart: the
- * n-th conversation to start gets `policies[n]`. A conversation is known again by the first tool
- * call id of its first answer (made unique here), which every later request of it carries back.
+ * The attempts of a best-of-N job told apart: the n-th to start gets `policies[n]`. An attempt is
+ * known by its system prompt, which names its own workspace (the local sandbox works in each
+ * attempt's own folder), so a first request sent again (a job resumed after a stall) gets the same
+ * policy; a later request also by the first tool call id of its first answer (made unique here).
  */
 export function perConversation(policies: readonly Policy[]): { policy: Policy; started: () => number } {
   const byFirstTool = new Map<string, Policy>();
-  let started = 0;
+  const bySystem = new Map<string, { policy: Policy; n: number }>();
   const firstToolId = (request: MessagesRequest): string | null => {
     const first = request.messages.find((m) => m.role === 'assistant');
     if (first === undefined || typeof first.content === 'string') return null;
@@ -126,21 +127,29 @@ export function perConversation(policies: readonly Policy[]): { policy: Policy; 
         if (policy === undefined) return { status: 500, message: `no conversation answered ${known}` };
         return policy(request, ctx);
       }
-      const policy = policies[started];
-      started += 1;
-      if (policy === undefined) return { status: 500, message: `conversation ${started} has no policy` };
-      const answer = policy(request, ctx);
+      const key = JSON.stringify(request.system ?? '');
+      let slot = bySystem.get(key);
+      if (slot === undefined) {
+        const policy = policies[bySystem.size];
+        if (policy === undefined)
+          return { status: 500, message: `conversation ${bySystem.size + 1} has no policy` };
+        slot = { policy, n: bySystem.size + 1 };
+        bySystem.set(key, slot);
+      }
+      const answer = slot.policy(request, ctx);
       if (!isReply(answer)) return answer;
       // Policies may number their calls the same way: the first answer's ids are made unique.
       const unique: Reply = {
         kind: 'reply',
         stopReason: answer.stopReason,
-        content: answer.content.map((b) => (b.type === 'tool_use' ? { ...b, id: `${b.id}_c${started}` } : b)),
+        content: answer.content.map((b) =>
+          b.type === 'tool_use' ? { ...b, id: `${b.id}_c${slot.n}_${ctx.requestIndex}` } : b,
+        ),
       };
       const tool = unique.content.find((b) => b.type === 'tool_use');
-      if (tool?.type === 'tool_use') byFirstTool.set(tool.id, policy);
+      if (tool?.type === 'tool_use') byFirstTool.set(tool.id, slot.policy);
       return unique;
     },
-    started: () => started,
+    started: () => bySystem.size,
   };
 }

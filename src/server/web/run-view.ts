@@ -367,6 +367,7 @@ export class RunView implements Pane {
       fact('cost', formatUsd(Math.max(t.usd, run.costUsd)), 'cost'),
       fact('duration', formatDuration(duration), 'duration'),
       fact('kind', run.kind, 'kind'),
+      ...(run.approvedBy === null ? [] : [fact('approved by', run.approvedBy, 'approved-by')]),
       ...(run.attempt === null
         ? []
         : [

@@ -87,7 +87,9 @@ export async function publish(input: PublishInput): Promise<Published> {
   const subject =
     pull === null
       ? `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`
-      : `Follow-up on #${pull.number}: ${oneLine(p.instructions[0] ?? p.reviewComments[0]?.body ?? 'review comments')}`;
+      : p.ci != null
+        ? `Fix CI on #${pull.number} (round ${p.ci.round} of ${p.ci.of}): ${oneLine(p.ci.checks.map((c) => c.name).join(', '))}`
+        : `Follow-up on #${pull.number}: ${oneLine(p.instructions[0] ?? p.reviewComments[0]?.body ?? 'review comments')}`;
   const message = ctx
     .redactor()
     .redact(
@@ -151,6 +153,9 @@ export async function publish(input: PublishInput): Promise<Published> {
     conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
     trajectoryLink: ctx.trajectoryLink(paths.trajectory, ctx.jobId),
     ...(input.attempts === undefined ? {} : { attempts: input.attempts }),
+    ...(p.trigger.approvedBy == null
+      ? {}
+      : { approval: { requestedBy: p.trigger.sender.login, approvedBy: p.trigger.approvedBy.login } }),
   });
   const marker = roundsMarker(rounds.map((r) => r.base.conversationId));
   const title = pull?.title ?? ctx.redactor().redact(rendered.title);

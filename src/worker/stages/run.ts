@@ -3,7 +3,7 @@ import { FileBaselineStore } from '../baseline-store.js';
 import { rm } from 'node:fs/promises';
 import { newBaseState } from '../../agent/new-run.js';
 import { runAgent, type Outcome } from '../../agent/run-agent.js';
-import { stripHiddenText } from '../../agent/untrusted-text.js';
+import { fenceUntrusted, stripHiddenText } from '../../agent/untrusted-text.js';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { FileEventStore } from '../../events/file-event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
@@ -160,15 +160,33 @@ export async function runInSandbox(
  * and diff hunk, and what earlier rounds did. All of it is untrusted text and is fenced as such.
  */
 function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[]): Task {
+  const ci = p.ci ?? null;
   const parts: string[] = [
-    `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
-      `${
-        p.trigger.approvedBy === undefined || p.trigger.approvedBy === null
-          ? `A maintainer (@${p.trigger.sender.login})`
-          : `@${p.trigger.sender.login}, with the approval of a maintainer (@${p.trigger.approvedBy.login}),`
-      } asked for more changes on its branch \`${pull.headRef}\`, ` +
-      'which is checked out in the workspace.',
+    ci !== null
+      ? `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
+        `Its CI failed on the head of its branch \`${pull.headRef}\`, which is checked out in the workspace. ` +
+        `This is automatic round ${ci.round} of at most ${ci.of} to make it pass: find why the checks below fail ` +
+        'and fix the cause in the code (never by weakening or deleting tests, or by editing CI configuration).'
+      : `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
+        `${
+          p.trigger.approvedBy === undefined || p.trigger.approvedBy === null
+            ? `A maintainer (@${p.trigger.sender.login})`
+            : `@${p.trigger.sender.login}, with the approval of a maintainer (@${p.trigger.approvedBy.login}),`
+        } asked for more changes on its branch \`${pull.headRef}\`, ` +
+        'which is checked out in the workspace.',
   ];
+  for (const check of ci?.checks ?? []) {
+    parts.push(
+      [
+        `The check "${stripHiddenText(check.name)}" ended \`${check.conclusion}\`.`,
+        ...(check.summary === '' ? [] : [fenceUntrusted('check-output', check.summary)]),
+        ...(check.annotations.length === 0
+          ? []
+          : [fenceUntrusted('check-annotations', check.annotations.join('\n'))]),
+        ...(check.logTail === '' ? [] : ['The end of its log:', fenceUntrusted('check-log', check.logTail)]),
+      ].join('\n\n'),
+    );
+  }
   for (const [i, store] of prior.entries()) {
     const o = reduceState(store.events).outcome;
     parts.push(
@@ -187,7 +205,10 @@ function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[
     );
   }
   return {
-    title: `Follow-up on pull request #${pull.number}: ${stripHiddenText(pull.title)}`,
+    title:
+      ci === null
+        ? `Follow-up on pull request #${pull.number}: ${stripHiddenText(pull.title)}`
+        : `Fix the failing CI of pull request #${pull.number} (round ${ci.round} of ${ci.of}): ${stripHiddenText(pull.title)}`,
     body: parts.join('\n\n'),
     instructions: p.instructions,
     source: `${p.repo.owner}/${p.repo.name}#${pull.number}`,

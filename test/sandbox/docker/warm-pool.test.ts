@@ -22,6 +22,7 @@ dockerTest(
     const started = performance.now();
     const sandbox = await pool.acquire({ workspace, jobId: 'pool-job', image: IMAGE });
     const acquireMs = performance.now() - started;
+    t.after(() => sandbox.close());
     const r = await sandbox.exec(
       'cat input.txt && echo made-in-container > output.txt && ls /sys/class/net',
       {
@@ -34,7 +35,13 @@ dockerTest(
     assert.equal(info.HostConfig.NetworkMode, 'none');
     assert.equal(info.HostConfig.ReadonlyRootfs, true);
     assert.deepEqual(info.HostConfig.CapDrop, ['ALL']);
-    assert.match(info.Name, /issue-agent-pool-job-/);
+    // The rename to the job's name is not waited for by acquire (it only labels the container).
+    await waitFor(
+      async () =>
+        /issue-agent-pool-job-/.test((await docker.getContainer(sandbox.containerId).inspect()).Name),
+      10_000,
+      'the container to be named after its job',
+    );
     await waitFor(() => pool.size(IMAGE) === 2, 20_000, 'the pool to refill');
     await sandbox.close();
     // The container worked on its own copy: the host directory is as it was.

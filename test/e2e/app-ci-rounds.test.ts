@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
+import { gitOutput } from '../support/fixture-repo.js';
+import { startStack } from '../support/pipeline.js';
+import { requestText, taskText } from '../support/pipeline-fixtures.js';
+import { redisSkipReason } from '../support/redis-server.js';
+
+const OWNER = 'acme';
+const REPO = 'calc';
+const CI_ROUND = 'Its CI failed';
+
+/** A CI round: one small change (a comment naming the turn), then finish. */
+const ciFix: Policy = (request, ctx) => {
+  const turns = request.messages.filter((m) => m.role === 'assistant').length;
+  if (turns === 0) {
+    return reply()
+      .text('The check fails; adjusting.')
+      .tool('bash', { command: `printf '// ci fix ${ctx.requestIndex}\\n' >> src/calc.js` });
+  }
+  return reply().tool('finish', { summary: 'Fixed what the check reported.' });
+};
+
+/**
+ * Red CI on the App's own PR (GitHub simulator with check runs and Actions job logs, real Redis):
+ * a failing check → one round whose prompt holds the log tail → a new commit; again on the new
+ * head → round 2; a third failure after `ciFixRounds: 2` → a comment and no round; a check that also
+ * fails on the base branch → called pre-existing, no round.
+ */
+test(
+  'App red CI: a failing check on its PR starts a fix round with the log tail; at most ciFixRounds; a failure the base branch shares is pre-existing',
+  { skip: redisSkipReason(), timeout: 400_000 },
+  async (t) => {
+    const stack = await startStack({
+      owner: OWNER,
+      repo: REPO,
+      maintainer: { login: 'maria', permission: 'write' },
+      modelKey: 'sk-ant-ci-rounds-0123456789abcdef',
+      policy: (fixture) => {
+        const fix = oracle(fixture.patch);
+        return (request, ctx) =>
+          taskText(request).includes(CI_ROUND) ? ciFix(request, ctx) : fix(request, ctx);
+      },
+    });
+    t.after(() => stack.stop());
+    const { sim, model, pipeline } = stack;
+    const bare = sim.bareRepoPath(OWNER, REPO);
+    const commits = (branch: string): string[] =>
+      gitOutput(bare, 'log', '--format=%H %s', branch).trim().split('\n');
+    const botSays = (n: number): string[] =>
+      sim
+        .comments(OWNER, REPO, n)
+        .filter((c) => c.user === sim.app.botLogin && !c.body.startsWith('<!-- issue-agent:'))
+        .map((c) => c.body);
+
+    const issue = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong',
+      body: 'x',
+      author: 'maria',
+    }).number;
+    await sim.label(OWNER, REPO, issue, 'agent', 'maria');
+    await sim.waitFor(() => sim.pulls(OWNER, REPO).length === 1, 120_000, `the PR\n${pipeline.logs()}`);
+    const pr = sim.pulls(OWNER, REPO)[0];
+    assert.ok(pr !== undefined);
+    const branch = pr.head.ref;
+    const head = (): string => commits(branch)[0]?.split(' ')[0] ?? '';
+    const fail = async (sha: string, marker: string): Promise<void> => {
+      await sim.addCheckRun(OWNER, REPO, {
+        headSha: sha,
+        name: 'test',
+        conclusion: 'failure',
+        output: { title: '1 test failed', summary: `average rounds wrong ${marker}-SUMMARY` },
+        annotations: [
+          { path: 'src/calc.js', startLine: 30, level: 'failure', message: `expected 1.67 ${marker}-NOTE` },
+        ],
+        log: [
+          'Run npm test',
+          ...Array.from({ length: 200 }, (_, i) => `noise line ${i}`),
+          `AssertionError: ${marker}-LOG`,
+        ].join('\n'),
+      });
+    };
+
+    // Round 1: the failing check's log tail, summary and annotation reach the model; a new commit.
+    const before = commits(branch).length;
+    await fail(head(), 'R1');
+    await sim.waitFor(
+      () => commits(branch).length === before + 1,
+      120_000,
+      `round 1's commit\n${pipeline.logs()}`,
+    );
+    const round1 = model.requests.map((r) => requestText(r.body)).filter((t) => t.includes('R1-LOG'));
+    assert.ok(round1.length > 0, 'the log tail is in the round’s prompt');
+    assert.match(round1[0] ?? '', /R1-SUMMARY/);
+    assert.match(round1[0] ?? '', /R1-NOTE/);
+    assert.match(round1[0] ?? '', /round 1 of at most 2/);
+    assert.doesNotMatch(round1[0] ?? '', /noise line 10\b/, 'only the tail of the log');
+    assert.match(commits(branch)[0] ?? '', /Fix CI on #\d+ \(round 1 of 2\): test/);
+
+    // Round 2 on the new head.
+    await fail(head(), 'R2');
+    await sim.waitFor(
+      () => commits(branch).length === before + 2,
+      120_000,
+      `round 2's commit\n${pipeline.logs()}`,
+    );
+    assert.ok(model.requests.some((r) => requestText(r.body).includes('R2-LOG')));
+
+    // A third failure: the rounds are used up; a comment, and no round.
+    await fail(head(), 'R3');
+    await sim.waitFor(
+      () => botSays(pr.number).some((b) => /after 2 automatic rounds/.test(b)),
+      60_000,
+      `the comment\n${pipeline.logs()}`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(commits(branch).length, before + 2);
+    assert.ok(!model.requests.some((r) => requestText(r.body).includes('R3-LOG')));
+
+    // A check that fails on main too is pre-existing: said so, no round.
+    const other = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong again',
+      body: 'x',
+      author: 'maria',
+    }).number;
+    await sim.label(OWNER, REPO, other, 'agent', 'maria');
+    await sim.waitFor(
+      () => sim.pulls(OWNER, REPO).length === 2,
+      120_000,
+      `the second PR\n${pipeline.logs()}`,
+    );
+    const pr2 = sim.pulls(OWNER, REPO).find((p) => p.number !== pr.number);
+    assert.ok(pr2 !== undefined);
+    const mainTip = gitOutput(bare, 'rev-parse', 'main').trim();
+    await sim.addCheckRun(OWNER, REPO, {
+      headSha: mainTip,
+      name: 'lint',
+      conclusion: 'failure',
+      deliver: false,
+    });
+    const before2 = commits(pr2.head.ref).length;
+    await sim.addCheckRun(OWNER, REPO, {
+      headSha: pr2.head.sha,
+      name: 'lint',
+      conclusion: 'failure',
+      log: 'LINT-LOG',
+    });
+    await sim.waitFor(
+      () => botSays(pr2.number).some((b) => /pre-existing/.test(b)),
+      60_000,
+      `the pre-existing comment\n${pipeline.logs()}`,
+    );
+    assert.match(botSays(pr2.number).find((b) => /pre-existing/.test(b)) ?? '', /`lint`.*`main`/);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(commits(pr2.head.ref).length, before2);
+    assert.ok(!model.requests.some((r) => requestText(r.body).includes('LINT-LOG')));
+  },
+);
