@@ -376,8 +376,14 @@ export async function processTrigger(
       // Requests already waiting keep their turn even if nothing runs this instant (a job just ended
       // and its worker has not handed over yet).
       const waiting = await pendingCount(deps.redis, prefix, targetKey);
-      if (live !== null && job.instructions.length === 0 && job.reviewComments.length === 0) {
-        // A second label, or a bare mention, asks for nothing the live job is not already doing.
+      if (
+        live !== null &&
+        job.instructions.length === 0 &&
+        job.reviewComments.length === 0 &&
+        (job.ci ?? null) === null
+      ) {
+        // A second label, or a bare mention, asks for nothing the live job is not already doing (a
+        // CI round does: it waits for the live job, like a request with instructions).
         log.info({ job: live }, 'a job for this issue or PR is already queued or running');
         return { status: 'duplicate', jobId: live } as const;
       }

@@ -96,6 +96,11 @@ test(
     assert.match(round1[0] ?? '', /round 1 of at most 2/);
     assert.doesNotMatch(round1[0] ?? '', /noise line 10\b/, 'only the tail of the log');
     assert.match(commits(branch)[0] ?? '', /Fix CI on #\d+ \(round 1 of 2\): test/);
+    await sim.waitFor(
+      () => /Round 2 \(CI fix 1 of 2\)/.test(sim.pulls(OWNER, REPO)[0]?.body ?? ''),
+      30_000,
+      'the PR body to name the CI round',
+    );
 
     // Round 2 on the new head.
     await fail(head(), 'R2');

@@ -143,7 +143,11 @@ export async function publish(input: PublishInput): Promise<Published> {
         );
   const rounds = [...prior, store];
   const rendered = renderPullRequest({
-    runs: rounds.map((r, i) => ({ base: r.base, events: r.events, label: `Round ${i + 1}` })),
+    runs: rounds.map((r, i) => ({
+      base: r.base,
+      events: r.events,
+      label: roundLabel(i + 1, r.base.task.title),
+    })),
     issue: {
       number: pull === null ? p.issue.number : issueNumberOf(pull.body, p.issue.number),
       title: pull?.title ?? p.issue.title,
@@ -260,4 +264,10 @@ async function postTrajectoryComments(
 
 function oneLine(text: string): string {
   return text.replace(/\s+/g, ' ').trim();
+}
+
+/** A round's label in the PR body: `Round n`, or for an automatic CI round which one of how many. */
+function roundLabel(n: number, title: string): string {
+  const ci = /^Fix the failing CI of pull request #\d+ \(round (\d+) of (\d+)\)/.exec(title);
+  return ci === null ? `Round ${n}` : `CI fix ${ci[1] ?? '?'} of ${ci[2] ?? '?'}`;
 }
