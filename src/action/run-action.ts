@@ -176,7 +176,10 @@ async function handle(
   }
 
   const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
-  const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
+  const built = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
+  // One attempt: the Action reports (outputs, summary, artifact) one trajectory, and its runner
+  // hides only that attempt's folders from the sandbox. Best-of-N is the App's.
+  const job = { ...built, config: { ...built.config, attempts: 1 } };
   const jobsDir = join(inputs.workDir ?? join(runner.runnerTemp, 'issue-agent'), 'jobs');
   // The host's clones and their seals (beside the jobs folder): hidden as a whole from the local
   // sandbox. Created now, because only paths that exist can be covered.

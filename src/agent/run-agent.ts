@@ -211,10 +211,19 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
 
       // Finish tool calls of a turn that a crash interrupted, then continue as usual.
       for (const use of state.pendingToolUses) {
+        // After a question in this turn nothing more runs: the run waits for the answer unchanged.
+        const waiting = reduceState(store.events).question !== null;
         throwIfCancelled(deps.signal);
         await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
-        const result =
-          use.name === 'delegate' && tools.has('delegate')
+        const result = waiting
+          ? {
+              content:
+                'Not run: you asked for clarification in this turn, so the run now waits for the answer.',
+              isError: true,
+              mutates: false,
+              durationMs: 0,
+            }
+          : use.name === 'delegate' && tools.has('delegate')
             ? await delegate(use)
             : use.name === askTool.name && lastTree !== base.workspace.baseTree
               ? {

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { stripHiddenText } from '../agent/untrusted-text.js';
+import { codeSpan } from '../publish/markdown.js';
 import type { RepoConfig } from '../config/repo-config.js';
 import type { FixJob } from '../queue/payloads.js';
 import { firstTime } from '../queue/issue-lock.js';
@@ -51,8 +52,11 @@ export async function decideCiRound(
     return { kind: 'none', reason: 'a check of an earlier head of the pull request', comment: null };
   const target = issueKey(trigger.repo.id, pr.number);
   if (config.ciFixRounds === 0) return { kind: 'none', reason: 'ciFixRounds is 0', comment: null };
-  // One round per head: the first failing check's delivery speaks for every check of that commit.
-  if (!(await firstTime(redis, `${prefix}:ci-head:${target}:${run.headSha}`, 30 * 24 * 3600))) {
+  // One round per head: the first failing check's delivery speaks for every check of that commit
+  // (the same delivery again, an intake retry, goes on with the same decision).
+  const headKey = `${prefix}:ci-head:${target}:${run.headSha}`;
+  const claimed = await redis.set(headKey, trigger.deliveryId, 'EX', 30 * 24 * 3600, 'NX');
+  if (claimed !== 'OK' && (await redis.get(headKey)) !== trigger.deliveryId) {
     return { kind: 'none', reason: 'a round for this head was already decided', comment: null };
   }
 
@@ -63,26 +67,41 @@ export async function decideCiRound(
     if (await failsOn(octokit, where, pr.base.ref, check.name)) preExisting.push(check.name);
     else toFix.push(check);
   }
-  const said = (names: readonly string[]): string =>
-    names.map((n) => `\`${n.replace(/`/g, "'")}\``).join(', ');
+  const said = (names: readonly string[]): string => names.map((n) => codeSpan(n)).join(', ');
+  // Each kind of "no round" is said once per pull request, not again on every new head.
+  const once = async (kind: string): Promise<boolean> =>
+    firstTime(redis, `${prefix}:ci-said:${target}:${kind}`, 30 * 24 * 3600);
   if (toFix.length === 0) {
+    const say = await once(`pre-existing:${preExisting.join(',')}`);
     return {
       kind: 'none',
       reason: 'every failing check also fails on the base branch',
-      comment: `CI fails on this pull request in ${said(preExisting)}, but ${preExisting.length === 1 ? 'that check fails' : 'those checks fail'} on \`${pr.base.ref}\` too: the failure is pre-existing, not caused by this change, so I am not trying to fix it here.`,
+      comment: !say
+        ? null
+        : `CI fails on this pull request in ${said(preExisting)}, but ${preExisting.length === 1 ? 'that check fails' : 'those checks fail'} on \`${pr.base.ref}\` too: the failure is pre-existing, not caused by this change, so I am not trying to fix it here.`,
     };
   }
+  // The round's number is kept per head, so an intake retry of this delivery reuses it.
   const roundsKey = `${prefix}:ci-rounds:${target}`;
+  const roundKey = `${headKey}:round`;
+  const decided = await redis.get(roundKey);
   const used = Number((await redis.get(roundsKey)) ?? '0');
-  if (used >= config.ciFixRounds) {
+  if (decided === null && used >= config.ciFixRounds) {
+    const say = await once('rounds-used');
     return {
       kind: 'none',
       reason: `ciFixRounds (${config.ciFixRounds}) used`,
-      comment: `CI still fails (${said(toFix.map((c) => c.name))}) after ${config.ciFixRounds} automatic round${config.ciFixRounds === 1 ? '' : 's'} of fixes, the most this repository allows (\`ciFixRounds\`). I am not trying again on my own; \`@agent\` with what to change starts another round.`,
+      comment: !say
+        ? null
+        : `CI still fails (${said(toFix.map((c) => c.name))}) after ${config.ciFixRounds} automatic round${config.ciFixRounds === 1 ? '' : 's'} of fixes, the most this repository allows (\`ciFixRounds\`). I am not trying again on my own; \`@agent\` with what to change starts another round.`,
     };
   }
-  const round = await redis.incr(roundsKey);
-  await redis.expire(roundsKey, 90 * 24 * 3600);
+  let round = Number(decided);
+  if (decided === null) {
+    round = await redis.incr(roundsKey);
+    await redis.expire(roundsKey, 90 * 24 * 3600);
+    await redis.set(roundKey, String(round), 'EX', 30 * 24 * 3600);
+  }
   const checks = [];
   for (const check of toFix.slice(0, MAX_CHECKS)) {
     checks.push({

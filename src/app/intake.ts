@@ -38,7 +38,7 @@ import {
   targetOf,
 } from './trigger-rules.js';
 import { capIssueBody, type Trigger } from './triggers.js';
-import { claimAnswer, pendingQuestion } from './question.js';
+import { claimAnswer, clearQuestion, pendingQuestion } from './question.js';
 import { decideCiRound } from './ci-round.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
@@ -174,6 +174,7 @@ export async function processTrigger(
   const answer =
     trigger.kind === 'mention' &&
     !trigger.issue.isPullRequest &&
+    trigger.issue.state === 'open' &&
     trigger.comment !== undefined &&
     approvedBy === null &&
     (mentioned === null ||
@@ -298,8 +299,9 @@ export async function processTrigger(
     // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
     // a second PR), or the issue itself.
     // An evaluation reports in the conversation that asked, whatever it is; it opens no pull request.
+    // An answer continues a conversation on the issue itself, never on a PR opened since.
     const target =
-      evaluate === null
+      evaluate === null && answer === null
         ? await targetOf(octokit, where, trigger)
         : ({ kind: 'issue', number: trigger.issue.number } as const);
     const targetKey =
@@ -307,6 +309,9 @@ export async function processTrigger(
         ? issueKey(trigger.repo.id, target.number)
         : evaluateKey(trigger.repo.id, target.number);
 
+    // A stop, or any other request on the issue, ends the wait for an answer to an earlier question.
+    if (answer === null && evaluate === null && target.kind === 'issue')
+      await clearQuestion(deps.redis, prefix, issueKey(trigger.repo.id, trigger.issue.number));
     if (cancel) {
       const keys = [
         targetKey,
@@ -360,6 +365,9 @@ export async function processTrigger(
                 // The answer continues the asking job's conversation; were its trajectory gone from
                 // the worker hosts, a new run still gets the answer, as an instruction.
                 ...buildFixJob(trigger, target, config, `Answer to the agent's question: ${answer.text}`, []),
+                // The repository's settings, not any `(try N)` in the answer's text: an answer may
+                // come from an outsider, who cannot ask for more attempts.
+                config: { ...config },
                 continues: { jobId: answer.jobId, answer: { by: trigger.sender.login, text: answer.text } },
               }
         : buildEvaluateJob(trigger, config, ours.instruction, evaluate);
@@ -393,7 +401,9 @@ export async function processTrigger(
           r.includes(`"jobId":"${jobId}"`),
         );
         if (!pendingAlready) {
-          if (config.onBusy === 'replace' && live !== null)
+          // Only a request by someone who may start jobs replaces a running one: not an answer
+          // (its author may be an outsider), not an automatic CI round.
+          if (config.onBusy === 'replace' && live !== null && answer === null && ci === null)
             await requestCancel(deps.redis, prefix, live, `${trigger.sender.login} (a newer request)`);
           const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
             kind: 'queued',
@@ -571,7 +581,11 @@ async function answerOf(
   const target = issueKey(trigger.repo.id, trigger.issue.number);
   const pending = await pendingQuestion(deps.redis, prefix, target);
   if (pending === null) return null;
-  const byAuthor = trigger.issue.authorId !== undefined && trigger.issue.authorId === trigger.sender.id;
+  // A bot that opened the issue answers only if trusted like any bot (mayTrigger's trustedBots).
+  const byAuthor =
+    trigger.issue.authorId !== undefined &&
+    trigger.issue.authorId === trigger.sender.id &&
+    trigger.sender.type !== 'Bot';
   if (!byAuthor) {
     const who = await mayTrigger(trigger, config, octokit, deps.botUserId);
     if (who.allowed !== true) {

@@ -78,3 +78,8 @@ export async function claimAnswer(
   if (claimed === 'OK') return true;
   return (await redis.get(key)) === deliveryId;
 }
+
+/** Ends the wait for an answer on `target`: a stop, an unlabel, or a new request there came. */
+export async function clearQuestion(redis: Redis, prefix: string, target: string): Promise<void> {
+  await redis.del(questionKey(prefix, target));
+}

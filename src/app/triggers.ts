@@ -113,6 +113,7 @@ const checkRunPayload = z.object({
     conclusion: z.string().nullable(),
     app: z.object({ id: z.number(), slug: z.string().optional() }).nullable().optional(),
     pull_requests: z.array(z.object({ number: z.number().int().positive() })),
+    check_suite: z.object({ head_branch: z.string().nullable() }).optional(),
   }),
   repository,
   sender: user,
@@ -300,6 +301,10 @@ function parseAny(
     // App's own branches are never another PR's head in practice, and intake checks ownership.
     const pr = run.pull_requests[0];
     if (pr === undefined) return { ok: false, reason: 'a failed check run on no pull request' };
+    // Only the App's own branches get rounds: anything else is dropped before it costs a request.
+    const branch = run.check_suite?.head_branch ?? null;
+    if (branch !== null && !branch.startsWith('issue-agent/issue-'))
+      return { ok: false, reason: 'a failed check run on a branch that is not the App’s' };
     return {
       ok: true,
       trigger: {

@@ -62,7 +62,9 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
       }
       continue;
     }
-    if (e.kind === 'run_resumed') {
+    // A resume, or an answer after a question, starts a new segment: the time in between (a crash,
+    // or days of waiting for the answer) is nobody's work.
+    if (e.kind === 'run_resumed' || e.kind === 'round_started') {
       if (segmentStart !== null) elapsedMs += segmentEnd - segmentStart;
       segmentStart = t;
     }

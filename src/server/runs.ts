@@ -257,7 +257,8 @@ export class RunIndex {
       const attemptOf = e.jobFile?.attemptOf ?? null;
       if (attemptOf !== null) {
         const job = this.entries.get(attemptOf);
-        this.update(e, job === undefined || job.summary.state === 'finished' ? 'gone' : 'known');
+        // Not finalised while its job is unknown (an attempt listed before its job on a first pass).
+        this.update(e, job !== undefined && job.summary.state === 'finished' ? 'gone' : 'known');
         continue;
       }
       this.update(e, gone ? 'gone' : queueView.ok ? 'known' : 'unknown');

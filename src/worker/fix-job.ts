@@ -100,7 +100,7 @@ export async function runFixJob(
     });
   }
   try {
-    const result = await runFix(
+    return await runFix(
       p,
       {
         jobId,
@@ -122,6 +122,9 @@ export async function runFixJob(
             : `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`) ??
           `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`,
         attemptParallelism: deps.app.workerConcurrency,
+        // The issue waits for an answer: the first from its author or a writer continues that run.
+        onQuestion: (runId) =>
+          markQuestion(deps.redis, deps.settings.prefix, issueKey(p.repo.id, p.issue.number), runId),
         cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
         attempt: { number: job.attemptsMade + 1, final },
         logger: deps.logger,
@@ -129,11 +132,6 @@ export async function runFixJob(
       },
       signal,
     );
-    // The issue now waits for an answer: the first one from its author or a writer continues this run.
-    if (result.outcome === 'needs_info') {
-      await markQuestion(deps.redis, deps.settings.prefix, issueKey(p.repo.id, p.issue.number), jobId);
-    }
-    return result;
   } catch (error) {
     if (error instanceof FixRunError && (error.permanent || final)) {
       throw new UnrecoverableError(error.message);

@@ -77,6 +77,12 @@ export interface FixRuntime {
    * (`triage:` in the config) applies only then. Default: true.
    */
   readonly canContinue?: boolean;
+  /**
+   * Called when the run asks a question (`needs_info`), before the question is posted, with the run
+   * whose conversation an answer continues (a best-of-N job's asking attempt): the App marks the
+   * issue as waiting for an answer.
+   */
+  readonly onQuestion?: (runId: string) => Promise<void>;
   /** Best-of-N: attempts of one job run side by side, at most this many at once (default: all). */
   readonly attemptParallelism?: number;
   /** Who asked to stop this job, or null. Polled every 500 ms while the job runs, and before the push. */
@@ -205,6 +211,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         await reportEnd(ctx, fetched.closed, pull);
         return none('cancelled');
       }
+      // A CI round is about one head: after anyone pushed since, its failures may be gone.
+      if (outcome === null && store === null && p.ci != null && pull.headSha !== p.ci.headSha) {
+        await reportEnd(ctx, { kind: 'ci_head_moved', headSha: p.ci.headSha }, pull);
+        return none('cancelled');
+      }
     }
     const count = attemptsOf(p);
     let attempts: AttemptsResult | null = null;
@@ -255,6 +266,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     const winnerCtx = attempts?.winner === null || attempts === null ? ctx : attempts.winner.ctx;
     const asked = reduceState(store.events);
     if (outcome.outcome === 'needs_info' && asked.question !== null) {
+      // Marked first: an answer that comes right after the question is posted finds it waiting.
+      await rt.onQuestion?.(winnerCtx.jobId);
       await reportEnd(
         winnerCtx,
         { kind: 'needs_info', outcome, question: asked.question, round: asked.rounds },

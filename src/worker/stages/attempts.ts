@@ -5,7 +5,7 @@ import type { AgentEvent, BaseState, OutcomeKind } from '../../events/schema.js'
 
 /**
  * The run id (and conversation id) of attempt `k` of a job: the job's own id for the first, so a
- * one-attempt job is exactly what it was before attempts existed, and `<job>-a<k>` for the others,
+ * one-attempt job's folder is the job's folder, and `<job>-a<k>` for the others,
  * each with its own folder beside the job's (workspace, pristine clone and trajectory).
  */
 export function attemptRunId(jobId: string, k: number): string {
@@ -85,11 +85,14 @@ export function diffLines(diff: string): number {
 function tier(s: AttemptStanding): number {
   if (s.outcome === 'resolved') return 0;
   if (s.outcome === 'unverified') return 1;
-  return 2;
+  // A question is worth more than a change that proves nothing: it is what the issue needs next.
+  if (s.outcome === 'needs_info') return 2;
+  return 3;
 }
 
 /**
- * The order the harness picks from, best first: resolved beats unverified beats everything else;
+ * The order the harness picks from, best first: resolved beats unverified beats a question
+ * (needs_info) beats everything else;
  * among equals, more newly passing tests, then fewer changed lines (a change too large to keep
  * counts as largest), then lower cost, then the earlier attempt (so the choice is deterministic).
  */
@@ -105,11 +108,18 @@ export function rankAttempts(standings: readonly AttemptStanding[]): AttemptStan
   );
 }
 
-/** An attempt left unstarted because an earlier one resolved the issue (`stopOnFirstResolved`). */
+/** An attempt left unstarted: an earlier one resolved the issue (`stopOnFirstResolved`), or a stop came. */
 export class AttemptNotStarted extends Error {
   override readonly name = 'AttemptNotStarted';
-  constructor(readonly attempt: number) {
-    super(`attempt ${attempt} was not started: an earlier attempt resolved the issue (stopOnFirstResolved)`);
+  constructor(
+    readonly attempt: number,
+    why: 'resolved' | 'stopped' = 'resolved',
+  ) {
+    super(
+      why === 'resolved'
+        ? `attempt ${attempt} was not started: an earlier attempt resolved the issue (stopOnFirstResolved)`
+        : `attempt ${attempt} was not started: the job was stopped`,
+    );
   }
 }
 
@@ -133,8 +143,11 @@ export async function runAttempts<T>(options: {
   let next = 1;
   const lane = async (): Promise<void> => {
     for (let k = next++; k <= options.count; k = next++) {
-      if (enough.signal.aborted) {
-        results[k - 1] = { ok: false, error: new AttemptNotStarted(k) };
+      if (signal.aborted) {
+        results[k - 1] = {
+          ok: false,
+          error: new AttemptNotStarted(k, enough.signal.aborted ? 'resolved' : 'stopped'),
+        };
         continue;
       }
       try {

@@ -11,7 +11,7 @@ import { openPullOn } from '../../app/trigger-rules.js';
 import type { FixJobResult } from '../fix-run.js';
 import { PermanentJobError } from '../permanent-job-error.js';
 import { audienceOf, oneParagraph, type JobEnd } from './report.js';
-import { issueNumberOf, priorRounds, roundsMarker } from './rounds.js';
+import { issueNumberOf, priorRoundsById, roundsMarker } from './rounds.js';
 import type { AttemptRow } from './attempt-run.js';
 import type { JobContext, PullInfo, RepoInfo } from './types.js';
 
@@ -135,18 +135,17 @@ export async function publish(input: PublishInput): Promise<Published> {
     log.info({ branch, commit: head }, 'pushed');
   }
 
-  const prior =
+  const priorById =
     pull === null
       ? []
-      : priorRounds(ctx.jobsDir, pull.body, p.repo.id, pull.number).filter(
-          (r) => r.base.conversationId !== store.base.conversationId,
-        );
+      : priorRoundsById(ctx.jobsDir, pull.body, p.repo.id, pull.number).filter((r) => r.id !== ctx.jobId);
+  const prior = priorById.map((r) => r.store);
   const rounds = [...prior, store];
   const rendered = renderPullRequest({
     runs: rounds.map((r, i) => ({
       base: r.base,
       events: r.events,
-      label: roundLabel(i + 1, r.base.task.title),
+      label: roundLabel(i + 1, r.base.task),
     })),
     issue: {
       number: pull === null ? p.issue.number : issueNumberOf(pull.body, p.issue.number),
@@ -161,7 +160,7 @@ export async function publish(input: PublishInput): Promise<Published> {
       ? {}
       : { approval: { requestedBy: p.trigger.sender.login, approvedBy: p.trigger.approvedBy.login } }),
   });
-  const marker = roundsMarker(rounds.map((r) => r.base.conversationId));
+  const marker = roundsMarker([...priorById.map((r) => r.id), ctx.jobId]);
   const title = pull?.title ?? ctx.redactor().redact(rendered.title);
   const body = publishableText(`${rendered.body}\n${marker}\n`, audienceOf(ctx));
   const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
@@ -267,7 +266,9 @@ function oneLine(text: string): string {
 }
 
 /** A round's label in the PR body: `Round n`, or for an automatic CI round which one of how many. */
-function roundLabel(n: number, title: string): string {
-  const ci = /^Fix the failing CI of pull request #\d+ \(round (\d+) of (\d+)\)/.exec(title);
+function roundLabel(n: number, task: { readonly title: string; readonly source: string }): string {
+  // Only a follow-up round (its source is the PR) can be a CI round: an issue's title is not trusted.
+  const ci =
+    n === 1 ? null : /^Fix the failing CI of pull request #\d+ \(round (\d+) of (\d+)\)/.exec(task.title);
   return ci === null ? `Round ${n}` : `CI fix ${ci[1] ?? '?'} of ${ci[2] ?? '?'}`;
 }

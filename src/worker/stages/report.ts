@@ -18,6 +18,8 @@ export type JobEnd =
   | { readonly kind: 'cancelled'; readonly by: string | null }
   | { readonly kind: 'pull_closed'; readonly number: number; readonly merged: boolean }
   | { readonly kind: 'issue_closed' }
+  /** A CI round whose PR got a new head before it started: the failures it was for may be gone. */
+  | { readonly kind: 'ci_head_moved'; readonly headSha: string }
   /** The issue's text changed since the request (see approvedIssueText). */
   | { readonly kind: 'issue_changed'; readonly reason: string }
   /** The run ended with nothing to publish: not resolved/unverified, or no change to the base. */
@@ -72,6 +74,14 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
         kind: 'ended',
         outcome: 'cancelled',
         reason: 'the issue was closed before the job started, so the request was dropped',
+        summary: '',
+      });
+      return;
+    case 'ci_head_moved':
+      await progress.update({
+        kind: 'ended',
+        outcome: 'cancelled',
+        reason: `the pull request moved past ${end.headSha.slice(0, 12)}, the commit whose checks failed, before this round started; its checks run again on the new head`,
         summary: '',
       });
       return;
@@ -193,7 +203,7 @@ async function postQuestion(ctx: JobContext, question: Clarification, round: num
     '',
     ...question.questions.map((q, i) => `${i + 1}. ${prose(q, 800)}`),
     '',
-    'Reply in this issue: an answer from its author or from someone with write access continues the same conversation (no need to mention me).',
+    'Reply in this issue: an answer from its author or from someone allowed to start me continues the same conversation (no need to mention me).',
   ].join('\n');
   await ctx.gh.rest.issues.createComment({
     ...where,
