@@ -207,11 +207,17 @@ export async function runBestOf(
       const r = results[i];
       return r !== undefined && r.ok
         ? { ...s, store: r.value.store, outcome: r.value.outcome }
-        : { ...s, store: openStore(s.ctx.paths.trajectory) };
+        : // It threw, maybe only after it ended (closing its sandbox): its log says how far it got.
+          reopened(s);
     }),
     errors,
     results.map((r) => (r.ok ? null : r.error)),
   );
+}
+
+function reopened(slot: AttemptSlot): AttemptSlot {
+  const store = openStore(slot.ctx.paths.trajectory);
+  return { ...slot, store, outcome: store === null ? null : reduceState(store.events).outcome };
 }
 
 /** The branch tip every new attempt starts from, read once from the first attempt's pristine clone. */

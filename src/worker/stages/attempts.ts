@@ -1,7 +1,8 @@
 import type { Outcome } from '../../agent/run-agent.js';
 import { compareRuns } from '../../agent/testing/verdict.js';
 import { reduceState } from '../../events/reduce-state.js';
-import type { AgentEvent, BaseState, OutcomeKind } from '../../events/schema.js';
+import type { AgentEvent, BaseState } from '../../events/schema.js';
+import type { AttemptTableRow } from '../../publish/pr-body.js';
 
 /**
  * The run id (and conversation id) of attempt `k` of a job: the job's own id for the first, so a
@@ -12,22 +13,11 @@ export function attemptRunId(jobId: string, k: number): string {
   return k === 1 ? jobId : `${jobId}-a${k}`;
 }
 
-/** What one attempt came to, in the terms the harness ranks by (and the PR's table shows). */
-export interface AttemptStanding {
-  readonly number: number;
-  readonly runId: string;
-  /** The attempt's outcome, or `crashed` when it threw before it had one (its sandbox died at start). */
-  readonly outcome: OutcomeKind | 'crashed';
-  readonly reason: string;
-  /** Tests failing (or absent) at the baseline that pass after the change. */
-  readonly newlyPassing: number;
-  /** Tests failing after the change (null: the final run named none). */
-  readonly failing: number | null;
-  /** Added plus removed lines of the change (null: no change, or too large to keep as a diff). */
-  readonly changedLines: number | null;
-  readonly filesChanged: number;
-  readonly usd: number;
-}
+/**
+ * What one attempt came to, in the terms the harness ranks by: the PR table's row (pr-body.ts) without
+ * the winner mark and the link, with the attempt's run id.
+ */
+export type AttemptStanding = Omit<AttemptTableRow, 'winner' | 'link'> & { readonly runId: string };
 
 /** A finished attempt's standing from its trajectory. */
 export function standingOf(
