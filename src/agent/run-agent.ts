@@ -209,10 +209,10 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       throwIfCancelled(deps.signal);
       let state = reduceState(store.events);
 
+      // After a question in this turn nothing more runs: the run waits for the answer unchanged.
+      let waiting = state.question !== null;
       // Finish tool calls of a turn that a crash interrupted, then continue as usual.
       for (const use of state.pendingToolUses) {
-        // After a question in this turn nothing more runs: the run waits for the answer unchanged.
-        const waiting = reduceState(store.events).question !== null;
         throwIfCancelled(deps.signal);
         await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
         const result = waiting
@@ -255,6 +255,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           ...(result.finishSummary === undefined ? {} : { finishSummary: result.finishSummary }),
           ...(result.question === undefined ? {} : { question: result.question }),
         });
+        if (result.question !== undefined && !result.isError) waiting = true;
         await addGuidance(use.input);
         const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
         if (result.mutates && !readOnly) await checkpoint();

@@ -98,3 +98,20 @@ test('an answer (round_started) reopens the run: the model gets it after its que
     await h.close();
   }
 });
+
+test('after a question, the rest of its turn does not run: the run waits unchanged', async () => {
+  const h = await startHarness({
+    triage: true,
+    policy: () =>
+      reply().tool('ask_for_clarification', ASK).tool('bash', { command: "printf 'x\\n' >> src/calc.js" }),
+  });
+  try {
+    assert.equal((await h.run()).outcome, 'needs_info');
+    const edit = h.store.events.find((e) => e.kind === 'observation' && e.tool === 'bash');
+    assert.ok(edit?.kind === 'observation' && edit.isError);
+    assert.match(edit.content, /waits for the answer/);
+    assert.ok(!h.store.events.some((e) => e.kind === 'checkpoint'), 'nothing was changed');
+  } finally {
+    await h.close();
+  }
+});
