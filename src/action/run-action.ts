@@ -30,7 +30,11 @@ import {
   reviewContext,
   STOP,
   targetOf,
+  type Target,
 } from '../app/trigger-rules.js';
+import { decideCiRound } from '../app/ci-round.js';
+import type { FixJob } from '../queue/payloads.js';
+import { commentCiLedger } from './ci-ledger.js';
 import { parseTrigger, type Trigger } from '../app/triggers.js';
 import { FixRunError, runFix, type FixJobResult } from '../worker/fix-run.js';
 import { ActionInputError, readInputs, readRunner, type ActionInputs, type RunnerContext } from './inputs.js';
@@ -133,9 +137,46 @@ async function handle(
     trustedHosts: [...githubHosts(runner.apiUrl), ...hostsIn(runsUrl)],
   };
   const config = await repoConfig(gh, where, inputs);
+  const bot = await botUser(gh, inputs.appSlug === null ? ACTIONS_BOT : `${inputs.appSlug}[bot]`);
+  if (trigger.kind === 'ci_failure') {
+    // A workflow failed on a pull request's head: a round only on the agent's own open PR (whoever
+    // pushed the head, usually the agent itself, is not asked for a role), decided in ci-round.ts.
+    const decided = await decideCiRound(
+      trigger,
+      config,
+      gh,
+      (pr) => commentCiLedger(gh, where, pr, bot, { id: runner.runId, url: runsUrl }, audience),
+      bot.id,
+      logger,
+    );
+    if (decided.kind === 'none') {
+      if (decided.comment !== null) {
+        await gh.rest.issues.createComment({
+          ...where,
+          issue_number: trigger.issue.number,
+          body: publishable(decided.comment, audience),
+        });
+      }
+      return skip(io, write, `no CI round: ${decided.reason}`);
+    }
+    const target = { kind: 'pull', number: trigger.issue.number } as const;
+    const job = { ...buildFixJob(trigger, target, config, '', []), ci: decided.ci };
+    return await runJob(job, target, {
+      trigger,
+      inputs,
+      runner,
+      env,
+      io,
+      gh,
+      bot,
+      logger,
+      redactor,
+      runsUrl,
+      signal,
+    });
+  }
   const ours = matches(trigger, config);
   if (ours === null) return skip(io, write, `not our label (${config.label}) or handle (${config.handle})`);
-  const bot = await botUser(gh, inputs.appSlug === null ? ACTIONS_BOT : `${inputs.appSlug}[bot]`);
   const who = await mayTrigger(trigger, config, gh, () => Promise.resolve(bot.id));
   if (who.allowed === 'self') return skip(io, write, 'the event was caused by this action itself');
   if (!who.allowed) {
@@ -175,8 +216,40 @@ async function handle(
     reviewComments = await reviewContext(gh, where, target.number, trigger);
   }
 
+  const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
+  return await runJob(job, target, {
+    trigger,
+    inputs,
+    runner,
+    env,
+    io,
+    gh,
+    bot,
+    logger,
+    redactor,
+    runsUrl,
+    signal,
+  });
+}
+
+interface JobContext {
+  readonly trigger: Trigger;
+  readonly inputs: ActionInputs;
+  readonly runner: RunnerContext;
+  readonly env: NodeJS.ProcessEnv;
+  readonly io: RunnerIo;
+  readonly gh: GitHubClient;
+  readonly bot: Awaited<ReturnType<typeof botUser>>;
+  readonly logger: Logger;
+  readonly redactor: Redactor;
+  readonly runsUrl: string;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** One fix job on the runner: the fix core in the sandbox, then the outputs, summary and trajectory. */
+async function runJob(built: FixJob, target: Target, c: JobContext): Promise<ActionResult> {
+  const { trigger, inputs, runner, env, io, gh, bot, logger, redactor, runsUrl, signal } = c;
   const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
-  const built = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
   // One attempt: the Action reports (outputs, summary, artifact) one trajectory, and its runner
   // hides only that attempt's folders from the sandbox. Best-of-N is the App's.
   const job = { ...built, config: { ...built.config, attempts: 1 } };

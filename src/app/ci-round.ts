@@ -5,12 +5,9 @@ import { codeSpan } from '../publish/markdown.js';
 import type { RepoConfig } from '../config/repo-config.js';
 import type { FixJob } from '../queue/payloads.js';
 import { firstTime } from '../queue/issue-lock.js';
-import { issueKey } from '../queue/ids.js';
-import { pullOwnership } from './trigger-rules.js';
+import { pullOwnership, type RestClient } from './trigger-rules.js';
 import type { Trigger } from './triggers.js';
-import type { ProbotOctokit } from 'probot';
 
-type Octokit = InstanceType<typeof ProbotOctokit>;
 type Where = { readonly owner: string; readonly repo: string };
 
 /** Failing checks a round is told about at most, and the log tail each carries. */
@@ -25,7 +22,76 @@ export type CiDecision =
   | { readonly kind: 'none'; readonly reason: string; readonly comment: string | null };
 
 /**
- * A check failed on a pull request's head: does the App start a round to fix it? Only on its own
+ * Where the decisions about one pull request's rounds are remembered: Redis for the App (see
+ * redisCiLedger), the pull request's own comments for the Action, which keeps nothing between
+ * workflow runs (src/action/ci-ledger.ts).
+ */
+export interface CiLedger {
+  /** False when another delivery already decided this head (one round per head). */
+  claimHead(headSha: string): Promise<boolean>;
+  /**
+   * Whether this kind of "no round" is still unsaid on the pull request; `marker` (a hidden marker
+   * line, may be empty) opens the comment that says it.
+   */
+  unsaid(kind: string): Promise<{ readonly say: boolean; readonly marker: string }>;
+  /**
+   * The round for this head: the number this delivery already holds (a retry), else the next one,
+   * else `used` when `max` rounds were started on the pull request. `taken`: another delivery won
+   * the head meanwhile. `failing` names the checks, for a ledger that says the round starts.
+   */
+  round(
+    headSha: string,
+    max: number,
+    failing: readonly string[],
+  ): Promise<
+    | { readonly kind: 'round'; readonly round: number }
+    | { readonly kind: 'used' }
+    | { readonly kind: 'taken' }
+  >;
+}
+
+/** The App's ledger: per-head claims by delivery id, and round counts, in Redis. */
+export function redisCiLedger(redis: Redis, prefix: string, target: string, deliveryId: string): CiLedger {
+  const headKey = (sha: string) => `${prefix}:ci-head:${target}:${sha}`;
+  const ttl = 30 * 24 * 3600;
+  return {
+    // The first failing check's delivery speaks for every check of that commit (the same delivery
+    // again, an intake retry, goes on with the same decision).
+    async claimHead(sha) {
+      const claimed = await redis.set(headKey(sha), deliveryId, 'EX', ttl, 'NX');
+      return claimed === 'OK' || (await redis.get(headKey(sha))) === deliveryId;
+    },
+    async unsaid(kind) {
+      return { say: await firstTime(redis, `${prefix}:ci-said:${target}:${kind}`, ttl), marker: '' };
+    },
+    // The round's number is kept per head, so an intake retry of this delivery reuses it.
+    async round(sha, max) {
+      const roundsKey = `${prefix}:ci-rounds:${target}`;
+      const roundKey = `${headKey(sha)}:round`;
+      const decided = await redis.get(roundKey);
+      if (decided !== null) return { kind: 'round', round: Number(decided) };
+      const used = Number((await redis.get(roundsKey)) ?? '0');
+      if (used >= max) return { kind: 'used' };
+      const round = await redis.incr(roundsKey);
+      await redis.expire(roundsKey, 90 * 24 * 3600);
+      await redis.set(roundKey, String(round), 'EX', ttl);
+      return { kind: 'round', round };
+    },
+  };
+}
+
+/** The failed run a `ci_failure` is about: a check run (App) or a workflow run (Action). */
+function failedRun(
+  trigger: Trigger,
+): { readonly headSha: string; readonly firstCheck: number | null } | null {
+  if (trigger.checkRun !== undefined)
+    return { headSha: trigger.checkRun.headSha, firstCheck: trigger.checkRun.id };
+  if (trigger.workflowRun !== undefined) return { headSha: trigger.workflowRun.headSha, firstCheck: null };
+  return null;
+}
+
+/**
+ * A check failed on a pull request's head: does the agent start a round to fix it? Only on its own
  * open PR (others are ignored without a word), only for the PR's current head, once per head (the
  * first failing check's delivery collects every check that failed there by then), never past
  * `ciFixRounds`, and not for a check that also fails on the base branch's latest commit (that one is
@@ -35,32 +101,28 @@ export type CiDecision =
 export async function decideCiRound(
   trigger: Trigger,
   config: RepoConfig,
-  octokit: Octokit,
-  redis: Redis,
-  prefix: string,
+  octokit: RestClient,
+  ledger: (pr: number) => CiLedger,
   botId: number,
   log: Logger,
 ): Promise<CiDecision> {
-  const run = trigger.checkRun;
-  if (run === undefined) return { kind: 'none', reason: 'no check run', comment: null };
+  const run = failedRun(trigger);
+  if (run === null) return { kind: 'none', reason: 'no failed run', comment: null };
   const where: Where = { owner: trigger.repo.owner, repo: trigger.repo.name };
   const { data: pr } = await octokit.rest.pulls.get({ ...where, pull_number: trigger.issue.number });
   if (!pullOwnership(pr, botId).ours)
-    return { kind: 'none', reason: 'not one of the App PRs', comment: null };
+    return { kind: 'none', reason: 'not one of the agent’s PRs', comment: null };
   if (pr.state !== 'open') return { kind: 'none', reason: 'the pull request is closed', comment: null };
   if (pr.head.sha !== run.headSha)
     return { kind: 'none', reason: 'a check of an earlier head of the pull request', comment: null };
-  const target = issueKey(trigger.repo.id, pr.number);
   if (config.ciFixRounds === 0) return { kind: 'none', reason: 'ciFixRounds is 0', comment: null };
-  // One round per head: the first failing check's delivery speaks for every check of that commit
-  // (the same delivery again, an intake retry, goes on with the same decision).
-  const headKey = `${prefix}:ci-head:${target}:${run.headSha}`;
-  const claimed = await redis.set(headKey, trigger.deliveryId, 'EX', 30 * 24 * 3600, 'NX');
-  if (claimed !== 'OK' && (await redis.get(headKey)) !== trigger.deliveryId) {
+  const book = ledger(pr.number);
+  if (!(await book.claimHead(run.headSha)))
     return { kind: 'none', reason: 'a round for this head was already decided', comment: null };
-  }
 
-  const failing = await failingChecks(octokit, where, run.headSha, run.id);
+  const failing = await failingChecks(octokit, where, run.headSha, run.firstCheck);
+  if (failing.length === 0)
+    return { kind: 'none', reason: 'no failing check on the head (re-run since?)', comment: null };
   const preExisting: string[] = [];
   const toFix: typeof failing = [];
   for (const check of failing) {
@@ -69,38 +131,36 @@ export async function decideCiRound(
   }
   const said = (names: readonly string[]): string => names.map((n) => codeSpan(n)).join(', ');
   // Each kind of "no round" is said once per pull request, not again on every new head.
-  const once = async (kind: string): Promise<boolean> =>
-    firstTime(redis, `${prefix}:ci-said:${target}:${kind}`, 30 * 24 * 3600);
+  const once = async (kind: string, text: string): Promise<string | null> => {
+    const { say, marker } = await book.unsaid(kind);
+    return say ? (marker === '' ? text : `${marker}\n${text}`) : null;
+  };
   if (toFix.length === 0) {
-    const say = await once(`pre-existing:${preExisting.join(',')}`);
     return {
       kind: 'none',
       reason: 'every failing check also fails on the base branch',
-      comment: !say
-        ? null
-        : `CI fails on this pull request in ${said(preExisting)}, but ${preExisting.length === 1 ? 'that check fails' : 'those checks fail'} on \`${pr.base.ref}\` too: the failure is pre-existing, not caused by this change, so I am not trying to fix it here.`,
+      comment: await once(
+        `pre-existing:${preExisting.join(',')}`,
+        `CI fails on this pull request in ${said(preExisting)}, but ${preExisting.length === 1 ? 'that check fails' : 'those checks fail'} on \`${pr.base.ref}\` too: the failure is pre-existing, not caused by this change, so I am not trying to fix it here.`,
+      ),
     };
   }
-  // The round's number is kept per head, so an intake retry of this delivery reuses it.
-  const roundsKey = `${prefix}:ci-rounds:${target}`;
-  const roundKey = `${headKey}:round`;
-  const decided = await redis.get(roundKey);
-  const used = Number((await redis.get(roundsKey)) ?? '0');
-  if (decided === null && used >= config.ciFixRounds) {
-    const say = await once('rounds-used');
+  const claimed = await book.round(
+    run.headSha,
+    config.ciFixRounds,
+    toFix.map((c) => c.name),
+  );
+  if (claimed.kind === 'taken')
+    return { kind: 'none', reason: 'another run took the round for this head', comment: null };
+  if (claimed.kind === 'used') {
     return {
       kind: 'none',
       reason: `ciFixRounds (${config.ciFixRounds}) used`,
-      comment: !say
-        ? null
-        : `CI still fails (${said(toFix.map((c) => c.name))}) after ${config.ciFixRounds} automatic round${config.ciFixRounds === 1 ? '' : 's'} of fixes, the most this repository allows (\`ciFixRounds\`). I am not trying again on my own; \`@agent\` with what to change starts another round.`,
+      comment: await once(
+        'rounds-used',
+        `CI still fails (${said(toFix.map((c) => c.name))}) after ${config.ciFixRounds} automatic round${config.ciFixRounds === 1 ? '' : 's'} of fixes, the most this repository allows (\`ciFixRounds\`). I am not trying again on my own; \`${config.handle}\` with what to change starts another round.`,
+      ),
     };
-  }
-  let round = Number(decided);
-  if (decided === null) {
-    round = await redis.incr(roundsKey);
-    await redis.expire(roundsKey, 90 * 24 * 3600);
-    await redis.set(roundKey, String(round), 'EX', 30 * 24 * 3600);
   }
   const checks = [];
   for (const check of toFix.slice(0, MAX_CHECKS)) {
@@ -117,7 +177,10 @@ export async function decideCiRound(
   }
   if (preExisting.length > 0)
     log.info({ checks: preExisting }, 'failing on the base branch too: not part of the round');
-  return { kind: 'round', ci: { round, of: config.ciFixRounds, headSha: run.headSha, checks } };
+  return {
+    kind: 'round',
+    ci: { round: claimed.round, of: config.ciFixRounds, headSha: run.headSha, checks },
+  };
 }
 
 interface FailingCheck {
@@ -133,10 +196,10 @@ interface FailingCheck {
 
 /** The checks that failed on `sha` (the latest run of each name), the delivered one first. */
 async function failingChecks(
-  octokit: Octokit,
+  octokit: RestClient,
   where: Where,
   sha: string,
-  first: number,
+  first: number | null,
 ): Promise<FailingCheck[]> {
   const { data } = await octokit.rest.checks.listForRef({
     ...where,
@@ -159,7 +222,7 @@ async function failingChecks(
 }
 
 /** Whether the check `name` failed in its latest run on the tip of `branch`. */
-async function failsOn(octokit: Octokit, where: Where, branch: string, name: string): Promise<boolean> {
+async function failsOn(octokit: RestClient, where: Where, branch: string, name: string): Promise<boolean> {
   const { data } = await octokit.rest.checks.listForRef({
     ...where,
     ref: branch,
@@ -171,7 +234,7 @@ async function failsOn(octokit: Octokit, where: Where, branch: string, name: str
   return latest !== undefined && (latest.conclusion === 'failure' || latest.conclusion === 'timed_out');
 }
 
-async function annotations(octokit: Octokit, where: Where, id: number): Promise<string[]> {
+async function annotations(octokit: RestClient, where: Where, id: number): Promise<string[]> {
   const { data } = await octokit.rest.checks.listAnnotations({ ...where, check_run_id: id, per_page: 50 });
   return data.map((a) =>
     bound(
@@ -184,7 +247,7 @@ async function annotations(octokit: Octokit, where: Where, id: number): Promise<
 }
 
 /** The last lines of an Actions job's log (the API redirects to the log, which fetch follows). */
-async function logTail(octokit: Octokit, where: Where, jobId: number, log: Logger): Promise<string> {
+async function logTail(octokit: RestClient, where: Where, jobId: number, log: Logger): Promise<string> {
   try {
     const { data } = await octokit.rest.actions.downloadJobLogsForWorkflowRun({ ...where, job_id: jobId });
     const text =

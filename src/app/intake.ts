@@ -39,7 +39,7 @@ import {
 } from './trigger-rules.js';
 import { capIssueBody, type Trigger } from './triggers.js';
 import { claimAnswer, clearQuestion, pendingQuestion } from './question.js';
-import { decideCiRound } from './ci-round.js';
+import { decideCiRound, redisCiLedger } from './ci-round.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
 import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from './approval.js';
@@ -155,8 +155,7 @@ export async function processTrigger(
       trigger,
       config,
       octokit,
-      deps.redis,
-      prefix,
+      (pr) => redisCiLedger(deps.redis, prefix, issueKey(trigger.repo.id, pr), trigger.deliveryId),
       await deps.botUserId(),
       log,
     );

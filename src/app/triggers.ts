@@ -29,7 +29,8 @@ export const triggerSchema = z.object({
    * or PR) that may name the handle. review_comment: a comment on a line of a PR's diff. review: a
    * submitted PR review whose body may name the handle. manual: a request made through the run
    * server's API (never parsed from a webhook). ci_failure: a check run on a pull request's head
-   * completed as failed (`check_run`); only the App's own pull requests act on it.
+   * completed as failed (`check_run`), or a workflow run did (`workflow_run`, what the Action
+   * reacts to); only the agent's own pull requests act on it.
    */
   kind: z.enum(['label', 'unlabel', 'mention', 'review_comment', 'review', 'manual', 'ci_failure']),
   deliveryId: z.string().min(1),
@@ -83,6 +84,16 @@ export const triggerSchema = z.object({
       appSlug: z.string().nullable(),
     })
     .optional(),
+  /** The failed workflow run of a `ci_failure` under the Action (`workflow_run`). */
+  workflowRun: z
+    .object({
+      id: z.number().int().positive(),
+      name: z.string(),
+      headSha: z.string(),
+      conclusion: z.string(),
+      runAttempt: z.number().int().positive(),
+    })
+    .optional(),
   receivedAt: z.string(),
 });
 export type Trigger = z.infer<typeof triggerSchema>;
@@ -114,6 +125,23 @@ const checkRunPayload = z.object({
     app: z.object({ id: z.number(), slug: z.string().optional() }).nullable().optional(),
     pull_requests: z.array(z.object({ number: z.number().int().positive() })),
     check_suite: z.object({ head_branch: z.string().nullable() }).optional(),
+  }),
+  repository,
+  sender: user,
+  installation,
+});
+
+const workflowRunPayload = z.object({
+  action: z.literal('completed'),
+  workflow_run: z.object({
+    id: z.number().int().positive(),
+    name: z.string().nullable().optional(),
+    head_sha: z.string(),
+    head_branch: z.string().nullable(),
+    conclusion: z.string().nullable(),
+    run_attempt: z.number().int().positive().optional(),
+    pull_requests: z.array(z.object({ number: z.number().int().positive() })),
+    head_repository: z.object({ id: z.number().int().positive() }).nullable().optional(),
   }),
   repository,
   sender: user,
@@ -317,6 +345,36 @@ function parseAny(
           headSha: run.head_sha,
           conclusion: run.conclusion,
           appSlug: run.app?.slug ?? null,
+        },
+      },
+    };
+  }
+  if (event === 'workflow_run') {
+    const p = workflowRunPayload.safeParse(payload);
+    if (!p.success) return { ok: false, reason: describe(event, payload, p.error) };
+    const run = p.data.workflow_run;
+    if (run.conclusion === null || !FAILED_CONCLUSIONS.has(run.conclusion))
+      return { ok: false, reason: `a workflow run that did not fail (${run.conclusion ?? 'no conclusion'})` };
+    // GitHub lists only pull requests of this repository (none for a fork's), and only the agent's
+    // own branches get rounds: anything else is dropped before it costs a request.
+    if (run.head_repository != null && run.head_repository.id !== p.data.repository.id)
+      return { ok: false, reason: 'a failed workflow run of another repository’s branch' };
+    const pr = run.pull_requests[0];
+    if (pr === undefined) return { ok: false, reason: 'a failed workflow run on no pull request' };
+    if (run.head_branch === null || !run.head_branch.startsWith('issue-agent/issue-'))
+      return { ok: false, reason: 'a failed workflow run on a branch that is not the agent’s' };
+    return {
+      ok: true,
+      trigger: {
+        ...common(p.data),
+        kind: 'ci_failure',
+        issue: { number: pr.number, title: `#${pr.number}`, state: 'open', isPullRequest: true },
+        workflowRun: {
+          id: run.id,
+          name: run.name ?? 'workflow',
+          headSha: run.head_sha,
+          conclusion: run.conclusion,
+          runAttempt: run.run_attempt ?? 1,
         },
       },
     };

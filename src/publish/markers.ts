@@ -54,3 +54,27 @@ export function findTrajectoryMarker(body: string): { conversationId: string; pa
   const conversationId = decode(m[1]);
   return conversationId === null ? null : { conversationId, part: Number(m[2]) };
 }
+
+/** The Action's claim of a CI round on one head of its pull request (src/action/ci-ledger.ts). */
+export function ciRoundMarker(headSha: string, round: number, runId: string): string {
+  return `<!-- issue-agent:ciround head=${encodeURIComponent(headSha)} round=${round} run=${encodeURIComponent(runId)} -->`;
+}
+
+export function findCiRoundMarker(body: string): { headSha: string; round: number; runId: string } | null {
+  const m = /^<!-- issue-agent:ciround head=([0-9a-f]{7,64}) round=([1-9]\d{0,3}) run=(\S+) -->$/.exec(
+    firstLine(body),
+  );
+  if (m?.[1] === undefined || m[2] === undefined || m[3] === undefined) return null;
+  const runId = decode(m[3]);
+  return runId === null ? null : { headSha: m[1], round: Number(m[2]), runId };
+}
+
+/** A kind of "no CI round" the Action said once on a pull request (an opaque id of the kind). */
+export function ciSaidMarker(kindId: string): string {
+  return `<!-- issue-agent:cisaid kind=${encodeURIComponent(kindId)} -->`;
+}
+
+export function findCiSaidMarker(body: string): string | null {
+  const m = /^<!-- issue-agent:cisaid kind=(\S+) -->$/.exec(firstLine(body));
+  return m?.[1] === undefined ? null : decode(m[1]);
+}

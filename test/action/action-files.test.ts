@@ -11,13 +11,14 @@ interface ActionSpec {
   runs: { using: string; main: string };
 }
 interface Workflow {
-  on: Record<string, { types: string[] }>;
+  on: Record<string, { types: string[]; workflows?: string[] }>;
   permissions: Record<string, string>;
   concurrency: { group: string; 'cancel-in-progress': boolean };
   jobs: Record<
     string,
     {
       'timeout-minutes'?: number;
+      if?: string;
       steps: { uses?: string; run?: string; with?: Record<string, unknown> }[];
     }
   >;
@@ -61,5 +62,40 @@ describe('action.yml, its docs and the example workflow', () => {
         assert.ok(!step.uses?.startsWith('actions/checkout'), 'no checkout of untrusted code');
       }
     }
+  });
+
+  it('the red-CI example: workflow_run on failure of the agent’s branches, read-only checks and actions, an App token', () => {
+    const ci = read('docs/examples/issue-agent-ci-workflow.yml') as Workflow;
+    assert.deepEqual(ci.permissions, {
+      contents: 'write',
+      issues: 'write',
+      'pull-requests': 'write',
+      checks: 'read',
+      actions: 'read',
+    });
+    assert.deepEqual(ci.on.workflow_run?.types, ['completed']);
+    assert.ok((ci.on.workflow_run.workflows ?? []).length > 0, 'names the CI workflows');
+    assert.match(ci.concurrency.group, /github\.event\.workflow_run\.pull_requests\[0\]\.number/);
+    assert.equal(ci.concurrency['cancel-in-progress'], false);
+    for (const job of Object.values(ci.jobs)) {
+      assert.match(job.if ?? '', /workflow_run\.conclusion == 'failure'/);
+      assert.match(
+        job.if ?? '',
+        /startsWith\(github\.event\.workflow_run\.head_branch, 'issue-agent\/issue-'\)/,
+      );
+      const agent = job.steps.find((s) => s.uses?.includes('issue-agent/issue-agent'));
+      assert.ok(agent !== undefined);
+      for (const key of Object.keys(agent.with ?? {})) assert.ok(key in spec.inputs, `input ${key} exists`);
+      assert.match(
+        JSON.stringify(agent.with?.['github-token']),
+        /steps\.token\.outputs\.token/,
+        'the App token',
+      );
+      for (const step of job.steps) {
+        assert.equal(step.run, undefined);
+        assert.ok(!step.uses?.startsWith('actions/checkout'), 'no checkout of untrusted code');
+      }
+    }
+    assert.ok(docs.includes('examples/issue-agent-ci-workflow.yml'), 'the docs link it');
   });
 });

@@ -155,3 +155,51 @@ test('the config cache serves a repo’s settings within its TTL and never when 
   off.set(1, config, 0);
   assert.equal(off.get(1, 0), undefined);
 });
+
+test('workflow_run: a failed run on the agent’s branch of this repository becomes a ci_failure; the rest is ignored with a reason', () => {
+  const run = (over: Record<string, unknown>) => ({
+    action: 'completed',
+    workflow_run: {
+      id: 42,
+      name: 'CI',
+      head_sha: 'a'.repeat(40),
+      head_branch: 'issue-agent/issue-3',
+      conclusion: 'failure',
+      run_attempt: 2,
+      pull_requests: [{ number: 9 }],
+      head_repository: { id: 7 },
+      ...over,
+    },
+    repository,
+    sender,
+  });
+  const parse = (over: Record<string, unknown>) =>
+    parseTrigger('workflow_run', 'd9', run(over), 99, new Date(), { requireInstallation: false });
+  const ok = parse({});
+  assert.ok(ok.ok);
+  assert.equal(ok.trigger.kind, 'ci_failure');
+  assert.equal(ok.trigger.issue.number, 9);
+  assert.equal(ok.trigger.issue.isPullRequest, true);
+  assert.deepEqual(ok.trigger.workflowRun, {
+    id: 42,
+    name: 'CI',
+    headSha: 'a'.repeat(40),
+    conclusion: 'failure',
+    runAttempt: 2,
+  });
+  assert.ok(parse({ conclusion: 'timed_out' }).ok);
+  const reasons = [
+    parse({ conclusion: 'success' }),
+    parse({ conclusion: 'cancelled' }),
+    parse({ pull_requests: [] }),
+    parse({ head_branch: 'feature/x' }),
+    parse({ head_repository: { id: 8 } }),
+  ].map((r) => (r.ok ? 'parsed' : r.reason));
+  assert.deepEqual(reasons, [
+    'a workflow run that did not fail (success)',
+    'a workflow run that did not fail (cancelled)',
+    'a failed workflow run on no pull request',
+    'a failed workflow run on a branch that is not the agent’s',
+    'a failed workflow run of another repository’s branch',
+  ]);
+});

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import { createHmac, randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -393,25 +392,37 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
   });
 
   it('GitHub failing longer than the client retries → the attempt fails, BullMQ retries it, one PR', async () => {
-    const n = issueWith('Average rounds wrong [transient]');
-    // The fault is matched by path: an earlier test's job still finishing (its last comment edits
-    // and lookups) would consume it. Wait until GitHub has heard nothing for a while.
-    for (let seen = -1; seen !== sim.requests.length;) {
-      seen = sim.requests.length;
-      await delay(1500);
+    // A repository of its own: the fault is matched by path, so no other test's job (an earlier
+    // one still making its last edits and lookups) can consume it before this job's first call.
+    const repo = 'calc-transient';
+    const copy = makeFixtureRepo('node-calc');
+    try {
+      await sim.createRepo({ owner: OWNER, name: repo, sourceDir: copy.dir });
+    } finally {
+      copy.cleanup();
     }
+    sim.setPermission(OWNER, repo, MAINTAINER, 'write');
+    const n = sim.createIssue(OWNER, repo, {
+      title: 'Average rounds wrong [transient]',
+      body: 'average() truncates instead of rounding: average([1, 2, 2]) should be 1.67.',
+      author: MAINTAINER,
+    }).number;
     // The worker's first call for the job; the client makes 4 tries per attempt.
     sim.injectFault({
       method: 'GET',
-      path: `/repos/${OWNER}/${REPO}`,
+      path: `/repos/${OWNER}/${repo}`,
       kind: 'status',
       status: 503,
       times: 5,
     });
-    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
-    await waitForPr(n);
-    assert.equal(prFor(n).length, 1);
-    const history = progressOf(n)[0]?.edits.join('\n') ?? '';
+    await sim.label(OWNER, repo, n, 'agent', MAINTAINER);
+    const prs = () => sim.pulls(OWNER, repo).filter((p) => p.head.ref === `issue-agent/issue-${n}`);
+    await sim.waitFor(() => prs().length > 0, 120_000, `a PR for ${repo}#${n}\n${pipeline.logs()}`);
+    assert.equal(prs().length, 1);
+    const progress = sim
+      .comments(OWNER, repo, n)
+      .filter((c) => c.user === sim.app.botLogin && c.body.includes('issue-agent:progress'));
+    const history = progress[0]?.edits.join('\n') ?? '';
     assert.match(history, /retry/i, 'the progress comment said it would retry');
   });
 

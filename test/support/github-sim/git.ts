@@ -270,6 +270,47 @@ export function firstChangedFileSync(bareDir: string, base: string, head: string
   }
 }
 
+/** A commit as a workflow run's `head_commit` shows it. */
+export interface CommitInfo {
+  readonly sha: string;
+  readonly treeId: string;
+  readonly message: string;
+  /** The committer date, in GitHub's timestamp format. */
+  readonly timestamp: string;
+  readonly author: { readonly name: string; readonly email: string };
+  readonly committer: { readonly name: string; readonly email: string };
+}
+
+const COMMIT_FORMAT = '--format=%T%x00%an%x00%ae%x00%cn%x00%ce%x00%ct%x00%B';
+
+export async function readCommit(bareDir: string, sha: string): Promise<CommitInfo> {
+  return parseCommit(sha, await git(bareDir, ['show', '-s', COMMIT_FORMAT, sha, '--']));
+}
+
+export function readCommitSync(bareDir: string, sha: string): CommitInfo {
+  return parseCommit(sha, gitSync(bareDir, ['show', '-s', COMMIT_FORMAT, sha, '--']));
+}
+
+function parseCommit(sha: string, out: string): CommitInfo {
+  const [
+    treeId = '',
+    authorName = '',
+    authorEmail = '',
+    committerName = '',
+    committerEmail = '',
+    time = '0',
+    ...rest
+  ] = out.split('\0');
+  return {
+    sha,
+    treeId,
+    message: rest.join('\0').trim(),
+    timestamp: new Date(Number(time) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    author: { name: authorName, email: authorEmail },
+    committer: { name: committerName, email: committerEmail },
+  };
+}
+
 /** Every ref and the object it points at, read synchronously. */
 export function readRefsSync(bareDir: string): Map<string, string> {
   return parseRefs(gitSync(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']));

@@ -4,7 +4,13 @@
  * it reports (a `labeled` issue has the label, a `created` comment exists), so that what a receiver
  * reads back through the API matches what it was told.
  */
-import { diffStatsSync, firstChangedFileSync, readRefsSync, writePullRefSync } from './git.js';
+import {
+  diffStatsSync,
+  firstChangedFileSync,
+  readCommitSync,
+  readRefsSync,
+  writePullRefSync,
+} from './git.js';
 import type { Host } from './rest.js';
 import {
   isoNow,
@@ -97,6 +103,19 @@ export function buildPayload(host: Host, event: WebhookEvent, action: string, p:
       const pulls = openPullsAtSync(repo, run.suite.headSha);
       const suiteRuns = repo.checkRuns.filter((r) => r.suite === run.suite);
       payload.check_run = wire.checkRun(run, pulls, wire.checkSuite(repo, run.suite, suiteRuns, pulls));
+      break;
+    }
+    case 'workflow_run': {
+      const suite = world.workflowRun(repo, p.workflowRun ?? 0);
+      if (suite === undefined)
+        throw new Error(
+          `github-sim: workflow_run.${action} needs workflowRun, the id of a workflow run of ${p.owner}/${p.repo}`,
+        );
+      if (action === 'completed' && suite.completion === null) world.completeWorkflowRun(suite, sender);
+      const pulls = openPullsAtSync(repo, suite.headSha);
+      const head = readCommitSync(repo.bareDir, suite.headSha);
+      payload.workflow = wire.workflow(repo, suite.workflow);
+      payload.workflow_run = wire.workflowRun(repo, suite, world.checkRunsOf(suite), pulls, head);
       break;
     }
   }

@@ -5,12 +5,14 @@
  */
 import type { InstallationToken } from './auth.js';
 import { HttpError, notFound, validationFailed } from './errors.js';
-import { listTree, readBlob, resolveCommit, treeEntry, type TreeEntry } from './git.js';
+import { listTree, readBlob, readCommit, resolveCommit, treeEntry, type TreeEntry } from './git.js';
 import { mergePull, openPull } from './pulls.js';
 import type { Operation } from './spec.js';
 import {
   isoNow,
+  latestJobs,
   type CheckRunRecord,
+  type CheckSuiteRecord,
   type IssueRecord,
   type RepoRecord,
   type UserRecord,
@@ -561,6 +563,14 @@ function checkRunOf(ctx: HandlerContext, host: Host, param: 'check_run_id' | 'jo
   return run;
 }
 
+/** The workflow run named by `run_id` (a check suite's), in the repository. */
+function workflowRunOf(ctx: HandlerContext, host: Host): { repo: RepoRecord; suite: CheckSuiteRecord } {
+  const repo = repoOf(ctx, host);
+  const suite = host.world.workflowRun(repo, numberParam(ctx, 'run_id'));
+  if (suite === undefined) throw notFound();
+  return { repo, suite };
+}
+
 /** The open pull requests whose head is `sha`, with their shas read from their branches first. */
 export async function openPullsAt(repo: RepoRecord, sha: string, host: Host): Promise<IssueRecord[]> {
   const open = [...repo.issues.values()].filter((i) => i.pull !== null && i.state === 'open');
@@ -1051,6 +1061,38 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
     run(ctx, host) {
       const run = checkRunOf(ctx, host, 'job_id');
       return { status: 302, headers: { location: host.signedLogUrl(run.log) } };
+    },
+  },
+  'actions/get-workflow-run': {
+    auth: 'installation',
+    needs: ACTIONS_READ,
+    async run(ctx, host) {
+      const { repo, suite } = workflowRunOf(ctx, host);
+      const pulls = await openPullsAt(repo, suite.headSha, host);
+      const head = await readCommit(repo.bareDir, suite.headSha);
+      const runs = host.world.checkRunsOf(suite);
+      const exclude = ctx.query.exclude_pull_requests === 'true';
+      return ok(host.wire.workflowRun(repo, suite, runs, pulls, head, exclude));
+    },
+  },
+  // `filter=latest` (the default): the latest attempt of each job; `all`: every attempt. Oldest first.
+  'actions/list-jobs-for-workflow-run': {
+    auth: 'installation',
+    needs: ACTIONS_READ,
+    run(ctx, host) {
+      const { repo, suite } = workflowRunOf(ctx, host);
+      const filter = ctx.query.filter ?? 'latest';
+      if (filter !== 'latest' && filter !== 'all')
+        throw validationFailed([{ resource: 'WorkflowJob', field: 'filter', code: 'invalid' }]);
+      const runs = host.world.checkRunsOf(suite);
+      const jobs = filter === 'latest' ? latestJobs(runs) : runs;
+      const { page, headers } = paginate(
+        jobs,
+        ctx,
+        host,
+        `/repos/${repo.owner.login}/${repo.name}/actions/runs/${suite.workflowRunId}/jobs`,
+      );
+      return ok({ total_count: jobs.length, jobs: page.map((r) => host.wire.job(r, runs)) }, 200, headers);
     },
   },
   'pulls/list-reviews': {

@@ -76,6 +76,8 @@ import type {
   Webhook,
   WebhookEvent,
   WebhookParams,
+  WorkflowPermissions,
+  WorkflowRunCompletionSpec,
 } from './types.js';
 import { deliveryHeaders, newDeliveryId, post, signBody, type HookIdentity } from './webhooks.js';
 import { Wire, type AppInfo } from './wire.js';
@@ -317,24 +319,29 @@ class Simulator implements GitHubSim {
       permissions: new Map(),
       checkRuns: [],
       checkSuites: new Map(),
+      workflows: new Map(),
     };
     this.world.repos.set(`${owner.login}/${r.name}`.toLowerCase(), repo);
     return repoSnapshot(repo, this.url);
   }
 
-  actionsToken(owner: string, repo: string): string {
+  actionsToken(owner: string, repo: string, permissions: WorkflowPermissions = {}): string {
     const record = this.world.requireRepo(owner, repo);
     if (this.world.user(ACTIONS_BOT.login) === undefined)
       this.world.addUser(ACTIONS_BOT.login, 'Bot', ACTIONS_BOT.id);
     // A workflow's GITHUB_TOKEN: one repository, the permissions of a `permissions:` block that asks
-    // for contents, issues and pull-requests write, acting as github-actions[bot].
-    return this.tokens.issue(
-      INSTALLATION_ID,
-      new Set([record.id]),
-      { contents: 'write', issues: 'write', pull_requests: 'write', metadata: 'read' },
-      Date.now(),
-      ACTIONS_BOT.login,
-    ).token;
+    // for contents, issues and pull-requests write (and whatever else `permissions` lists; a block
+    // leaves every scope it does not list at none), acting as github-actions[bot].
+    const merged: Record<string, string> = {
+      contents: 'write',
+      issues: 'write',
+      pull_requests: 'write',
+      metadata: 'read',
+      ...permissions,
+    };
+    const granted = Object.fromEntries(Object.entries(merged).filter(([, level]) => level !== 'none'));
+    return this.tokens.issue(INSTALLATION_ID, new Set([record.id]), granted, Date.now(), ACTIONS_BOT.login)
+      .token;
   }
 
   setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void {
@@ -580,6 +587,54 @@ class Simulator implements GitHubSim {
       checkRun: run.id,
     });
     return this.deliver(hook);
+  }
+
+  completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec & { readonly deliver: false },
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: null }>;
+  completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec & { readonly deliver?: true },
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: DeliveryResult }>;
+  completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec,
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: DeliveryResult | null }>;
+  async completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec,
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: DeliveryResult | null }> {
+    const record = this.world.requireRepo(owner, repo);
+    const deliver = c.deliver ?? true;
+    if (deliver) this.requireTarget();
+    const suite = record.checkSuites.get(c.headSha);
+    if (suite === undefined)
+      throw new Error(
+        `github-sim: no GitHub Actions check runs on ${c.headSha} in ${owner}/${repo} (add its jobs with addCheckRun)`,
+      );
+    const pulls = await openPullsAt(record, suite.headSha, this.host);
+    const workflow =
+      c.name === undefined && c.path === undefined
+        ? undefined
+        : this.world.ensureWorkflow(record, c.name ?? suite.workflow.name, c.path);
+    const sender = this.world.ensureUser(c.sender ?? pulls[0]?.user.login ?? record.owner.login);
+    this.world.completeWorkflowRun(suite, sender, workflow);
+    const hook = this.buildWebhook('workflow_run', 'completed', {
+      owner: record.owner.login,
+      repo: record.name,
+      sender: sender.login,
+      workflowRun: suite.workflowRunId,
+    });
+    return {
+      event: 'workflow_run',
+      payload: hook.payload,
+      delivery: deliver ? await this.deliver(hook) : null,
+    };
   }
 
   checkRuns(owner: string, repo: string): SimCheckRun[] {

@@ -115,6 +115,14 @@ export class OpenApiSpec {
       code: { optimize: false },
     });
     addFormats(this.ajv);
+    // GitHub attributes a bot's commits to `<id>+<slug>[bot]@users.noreply.github.com` and puts that
+    // address in payloads whose schema says `format: email`, which the brackets fail: accept it.
+    const email = this.ajv.formats.email;
+    this.ajv.addFormat('email', (value: string) => {
+      if (/^\d+\+[A-Za-z0-9-]+\[bot\]@users\.noreply\.github\.com$/.test(value)) return true;
+      if (email instanceof RegExp) return email.test(value);
+      return typeof email === 'function' ? email(value) : true;
+    });
     // Formats GitHub's description uses beyond JSON Schema's; only repo.nwo has a checkable shape.
     this.ajv.addFormat('repo.nwo', /^[^/\s]+\/[^/\s]+$/);
     for (const name of ['int32', 'int64', 'double', 'timestamp', 'binary', 'uri-template']) {

@@ -4,7 +4,7 @@
  * suites and job logs. Plain records, mutated in place by the REST handlers and the test-facing
  * methods; wire.ts turns them into GitHub's JSON.
  */
-import type { CheckConclusion, CheckStatus, RepoPermission } from './types.js';
+import type { CheckConclusion, CheckStatus, RepoPermission, WorkflowRunConclusion } from './types.js';
 
 export interface UserRecord {
   readonly login: string;
@@ -104,6 +104,23 @@ export interface CheckAnnotationRecord {
   readonly rawDetails: string | null;
 }
 
+/** A workflow file of a repository, as the Actions API lists it. */
+export interface WorkflowRecord {
+  readonly id: number;
+  /** The `name:` of the file: what `on: workflow_run: { workflows: [...] }` matches. */
+  readonly name: string;
+  readonly path: string;
+  readonly createdAt: string;
+}
+
+/** How a workflow run's attempt ended. */
+export interface WorkflowRunCompletion {
+  readonly conclusion: WorkflowRunConclusion;
+  readonly completedAt: string;
+  /** Who triggered the run: its `actor`, and the sender of `workflow_run.completed`. */
+  readonly actor: UserRecord;
+}
+
 /**
  * The check suite of GitHub Actions on one commit; here also its one workflow run, whose jobs are
  * the suite's check runs.
@@ -117,6 +134,13 @@ export interface CheckSuiteRecord {
   readonly before: string | null;
   readonly createdAt: string;
   updatedAt: string;
+  /** The workflow the run is of: `CI` until its completion names another. */
+  workflow: WorkflowRecord;
+  /**
+   * Set when the run's current attempt completes; null while it runs. Adding a job to a completed
+   * run (a re-run) starts its next attempt, which clears it.
+   */
+  completion: WorkflowRunCompletion | null;
 }
 
 /** A check run made by GitHub Actions: a workflow job, whose job id is the check run id. */
@@ -153,6 +177,8 @@ export interface RepoRecord {
   readonly checkRuns: CheckRunRecord[];
   /** GitHub Actions' check suite per head sha. */
   readonly checkSuites: Map<string, CheckSuiteRecord>;
+  /** Workflows by name, added as runs name them. */
+  readonly workflows: Map<string, WorkflowRecord>;
 }
 
 /** Ids in separate ranges per kind, deterministic per simulator, so fixtures can mention them. */
@@ -175,7 +201,8 @@ export class World {
       | 'review'
       | 'checkRun'
       | 'checkSuite'
-      | 'workflowRun',
+      | 'workflowRun'
+      | 'workflow',
   ): number {
     const start = {
       user: 5_001,
@@ -189,6 +216,7 @@ export class World {
       checkRun: 20_000_000_001,
       checkSuite: 18_000_000_001,
       workflowRun: 9_000_000_001,
+      workflow: 60_000_001,
     }[kind];
     const value = this.sequences.get(kind) ?? start;
     this.sequences.set(kind, value + 1);
@@ -364,15 +392,78 @@ export class World {
       before,
       createdAt: now,
       updatedAt: now,
+      workflow: this.ensureWorkflow(repo, 'CI'),
+      completion: null,
     };
     repo.checkSuites.set(headSha, suite);
     return suite;
+  }
+
+  /**
+   * The repository's workflow with that name, added when new (its file at `path`, by default
+   * `.github/workflows/<name in kebab case>.yml`). Throws when `path` names another file than it has.
+   */
+  ensureWorkflow(repo: RepoRecord, name: string, path?: string): WorkflowRecord {
+    const existing = repo.workflows.get(name);
+    if (existing !== undefined) {
+      if (path !== undefined && path !== existing.path)
+        throw new Error(`github-sim: workflow ${name} of ${repo.name} is ${existing.path}, not ${path}`);
+      return existing;
+    }
+    const file =
+      name
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, '-')
+        .replace(/^-+|-+$/g, '') || 'workflow';
+    const workflow: WorkflowRecord = {
+      id: this.nextId('workflow'),
+      name,
+      path: path ?? `.github/workflows/${file}.yml`,
+      createdAt: isoNow(),
+    };
+    repo.workflows.set(name, workflow);
+    return workflow;
+  }
+
+  /** The check suite whose workflow run has this id. */
+  workflowRun(repo: RepoRecord, id: number): CheckSuiteRecord | undefined {
+    for (const suite of repo.checkSuites.values()) if (suite.workflowRunId === id) return suite;
+    return undefined;
   }
 
   addCheckRun(run: CheckRunRecord): void {
     run.repo.checkRuns.push(run);
     this.checkRuns.set(run.id, run);
     run.suite.updatedAt = run.completedAt ?? run.startedAt;
+    // A job added to a completed run is a re-run: the run's next attempt is under way.
+    run.suite.completion = null;
+  }
+
+  /**
+   * Completes the current attempt of a suite's workflow run (as `actor`, of `workflow` when given),
+   * its conclusion rolled up from the latest attempt of each job. Throws for a run without jobs, with
+   * a job not completed, or already completed.
+   */
+  completeWorkflowRun(suite: CheckSuiteRecord, actor: UserRecord, workflow?: WorkflowRecord): void {
+    const runs = this.checkRunsOf(suite);
+    const what = `the workflow run ${suite.workflowRunId} on ${suite.headSha}`;
+    if (runs.length === 0) throw new Error(`github-sim: ${what} has no jobs`);
+    if (suite.completion !== null) throw new Error(`github-sim: ${what} is already completed`);
+    const jobs = latestJobs(runs);
+    const running = jobs.filter((j) => j.status !== 'completed');
+    if (running.length > 0)
+      throw new Error(
+        `github-sim: ${what} still has jobs running: ${running.map((j) => `${j.name} (${j.status})`).join(', ')}`,
+      );
+    const completedAt = isoNow();
+    if (workflow !== undefined) suite.workflow = workflow;
+    suite.completion = { conclusion: workflowRunConclusion(jobs), completedAt, actor };
+    suite.updatedAt = completedAt;
+  }
+
+  /** The check runs of a suite (its workflow run's jobs, every attempt), in creation order. */
+  checkRunsOf(suite: CheckSuiteRecord): CheckRunRecord[] {
+    return [...this.checkRuns.values()].filter((r) => r.suite === suite).sort((a, b) => a.id - b.id);
   }
 
   /** Adds a reaction unless that user already reacted with that content; returns it and whether it is new. */
@@ -419,6 +510,40 @@ export function syncPull(issue: IssueRecord, refs: ReadonlyMap<string, string>):
   pull.head.sha = head;
   issue.updatedAt = isoNow();
   return true;
+}
+
+/**
+ * The latest attempt of each job (check run name), in creation order: a re-run job replaces the
+ * earlier attempts of its name, as `filter=latest` shows jobs.
+ */
+export function latestJobs(runs: readonly CheckRunRecord[]): CheckRunRecord[] {
+  const latest = new Map<string, CheckRunRecord>();
+  for (const run of runs) {
+    const seen = latest.get(run.name);
+    if (seen === undefined || run.id > seen.id) latest.set(run.name, run);
+  }
+  return runs.filter((r) => latest.get(r.name) === r);
+}
+
+/** Which attempt of its job (1 for the first run of that name in its suite) a check run is. */
+export function jobAttempt(run: CheckRunRecord, suiteRuns: readonly CheckRunRecord[]): number {
+  return suiteRuns.filter((r) => r.name === run.name && r.id <= run.id).length;
+}
+
+/** A workflow run's attempt: a re-run of any of its jobs makes the next one. */
+export function runAttempt(suiteRuns: readonly CheckRunRecord[]): number {
+  return Math.max(1, ...suiteRuns.map((r) => jobAttempt(r, suiteRuns)));
+}
+
+/** The run's conclusion from its latest jobs, by GitHub's rules (see WorkflowRunConclusion). */
+export function workflowRunConclusion(jobs: readonly CheckRunRecord[]): WorkflowRunConclusion {
+  const has = (...c: CheckConclusion[]) =>
+    jobs.some((j) => j.conclusion !== null && c.includes(j.conclusion));
+  if (has('failure', 'timed_out')) return 'failure';
+  if (has('cancelled')) return 'cancelled';
+  if (has('action_required')) return 'action_required';
+  if (jobs.length > 0 && jobs.every((j) => j.conclusion === 'skipped')) return 'skipped';
+  return 'success';
 }
 
 /** GitHub's timestamp format: ISO 8601 in UTC without milliseconds. */

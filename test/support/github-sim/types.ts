@@ -8,7 +8,8 @@ export type WebhookEvent =
   | 'pull_request'
   | 'pull_request_review'
   | 'pull_request_review_comment'
-  | 'check_run';
+  | 'check_run'
+  | 'workflow_run';
 
 export type CheckStatus = 'queued' | 'in_progress' | 'completed';
 
@@ -67,6 +68,62 @@ export interface CheckRunSpec {
    */
   readonly deliver?: boolean;
 }
+
+/**
+ * A workflow run's conclusion, rolled up from its jobs (the latest attempt of each) as GitHub does:
+ * `failure` when a job failed or timed out (even if others were cancelled, as fail-fast cancels
+ * them), else `cancelled` when a job was cancelled (the run was: by a person, a concurrency group,
+ * a timeout), else `action_required` when one is, else `skipped` when every job was, else `success`.
+ */
+export type WorkflowRunConclusion = 'success' | 'failure' | 'cancelled' | 'skipped' | 'action_required';
+
+/** What completes the workflow run of a commit's Actions check suite (see GitHubSim.completeWorkflowRun). */
+export interface WorkflowRunCompletionSpec {
+  /** The full sha of a commit that has GitHub Actions check runs (addCheckRun), all completed. */
+  readonly headSha: string;
+  /**
+   * The workflow's name (the `name:` of its file), as `on: workflow_run: { workflows: [...] }` names
+   * it. Default: the name the run already has, `CI` until one is given.
+   */
+  readonly name?: string;
+  /**
+   * The workflow's file. Default: the one it has; `.github/workflows/<name in kebab case>.yml` for a
+   * workflow new to the repository. Throws when the workflow of that name has another file.
+   */
+  readonly path?: string;
+  /**
+   * The webhook's sender and the run's actor: who triggered the workflow. Default: the author of an
+   * open pull request whose head is `headSha`, else the repository's owner.
+   */
+  readonly sender?: string;
+  /** Default true: deliver the payload as a signed `workflow_run` webhook. False only returns it. */
+  readonly deliver?: boolean;
+}
+
+/**
+ * A workflow's GITHUB_TOKEN permissions beyond the simulator's default set (contents, issues and
+ * pull-requests write), by the API's names (`pull_requests`, not `pull-requests`); `none` removes one.
+ */
+export type WorkflowPermissions = Readonly<
+  Partial<
+    Record<
+      | 'actions'
+      | 'attestations'
+      | 'checks'
+      | 'contents'
+      | 'deployments'
+      | 'discussions'
+      | 'issues'
+      | 'packages'
+      | 'pages'
+      | 'pull_requests'
+      | 'repository_projects'
+      | 'security_events'
+      | 'statuses',
+      'read' | 'write' | 'none'
+    >
+  >
+>;
 
 export interface SimCheckRun {
   /** Also the Actions job id (actions/download-job-logs-for-workflow-run's `job_id`). */
@@ -248,6 +305,11 @@ export interface WebhookParams {
   readonly line?: number;
   /** The check run a `check_run` event is about (its id). */
   readonly checkRun?: number;
+  /**
+   * The workflow run a `workflow_run` event is about (its id: a check suite's `workflowRunId`). For
+   * `completed`, a run not completed yet is first completed, its conclusion rolled up from its jobs.
+   */
+  readonly workflowRun?: number;
 }
 
 export interface Webhook {
@@ -337,9 +399,11 @@ export interface GitHubSim {
   setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void;
   /**
    * A token like a workflow's GITHUB_TOKEN: limited to this repository, contents/issues/pull-requests
-   * write, acting as `github-actions[bot]` (id 41898282) in the API and in git.
+   * write (and metadata read), acting as `github-actions[bot]` (id 41898282) in the API and in git.
+   * `permissions` are merged in, as a workflow whose `permissions:` block also lists them: without
+   * `checks: read` and `actions: read` the checks and Actions endpoints answer 403, as on GitHub.
    */
-  actionsToken(owner: string, repo: string): string;
+  actionsToken(owner: string, repo: string, permissions?: WorkflowPermissions): string;
   createIssue(
     owner: string,
     repo: string,
@@ -453,6 +517,32 @@ export interface GitHubSim {
       sender?: string;
     },
   ): Promise<DeliveryResult>;
+  /**
+   * Completes the workflow run of the commit's GitHub Actions check suite (whose jobs are the suite's
+   * check runs, every one completed), its conclusion rolled up from its jobs (WorkflowRunConclusion),
+   * and returns the `workflow_run.completed` payload GitHub would send — what a workflow with
+   * `on: workflow_run: { workflows: [<name>], types: [completed] }` reads as its event. Its
+   * `pull_requests` are the open pull requests whose head is the commit; `event` is `pull_request`
+   * when there is one, else `push`. Unless `deliver` is false it is also delivered, signed, as an
+   * app subscribed to `workflow_run` receives it. Throws for a commit without Actions check runs, a
+   * run with a job not completed, or one completed already (a job added since is a re-run: the next
+   * attempt, which may be completed in turn).
+   */
+  completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec & { readonly deliver: false },
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: null }>;
+  completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec & { readonly deliver?: true },
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: DeliveryResult }>;
+  completeWorkflowRun(
+    owner: string,
+    repo: string,
+    c: WorkflowRunCompletionSpec,
+  ): Promise<{ event: 'workflow_run'; payload: Record<string, unknown>; delivery: DeliveryResult | null }>;
   /** The repository's check runs, oldest first. */
   checkRuns(owner: string, repo: string): SimCheckRun[];
   bareRepoPath(owner: string, repo: string): string;

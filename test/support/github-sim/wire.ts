@@ -4,19 +4,23 @@
  * The simulator is both the API and the web host: API URLs are `${base}/repos/…`, web URLs
  * `${base}/${owner}/${repo}/…`, as on a GitHub Enterprise Server whose API lives at the root.
  */
-import type {
-  CheckAnnotationRecord,
-  CheckRunRecord,
-  CheckSuiteRecord,
-  CommentRecord,
-  IssueRecord,
-  LabelRecord,
-  ReactionRecord,
-  RepoRecord,
-  ReviewCommentRecord,
-  ReviewRecord,
-  UserRecord,
-  World,
+import type { CommitInfo } from './git.js';
+import {
+  jobAttempt,
+  runAttempt,
+  type CheckAnnotationRecord,
+  type CheckRunRecord,
+  type CheckSuiteRecord,
+  type CommentRecord,
+  type IssueRecord,
+  type LabelRecord,
+  type ReactionRecord,
+  type RepoRecord,
+  type ReviewCommentRecord,
+  type ReviewRecord,
+  type UserRecord,
+  type WorkflowRecord,
+  type World,
 } from './state.js';
 import type { RepoPermission } from './types.js';
 
@@ -645,6 +649,141 @@ export class Wire {
       message: annotation.message,
       raw_details: annotation.rawDetails,
       blob_href: `${this.base}/${repo.owner.login}/${repo.name}/blob/${run.suite.headSha}/${path}`,
+    };
+  }
+
+  /** A workflow (the webhook's `workflow`, the Actions API's workflow shape). */
+  workflow(repo: RepoRecord, workflow: WorkflowRecord): JsonObject {
+    const full = `${repo.owner.login}/${repo.name}`;
+    return {
+      id: workflow.id,
+      node_id: nodeId('Workflow', workflow.id),
+      name: workflow.name,
+      path: workflow.path,
+      state: 'active',
+      created_at: workflow.createdAt,
+      updated_at: workflow.createdAt,
+      url: `${this.base}/repos/${full}/actions/workflows/${workflow.id}`,
+      html_url: `${this.base}/${full}/blob/${repo.defaultBranch}/${workflow.path}`,
+      badge_url: `${this.base}/${full}/workflows/${encodeURIComponent(workflow.name)}/badge.svg`,
+    };
+  }
+
+  /**
+   * A suite's workflow run (actions/get-workflow-run, the webhook's `workflow_run`); `runs` are the
+   * suite's check runs (its jobs, every attempt), `pulls` the open pull requests at its head: they
+   * make its `event` (`pull_request` when there is one, else `push`) and, unless `excludePulls`, its
+   * `pull_requests`. Before it completes its status is `queued` while every job is, else `in_progress`.
+   */
+  workflowRun(
+    repo: RepoRecord,
+    suite: CheckSuiteRecord,
+    runs: readonly CheckRunRecord[],
+    pulls: readonly IssueRecord[],
+    head: CommitInfo,
+    excludePulls = false,
+  ): JsonObject {
+    const api = `${this.base}/repos/${repo.owner.login}/${repo.name}`;
+    const url = `${api}/actions/runs/${suite.workflowRunId}`;
+    const attempt = runAttempt(runs);
+    const status =
+      suite.completion !== null
+        ? 'completed'
+        : runs.every((r) => r.status === 'queued')
+          ? 'queued'
+          : 'in_progress';
+    const actor = this.user(suite.completion?.actor ?? pulls[0]?.user ?? repo.owner);
+    const [pull] = pulls;
+    const repository = this.repository(repo);
+    return {
+      id: suite.workflowRunId,
+      name: suite.workflow.name,
+      node_id: nodeId('WorkflowRun', suite.workflowRunId),
+      check_suite_id: suite.id,
+      check_suite_node_id: nodeId('CheckSuite', suite.id),
+      head_branch: suite.headBranch,
+      head_sha: suite.headSha,
+      path: suite.workflow.path,
+      display_title: pull?.title ?? head.message.split('\n')[0] ?? '',
+      run_number: [...repo.checkSuites.values()].filter(
+        (s) => s.workflow === suite.workflow && s.id <= suite.id,
+      ).length,
+      event: pull === undefined ? 'push' : 'pull_request',
+      status,
+      conclusion: suite.completion?.conclusion ?? null,
+      workflow_id: suite.workflow.id,
+      url,
+      html_url: `${this.base}/${repo.owner.login}/${repo.name}/actions/runs/${suite.workflowRunId}`,
+      pull_requests: excludePulls ? [] : pulls.map((p) => this.pullMinimal(p)),
+      created_at: suite.createdAt,
+      updated_at: suite.updatedAt,
+      actor,
+      triggering_actor: actor,
+      run_attempt: attempt,
+      referenced_workflows: [],
+      run_started_at: suite.createdAt,
+      jobs_url: `${url}/jobs`,
+      logs_url: `${url}/logs`,
+      check_suite_url: `${api}/check-suites/${suite.id}`,
+      artifacts_url: `${url}/artifacts`,
+      cancel_url: `${url}/cancel`,
+      rerun_url: `${url}/rerun`,
+      previous_attempt_url: attempt > 1 ? `${url}/attempts/${attempt - 1}` : null,
+      workflow_url: `${api}/actions/workflows/${suite.workflow.id}`,
+      head_commit: {
+        id: head.sha,
+        tree_id: head.treeId,
+        message: head.message,
+        timestamp: head.timestamp,
+        author: { ...head.author },
+        committer: { ...head.committer },
+      },
+      repository,
+      head_repository: repository,
+    };
+  }
+
+  /** A check run as the Actions job it is (actions/list-jobs-for-workflow-run); `suiteRuns` as in workflowRun. */
+  job(run: CheckRunRecord, suiteRuns: readonly CheckRunRecord[]): JsonObject {
+    const { repo, suite } = run;
+    const api = `${this.base}/repos/${repo.owner.login}/${repo.name}`;
+    return {
+      id: run.id,
+      run_id: suite.workflowRunId,
+      workflow_name: suite.workflow.name,
+      head_branch: suite.headBranch,
+      run_url: `${api}/actions/runs/${suite.workflowRunId}`,
+      run_attempt: jobAttempt(run, suiteRuns),
+      node_id: nodeId('CheckRun', run.id),
+      head_sha: suite.headSha,
+      url: `${api}/actions/jobs/${run.id}`,
+      html_url: `${this.base}/${repo.owner.login}/${repo.name}/actions/runs/${suite.workflowRunId}/job/${run.id}`,
+      status: run.status,
+      conclusion: run.conclusion,
+      created_at: run.startedAt,
+      started_at: run.startedAt,
+      completed_at: run.completedAt,
+      name: run.name,
+      // The job's work as one step; a job no runner has picked up yet has none.
+      steps:
+        run.status === 'queued'
+          ? []
+          : [
+              {
+                name: run.name,
+                status: run.status,
+                conclusion: run.conclusion,
+                number: 1,
+                started_at: run.startedAt,
+                completed_at: run.completedAt,
+              },
+            ],
+      check_run_url: `${api}/check-runs/${run.id}`,
+      labels: ['ubuntu-latest'],
+      runner_id: null,
+      runner_name: null,
+      runner_group_id: null,
+      runner_group_name: null,
     };
   }
 
