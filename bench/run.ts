@@ -246,6 +246,7 @@ async function main(): Promise<void> {
   if (process.argv.includes('--webhooks')) await (await import('./webhook-ack.js')).webhookBench();
   if (process.argv.includes('--run-view')) await (await import('./run-view.js')).runViewBench();
   if (process.argv.includes('--pipeline')) await (await import('./pipeline-bench.js')).pipelineBench();
+  if (process.argv.includes('--best-of')) await (await import('./best-of-bench.js')).bestOfBench();
   if (process.argv.includes('--mirror')) await (await import('./mirror-bench.js')).mirrorBench();
   if (process.argv.includes('--explore')) await (await import('./explore-bench.js')).exploreBench();
   if (process.argv.includes('--eval')) (await import('./eval-bench.js')).evalBench();

@@ -24,6 +24,19 @@ async function main(): Promise<void> {
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
 
+  if (app.sandbox === 'local') {
+    // Never run jobs with less isolation than asked for: a host that cannot make the namespaces
+    // stops the worker here, with what is missing, instead of failing every job.
+    const { isolationSupport } = await import('../src/sandbox/local/launch.js');
+    const support = await isolationSupport();
+    if (!support.ok) throw new ConfigError(`ISSUE_AGENT_SANDBOX=local: ${support.reason}`);
+    logger.info({ mechanism: support.mechanism }, 'isolated local sandbox available');
+  }
+  if (app.sandbox === 'unconfined') {
+    logger.warn(
+      'ISSUE_AGENT_SANDBOX=unconfined: the agent runs commands as plain processes of this worker, which can read its environment and files (the App private key included); use it only where every issue author and repository is trusted',
+    );
+  }
   let warmPool: WarmPool | undefined;
   if (app.sandbox === 'docker') {
     const { default: Docker } = await import('dockerode');

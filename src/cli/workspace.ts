@@ -107,6 +107,8 @@ export async function openWorkspace(
   more: {
     /** Host paths the local sandbox must also hide (an eval's task file, source repositories, output). */
     readonly hide?: readonly string[];
+    /** Host folders the local sandbox shows nothing of but the workspace (an App worker's work folder). */
+    readonly mask?: readonly string[];
     /** What the environment cache is keyed on (default: the checkout's path). */
     readonly cacheKey?: string;
     /**
@@ -200,6 +202,7 @@ export async function openWorkspace(
                 path: env.sandboxPath,
                 extra: more.hide ?? [],
               }),
+              mask: more.mask ?? [],
               workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
             },
             scrub,

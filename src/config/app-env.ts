@@ -25,7 +25,15 @@ export interface AppEnv {
   readonly intakeConcurrency: number;
   /** Where workers keep clones and trajectories (one folder per job). */
   readonly workDir: string;
-  readonly sandbox: 'docker' | 'local';
+  /**
+   * docker: the hardened container. local: the isolated local sandbox (namespaces on this host,
+   * see sandbox/local/launch.ts). unconfined: a plain child process of the worker, which can read
+   * the worker's environment and files (the App's private key): only where every issue author and
+   * repository is trusted, e.g. tests.
+   */
+  readonly sandbox: 'docker' | 'local' | 'unconfined';
+  /** PRIVATE_KEY_PATH when set (a key file, hidden from a local sandbox), else null. */
+  readonly privateKeyPath: string | null;
   /** Started containers a Docker worker keeps ready per image (ISSUE_AGENT_WARM_POOL); empty: none. */
   readonly warmPool: Readonly<Record<string, number>>;
   /** Public base URL of the App's server; trajectory links in PRs point under it when set. */
@@ -77,7 +85,7 @@ const schema = z.object({
   ISSUE_AGENT_WORKER_CONCURRENCY: int(1).default(1),
   ISSUE_AGENT_INTAKE_CONCURRENCY: int(1).default(8),
   ISSUE_AGENT_WORK_DIR: z.string().min(1).optional(),
-  ISSUE_AGENT_SANDBOX: z.enum(['docker', 'local']).default('docker'),
+  ISSUE_AGENT_SANDBOX: z.enum(['docker', 'local', 'unconfined']).default('docker'),
   ISSUE_AGENT_WARM_POOL: z
     .string()
     .transform((text, ctx) => {
@@ -172,6 +180,7 @@ export function readAppEnv(
     intakeConcurrency: v.ISSUE_AGENT_INTAKE_CONCURRENCY,
     workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
     sandbox: v.ISSUE_AGENT_SANDBOX,
+    privateKeyPath: e.PRIVATE_KEY_PATH ?? null,
     warmPool: v.ISSUE_AGENT_WARM_POOL ?? {},
     publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
     lockDurationMs: v.ISSUE_AGENT_LOCK_DURATION_MS,

@@ -20,7 +20,11 @@ export interface PrepareLocalInput {
   /** PATH of the sandbox (the runner's tools: its Node, npm, Python). */
   readonly path: string;
   /** The isolated sandbox's confinement (see LocalSandboxOptions.isolate); setup needs it. */
-  readonly isolate: { readonly hide: readonly string[]; readonly workspaceBytes?: number };
+  readonly isolate: {
+    readonly hide: readonly string[];
+    readonly mask?: readonly string[];
+    readonly workspaceBytes?: number;
+  };
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;

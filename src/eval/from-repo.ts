@@ -407,6 +407,7 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       folder: join(dir, 'candidates', String(issue.number)),
       key: `from-repo-${cacheKey.slice(0, 16)}-${which}`,
       hide: [...options.hide, options.out, clone],
+      mask: options.mask ?? [],
       cacheKey: `eval:${clone}`,
     });
     const common = { repo: clone, base: pull.baseSha, testPatch, commands };

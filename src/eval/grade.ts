@@ -124,6 +124,8 @@ export interface SandboxPlace {
   readonly key: string;
   /** Host paths the local sandbox must hide too, and the environment cache's key. */
   readonly hide: readonly string[];
+  /** Host folders a local sandbox sees nothing of but its workspace (see Confinement.mask). */
+  readonly mask?: readonly string[];
   readonly cacheKey: string;
   readonly signal?: AbortSignal | undefined;
 }
@@ -155,7 +157,7 @@ export async function runTestsAt(
       options.folder,
       options.key,
       options.setup,
-      { hide: options.hide, cacheKey: options.cacheKey, ownCopy: checkout },
+      { hide: options.hide, mask: options.mask ?? [], cacheKey: options.cacheKey, ownCopy: checkout },
     );
     try {
       const sandbox = ws.sandbox;

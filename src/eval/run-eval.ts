@@ -83,6 +83,8 @@ export interface EvalOptions {
   readonly remote?: { readonly serverUrl: string; readonly token: string | null } | null;
   /** The task file (hidden from a local sandbox with the repositories and the output). */
   readonly tasksFile: string;
+  /** More for a local sandbox to hide, and folders to mask (an App worker's; see Confinement.mask). */
+  readonly isolation?: { readonly hide: readonly string[]; readonly mask: readonly string[] };
   readonly signal: AbortSignal;
   readonly logger: Logger;
   readonly onProgress?: ((p: EvalProgress) => void) | undefined;
@@ -242,7 +244,9 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
     repo,
     ...(options.reposDir === null ? [] : [options.reposDir]),
     options.out,
+    ...(options.isolation?.hide ?? []),
   ];
+  const mask = options.isolation?.mask ?? [];
   const cacheKey = `eval:${repo}`;
   const trajectory = join(folder, 'trajectory');
   let store: FileEventStore | null = null;
@@ -279,6 +283,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
       try {
         const ws = await openWorkspace(checkout.dir, options.kind, options.env, folder, key, options.setup, {
           hide,
+          mask,
           cacheKey,
           ownCopy: checkout,
         });
@@ -328,6 +333,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
     folder,
     key: `${key}-grade`,
     hide,
+    mask,
     cacheKey,
     logger,
     signal: options.signal,

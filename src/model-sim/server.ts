@@ -22,6 +22,11 @@ export interface ModelSimulatorOptions {
   apiKey?: string;
   /** Default and only choice: the simulator listens on loopback. */
   host?: '127.0.0.1';
+  /**
+   * Time each reply takes before its first byte, as a real model's does (default 0): benchmarks
+   * whose cost is dominated by waiting on the model, e.g. parallel attempts, set it.
+   */
+  latencyMs?: number;
 }
 
 export interface ModelSimulator {
@@ -194,6 +199,8 @@ class Simulator implements ModelSimulator {
 
     const step = this.faults.shift() ?? this.ask(request);
     if (isReply(step)) {
+      const latency = this.options.latencyMs ?? 0;
+      if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
       this.answer(request, step, entry, res);
     } else if ('status' in step) {
       if (step.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(step.retryAfterSeconds));

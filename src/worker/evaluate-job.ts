@@ -27,7 +27,9 @@ export interface EvaluateContext {
   readonly jobId: string;
   readonly workDir: string;
   readonly apiUrl: string;
-  readonly sandbox: 'docker' | 'local';
+  readonly sandbox: 'docker' | 'local' | 'unconfined';
+  /** For `local`: what the App's isolated sandbox hides and masks (see local-isolation.ts). */
+  readonly isolation?: { readonly hide: readonly string[]; readonly mask: readonly string[] };
   readonly gh: GitHubClient;
   readonly tokens: InstallationTokens;
   readonly agent: AgentEnv;
@@ -93,7 +95,7 @@ export async function runEvaluateJob(
       () => undefined,
     );
   }, 2000);
-  const kind = ctx.sandbox === 'docker' ? 'docker' : 'local';
+  const kind = ctx.sandbox;
   const model = request.model === 'oracle' ? 'oracle' : ctx.agent.model;
   const result = (outcome: FixJobResult['outcome']): FixJobResult => ({
     outcome,
@@ -119,7 +121,8 @@ export async function runEvaluateJob(
         kind,
         env: ctx.agent,
         setup: true,
-        hide: [],
+        hide: ctx.isolation?.hide ?? [],
+        mask: ctx.isolation?.mask ?? [],
         concurrency: 1,
         logger: log,
         signal: controller.signal,
@@ -156,6 +159,7 @@ export async function runEvaluateJob(
       model: request.model,
       reposDir: null,
       tasksFile: built.file,
+      ...(ctx.isolation === undefined ? {} : { isolation: ctx.isolation }),
       signal: controller.signal,
       logger: log,
     });

@@ -20,6 +20,7 @@ import { trajectoryUrl } from '../app/run-routes.js';
 import { markQuestion } from '../app/question.js';
 import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
+import { appLocalIsolation } from './local-isolation.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
 
 export { branchFor, type FixJobResult } from './fix-run.js';
@@ -77,6 +78,8 @@ export async function runFixJob(
     deps.app.webhookSecret,
     ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
   ];
+  const localIsolation = () =>
+    appLocalIsolation(deps.app, deps.agent, { home: process.env.HOME ?? null, cwd: process.cwd() });
   if (p.kind === 'evaluate') {
     return runEvaluateJob(
       p,
@@ -85,6 +88,7 @@ export async function runFixJob(
         workDir: deps.app.workDir,
         apiUrl: deps.app.githubApiUrl,
         sandbox: deps.app.sandbox,
+        ...(deps.app.sandbox === 'local' ? { isolation: localIsolation() } : {}),
         gh,
         tokens,
         agent: deps.agent,
@@ -113,7 +117,14 @@ export async function runFixJob(
         bot: await deps.bot(gh, credentials),
         agent: deps.agent,
         model: deps.model,
-        sandbox: deps.app.sandbox,
+        sandbox: deps.app.sandbox === 'docker' ? 'docker' : 'local',
+        // `local` is the isolated sandbox with the work folder masked (see local-isolation.ts);
+        // `unconfined` (trusted setups only) a plain child process.
+        ...(deps.app.sandbox === 'local'
+          ? {
+              isolateLocal: localIsolation(),
+            }
+          : {}),
         ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
         runLink,
         trajectoryLink: (dir, runId) =>

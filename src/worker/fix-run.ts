@@ -61,7 +61,7 @@ export interface FixRuntime {
    * paths hidden, beside the job's own pristine clone and trajectory, which are always hidden then.
    * Unset: a plain child process (the App's workers use Docker for untrusted code).
    */
-  readonly isolateLocal?: { readonly hide: readonly string[] };
+  readonly isolateLocal?: { readonly hide: readonly string[]; readonly mask?: readonly string[] };
   /** Warm Docker containers to start jobs in (the worker's pool), when a job can use one. */
   readonly warmPool?: SandboxPool | undefined;
   /** Where people read the full trajectory (the run view), or null. */

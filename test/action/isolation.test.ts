@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { attackTest } from '../security/support.js';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,9 +65,13 @@ describe('what the namespaced sandbox hides on a runner', () => {
     );
   });
 
-  it('jobs outside home: only the named paths', () => {
-    const hidden = runnerHidePaths({ home, jobsDir: '/srv/jobs', extra: [join(home, '.docker')] });
-    assert.deepEqual(hidden, [join(home, '.docker')]);
+  it('jobs outside home (a `work-dir` input elsewhere): the whole home, and the named paths', () => {
+    const hidden = runnerHidePaths({
+      home,
+      jobsDir: '/srv/jobs',
+      extra: [join(home, '.docker'), '/srv/keys'],
+    });
+    assert.deepEqual(hidden, [home, join(home, '.docker')].filter((p) => existsSync(p)).sort());
   });
 });
 

@@ -512,6 +512,84 @@ describe('a shell that stops itself', { skip }, () => {
   );
 });
 
+/**
+ * A masked folder (a worker's jobs folder): the job's workspace inside it is there, nothing else —
+ * not the other jobs' folders, clones and trajectories there at start, nor one the host creates
+ * while the sandbox runs — and nothing can be written there or unmasked.
+ */
+for (const mechanism of mechanisms) {
+  const works = await isolationSupport({ mechanisms: [mechanism] });
+  for (const sized of [false, true]) {
+    describe(
+      `masked jobs folder: ${mechanism}${sized ? ', sized workspace' : ''}`,
+      { skip: works.ok ? false : works.reason },
+      () => {
+        attackTest('shows only the job’s workspace, now and later; no write, no unmount', async () => {
+          mkdirSync(ARTIFACTS, { recursive: true });
+          const root = mkdtempSync(join(ARTIFACTS, 'mask-'));
+          chmodSync(root, 0o755);
+          const jobs = join(root, 'jobs');
+          const workspace = join(jobs, 'job-a', 'workspace');
+          mkdirSync(workspace, { recursive: true });
+          mkdirSync(join(jobs, 'job-a', 'trajectory'));
+          mkdirSync(join(jobs, 'job-b', 'workspace'), { recursive: true });
+          mkdirSync(join(jobs, '.pristine', 'r1'), { recursive: true });
+          writeFileSync(join(workspace, 'a.txt'), 'hello\n');
+          writeFileSync(join(jobs, 'job-a', 'trajectory', 'events.jsonl'), `${CANARY}\n`);
+          writeFileSync(join(jobs, 'job-b', 'workspace', 'secret.txt'), `${CANARY}\n`);
+          writeFileSync(join(jobs, '.pristine', 'r1', 'config'), `${CANARY}\n`);
+          if (isRoot) execFileSync('chmod', ['-R', 'a+rwX', root]);
+          const home = join(root, 'home');
+          const tmp = join(root, 'tmp');
+          mkdirSync(home);
+          mkdirSync(tmp);
+          const host = localShellHost(
+            workspace,
+            { PATH: SANDBOX_PATH, HOME: home, TMPDIR: tmp, LANG: 'C.UTF-8' },
+            { hide: [], mask: [jobs] },
+            { mechanisms: [mechanism], ...(sized ? { workspaceBytes: 16 * 1024 * 1024 } : {}) },
+          );
+          const session = new ShellSession(host, {
+            workdir: workspace,
+            stateFile: join(tmp, 'state.sh'),
+            capture: { headBytes: 64 * 1024, tailBytes: 64 * 1024, spillDir: root },
+          });
+          try {
+            await session.start();
+            const first = await session.exec(
+              `ls -A ${jobs}; echo --; ls -A ${jobs}/job-a; echo --; cat a.txt; echo changed > a.txt && echo wrote; echo end`,
+              opts,
+            );
+            assert.equal(first.output, 'job-a\n--\nworkspace\n--\nhello\nwrote\nend\n');
+            // The host starts another job meanwhile: its folder is not seen either.
+            mkdirSync(join(jobs, 'job-c', 'workspace'), { recursive: true });
+            writeFileSync(join(jobs, 'job-c', 'workspace', 'secret.txt'), `${CANARY}\n`);
+            const later = await session.exec(
+              [
+                `ls -A ${jobs}`,
+                `cat ${jobs}/job-c/workspace/secret.txt ${jobs}/job-b/workspace/secret.txt ${jobs}/.pristine/r1/config ${jobs}/job-a/trajectory/events.jsonl 2>&1`,
+                `touch ${jobs}/planted ${jobs}/job-a/planted 2>&1`,
+                `umount ${jobs} 2>&1; umount -l ${jobs} 2>&1; ls -A ${jobs}`,
+                `unshare -U -m -r sh -c 'umount -l ${jobs}; ls -A ${jobs}; cat ${jobs}/job-c/workspace/secret.txt' 2>&1`,
+                'echo end',
+              ].join('; '),
+              opts,
+            );
+            assert.ok(!later.output.includes(CANARY), later.output);
+            assert.doesNotMatch(later.output, /^job-[bc]$|^\.pristine$/m, later.output);
+            assert.match(later.output, /end\n$/);
+            assert.ok(!existsSync(join(jobs, 'planted')) && !existsSync(join(jobs, 'job-a', 'planted')));
+          } finally {
+            session.close();
+            await host.close();
+            rmSync(root, { recursive: true, force: true });
+          }
+        });
+      },
+    );
+  }
+}
+
 /** Where isolation cannot run, the sandbox refuses rather than run without it. */
 describe('isolation unavailable', () => {
   it(

@@ -21,7 +21,11 @@ export interface PipelineOptions {
   readonly modelKey: string;
   readonly redisUrl: string;
   readonly workers?: number;
-  readonly sandbox?: 'local' | 'docker';
+  /**
+   * Default `unconfined` (a plain child process, fast): the App's isolated `local` sandbox and
+   * `docker` are asked for by the tests about them.
+   */
+  readonly sandbox?: 'unconfined' | 'local' | 'docker';
   readonly env?: Record<string, string>;
 }
 
@@ -72,7 +76,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     ISSUE_AGENT_WORK_DIR: join(workDir, 'work'),
     // Prepared environments stay with the pipeline's temp folder, never in the user's state folder.
     ISSUE_AGENT_ENV_CACHE_DIR: join(workDir, 'env-cache'),
-    ISSUE_AGENT_SANDBOX: options.sandbox ?? 'local',
+    ISSUE_AGENT_SANDBOX: options.sandbox ?? 'unconfined',
     ANTHROPIC_API_KEY: options.modelKey,
     ANTHROPIC_BASE_URL: options.modelUrl,
     ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
@@ -181,7 +185,7 @@ export interface StackOptions {
   /** A user with this role on the repository. */
   readonly maintainer: { readonly login: string; readonly permission: RepoPermission };
   readonly workers?: number;
-  readonly sandbox?: 'local' | 'docker';
+  readonly sandbox?: 'unconfined' | 'local' | 'docker';
   /** Configure the App's "Sign in with GitHub" (its OAuth client) against the simulator. */
   readonly githubSignIn?: boolean;
   /** The repository (default node-calc). */

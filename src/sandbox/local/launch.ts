@@ -13,6 +13,9 @@ import { descendantsOf } from './proc-tree.js';
  *  - the host's file tree, read-only, except `cwd` (the workspace) and `writable`, which stay
  *    read-write at the same paths;
  *  - each `hide` path that exists covered, a folder by an empty read-only tmpfs, a file by /dev/null;
+ *  - each `mask` folder replaced by an empty read-only tmpfs in which only `cwd` and `writable`
+ *    folders under it appear, at their paths: nothing else in it is seen, neither what is there at
+ *    start nor what the host creates there later (other jobs' folders, clones, trajectories);
  *  - fresh, private tmpfs on /tmp, /var/tmp, /dev/shm and /run (so no host socket under /run, e.g.
  *    Docker's or the user's D-Bus, can be reached), and the shell's HOME and TMPDIR as private
  *    folders owned by the sandbox user;
@@ -28,6 +31,11 @@ export type Confinement =
   | {
       readonly kind: 'isolated';
       readonly hide: readonly string[];
+      /**
+       * Host folders whose whole content is out of sight, now and later, except `cwd` and the
+       * `writable` folders inside them, which appear at their own paths (see above).
+       */
+      readonly mask?: readonly string[];
       /** Host folders, besides `cwd`, that stay writable inside (e.g. a cache). Created by the host. */
       readonly writable?: readonly string[];
       /**
@@ -132,7 +140,7 @@ const READY = 'ia-sandbox-ready';
  *
  * Arguments: owner uid/gid of private folders as the init sees the sandbox user, mode (`userns` |
  * `privileged`), the sandbox user's uid/gid, the LAYER and HOLDER scripts, then directives:
- * `W/path` writable, `H/path` hidden, `P/path` private, `Q/bytes` the workspace (the first writable
+ * `W/path` writable, `H/path` hidden, `M/path` masked, `P/path` private, `Q/bytes` the workspace (the first writable
  * folder) as a private tmpfs of that size, filled with the host folder's content, `E/path` the egress
  * proxy's socket folder, bound read-only at LOCAL_EGRESS_MOUNT.
  *
@@ -145,13 +153,14 @@ set -u
 fail() { printf 'ia-sandbox: %s\\n' "$*" >&2; exit 97; }
 ouid=$1 ogid=$2 mode=$3 uid=$4 gid=$5 layer_script=$6 holder_script=$7
 shift 7
-W=() H=() P=() FD=() quota= egress= efd=
+W=() H=() M=() P=() FD=() quota= egress= efd=
 for a in "$@"; do
   case $a in
     Q/*) quota=\${a#Q/} ;;
     E/*) egress=\${a#E} ;;
     W/*) W+=("\${a#W}") ;;
     H/*) H+=("\${a#H}") ;;
+    M/*) M+=("\${a#M}") ;;
     P/*) P+=("\${a#P}") ;;
     *) fail "unknown directive" ;;
   esac
@@ -184,6 +193,16 @@ for h in "\${H[@]}"; do
   fi
 done
 
+# Masked folders: an empty tmpfs each, writable by this init only until the workspace and the
+# writable folders under it have their mount points (then read-only, below). Opened folders above
+# (fd) keep their content reachable for the binds; nothing else of the host's content is.
+masked=()
+for m in "\${M[@]}"; do
+  if [ -L "$m" ] || [ ! -d "$m" ]; then fail "$m is not a folder"; fi
+  mount -t tmpfs -o nosuid,nodev,noexec,size=1m,mode=0755 ia-masked "$m" || fail "could not mask $m"
+  masked+=("$m")
+done
+
 # Private areas first: what they cover (sockets under /run, other jobs' files under /tmp) is
 # never reached, so it needs nothing below.
 fresh=()
@@ -201,7 +220,7 @@ if mount -t sysfs -o ro,nosuid,nodev,noexec ia-sysfs /sys 2>/dev/null; then fres
 while IFS=' ' read -r _ _ _ _ mp _; do
   mp=$(printf '%b' "\${mp//\\\\/\\\\0}")
   skip=0
-  for k in /proc "\${fresh[@]}"; do
+  for k in /proc "\${fresh[@]}" "\${masked[@]}"; do
     case $mp in "$k" | "$k"/*) skip=1 ;; esac
   done
   for w in "\${W[@]}"; do [ "$mp" = "$w" ] && skip=1; done
@@ -225,6 +244,9 @@ for i in "\${!W[@]}"; do
     { mkdir -p -- "$w" && mount -c --rbind "/proc/self/fd/$f" "$w"; } || fail "could not bind $w"
   fi
   exec {f}<&-
+done
+for m in "\${masked[@]}"; do
+  mount -o remount,bind,ro -- "$m" || fail "could not make $m read-only"
 done
 
 # HOME and TMPDIR: an existing folder gets a private tmpfs; a missing one is created (with the
@@ -486,7 +508,7 @@ interface Init {
  */
 function directives(cwd: string, env: Readonly<Record<string, string>>, confinement: Confinement): string[] {
   if (confinement.kind !== 'isolated') return [];
-  for (const p of [cwd, ...(confinement.writable ?? []), ...confinement.hide])
+  for (const p of [cwd, ...(confinement.writable ?? []), ...confinement.hide, ...(confinement.mask ?? [])])
     if (!isAbsolute(p)) throw new SandboxError('start_failed', `not an absolute path: ${p}`);
   const writable = [cwd, ...(confinement.writable ?? [])].map(canonical);
   // The folder above a hidden path is resolved (a link on the way must not send the mount
@@ -506,6 +528,7 @@ function directives(cwd: string, env: Readonly<Record<string, string>>, confinem
     ...(egress === undefined ? [] : [`E${canonical(egress)}`]),
     ...writable.map((p) => `W${p}`),
     ...hide.map((p) => `H${p}`),
+    ...(confinement.mask ?? []).map((p) => `M${canonical(p)}`),
     ...[...new Set(priv)].map((p) => `P${p}`),
   ];
 }

@@ -41,6 +41,8 @@ export interface LocalSandboxOptions {
    */
   readonly isolate?: {
     readonly hide: readonly string[];
+    /** Folders whose whole content is out of sight, now and later, but the workspace (see Confinement.mask). */
+    readonly mask?: readonly string[];
     /**
      * The workspace as a private tmpfs of this size inside the sandbox, filled from the host folder
      * at start (see Confinement.workspaceBytes): a job that fills it ends with `disk_limit`, and
@@ -185,7 +187,10 @@ export class LocalSandbox implements Sandbox {
         );
       }
     }
-    const isolate = options.isolate === undefined ? undefined : { hide: [...options.isolate.hide, spill] };
+    const isolate =
+      options.isolate === undefined
+        ? undefined
+        : { hide: [...options.isolate.hide, spill], mask: options.isolate.mask ?? [] };
     // One host, so both shells share one sandbox (its /tmp, HOME and processes): the agent's shell
     // and the harness's, for file operations and checkpoints. keepAlive: a shell replaced after a
     // kill finds the sandbox (and its state file) as it was; close() ends it.
@@ -356,7 +361,7 @@ export interface LocalShellHostOptions {
 export function localShellHost(
   cwd: string,
   env: Record<string, string>,
-  isolate?: { readonly hide: readonly string[] },
+  isolate?: { readonly hide: readonly string[]; readonly mask?: readonly string[] },
   options: LocalShellHostOptions = {},
 ): LocalShellHost {
   const launcher = new ShellLauncher({
@@ -368,6 +373,7 @@ export function localShellHost(
         : {
             kind: 'isolated',
             hide: isolate.hide,
+            ...(isolate.mask === undefined ? {} : { mask: isolate.mask }),
             writable: options.writable ?? [],
             ...(options.workspaceBytes === undefined ? {} : { workspaceBytes: options.workspaceBytes }),
             ...(options.egressDir === undefined ? {} : { egressDir: options.egressDir }),

@@ -233,6 +233,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
           paths.trajectory,
           ...input.isolateLocal.hide,
         ],
+        mask: input.isolateLocal.mask ?? [],
         workspaceBytes: input.agent.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
       },
       scrub: input.scrub,
