@@ -78,7 +78,7 @@ async function main(): Promise<void> {
   });
   const worker = new Worker<FixJob, FixJobResult>(
     FIX_QUEUE,
-    async (job, _token, signal) =>
+    async (job, token, signal) =>
       runFixJob(
         job,
         {
@@ -101,6 +101,7 @@ async function main(): Promise<void> {
           settings,
         },
         signal,
+        token,
       ),
     {
       connection: connectionOptions(app.redisUrl, 'issue-agent-worker'),

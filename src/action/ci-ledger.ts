@@ -66,6 +66,8 @@ export function commentCiLedger(
       const before = await ours();
       const mine = before.rounds.find((r) => r.head === sha && r.run === run.id);
       if (mine !== undefined) return { kind: 'round', round: mine.round };
+      // Another run claimed this head since claimHead read the comments: its round, not "used up".
+      if (before.rounds.some((r) => r.head === sha)) return { kind: 'taken' };
       const used = before.rounds.reduce((n, r) => Math.max(n, r.round), 0);
       if (used >= max) return { kind: 'used' };
       const round = used + 1;

@@ -16,7 +16,7 @@ export function runnerHidePaths(options: {
   readonly jobsDir: string;
   readonly extra: readonly string[];
 }): string[] {
-  return hideAround({ roots: [options.home], keep: options.jobsDir, extra: options.extra });
+  return hideAround({ roots: [options.home], keep: [options.jobsDir], extra: options.extra });
 }
 
 /**

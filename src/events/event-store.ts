@@ -17,7 +17,12 @@ export interface EventStore {
 export class EventStoreError extends Error {
   override readonly name = 'EventStoreError';
   constructor(
-    readonly code: 'not_found' | 'corrupt' | 'unsupported_version' | 'exists',
+    /**
+     * conflict: another writer appended the event this one meant to (two runs of one conversation:
+     * a worker that lost its job's lock, and the worker that took the job over); fenced: this
+     * process gave the conversation up (see fenceRuns) and appends nothing more to it.
+     */
+    readonly code: 'not_found' | 'corrupt' | 'unsupported_version' | 'exists' | 'conflict' | 'fenced',
     message: string,
     options?: { cause?: unknown },
   ) {

@@ -10,10 +10,13 @@ import {
   readSync,
   statSync,
   renameSync,
+  linkSync,
   writeSync,
   existsSync,
   rmSync,
 } from 'node:fs';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import {
   agentEvent,
@@ -26,6 +29,22 @@ import {
 import { EventStoreError, type EventStore } from './event-store.js';
 
 const EVENT_FILE = /^(\d{6,})-([a-z_]+)\.json$/;
+/** An event's claim in `claims/`: a hard link to its file, named by the id alone (see appendSync). */
+const CLAIM_FILE = /^(\d{6,})$/;
+
+/** The run an append happens in: whether it lost its job (see asFencedWriter). */
+const writer = new AsyncLocalStorage<() => boolean>();
+
+/**
+ * Runs `fn` as one run of a job that another worker can take over (the App's workers): once
+ * `lost()` is true, every event append made within it, at any depth, throws
+ * EventStoreError('fenced'). A worker that lost a job's lock must not write another event into the
+ * log the worker that holds the job continues, not even its own `cancelled` outcome. Scoped to the
+ * run, not the folder: the same worker process may be the one running the job again.
+ */
+export function asFencedWriter<T>(lost: () => boolean, fn: () => Promise<T>): Promise<T> {
+  return writer.run(lost, fn);
+}
 
 /**
  * Bytes of attached files (complete command outputs) one trajectory keeps at most. Each command's
@@ -37,14 +56,30 @@ export const MAX_ATTACHED_BYTES = 256 * 1024 * 1024;
 /** Writes a file so that readers see either nothing or the whole content: temp, fdatasync, rename. */
 function writeAtomic(path: string, data: string): void {
   const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+  writeFile(tmp, data);
+  renameSync(tmp, path);
+}
+
+/** Links `file` as `claims/<id>`; a log from before claims existed gets the folder now. */
+function claim(file: string, claims: string, id: string): void {
+  try {
+    linkSync(file, join(claims, id));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || existsSync(claims)) throw error;
+    mkdirSync(claims, { recursive: true });
+    linkSync(file, join(claims, id));
+  }
+}
+
+/** A new file with `data`, on disk before this returns (fdatasync). */
+function writeFile(path: string, data: string): void {
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
   try {
     writeSync(fd, data);
     fdatasyncSync(fd);
   } finally {
     closeSync(fd);
   }
-  renameSync(tmp, path);
 }
 
 /**
@@ -81,6 +116,7 @@ export class FileEventStore implements EventStore {
     }
     mkdirSync(join(dir, 'events'), { recursive: true });
     mkdirSync(join(dir, 'files'), { recursive: true });
+    mkdirSync(join(dir, 'claims'), { recursive: true });
     writeAtomic(join(dir, 'base_state.json'), `${JSON.stringify(baseState.parse(base), null, 2)}\n`);
     return new FileEventStore(dir, base, []);
   }
@@ -105,13 +141,27 @@ export class FileEventStore implements EventStore {
     const base = baseState.safeParse(json);
     if (!base.success) throw new EventStoreError('corrupt', `base_state.json: ${base.error.message}`);
 
-    const names = readdirSync(join(dir, 'events'))
+    const eventsDir = join(dir, 'events');
+    const all = readdirSync(eventsDir);
+    // Leftover temp files of an interrupted write are ignored: the claim never happened.
+    for (const n of all.filter((n) => n.endsWith('.tmp'))) rmSync(join(eventsDir, n), { force: true });
+    // A claim whose rename never happened (a crash in between) holds the complete event: named now.
+    const named = new Set(all.flatMap((n) => EVENT_FILE.exec(n)?.[1] ?? []));
+    const claimsDir = join(dir, 'claims');
+    for (const n of existsSync(claimsDir) ? readdirSync(claimsDir) : []) {
+      const claim = CLAIM_FILE.exec(n)?.[1];
+      if (claim === undefined || named.has(claim)) continue;
+      const parsed = agentEvent.safeParse(parseJson(readFileSync(join(claimsDir, n), 'utf8'), n));
+      if (!parsed.success) throw new EventStoreError('corrupt', `claim ${n}: ${parsed.error.message}`);
+      try {
+        linkSync(join(claimsDir, n), join(eventsDir, `${claim}-${parsed.data.kind}.json`));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+    }
+    const names = readdirSync(eventsDir)
       .filter((n) => EVENT_FILE.test(n))
       .sort();
-    // Leftover temp files of an interrupted write are ignored: the rename never happened.
-    for (const n of readdirSync(join(dir, 'events')).filter((n) => n.endsWith('.tmp'))) {
-      rmSync(join(dir, 'events', n), { force: true });
-    }
     const events: AgentEvent[] = [];
     for (const [i, name] of names.entries()) {
       const parsed = agentEvent.safeParse(parseJson(readFileSync(join(dir, 'events', name), 'utf8'), name));
@@ -128,10 +178,37 @@ export class FileEventStore implements EventStore {
     return Promise.resolve(this.appendSync(event));
   }
 
+  /**
+   * Appends one event. Two writers of one conversation (a worker frozen past its job's lock and the
+   * worker that took the job over, both on this host's folder) can never both write event N: the
+   * event is written complete to a temp file of this writer, then claimed by a hard link named by
+   * its id alone (`claims/NNNNNN`), which fails for the second writer whatever the kind of its event;
+   * only then is it renamed to its readable name. A crash between the claim and the rename leaves a
+   * complete claim, which open() turns into the event.
+   */
   appendSync(event: NewEvent): AgentEvent {
+    if (writer.getStore()?.() === true) {
+      throw new EventStoreError('fenced', `this run lost its job: another worker continues ${this.location}`);
+    }
     const full: AgentEvent = { ...event, id: this.list.length + 1, ts: new Date().toISOString() };
-    const name = `${String(full.id).padStart(6, '0')}-${full.kind}.json`;
-    writeAtomic(join(this.location, 'events', name), JSON.stringify(full));
+    const id = String(full.id).padStart(6, '0');
+    const dir = join(this.location, 'events');
+    const tmp = join(dir, `${id}-${full.kind}.json.${randomBytes(6).toString('hex')}.tmp`);
+    writeFile(tmp, JSON.stringify(full));
+    try {
+      claim(tmp, join(this.location, 'claims'), id);
+    } catch (error) {
+      rmSync(tmp, { force: true });
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+        throw new EventStoreError(
+          'conflict',
+          `event ${full.id} of ${this.location} was written by another run of this conversation: this run stops`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    renameSync(tmp, join(dir, `${id}-${full.kind}.json`));
     this.list.push(full);
     return full;
   }

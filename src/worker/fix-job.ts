@@ -22,6 +22,7 @@ import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
 import { appLocalIsolation } from './local-isolation.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
+import { asFencedWriter } from '../events/file-event-store.js';
 
 export { branchFor, type FixJobResult } from './fix-run.js';
 
@@ -38,6 +39,8 @@ export interface WorkerDeps {
   readonly progressIntervalMs?: number;
   /** The worker's warm Docker containers (ISSUE_AGENT_WARM_POOL), if it keeps any. */
   readonly warmPool?: SandboxPool | undefined;
+  /** Whether this worker lost the lock of a job (by id): BullMQ may run it elsewhere now. */
+  readonly lost?: (jobId: string) => boolean;
 }
 
 /**
@@ -49,6 +52,8 @@ export async function runFixJob(
   job: Job<FixJob>,
   deps: WorkerDeps,
   signal?: AbortSignal,
+  /** The worker's lock token for the job (BullMQ's second processor argument). */
+  token?: string,
 ): Promise<FixJobResult> {
   const parsed = fixJobSchema.safeParse(job.data);
   if (!parsed.success) throw new UnrecoverableError(`invalid fix job payload: ${parsed.error.message}`);
@@ -103,50 +108,113 @@ export async function runFixJob(
       throw error;
     });
   }
+  const bot = await deps.bot(gh, credentials);
+  const lock = watchLock(job, token, deps.app.lockDurationMs, log, signal);
   try {
-    return await runFix(
-      p,
-      {
-        jobId,
-        jobsDir: join(deps.app.workDir, 'jobs'),
-        gh,
-        progressGh,
-        mirrors: true,
-        tokens,
-        secrets,
-        bot: await deps.bot(gh, credentials),
-        agent: deps.agent,
-        model: deps.model,
-        sandbox: deps.app.sandbox === 'docker' ? 'docker' : 'local',
-        // `local` is the isolated sandbox with the work folder masked (see local-isolation.ts);
-        // `unconfined` (trusted setups only) a plain child process.
-        ...(deps.app.sandbox === 'local'
-          ? {
-              isolateLocal: localIsolation(),
-            }
-          : {}),
-        ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
-        runLink,
-        trajectoryLink: (dir, runId) =>
-          (runLink === null || deps.app.publicUrl === null
-            ? null
-            : `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`) ??
-          `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`,
-        attemptParallelism: deps.app.workerConcurrency,
-        // The issue waits for an answer: the first from its author or a writer continues that run.
-        onQuestion: (runId) =>
-          markQuestion(deps.redis, deps.settings.prefix, issueKey(p.repo.id, p.issue.number), runId),
-        cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
-        attempt: { number: job.attemptsMade + 1, final },
-        logger: deps.logger,
-        ...(deps.progressIntervalMs === undefined ? {} : { progressIntervalMs: deps.progressIntervalMs }),
-      },
-      signal,
+    return await asFencedWriter(lock.lost, () =>
+      runFix(
+        p,
+        {
+          jobId,
+          jobsDir: join(deps.app.workDir, 'jobs'),
+          gh,
+          progressGh,
+          mirrors: true,
+          tokens,
+          secrets,
+          bot,
+          agent: deps.agent,
+          model: deps.model,
+          sandbox: deps.app.sandbox === 'docker' ? 'docker' : 'local',
+          // `local` is the isolated sandbox with the work folder masked (see local-isolation.ts);
+          // `unconfined` (trusted setups only) a plain child process.
+          ...(deps.app.sandbox === 'local'
+            ? {
+                isolateLocal: localIsolation(),
+              }
+            : {}),
+          ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
+          runLink,
+          trajectoryLink: (dir, runId) =>
+            (runLink === null || deps.app.publicUrl === null
+              ? null
+              : `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`) ??
+            `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`,
+          attemptParallelism: deps.app.workerConcurrency,
+          // The issue waits for an answer: the first from its author or a writer continues that run.
+          onQuestion: (runId) =>
+            markQuestion(deps.redis, deps.settings.prefix, issueKey(p.repo.id, p.issue.number), runId),
+          cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
+          lost: lock.lost,
+          holdsJob: lock.holds,
+          attempt: { number: job.attemptsMade + 1, final },
+          logger: deps.logger,
+          ...(deps.progressIntervalMs === undefined ? {} : { progressIntervalMs: deps.progressIntervalMs }),
+        },
+        lock.signal,
+      ),
     );
   } catch (error) {
+    // A worker that lost the job never fails it: the one that holds it now ends it.
+    if (error instanceof FixRunError && error.lost) throw error;
     if (error instanceof FixRunError && (error.permanent || final)) {
       throw new UnrecoverableError(error.message);
     }
     throw error;
+  } finally {
+    lock.stop();
   }
+}
+
+/**
+ * This run's hold on its job: the lock is renewed with this run's token every third of its
+ * duration (besides BullMQ's own renewals, which follow the job id, and so the newest run of it in
+ * this process). When a renewal is refused, the lock is another run's: this worker was frozen, or
+ * out of Redis's reach, longer than the lock lasts, and BullMQ handed the job over, maybe to this
+ * same process. The run is then `lost`: its signal aborts (it stops at the next step), its event
+ * appends are fenced, and it says nothing more (see lostTheJob in fix-run.ts). A Redis error is
+ * not a refusal: the lock may well still be ours.
+ */
+function watchLock(
+  job: Job<FixJob>,
+  token: string | undefined,
+  durationMs: number,
+  log: Logger,
+  signal: AbortSignal | undefined,
+): { lost: () => boolean; holds: () => Promise<boolean>; signal: AbortSignal | undefined; stop: () => void } {
+  if (token === undefined) {
+    return { lost: () => false, holds: () => Promise.resolve(true), signal, stop: () => undefined };
+  }
+  let lost = false;
+  const controller = new AbortController();
+  const markLost = (): void => {
+    if (lost) return;
+    lost = true;
+    log.warn(
+      { job: job.id },
+      'lost the job lock: another run has the job now; this one stops without a word',
+    );
+    controller.abort(new Error('this worker lost the job lock'));
+  };
+  const holds = async (): Promise<boolean> => {
+    if (lost) return false;
+    const held = (await job.extendLock(token, durationMs)) === 1;
+    if (!held) markLost();
+    return held;
+  };
+  const timer = setInterval(
+    () => {
+      holds().catch(() => undefined);
+    },
+    Math.max(200, Math.floor(durationMs / 3)),
+  );
+  timer.unref();
+  return {
+    lost: () => lost,
+    holds,
+    signal: signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal]),
+    stop: () => {
+      clearInterval(timer);
+    },
+  };
 }

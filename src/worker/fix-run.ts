@@ -3,6 +3,7 @@ import type { SandboxPool } from '../environment/prepare.js';
 import type { Logger } from 'pino';
 import type { Outcome } from '../agent/run-agent.js';
 import type { AgentEnv } from '../config/agent-env.js';
+import { EventStoreError } from '../events/event-store.js';
 import { reduceState } from '../events/reduce-state.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import { HostGit } from '../github/host-git.js';
@@ -87,6 +88,16 @@ export interface FixRuntime {
   readonly attemptParallelism?: number;
   /** Who asked to stop this job, or null. Polled every 500 ms while the job runs, and before the push. */
   readonly cancelled: () => Promise<string | null>;
+  /**
+   * True once this worker lost the job's lock (BullMQ may have handed the job to another worker):
+   * the run then ends without reporting or publishing anything (see lostTheJob).
+   */
+  readonly lost?: () => boolean;
+  /**
+   * Asks the queue whether this worker still holds the job (renewing its lock), for when the event
+   * log says another run wrote to it: the holder goes on to a retry, a worker that lost it stops.
+   */
+  readonly holdsJob?: () => Promise<boolean>;
   /** 1-based attempt number, and whether a failure now is final (no retry will follow). */
   readonly attempt: { readonly number: number; readonly final: boolean };
   readonly logger: Logger;
@@ -118,9 +129,29 @@ export class FixRunError extends Error {
     message: string,
     readonly permanent: boolean,
     options?: { cause?: unknown },
+    /** This run gave the job up to another worker: nothing was (or may be) said about it. */
+    readonly lost = false,
   ) {
     super(message, options);
   }
+}
+
+/**
+ * Whether a run must stop without a word: its worker lost the job's lock (`rt.lost`), the log was
+ * fenced for this run (EventStoreError `fenced`), or the log took another run's event first
+ * (`conflict`) and the queue says this worker no longer holds the job. The worker that holds it
+ * reports, publishes and ends the job; a holder that lost the race for one event fails this
+ * attempt as any failure (BullMQ retries it, resuming from the log).
+ */
+async function lostTheJob(rt: FixRuntime, error: unknown): Promise<boolean> {
+  if (rt.lost?.() === true) return true;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth += 1) {
+    if (!(e instanceof EventStoreError)) continue;
+    if (e.code === 'fenced') return true;
+    if (e.code === 'conflict')
+      return rt.holdsJob === undefined ? false : !(await rt.holdsJob().catch(() => false));
+  }
+  return false;
 }
 
 /**
@@ -166,6 +197,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       ? undefined
       : { requestedBy: p.trigger.sender.login, approvedBy: p.trigger.approvedBy.login },
     p.ci == null ? undefined : { round: p.ci.round, of: p.ci.of },
+    () => rt.lost?.() === true,
   );
   const ctx: JobContext = {
     p,
@@ -191,6 +223,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
   });
 
   const stop = await watchForStop(rt, signal);
+  // Every end is said on GitHub only by the worker that holds the job (see lostTheJob).
+  const end = async (...args: Parameters<typeof reportEnd>): Promise<void> => {
+    if (rt.lost?.() === true) throw new Error('this worker lost the job');
+    await reportEnd(...args);
+  };
   try {
     await recordJob(dir, jobId, p);
     const repo = await fetchRepo(ctx, rt.baseBranch);
@@ -200,7 +237,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     let outcome = store === null ? null : reduceState(store.events).outcome;
     const stoppedBy = stop.by();
     if (outcome === null && stoppedBy !== null) {
-      await reportEnd(ctx, { kind: 'cancelled', by: stoppedBy }, null);
+      await end(ctx, { kind: 'cancelled', by: stoppedBy }, null);
       return none('cancelled');
     }
     let pull: PullInfo | null = null;
@@ -208,12 +245,12 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       const fetched = await fetchPull(ctx, p.pull.number);
       pull = fetched.pull;
       if (outcome === null && fetched.closed !== null) {
-        await reportEnd(ctx, fetched.closed, pull);
+        await end(ctx, fetched.closed, pull);
         return none('cancelled');
       }
       // A CI round is about one head: after anyone pushed since, its failures may be gone.
       if (outcome === null && store === null && p.ci != null && pull.headSha !== p.ci.headSha) {
-        await reportEnd(ctx, { kind: 'ci_head_moved', headSha: p.ci.headSha }, pull);
+        await end(ctx, { kind: 'ci_head_moved', headSha: p.ci.headSha }, pull);
         return none('cancelled');
       }
     }
@@ -228,7 +265,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
           followUp: pull !== null,
         });
         if (!issue.ok) {
-          await reportEnd(ctx, issue.end, pull);
+          await end(ctx, issue.end, pull);
           return none('cancelled');
         }
         progress.post({ kind: 'preparing' });
@@ -242,7 +279,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     } else if (outcome === null) {
       const issue = await readIssue(ctx, { resumed: store !== null, followUp: pull !== null });
       if (!issue.ok) {
-        await reportEnd(ctx, issue.end, pull);
+        await end(ctx, issue.end, pull);
         return none('cancelled');
       }
       progress.post({ kind: 'preparing' });
@@ -260,7 +297,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     if (store === null) throw new Error('no trajectory after the run');
     // A stop ends every attempt; the one ranked first may then be one that failed before the stop.
     if (outcome.outcome === 'cancelled' || (attempts !== null && stop.by() !== null)) {
-      await reportEnd(ctx, { kind: 'cancelled', by: stop.by() }, pull);
+      await end(ctx, { kind: 'cancelled', by: stop.by() }, pull);
       return none('cancelled');
     }
     const winnerCtx = attempts?.winner === null || attempts === null ? ctx : attempts.winner.ctx;
@@ -268,13 +305,15 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     if (outcome.outcome === 'needs_info' && asked.question !== null) {
       // Marked first: an answer that comes right after the question is posted finds it waiting.
       await rt.onQuestion?.(winnerCtx.jobId);
-      await reportEnd(
+      await end(
         winnerCtx,
         { kind: 'needs_info', outcome, question: asked.question, round: asked.rounds },
         pull,
       );
       return { ...none('needs_info'), trajectory: winnerCtx.paths.trajectory };
     }
+    // Checked last before anything is published: a worker that lost the job publishes nothing.
+    if (rt.lost?.() === true) throw new Error('this worker lost the job before publishing');
     const published = await publish({
       ctx: winnerCtx,
       store,
@@ -284,9 +323,16 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       cancelled: rt.cancelled,
       attempts: attempts?.table,
     });
-    await reportEnd(ctx, published.end, pull);
+    await end(ctx, published.end, pull);
     return published.result;
   } catch (error) {
+    if (await lostTheJob(rt, error)) {
+      rt.logger.warn(
+        { job: jobId, err: error instanceof Error ? error.message : String(error) },
+        'another worker runs this job now: this run stops without a word',
+      );
+      throw new FixRunError('another worker took this job over', false, { cause: error }, true);
+    }
     const { reason, permanent } = await reportFailure(ctx, error, rt.attempt);
     throw new FixRunError(reason, permanent, { cause: error });
   } finally {

@@ -65,6 +65,8 @@ export class ProgressReporter {
     private readonly approval?: { readonly requestedBy: string; readonly approvedBy: string },
     /** An automatic CI fix round: which, of at most how many. */
     private readonly ciRound?: { readonly round: number; readonly of: number },
+    /** True once another worker runs the job: its comment is that worker's to write. */
+    private readonly silenced: () => boolean = () => false,
   ) {}
 
   /**
@@ -161,6 +163,7 @@ export class ProgressReporter {
       ...(this.approval === undefined ? {} : { approval: this.approval }),
       ...(this.ciRound === undefined ? {} : { ciRound: this.ciRound }),
     } as ProgressState;
+    if (this.silenced()) return;
     const body = this.redactor().redact(renderProgress(state));
     try {
       this.writes += 1;

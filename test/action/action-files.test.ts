@@ -11,12 +11,13 @@ interface ActionSpec {
   runs: { using: string; main: string };
 }
 interface Workflow {
-  on: Record<string, { types: string[]; workflows?: string[] }>;
+  on: Record<string, { types: string[]; workflows?: string[]; branches?: string[] }>;
   permissions: Record<string, string>;
-  concurrency: { group: string; 'cancel-in-progress': boolean };
+  concurrency?: unknown;
   jobs: Record<
     string,
     {
+      concurrency?: { group: string; 'cancel-in-progress': boolean };
       'timeout-minutes'?: number;
       if?: string;
       steps: { uses?: string; run?: string; with?: Record<string, unknown> }[];
@@ -45,13 +46,15 @@ describe('action.yml, its docs and the example workflow', () => {
 
   it('the example workflow: minimal permissions, per-issue concurrency, a timeout, known inputs', () => {
     assert.deepEqual(example.permissions, { contents: 'write', issues: 'write', 'pull-requests': 'write' });
-    assert.match(example.concurrency.group, /github\.event\.issue\.number/);
+    assert.equal(example.concurrency, undefined, 'per job: only events that pass `if:` enter the group');
     assert.deepEqual(Object.keys(example.on).sort(), [
       'issue_comment',
       'issues',
       'pull_request_review_comment',
     ]);
     for (const job of Object.values(example.jobs)) {
+      assert.match(job.concurrency?.group ?? '', /github\.event\.issue\.number/);
+      assert.equal(job.concurrency?.['cancel-in-progress'], false);
       assert.ok((job['timeout-minutes'] ?? 0) > 0, 'a job timeout');
       const agent = job.steps.find((s) => s.uses?.includes('issue-agent'));
       assert.ok(agent !== undefined);
@@ -75,10 +78,13 @@ describe('action.yml, its docs and the example workflow', () => {
     });
     assert.deepEqual(ci.on.workflow_run?.types, ['completed']);
     assert.ok((ci.on.workflow_run.workflows ?? []).length > 0, 'names the CI workflows');
-    assert.match(ci.concurrency.group, /github\.event\.workflow_run\.pull_requests\[0\]\.number/);
-    assert.equal(ci.concurrency['cancel-in-progress'], false);
+    assert.deepEqual(ci.on.workflow_run.branches, ['issue-agent/issue-*']);
+    assert.equal(ci.concurrency, undefined);
     for (const job of Object.values(ci.jobs)) {
+      assert.match(job.concurrency?.group ?? '', /github\.event\.workflow_run\.pull_requests\[0\]\.number/);
+      assert.equal(job.concurrency?.['cancel-in-progress'], false);
       assert.match(job.if ?? '', /workflow_run\.conclusion == 'failure'/);
+      assert.match(job.if ?? '', /workflow_run\.conclusion == 'timed_out'/);
       assert.match(
         job.if ?? '',
         /startsWith\(github\.event\.workflow_run\.head_branch, 'issue-agent\/issue-'\)/,

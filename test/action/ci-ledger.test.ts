@@ -73,6 +73,10 @@ describe('Action CI ledger (comments on the PR)', () => {
     assert.equal(await ledger(2, winner).claimHead(HEAD), true, 'but not for a re-run of the winner');
     assert.deepEqual(await ledger(2, winner).round(HEAD, 2, ['test']), { kind: 'round', round: 1 });
     assert.equal(markers().length, 1, 'a re-run posts no second claim');
+    // With one round allowed, a run that comes after the claim (it read the comments before) finds
+    // the head taken, not the rounds used up: nothing is said.
+    assert.deepEqual(await ledger(2, '103').round(HEAD, 1, ['lint']), { kind: 'taken' });
+    assert.equal(markers().length, 1);
   });
 
   it('rounds count across heads up to the maximum; a kind of "no round" is unsaid until a marked comment says it', async () => {

@@ -57,7 +57,8 @@ attackTest(
         `cat ${keyFile} 2>&1 | head -2`,
         `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c 'PRIVATE_KEY\\|WEBHOOK_SECRET'`,
         `(exec 3<>/dev/tcp/127.0.0.1/${redisPort} && printf 'PING\\r\\n' >&3 && timeout 2 head -c 7 <&3) 2>&1`,
-        `touch ${work}/planted ${work}/jobs/planted 2>&1`,
+        // Output that the command's own text does not hold: PLANTED-42 only if a write got through.
+        `(touch ${work}/planted || touch ${work}/jobs/planted) 2>/dev/null && echo PLANTED-$((40+2)) || echo WRITE-$((0+0))-REFUSED`,
         'echo end',
       ].join('; ');
     const stack = await startStack({
@@ -115,6 +116,10 @@ attackTest(
     };
     for (const [what, needle] of Object.entries(leaks))
       assert.ok(!seen.some((x) => x.includes(needle)), `${what} reached the model`);
+    assert.ok(
+      answered.includes('WRITE-0-REFUSED') && !answered.includes('PLANTED-42'),
+      'no write in the work folder',
+    );
     for (const p of [join(work, 'planted'), join(work, 'jobs', 'planted')])
       assert.ok(!existsSync(p), `${p} was planted`);
   },

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { EventStoreError } from '../../src/events/event-store.js';
-import { FileEventStore } from '../../src/events/file-event-store.js';
+import { asFencedWriter, FileEventStore } from '../../src/events/file-event-store.js';
 import { reduceState } from '../../src/events/reduce-state.js';
 import { SCHEMA_VERSION, type BaseState } from '../../src/events/schema.js';
 
@@ -92,5 +92,70 @@ test('a corrupt event, a gap or an unknown schema version is refused with a type
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('two writers of one conversation never both write an event: the second gets a conflict, the log stays whole', () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'ia-store-')), 'run');
+  try {
+    const frozen = FileEventStore.create(dir, base);
+    frozen.appendSync({ kind: 'action', toolUseId: 'u1', tool: 'bash', input: { command: 'ls' } });
+    // The worker that took the job over opens the log and goes on.
+    const takeover = FileEventStore.open(dir);
+    takeover.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'resumed here' });
+    // The frozen worker wakes and appends what it was about to: event 2 too, of another kind.
+    assert.throws(
+      () => frozen.appendSync({ kind: 'action', toolUseId: 'u2', tool: 'bash', input: { command: 'pwd' } }),
+      (error: unknown) => error instanceof EventStoreError && error.code === 'conflict',
+    );
+    takeover.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'still here' });
+    const reopened = FileEventStore.open(dir);
+    assert.deepEqual(
+      reopened.events.map((e) => e.kind),
+      ['action', 'warning', 'warning'],
+    );
+    assert.ok(!readdirSync(join(dir, 'events')).some((n) => n.endsWith('.tmp')), 'no temp file left');
+  } finally {
+    rmSync(dirname(dir), { recursive: true, force: true });
+  }
+});
+
+test('a claim whose rename a crash prevented becomes the event on open; a run that lost its job appends nothing', async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'ia-store-')), 'run');
+  try {
+    const store = FileEventStore.create(dir, base);
+    store.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'one' });
+    store.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'two' });
+    // The crash: event 2's claim exists, its readable name does not.
+    rmSync(join(dir, 'events', '000002-warning.json'));
+    assert.ok(readdirSync(join(dir, 'claims')).includes('000002'));
+    const reopened = FileEventStore.open(dir);
+    assert.deepEqual(
+      reopened.events.map((e) => (e.kind === 'warning' ? e.message : e.kind)),
+      ['one', 'two'],
+    );
+    // A run that lost its job appends nothing; another run in the same process still does.
+    let lost = false;
+    await asFencedWriter(
+      () => lost,
+      async () => {
+        lost = true;
+        await Promise.resolve();
+        assert.throws(
+          () => reopened.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'three' }),
+          (error: unknown) => error instanceof EventStoreError && error.code === 'fenced',
+        );
+      },
+    );
+    await asFencedWriter(
+      () => false,
+      () => {
+        reopened.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'three' });
+        return Promise.resolve();
+      },
+    );
+    assert.equal(FileEventStore.open(dir).events.length, 3);
+  } finally {
+    rmSync(dirname(dir), { recursive: true, force: true });
   }
 });

@@ -245,7 +245,9 @@ for i in "\${!W[@]}"; do
   fi
   exec {f}<&-
 done
+# A masked folder under a private area (/tmp…) is covered by it already, and is no mount point now.
 for m in "\${masked[@]}"; do
+  mountpoint -q -- "$m" || continue
   mount -o remount,bind,ro -- "$m" || fail "could not make $m read-only"
 done
 
@@ -641,8 +643,11 @@ async function startInit(kind: MechanismKind, user: SandboxUser, dirs: readonly 
   const argv = initArgv(kind, user, dirs);
   const [cmd, ...args] = argv;
   if (cmd === undefined) throw new MechanismUnavailable('nothing to run');
-  // A new session: nothing in the sandbox has the host's terminal (no TIOCSTI into it).
+  // A new session: nothing in the sandbox has the host's terminal (no TIOCSTI into it). Started in
+  // `/`: the init's working folder is taken before the masks and hidden paths are mounted, and is
+  // none of the host process's folders.
   const child = spawn(cmd, args, {
+    cwd: '/',
     env: { PATH: SYSTEM_PATH },
     stdio: ['pipe', 'pipe', 'pipe'],
     detached: true,
