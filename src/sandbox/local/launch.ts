@@ -245,9 +245,10 @@ for i in "\${!W[@]}"; do
   fi
   exec {f}<&-
 done
-# A masked folder under a private area (/tmp…) is covered by it already, and is no mount point now.
+# A masked folder under a private area (/tmp…) is covered by it already: its path is a plain folder
+# of that area now (same device as its parent), though mountinfo still lists the covered mask.
 for m in "\${masked[@]}"; do
-  mountpoint -q -- "$m" || continue
+  [ "$(stat -c %d -- "$m")" != "$(stat -c %d -- "$m/..")" ] || continue
   mount -o remount,bind,ro -- "$m" || fail "could not make $m read-only"
 done
 
