@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { reply } from '../../src/model-sim/index.js';
 import { buildHistoryRepo } from '../support/history-repo.js';
 import { startStack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
+import { hostArtifacts } from '../support/host-artifacts.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const MODEL_KEY = 'sk-ant-evaluate-0123456789abcdef';
@@ -18,9 +18,13 @@ const MODEL_KEY = 'sk-ant-evaluate-0123456789abcdef';
  * a bad option gets the usage, an admin's request builds the tasks from the repository's history and
  * posts the report in the conversation that asked; no branch or pull request is made.
  */
-const ARTIFACTS = join(fileURLToPath(new URL('../..', import.meta.url)), 'test-artifacts', 'app-evaluate');
 
-async function evaluateThroughTheApp(sandbox: 'docker' | 'local', t: TestContext): Promise<void> {
+async function evaluateThroughTheApp(
+  sandbox: 'docker' | 'local',
+  t: TestContext,
+  /** For `local`: a folder outside /tmp for the work folder (see hostArtifacts). */
+  local: string | null = null,
+): Promise<void> {
   const skip = redisSkipReason();
   if (skip !== false) {
     t.skip(skip);
@@ -34,7 +38,7 @@ async function evaluateThroughTheApp(sandbox: 'docker' | 'local', t: TestContext
     sandbox,
     // Not under /tmp (private in a local sandbox): the masked work folder is what keeps the
     // worker's other files out of sight.
-    ...(sandbox === 'local' ? { env: { ISSUE_AGENT_WORK_DIR: join(ARTIFACTS, `work-${process.pid}`) } } : {}),
+    ...(local === null ? {} : { env: { ISSUE_AGENT_WORK_DIR: join(local, 'work') } }),
     // The oracle brings its own model; the deployment's is never asked.
     policy: () => () => reply().text('not asked').tool('finish', { summary: 'not asked' }),
   });
@@ -118,9 +122,10 @@ test(
         : false,
   },
   async (t) => {
+    const local = hostArtifacts('app-evaluate');
     t.after(() => {
-      rmSync(join(ARTIFACTS, `work-${process.pid}`), { recursive: true, force: true });
+      rmSync(local, { recursive: true, force: true });
     });
-    await evaluateThroughTheApp('local', t);
+    await evaluateThroughTheApp('local', t, local);
   },
 );

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { oracle } from '../../src/model-sim/index.js';
 import { isolationSupport } from '../../src/sandbox/local/launch.js';
@@ -9,12 +8,10 @@ import { attackTest } from '../security/support.js';
 import { startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText, routeByTag } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
+import { hostArtifacts } from '../support/host-artifacts.js';
 
 const OWNER = 'acme';
 const REPO = 'calc';
-// Not under /tmp: the sandbox has a private /tmp, which would hide a work folder there without
-// any mask, and prove nothing about it.
-const ARTIFACTS = join(fileURLToPath(new URL('../..', import.meta.url)), 'test-artifacts', 'app-local');
 const support = await isolationSupport();
 const skip =
   redisSkipReason() ||
@@ -33,9 +30,7 @@ attackTest(
   'App local sandbox: a hostile agent sees only its own workspace on a shared worker',
   { skip, timeout: 400_000 },
   async (t) => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    const root = mkdtempSync(join(ARTIFACTS, 'run-'));
-    chmodSync(root, 0o755);
+    const root = hostArtifacts('app-local');
     t.after(() => {
       rmSync(root, { recursive: true, force: true });
     });

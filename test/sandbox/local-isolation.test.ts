@@ -20,6 +20,7 @@ import { after, before, describe, it } from 'node:test';
 import { isolationSupport, type MechanismKind } from '../../src/sandbox/local/launch.js';
 import { canIsolate, LocalSandbox, localShellHost } from '../../src/sandbox/local/local-sandbox.js';
 import { ShellSession } from '../../src/sandbox/shell-session.js';
+import { hostArtifacts } from '../support/host-artifacts.js';
 
 /**
  * The isolated local sandbox (the Action's default) against a hostile shell: it must not reach the
@@ -526,8 +527,8 @@ for (const mechanism of mechanisms) {
       () => {
         attackTest('shows only the job’s workspace, now and later; no write, no unmount', async () => {
           mkdirSync(ARTIFACTS, { recursive: true });
-          const root = mkdtempSync(join(ARTIFACTS, 'mask-'));
-          chmodSync(root, 0o755);
+          // Outside /tmp even in a CI clone there: the sandbox's private /tmp would hide it anyway.
+          const root = hostArtifacts('isolation-mask');
           const jobs = join(root, 'jobs');
           const workspace = join(jobs, 'job-a', 'workspace');
           mkdirSync(workspace, { recursive: true });
