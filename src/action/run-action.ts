@@ -138,6 +138,19 @@ async function handle(
   };
   const config = await repoConfig(gh, where, inputs);
   const bot = await botUser(gh, inputs.appSlug === null ? ACTIONS_BOT : `${inputs.appSlug}[bot]`);
+  const context: JobContext = {
+    trigger,
+    inputs,
+    runner,
+    env,
+    io,
+    gh,
+    bot,
+    logger,
+    redactor,
+    runsUrl,
+    signal,
+  };
   if (trigger.kind === 'ci_failure') {
     // A workflow failed on a pull request's head: a round only on the agent's own open PR (whoever
     // pushed the head, usually the agent itself, is not asked for a role), decided in ci-round.ts.
@@ -161,19 +174,7 @@ async function handle(
     }
     const target = { kind: 'pull', number: trigger.issue.number } as const;
     const job = { ...buildFixJob(trigger, target, config, '', []), ci: decided.ci };
-    return await runJob(job, target, {
-      trigger,
-      inputs,
-      runner,
-      env,
-      io,
-      gh,
-      bot,
-      logger,
-      redactor,
-      runsUrl,
-      signal,
-    });
+    return await runJob(job, target, context);
   }
   const ours = matches(trigger, config);
   if (ours === null) return skip(io, write, `not our label (${config.label}) or handle (${config.handle})`);
@@ -217,19 +218,7 @@ async function handle(
   }
 
   const job = buildFixJob(trigger, target, config, ours.instruction, reviewComments);
-  return await runJob(job, target, {
-    trigger,
-    inputs,
-    runner,
-    env,
-    io,
-    gh,
-    bot,
-    logger,
-    redactor,
-    runsUrl,
-    signal,
-  });
+  return await runJob(job, target, context);
 }
 
 interface JobContext {
