@@ -114,8 +114,15 @@ export class ServerMetrics {
   recordRun(run: FinishedRun): void {
     if (this.recorded.has(run.summary.id)) return;
     this.recorded.add(run.summary.id);
-    this.runs.inc({ outcome: run.summary.outcome ?? 'unknown' });
-    if (run.queuedAt !== null && run.startedAt !== null && run.startedAt >= run.queuedAt) {
+    // A later attempt of a best-of-N job is part of its job's run (which has the job's outcome and
+    // queue wait); its steps, model calls, tokens and cost are counted below all the same.
+    if (run.attemptOf === null) this.runs.inc({ outcome: run.summary.outcome ?? 'unknown' });
+    if (
+      run.attemptOf === null &&
+      run.queuedAt !== null &&
+      run.startedAt !== null &&
+      run.startedAt >= run.queuedAt
+    ) {
       this.queueWait.observe((run.startedAt - run.queuedAt) / 1000);
     }
     const reader = run.reader;

@@ -73,6 +73,8 @@ export interface RunIndexOptions {
 
 export interface FinishedRun {
   readonly summary: RunSummary;
+  /** A later attempt of a best-of-N job: the job it belongs to (not a run of its own). */
+  readonly attemptOf: string | null;
   readonly reader: TrajectoryReader | null;
   readonly queuedAt: number | null;
   readonly startedAt: number | null;
@@ -278,6 +280,7 @@ export class RunIndex {
     if (next.state === 'finished' && !wasFinished && e.seenLive) {
       const finished: FinishedRun = {
         summary: next,
+        attemptOf: e.jobFile?.attemptOf ?? null,
         reader: e.reader,
         queuedAt: next.queuedAt === null ? null : Date.parse(next.queuedAt),
         startedAt: next.startedAt === null ? null : Date.parse(next.startedAt),
