@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { WarmPool } from '../src/sandbox/docker/warm-pool.js';
 import { Queue, Worker, type Job } from 'bullmq';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
 import { readAppEnv } from '../src/config/app-env.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
@@ -23,6 +23,8 @@ async function main(): Promise<void> {
   const apiKey = agent.anthropicApiKey;
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
+
+  watchEventLoop(logger, app.lockDurationMs);
 
   if (app.sandbox === 'local') {
     // Never run jobs with less isolation than asked for: a host that cannot make the namespaces
@@ -109,7 +111,9 @@ async function main(): Promise<void> {
       concurrency: app.workerConcurrency,
       lockDuration: app.lockDurationMs,
       stalledInterval: app.stalledIntervalMs,
-      maxStalledCount: 2,
+      // The App's own limit (maxInterruptions) is checked by the run, which says so on the issue;
+      // BullMQ's, which fails a job without a word, is only the backstop for a run that cannot.
+      maxStalledCount: app.maxInterruptions + 2,
     },
   );
   worker.on('active', (job) => {
@@ -174,6 +178,27 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+}
+
+/**
+ * Says when this process's event loop was blocked long enough to matter: lock renewals run on it,
+ * so a block near the lock's duration makes BullMQ hand a job to another worker. The log line is
+ * how an operator tells that cause from Redis being slow or out of reach.
+ */
+function watchEventLoop(logger: Logger, lockDurationMs: number): void {
+  const everyMs = 500;
+  const reportFromMs = Math.min(1000, Math.floor(lockDurationMs / 4));
+  let last = performance.now();
+  setInterval(() => {
+    const now = performance.now();
+    const blockedMs = Math.round(now - last - everyMs);
+    last = now;
+    if (blockedMs >= reportFromMs)
+      logger.warn(
+        { blockedMs, lockDurationMs },
+        'the event loop was blocked; job locks may not have been renewed',
+      );
+  }, everyMs).unref();
 }
 
 main().catch((error: unknown) => {

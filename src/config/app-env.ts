@@ -41,6 +41,11 @@ export interface AppEnv {
   /** BullMQ lock duration; a worker that stops renewing it for this long is considered dead. */
   readonly lockDurationMs: number;
   readonly stalledIntervalMs: number;
+  /**
+   * How many times a job's run may be interrupted (its worker killed, crashed or frozen past the
+   * lock) and resumed; the next resume only ends the job with that said on the issue.
+   */
+  readonly maxInterruptions: number;
   readonly jobAttempts: number;
   readonly retryBackoffMs: number;
   /** Defaults for repos without `.github/issue-agent.yml`. */
@@ -104,6 +109,7 @@ const schema = z.object({
   ISSUE_AGENT_PUBLIC_URL: z.url().optional(),
   ISSUE_AGENT_LOCK_DURATION_MS: int(1000).default(60_000),
   ISSUE_AGENT_STALLED_INTERVAL_MS: int(500).default(30_000),
+  ISSUE_AGENT_MAX_INTERRUPTIONS: int(0).default(2),
   ISSUE_AGENT_JOB_ATTEMPTS: int(1).default(3),
   ISSUE_AGENT_RETRY_BACKOFF_MS: int(0).default(10_000),
   ISSUE_AGENT_LABEL: z.string().min(1).default('agent'),
@@ -185,6 +191,7 @@ export function readAppEnv(
     publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
     lockDurationMs: v.ISSUE_AGENT_LOCK_DURATION_MS,
     stalledIntervalMs: v.ISSUE_AGENT_STALLED_INTERVAL_MS,
+    maxInterruptions: v.ISSUE_AGENT_MAX_INTERRUPTIONS,
     jobAttempts: v.ISSUE_AGENT_JOB_ATTEMPTS,
     retryBackoffMs: v.ISSUE_AGENT_RETRY_BACKOFF_MS,
     defaultLabel: v.ISSUE_AGENT_LABEL,

@@ -147,6 +147,9 @@ export async function runFixJob(
           cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
           lost: lock.lost,
           holdsJob: lock.holds,
+          ...(job.stalledCounter > deps.app.maxInterruptions
+            ? { interruptedTooOften: job.stalledCounter }
+            : {}),
           attempt: { number: job.attemptsMade + 1, final },
           logger: deps.logger,
           ...(deps.progressIntervalMs === undefined ? {} : { progressIntervalMs: deps.progressIntervalMs }),
@@ -186,12 +189,13 @@ function watchLock(
     return { lost: () => false, holds: () => Promise.resolve(true), signal, stop: () => undefined };
   }
   let lost = false;
+  let heldAt = performance.now();
   const controller = new AbortController();
   const markLost = (): void => {
     if (lost) return;
     lost = true;
     log.warn(
-      { job: job.id },
+      { job: job.id, sinceRenewedMs: Math.round(performance.now() - heldAt), lockDurationMs: durationMs },
       'lost the job lock: another run has the job now; this one stops without a word',
     );
     controller.abort(new Error('this worker lost the job lock'));
@@ -199,7 +203,8 @@ function watchLock(
   const holds = async (): Promise<boolean> => {
     if (lost) return false;
     const held = (await job.extendLock(token, durationMs)) === 1;
-    if (!held) markLost();
+    if (held) heldAt = performance.now();
+    else markLost();
     return held;
   };
   const timer = setInterval(

@@ -28,6 +28,7 @@ import { continueConversation } from './stages/continue-round.js';
 import type { JobContext, PullInfo } from './stages/types.js';
 
 export { PermanentJobError } from './permanent-job-error.js';
+import { PermanentJobError } from './permanent-job-error.js';
 export { jobFolder } from './job-folder.js';
 import { jobFolder } from './job-folder.js';
 export { branchFor } from './stages/publish.js';
@@ -98,6 +99,13 @@ export interface FixRuntime {
    * log says another run wrote to it: the holder goes on to a retry, a worker that lost it stops.
    */
   readonly holdsJob?: () => Promise<boolean>;
+  /**
+   * How many runs of this job were interrupted before this one (their worker killed, crashed or
+   * frozen past the lock), when that is more than the App allows: a job that still has work to do
+   * then only ends, failed, with that said on the issue, instead of running (and maybe taking its
+   * worker down) once more. A job whose work is done still publishes.
+   */
+  readonly interruptedTooOften?: number;
   /** 1-based attempt number, and whether a failure now is final (no retry will follow). */
   readonly attempt: { readonly number: number; readonly final: boolean };
   readonly logger: Logger;
@@ -223,6 +231,13 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
   });
 
   const stop = await watchForStop(rt, signal);
+  const giveUpIfInterrupted = (): void => {
+    const times = rt.interruptedTooOften;
+    if (times === undefined) return;
+    throw new PermanentJobError(
+      `this job was interrupted ${times} ${times === 1 ? 'time' : 'times'} (the worker running it was killed, crashed or froze for longer than its lock), so it is not run again; the worker logs say what stopped it`,
+    );
+  };
   // Every end is said on GitHub only by the worker that holds the job (see lostTheJob).
   const end = async (...args: Parameters<typeof reportEnd>): Promise<void> => {
     if (rt.lost?.() === true) throw new Error('this worker lost the job');
@@ -260,6 +275,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       // Best-of-N: the job's outcome is the winner's, once every attempt has one.
       const existing = openAttempts(ctx, count);
       if (existing.some((a) => a.outcome === null)) {
+        giveUpIfInterrupted();
         const issue = await readIssue(ctx, {
           resumed: existing.some((a) => a.store !== null),
           followUp: pull !== null,
@@ -277,6 +293,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       store = attempts.winner.store;
       outcome = attempts.winner.outcome;
     } else if (outcome === null) {
+      giveUpIfInterrupted();
       const issue = await readIssue(ctx, { resumed: store !== null, followUp: pull !== null });
       if (!issue.ok) {
         await end(ctx, issue.end, pull);

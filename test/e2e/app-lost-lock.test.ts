@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { oracle } from '../../src/model-sim/index.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { reduceState } from '../../src/events/reduce-state.js';
-import { startStack } from '../support/pipeline.js';
+import { SHORT_LOCK, startStack } from '../support/pipeline.js';
 import { manyStepsThenOracle, requestText, routeByTag } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 
@@ -19,7 +19,7 @@ const REPO = 'calc';
  * the PR. When the frozen worker wakes (SIGCONT) with its run still going, it must not write another
  * event into the log the other worker now owns, nor say anything on GitHub: one PR, one whole log,
  * one final state on the progress comment. Real App, two workers, Redis, GitHub and model simulators;
- * the pipeline's 4 s lock.
+ * a short (4 s) lock.
  */
 test(
   'App: a worker frozen past its lock wakes to find the job taken over; it stops without a word, the log stays whole, one PR',
@@ -31,6 +31,7 @@ test(
       maintainer: { login: 'maria', permission: 'write' },
       modelKey: 'sk-ant-lost-lock-0123456789abcdef',
       workers: 2,
+      env: { ...SHORT_LOCK },
       policy: (fixture) =>
         routeByTag({ '[freeze]': manyStepsThenOracle(30, fixture.patch) }, oracle(fixture.patch)),
     });

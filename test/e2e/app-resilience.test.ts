@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { hang, oracle, type ModelSimulator } from '../../src/model-sim/index.js';
-import { startStack, type Pipeline, type Stack } from '../support/pipeline.js';
+import { SHORT_LOCK, startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import { faultOnceAt, requestText, routeByTag } from '../support/pipeline-fixtures.js';
 import { redisSkipReason, type TestRedis } from '../support/redis-server.js';
 
@@ -30,9 +30,21 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       maintainer: { login: MAINTAINER, permission: 'admin' },
       modelKey: MODEL_KEY,
       workers: 2,
+      // One interruption is resumed (test 7); a second one ends the job (the crash loop).
+      env: { ...SHORT_LOCK, ISSUE_AGENT_MAX_INTERRUPTIONS: '1' },
       policy: (fixture) => {
         crash = faultOnceAt(3, hang, oracle(fixture.patch));
-        return routeByTag({ '[crash]': crash.policy }, oracle(fixture.patch));
+        return routeByTag(
+          {
+            '[crash]': crash.policy,
+            // Every run of it hangs at its third turn (where the test kills its worker).
+            '[crash-loop]': (request, ctx) =>
+              request.messages.filter((m) => m.role === 'assistant').length === 3
+                ? hang()
+                : oracle(fixture.patch)(request, ctx),
+          },
+          oracle(fixture.patch),
+        );
       },
     });
     ({ sim, model, pipeline, redis } = stack);
@@ -113,5 +125,60 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     await delay(1000);
     assert.equal(prFor(n).length, 1);
     assert.equal(prFor(m).length, 1);
+  });
+
+  it('a job that takes its worker down each time: resumed once, then ended with that said on the issue; no PR; the worker takes the next job', async () => {
+    const n = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [crash-loop]',
+      body: 'average([1,2,2]) should be 1.67',
+      author: MAINTAINER,
+    }).number;
+    const hung = (): number =>
+      model.requests.filter(
+        (r) =>
+          requestText(r.body).includes('[crash-loop]') &&
+          (r.body as { messages: { role: string }[] }).messages.filter((m) => m.role === 'assistant')
+            .length === 3,
+      ).length;
+    const running = (): Pipeline['workers'][number] | undefined =>
+      pipeline.workers.find(
+        (w) =>
+          w.child.exitCode === null &&
+          w.child.signalCode === null &&
+          readFileSync(w.log, 'utf8')
+            .split('\n')
+            .some((l) => l.includes('"job started"') && new RegExp(`"issue":${n}[,}]`).test(l)),
+      );
+    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    for (let interruption = 1; interruption <= 2; interruption++) {
+      await sim.waitFor(
+        () => hung() >= interruption,
+        120_000,
+        `run ${interruption} to hang\n${pipeline.logs()}`,
+      );
+      const victim = running();
+      assert.ok(victim, `the worker of run ${interruption}\n${pipeline.logs()}`);
+      victim.child.kill('SIGKILL');
+      await victim.exited();
+      await pipeline.startWorker();
+    }
+    const progress = (): string =>
+      sim.comments(OWNER, REPO, n).find((c) => c.body.includes('issue-agent:progress'))?.body ?? '';
+    await sim.waitFor(
+      () => /interrupted 2 times/.test(progress()),
+      120_000,
+      `the job to end\n${progress()}\n${pipeline.logs()}`,
+    );
+    assert.match(progress(), /Finished without a pull request/);
+    assert.equal(hung(), 2, 'the third run did not ask the model again');
+    assert.equal(prFor(n).length, 0);
+    // The job is over in the queue too: the workers go on to the next one.
+    const again = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong [after-crash-loop]',
+      body: 'once more',
+      author: MAINTAINER,
+    }).number;
+    await sim.label(OWNER, REPO, again, 'agent', MAINTAINER);
+    await sim.waitFor(() => prFor(again).length > 0, 120_000, `the next job's PR\n${pipeline.logs()}`);
   });
 });

@@ -15,6 +15,12 @@ export const ROOT = join(import.meta.dirname, '..', '..');
 /** Resolved here: the processes run in a scratch folder (no stray .env), where `tsx` is not resolvable. */
 const TSX = import.meta.resolve('tsx');
 
+/** For tests that kill or freeze a worker: its job is handed over within about 5 s. */
+export const SHORT_LOCK = {
+  ISSUE_AGENT_LOCK_DURATION_MS: '4000',
+  ISSUE_AGENT_STALLED_INTERVAL_MS: '1500',
+} as const;
+
 export interface PipelineOptions {
   readonly sim: GitHubSim;
   readonly modelUrl: string;
@@ -27,6 +33,8 @@ export interface PipelineOptions {
    */
   readonly sandbox?: 'unconfined' | 'local' | 'docker';
   readonly env?: Record<string, string>;
+  /** More logs for failure messages (the stack's Redis). */
+  readonly extraLogs?: () => string;
 }
 
 export interface Proc {
@@ -80,8 +88,10 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     ANTHROPIC_API_KEY: options.modelKey,
     ANTHROPIC_BASE_URL: options.modelUrl,
     ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
-    ISSUE_AGENT_LOCK_DURATION_MS: '4000',
-    ISSUE_AGENT_STALLED_INTERVAL_MS: '1500',
+    // Long enough that a loaded CI machine (Docker and npm busy on 2 cores) does not lose locks
+    // to slow renewals; the tests about dead and frozen workers ask for SHORT_LOCK.
+    ISSUE_AGENT_LOCK_DURATION_MS: '15000',
+    ISSUE_AGENT_STALLED_INTERVAL_MS: '5000',
     ISSUE_AGENT_RETRY_BACKOFF_MS: '300',
     ISSUE_AGENT_PROGRESS_INTERVAL_MS: '0',
     ISSUE_AGENT_GITHUB_RETRY_BASE_MS: '50',
@@ -155,7 +165,11 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     workers,
     app,
     startWorker,
-    logs: () => procs.map((p) => `==== ${p.log}\n${readFileSync(p.log, 'utf8')}`).join('\n'),
+    logs: () =>
+      [
+        ...procs.map((p) => `==== ${p.log}\n${readFileSync(p.log, 'utf8')}`),
+        ...(options.extraLogs === undefined ? [] : [options.extraLogs()]),
+      ].join('\n'),
     stop: async () => {
       for (const p of procs) {
         if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
@@ -223,6 +237,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       modelUrl: model.url,
       modelKey: options.modelKey,
       redisUrl: redis.url,
+      extraLogs: () => `==== redis-server\n${redis.log()}`,
       ...(options.workers === undefined ? {} : { workers: options.workers }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
       env: {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +43,8 @@ export interface TestRedis {
   readonly url: string;
   /** Stops the server (it saves its append-only file) and starts it again on the same port and data. */
   restart(downMs?: number): Promise<void>;
+  /** The server's own log (slow fsyncs, restarts), for failure messages. */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -63,6 +65,14 @@ export async function startRedis(): Promise<TestRedis> {
         dir,
         '--appendonly',
         'yes',
+        // The AOF is still written on every change and flushed when the server stops (restart()
+        // keeps the queue), but never fsynced by the clock: on a disk that Docker and npm keep
+        // busy, an `everysec` fsync can block Redis's main thread for seconds, and with it the
+        // tests' short BullMQ locks (their renewals wait).
+        '--appendfsync',
+        'no',
+        '--logfile',
+        join(dir, 'redis.log'),
         '--save',
         '',
         '--protected-mode',
@@ -107,6 +117,13 @@ export async function startRedis(): Promise<TestRedis> {
       await stopChild();
       await delay(downMs);
       await start();
+    },
+    log: () => {
+      try {
+        return readFileSync(join(dir, 'redis.log'), 'utf8');
+      } catch {
+        return '';
+      }
     },
     stop: async () => {
       await stopChild();
