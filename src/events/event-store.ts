@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { AgentEvent, BaseState, NewEvent } from './schema.js';
 
 /**
@@ -12,6 +13,26 @@ export interface EventStore {
   attachFile(sourcePath: string, name: string): Promise<string>;
   /** A location people can open (a folder path for the file store). */
   readonly location: string;
+}
+
+/** The run an append happens in: whether it lost its job (see asFencedWriter). */
+const writer = new AsyncLocalStorage<() => boolean>();
+
+/**
+ * Runs `fn` as one run of a job that another worker can take over (the App's workers): once
+ * `lost()` is true, every event append made within it, at any depth, throws
+ * EventStoreError('fenced'), whatever the store. A worker that lost a job's lock must not write
+ * another event into the log the worker that holds the job continues, not even its own `cancelled`
+ * outcome. Scoped to the run, not the log: the same worker process may be the one running the job
+ * again.
+ */
+export function asFencedWriter<T>(lost: () => boolean, fn: () => Promise<T>): Promise<T> {
+  return writer.run(lost, fn);
+}
+
+/** Whether the current run lost its job (stores refuse its appends). */
+export function fencedRun(): boolean {
+  return writer.getStore()?.() === true;
 }
 
 export class EventStoreError extends Error {

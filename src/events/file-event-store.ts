@@ -1,7 +1,6 @@
 import {
   closeSync,
   constants,
-  copyFileSync,
   fdatasyncSync,
   mkdirSync,
   openSync,
@@ -15,8 +14,8 @@ import {
   existsSync,
   rmSync,
 } from 'node:fs';
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
+import { copyFile, link, mkdir, open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   agentEvent,
@@ -26,25 +25,13 @@ import {
   type BaseState,
   type NewEvent,
 } from './schema.js';
-import { EventStoreError, type EventStore } from './event-store.js';
+import { EventStoreError, fencedRun, type EventStore } from './event-store.js';
 
 const EVENT_FILE = /^(\d{6,})-([a-z_]+)\.json$/;
 /** An event's claim in `claims/`: a hard link to its file, named by the id alone (see appendSync). */
 const CLAIM_FILE = /^(\d{6,})$/;
 
-/** The run an append happens in: whether it lost its job (see asFencedWriter). */
-const writer = new AsyncLocalStorage<() => boolean>();
-
-/**
- * Runs `fn` as one run of a job that another worker can take over (the App's workers): once
- * `lost()` is true, every event append made within it, at any depth, throws
- * EventStoreError('fenced'). A worker that lost a job's lock must not write another event into the
- * log the worker that holds the job continues, not even its own `cancelled` outcome. Scoped to the
- * run, not the folder: the same worker process may be the one running the job again.
- */
-export function asFencedWriter<T>(lost: () => boolean, fn: () => Promise<T>): Promise<T> {
-  return writer.run(lost, fn);
-}
+export { asFencedWriter } from './event-store.js';
 
 /**
  * Bytes of attached files (complete command outputs) one trajectory keeps at most. Each command's
@@ -71,6 +58,28 @@ function claim(file: string, claims: string, id: string): void {
   }
 }
 
+/** claim() off the event loop. */
+async function claimAsync(file: string, claims: string, id: string): Promise<void> {
+  try {
+    await link(file, join(claims, id));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || existsSync(claims)) throw error;
+    await mkdir(claims, { recursive: true });
+    await link(file, join(claims, id));
+  }
+}
+
+/** writeFile() off the event loop. */
+async function writeFileDurable(path: string, data: string): Promise<void> {
+  const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+  try {
+    await handle.writeFile(data);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /** A new file with `data`, on disk before this returns (fdatasync). */
 function writeFile(path: string, data: string): void {
   const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
@@ -84,12 +93,17 @@ function writeFile(path: string, data: string): void {
 
 /**
  * One folder per conversation: `base_state.json` and `events/NNNNNN-kind.json`, one file per event,
- * each written atomically. Synchronous I/O on purpose: an append is a few hundred microseconds and
- * the loop waits for it anyway; a thread-pool hop would only add latency.
+ * each written atomically. `append` does its I/O off the event loop: an fdatasync is a few hundred
+ * microseconds on an idle disk but seconds on one that Docker and npm keep busy, and a worker's event
+ * loop also renews every job's lock and serves every other job. Appends of one store are serialized
+ * (each takes the next id). `appendSync` is the same write on the calling thread, for tools and
+ * tests that build logs offline.
  */
 export class FileEventStore implements EventStore {
   private readonly list: AgentEvent[];
   private attached: number;
+  /** The last append in flight: the next one starts after it. */
+  private tail: Promise<void> = Promise.resolve();
 
   private constructor(
     readonly location: string,
@@ -175,7 +189,50 @@ export class FileEventStore implements EventStore {
   }
 
   append(event: NewEvent): Promise<AgentEvent> {
-    return Promise.resolve(this.appendSync(event));
+    const next = this.tail.then(() => this.appendNow(event));
+    this.tail = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
+  }
+
+  private async appendNow(event: NewEvent): Promise<AgentEvent> {
+    const { full, id, tmp } = this.prepare(event);
+    await writeFileDurable(tmp, JSON.stringify(full));
+    try {
+      await claimAsync(tmp, join(this.location, 'claims'), id);
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw this.claimError(error, full.id);
+    }
+    await rename(tmp, join(this.location, 'events', `${id}-${full.kind}.json`));
+    this.list.push(full);
+    return full;
+  }
+
+  /** The event with its id and time, and the temp file it is first written to. */
+  private prepare(event: NewEvent): { full: AgentEvent; id: string; tmp: string } {
+    if (fencedRun()) {
+      throw new EventStoreError('fenced', `this run lost its job: another worker continues ${this.location}`);
+    }
+    const full: AgentEvent = { ...event, id: this.list.length + 1, ts: new Date().toISOString() };
+    const id = String(full.id).padStart(6, '0');
+    const tmp = join(
+      this.location,
+      'events',
+      `${id}-${full.kind}.json.${randomBytes(6).toString('hex')}.tmp`,
+    );
+    return { full, id, tmp };
+  }
+
+  private claimError(error: unknown, id: number): unknown {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return error;
+    return new EventStoreError(
+      'conflict',
+      `event ${id} of ${this.location} was written by another run of this conversation: this run stops`,
+      { cause: error },
+    );
   }
 
   /**
@@ -187,41 +244,28 @@ export class FileEventStore implements EventStore {
    * complete claim, which open() turns into the event.
    */
   appendSync(event: NewEvent): AgentEvent {
-    if (writer.getStore()?.() === true) {
-      throw new EventStoreError('fenced', `this run lost its job: another worker continues ${this.location}`);
-    }
-    const full: AgentEvent = { ...event, id: this.list.length + 1, ts: new Date().toISOString() };
-    const id = String(full.id).padStart(6, '0');
-    const dir = join(this.location, 'events');
-    const tmp = join(dir, `${id}-${full.kind}.json.${randomBytes(6).toString('hex')}.tmp`);
+    const { full, id, tmp } = this.prepare(event);
     writeFile(tmp, JSON.stringify(full));
     try {
       claim(tmp, join(this.location, 'claims'), id);
     } catch (error) {
       rmSync(tmp, { force: true });
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
-        throw new EventStoreError(
-          'conflict',
-          `event ${full.id} of ${this.location} was written by another run of this conversation: this run stops`,
-          { cause: error },
-        );
-      }
-      throw error;
+      throw this.claimError(error, full.id);
     }
-    renameSync(tmp, join(dir, `${id}-${full.kind}.json`));
+    renameSync(tmp, join(this.location, 'events', `${id}-${full.kind}.json`));
     this.list.push(full);
     return full;
   }
 
-  attachFile(sourcePath: string, name: string): Promise<string> {
+  async attachFile(sourcePath: string, name: string): Promise<string> {
     const rel = join('files', name);
     const target = join(this.location, rel);
     const size = statSync(sourcePath).size;
     const room = Math.max(0, this.maxAttachedBytes - this.attached);
     if (size <= room) {
-      copyFileSync(sourcePath, target);
       this.attached += size;
-      return Promise.resolve(rel);
+      await copyFile(sourcePath, target);
+      return rel;
     }
     this.attached += copyPrefix(
       sourcePath,
@@ -229,7 +273,7 @@ export class FileEventStore implements EventStore {
       room,
       `\n[... the trajectory's budget for attached output (${this.maxAttachedBytes} bytes) is used up: ${size - room} bytes of this output were not kept ...]\n`,
     );
-    return Promise.resolve(rel);
+    return rel;
   }
 }
 

@@ -61,7 +61,7 @@ describe(
           return found !== undefined && ok(found);
         },
         120_000,
-        `${what}\n${stack.pipeline.logs()}`,
+        () => `${what}\n${stack?.pipeline.logs() ?? ''}`,
       );
       assert.ok(found);
       return found;

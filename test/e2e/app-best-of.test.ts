@@ -120,7 +120,7 @@ test(
     await sim.waitFor(
       () => sim.pulls(OWNER, 'calc-best').length === 1,
       240_000,
-      `the PR\n${pipeline.logs()}`,
+      () => `the PR\n${pipeline.logs()}`,
     );
     assert.equal(three.started(), 3, 'three independent conversations');
     const pr = sim.pulls(OWNER, 'calc-best')[0];
@@ -210,7 +210,11 @@ dockerTest(
       author: 'maria',
     }).number;
     await sim.comment(OWNER, REPO, crash, 'maria', '@agent please fix this (try 2)');
-    await sim.waitFor(() => sim.pulls(OWNER, REPO).length === 1, 240_000, `the PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => sim.pulls(OWNER, REPO).length === 1,
+      240_000,
+      () => `the PR\n${pipeline.logs()}`,
+    );
     assert.ok(two.killed());
     const crashed = sim.pulls(OWNER, REPO)[0];
     assert.ok(crashed !== undefined);

@@ -59,7 +59,11 @@ test(
       author: 'maria',
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', 'maria');
-    await sim.waitFor(() => sim.pulls(OWNER, REPO).length === 1, 120_000, `the PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => sim.pulls(OWNER, REPO).length === 1,
+      120_000,
+      () => `the PR\n${pipeline.logs()}`,
+    );
     const pr = sim.pulls(OWNER, REPO)[0];
     assert.ok(pr !== undefined);
     const branch = pr.head.ref;
@@ -87,7 +91,7 @@ test(
     await sim.waitFor(
       () => commits(branch).length === before + 1,
       120_000,
-      `round 1's commit\n${pipeline.logs()}`,
+      () => `round 1's commit\n${pipeline.logs()}`,
     );
     const round1 = model.requests.map((r) => requestText(r.body)).filter((t) => t.includes('R1-LOG'));
     assert.ok(round1.length > 0, 'the log tail is in the round’s prompt');
@@ -107,7 +111,7 @@ test(
     await sim.waitFor(
       () => commits(branch).length === before + 2,
       120_000,
-      `round 2's commit\n${pipeline.logs()}`,
+      () => `round 2's commit\n${pipeline.logs()}`,
     );
     assert.ok(model.requests.some((r) => requestText(r.body).includes('R2-LOG')));
 
@@ -116,7 +120,7 @@ test(
     await sim.waitFor(
       () => botSays(pr.number).some((b) => /after 2 automatic rounds/.test(b)),
       60_000,
-      `the comment\n${pipeline.logs()}`,
+      () => `the comment\n${pipeline.logs()}`,
     );
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.equal(commits(branch).length, before + 2);
@@ -132,7 +136,7 @@ test(
     await sim.waitFor(
       () => sim.pulls(OWNER, REPO).length === 2,
       120_000,
-      `the second PR\n${pipeline.logs()}`,
+      () => `the second PR\n${pipeline.logs()}`,
     );
     const pr2 = sim.pulls(OWNER, REPO).find((p) => p.number !== pr.number);
     assert.ok(pr2 !== undefined);
@@ -153,7 +157,7 @@ test(
     await sim.waitFor(
       () => botSays(pr2.number).some((b) => /pre-existing/.test(b)),
       60_000,
-      `the pre-existing comment\n${pipeline.logs()}`,
+      () => `the pre-existing comment\n${pipeline.logs()}`,
     );
     assert.match(botSays(pr2.number).find((b) => /pre-existing/.test(b)) ?? '', /`lint`.*`main`/);
     await new Promise((resolve) => setTimeout(resolve, 1500));

@@ -115,7 +115,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
-    await sim.waitFor(() => prFor(issue).length > 0, 120_000, `round 1 PR for ${tag}\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prFor(issue).length > 0,
+      120_000,
+      () => `round 1 PR for ${tag}\n${pipeline.logs()}`,
+    );
     const pr = prFor(issue)[0];
     assert.ok(pr);
     // Round 1 is over when its progress comment points at the PR.
@@ -141,7 +145,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       '@agent rename the helper to roundHalfAway and use a constant',
     );
     assert.equal(delivery.status, 200);
-    await sim.waitFor(() => branchLog(issue).length === 3, 120_000, `a second commit\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => branchLog(issue).length === 3,
+      120_000,
+      () => `a second commit\n${pipeline.logs()}`,
+    );
     const [top] = branchLog(issue);
     assert.match(top ?? '', new RegExp(`${sim.app.botLogin.replace(/[[\]]/g, '\\$&')} Follow-up on #${pr}`));
     await sim.waitFor(
@@ -189,7 +197,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
           .reviewComments(OWNER, REPO, pr)
           .some((c) => c.user === sim.app.botLogin && c.inReplyToId === commentId),
       120_000,
-      `a reply in the review thread\n${pipeline.logs()}`,
+      () => `a reply in the review thread\n${pipeline.logs()}`,
     );
     const prompt = requestText(followUpRequests('[review]')[0]?.body);
     assert.match(prompt, /src\/round\.js/);
@@ -211,7 +219,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   it('4. someone pushes to the branch while a follow-up runs → no push, their commit kept, the reply explains', async () => {
     const { issue, pr } = await withPr('[pushed]');
     await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent rename the helper');
-    await sim.waitFor(() => pushWindow.fired(), 60_000, `the follow-up to start\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => pushWindow.fired(),
+      60_000,
+      () => `the follow-up to start\n${pipeline.logs()}`,
+    );
     // A maintainer pushes a commit of their own to the PR branch meanwhile.
     const work = mkdtempSync(join(tmpdir(), 'ia-human-'));
     try {
@@ -233,7 +245,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await sim.waitFor(
       () => botComments(pr).some((c) => /did not push|someone pushed/i.test(c.body)),
       120_000,
-      `the explanation\n${pipeline.logs()}`,
+      () => `the explanation\n${pipeline.logs()}`,
     );
     assert.equal(branchLog(issue)[0], theirs, 'their commit is still the tip; nothing was force-pushed');
     assert.equal(branchLog(issue).length, 3);
@@ -246,13 +258,17 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
-    await sim.waitFor(() => stopHang.fired(), 60_000, `the model to hang\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => stopHang.fired(),
+      60_000,
+      () => `the model to hang\n${pipeline.logs()}`,
+    );
     const t0 = Date.now();
     await sim.comment(OWNER, REPO, issue, MAINTAINER, '@agent stop');
     await sim.waitFor(
       () => botComments(issue).some((c) => /cancel/i.test(c.body) && c.body.includes(MAINTAINER)),
       30_000,
-      `the cancel\n${pipeline.logs()}`,
+      () => `the cancel\n${pipeline.logs()}`,
     );
     assert.ok(Date.now() - t0 < 15_000, `cancelled after ${Date.now() - t0} ms`);
     await delay(1000);
@@ -283,7 +299,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
         return tasks.some((t) => t.includes('second request'));
       },
       120_000,
-      `the second request to run\n${pipeline.logs()}`,
+      () => `the second request to run\n${pipeline.logs()}`,
     );
     const order = followUpRequests('[queue]')
       .slice(running)
@@ -327,7 +343,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await sim.waitFor(
       () => botComments(queued).some((c) => /closed/i.test(c.body) && /dropped/i.test(c.body)),
       120_000,
-      `the note\n${pipeline.logs()}`,
+      () => `the note\n${pipeline.logs()}`,
     );
     assert.equal(prFor(queued).length, 0);
   });
@@ -345,7 +361,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await sim.waitFor(
       () => branchLog(issue).length === 3,
       120_000,
-      `the follow-up commit\n${pipeline.logs()}`,
+      () => `the follow-up commit\n${pipeline.logs()}`,
     );
     assert.match(
       requestText(followUpRequests('[reviewed]')[0]?.body),
@@ -360,7 +376,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
-    await sim.waitFor(() => unlabelHang.fired(), 60_000, `the model to hang\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => unlabelHang.fired(),
+      60_000,
+      () => `the model to hang\n${pipeline.logs()}`,
+    );
     await sim.deliver(
       sim.buildWebhook('issues', 'unlabeled', {
         owner: OWNER,
@@ -373,7 +393,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await sim.waitFor(
       () => botComments(issue).some((c) => /cancel/i.test(c.body)),
       30_000,
-      `the cancel\n${pipeline.logs()}`,
+      () => `the cancel\n${pipeline.logs()}`,
     );
     assert.equal(prFor(issue).length, 0);
   });
@@ -384,7 +404,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await sim.waitFor(
       () => branchLog(issue).length === 3 && /Round 2/.test(prFor(issue)[0]?.body ?? ''),
       120_000,
-      `a follow-up commit and round 2 in the PR body\n${pipeline.logs()}`,
+      () => `a follow-up commit and round 2 in the PR body\n${pipeline.logs()}`,
     );
     assert.equal(prFor(issue).length, 1);
     assert.equal(prFor(issue)[0]?.number, pr);
@@ -412,13 +432,17 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, 'calc-replace', n, 'agent', MAINTAINER);
-    await sim.waitFor(() => replaceHang.fired(), 60_000, `the first job to hang\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => replaceHang.fired(),
+      60_000,
+      () => `the first job to hang\n${pipeline.logs()}`,
+    );
     await sim.comment(OWNER, 'calc-replace', n, MAINTAINER, '@agent do it with a helper module instead');
     const bot = () => sim.comments(OWNER, 'calc-replace', n).filter((c) => c.user === sim.app.botLogin);
     await sim.waitFor(
       () => sim.pulls(OWNER, 'calc-replace').length > 0,
       120_000,
-      `the replacing job's PR\n${pipeline.logs()}`,
+      () => `the replacing job's PR\n${pipeline.logs()}`,
     );
     const bodies = bot().map((c) => c.edits.join('\n'));
     assert.ok(
@@ -454,7 +478,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await sim.waitFor(
       () => botComments(pr).some((c) => /closed/i.test(c.body) && /dropped/i.test(c.body)),
       120_000,
-      `the note\n${pipeline.logs()}`,
+      () => `the note\n${pipeline.logs()}`,
     );
     assert.equal(branchLog(issue).length, 2, 'nothing pushed');
   });
@@ -493,7 +517,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     const mainTip = gitOutput(bare, 'rev-parse', 'main').trim();
     await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent please fix the lint errors');
     await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent and again');
-    await sim.waitFor(() => botComments(pr.number).length > 0, 20_000, `the reply\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => botComments(pr.number).length > 0,
+      20_000,
+      () => `the reply\n${pipeline.logs()}`,
+    );
     await delay(1500);
     assert.equal(botComments(pr.number).length, 1, 'one reply, not one per mention');
     assert.match(botComments(pr.number)[0]?.body ?? '', /only push to pull requests I opened/);

@@ -47,7 +47,11 @@ dockerTest(
         author: 'maria',
       }).number;
       await sim.label('acme', 'calc', n, 'agent', 'maria');
-      await sim.waitFor(() => sim.pulls('acme', 'calc').length > 0, 240_000, `a PR\n${pipeline.logs()}`);
+      await sim.waitFor(
+        () => sim.pulls('acme', 'calc').length > 0,
+        240_000,
+        () => `a PR\n${pipeline.logs()}`,
+      );
       const pr = sim.pulls('acme', 'calc')[0];
       assert.ok(pr);
       assert.equal(pr.draft, false);
@@ -117,7 +121,11 @@ dockerTest(
       const { sim, pipeline } = stack;
       const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
       await sim.label('acme', 'calc', n, 'agent', 'maria');
-      await sim.waitFor(() => hung, 120_000, `the model to hang\n${pipeline.logs()}`);
+      await sim.waitFor(
+        () => hung,
+        120_000,
+        () => `the model to hang\n${pipeline.logs()}`,
+      );
       const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
       assert.ok(job);
       const running = await docker.listContainers({
@@ -132,7 +140,7 @@ dockerTest(
       await sim.waitFor(
         () => /cancel/i.test(progress()) && progress().includes('maria'),
         30_000,
-        `the cancel\n${pipeline.logs()}`,
+        () => `the cancel\n${pipeline.logs()}`,
       );
       assert.ok(Date.now() - t0 < 15_000);
       await sim.waitFor(

@@ -63,11 +63,19 @@ async function evaluateThroughTheApp(
       .map((c) => c.body);
 
   await sim.comment('octo', 'calc', issue, 'wes', '@agent evaluate oracle');
-  await sim.waitFor(() => botComments().length === 1, 60_000, `the refusal\n${pipeline.logs()}`);
+  await sim.waitFor(
+    () => botComments().length === 1,
+    60_000,
+    () => `the refusal\n${pipeline.logs()}`,
+  );
   assert.match(botComments()[0] ?? '', /Only an admin of this repository can ask me to evaluate/);
 
   await sim.comment('octo', 'calc', issue, 'ada', '@agent evaluate --frobnicate');
-  await sim.waitFor(() => botComments().length === 2, 60_000, `the usage\n${pipeline.logs()}`);
+  await sim.waitFor(
+    () => botComments().length === 2,
+    60_000,
+    () => `the usage\n${pipeline.logs()}`,
+  );
   assert.match(
     botComments()[1] ?? '',
     /I don't know the option `frobnicate`[\s\S]*@agent evaluate \[oracle\]/,
@@ -77,7 +85,7 @@ async function evaluateThroughTheApp(
   await sim.waitFor(
     () => botComments().some((b) => /100% resolved \(3\/3\)/.test(b)),
     400_000,
-    `the report\n${pipeline.logs()}\n${botComments().join('\n----\n')}`,
+    () => `the report\n${pipeline.logs()}\n${botComments().join('\n----\n')}`,
   );
   const report = botComments().find((b) => /100% resolved/.test(b)) ?? '';
   assert.match(report, /^<!-- issue-agent:progress job=/);

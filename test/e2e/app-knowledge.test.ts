@@ -117,7 +117,11 @@ test(
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, issue, 'agent', MAINTAINER);
-    await sim.waitFor(() => sim.pulls(OWNER, REPO).length === 1, 180_000, `the PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => sim.pulls(OWNER, REPO).length === 1,
+      180_000,
+      () => `the PR\n${pipeline.logs()}`,
+    );
     const pr = sim.pulls(OWNER, REPO)[0];
     assert.ok(pr);
     const branch = `issue-agent/issue-${issue}`;
@@ -148,14 +152,18 @@ test(
     assert.equal(delivery.status, 200);
     const followUps = (): readonly unknown[] =>
       model.requests.filter((r) => taskText(r.body as never).includes(FOLLOW_UP)).map((r) => r.body);
-    await sim.waitFor(() => followUps().length > 0, 120_000, `the follow-up round\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => followUps().length > 0,
+      120_000,
+      () => `the follow-up round\n${pipeline.logs()}`,
+    );
     const followPrompt = requestText(followUps()[0]);
     assert.match(followPrompt, /MAIN RULE/);
     assert.doesNotMatch(followPrompt, /PR RULE/);
     await sim.waitFor(
       () => sim.comments(OWNER, REPO, pr.number).some((c) => c.user === sim.app.botLogin),
       60_000,
-      `the reply on the PR\n${pipeline.logs()}`,
+      () => `the reply on the PR\n${pipeline.logs()}`,
     );
 
     // The deployment's MCP token: nowhere the model, GitHub or the job folders could show it.

@@ -81,7 +81,11 @@ attackTest(
       author: 'maria',
     }).number;
     await sim.label(OWNER, REPO, first, 'agent', 'maria');
-    await sim.waitFor(() => prFor(first) !== undefined, 180_000, `the first PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prFor(first) !== undefined,
+      180_000,
+      () => `the first PR\n${pipeline.logs()}`,
+    );
 
     const hostile = sim.createIssue(OWNER, REPO, {
       title: 'Average rounds wrong again [hostile]',
@@ -92,7 +96,7 @@ attackTest(
     await sim.waitFor(
       () => prFor(hostile) !== undefined,
       180_000,
-      `the hostile job's PR\n${pipeline.logs()}`,
+      () => `the hostile job's PR\n${pipeline.logs()}`,
     );
 
     const seen = model.requests.map((r) => requestText(r.body)).filter((x) => x.includes('[hostile]'));

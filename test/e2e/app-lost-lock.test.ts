@@ -44,7 +44,11 @@ test(
     }).number;
     const asked = (): number => model.requests.filter((r) => requestText(r.body).includes('[freeze]')).length;
     await sim.label(OWNER, REPO, n, 'agent', 'maria');
-    await sim.waitFor(() => asked() >= 6, 60_000, `the job to be under way\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => asked() >= 6,
+      60_000,
+      () => `the job to be under way\n${pipeline.logs()}`,
+    );
     const victim = pipeline.workers.find((w) =>
       readFileSync(w.log, 'utf8')
         .split('\n')
@@ -59,7 +63,11 @@ test(
       if (!woken) victim.child.kill('SIGCONT');
     });
     const prs = () => sim.pulls(OWNER, REPO).filter((p) => p.head.ref === `issue-agent/issue-${n}`);
-    await sim.waitFor(() => prs().length > 0, 180_000, `the other worker's PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prs().length > 0,
+      180_000,
+      () => `the other worker's PR\n${pipeline.logs()}`,
+    );
     const ran = (w: typeof other): boolean =>
       readFileSync(w.log, 'utf8')
         .split('\n')

@@ -80,7 +80,7 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     await sim.waitFor(
       () => prFor(issue).length > 0,
       timeoutMs,
-      `a PR for issue #${issue}\n${pipeline.logs()}`,
+      () => `a PR for issue #${issue}\n${pipeline.logs()}`,
     );
     const [pr] = prFor(issue);
     assert.ok(pr);
@@ -317,7 +317,7 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
         /workflow/i.test(progressOf(n)[0]?.body ?? '') &&
         /not pushed|nothing (was )?pushed|refus/i.test(progressOf(n)[0]?.body ?? ''),
       120_000,
-      `the refusal on the issue\n${pipeline.logs()}`,
+      () => `the refusal on the issue\n${pipeline.logs()}`,
     );
     assert.match(progressOf(n)[0]?.body ?? '', /\.github\/workflows\/pwn\.yml/);
     assert.equal(prFor(n).length, 0);
@@ -383,7 +383,7 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     await sim.waitFor(
       () => /failed/i.test(progressOf(n)[0]?.body ?? ''),
       60_000,
-      `the failure on the issue\n${pipeline.logs()}`,
+      () => `the failure on the issue\n${pipeline.logs()}`,
     );
     const body = progressOf(n)[0]?.body ?? '';
     assert.match(body, /key|auth|401/i, body);
@@ -417,7 +417,11 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     });
     await sim.label(OWNER, repo, n, 'agent', MAINTAINER);
     const prs = () => sim.pulls(OWNER, repo).filter((p) => p.head.ref === `issue-agent/issue-${n}`);
-    await sim.waitFor(() => prs().length > 0, 120_000, `a PR for ${repo}#${n}\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prs().length > 0,
+      120_000,
+      () => `a PR for ${repo}#${n}\n${pipeline.logs()}`,
+    );
     assert.equal(prs().length, 1);
     const progress = sim
       .comments(OWNER, repo, n)
@@ -452,7 +456,11 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     await sim.label(OWNER, 'broken', n, 'agent', MAINTAINER);
     await sim.comment(OWNER, 'broken', n, MAINTAINER, '@agent please');
     const bot = () => sim.comments(OWNER, 'broken', n).filter((c) => c.user === sim.app.botLogin);
-    await sim.waitFor(() => bot().length > 0, 20_000, `the config comment\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => bot().length > 0,
+      20_000,
+      () => `the config comment\n${pipeline.logs()}`,
+    );
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(bot().length, 1, 'one comment, not one per trigger');
     const body = bot()[0]?.body ?? '';

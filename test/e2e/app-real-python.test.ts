@@ -46,7 +46,11 @@ dockerTest(
         author: 'maria',
       }).number;
       await sim.label('acme', 'feed', n, 'agent', 'maria');
-      await sim.waitFor(() => sim.pulls('acme', 'feed').length > 0, 360_000, `a PR\n${pipeline.logs()}`);
+      await sim.waitFor(
+        () => sim.pulls('acme', 'feed').length > 0,
+        360_000,
+        () => `a PR\n${pipeline.logs()}`,
+      );
       const pr = sim.pulls('acme', 'feed')[0];
       assert.ok(pr);
 

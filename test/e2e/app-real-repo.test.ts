@@ -44,7 +44,11 @@ dockerTest(
         author: 'maria',
       }).number;
       await sim.label('acme', 'slugs', n, 'agent', 'maria');
-      await sim.waitFor(() => sim.pulls('acme', 'slugs').length > 0, 360_000, `a PR\n${pipeline.logs()}`);
+      await sim.waitFor(
+        () => sim.pulls('acme', 'slugs').length > 0,
+        360_000,
+        () => `a PR\n${pipeline.logs()}`,
+      );
       const pr = sim.pulls('acme', 'slugs')[0];
       assert.ok(pr);
 
@@ -172,7 +176,11 @@ dockerTest(
         author: 'maria',
       });
       await sim.label('acme', 'slugs', first.number, 'agent', 'maria');
-      await sim.waitFor(() => sim.pulls('acme', 'slugs').length === 1, 360_000, `PR 1\n${pipeline.logs()}`);
+      await sim.waitFor(
+        () => sim.pulls('acme', 'slugs').length === 1,
+        360_000,
+        () => `PR 1\n${pipeline.logs()}`,
+      );
       const [job1] = readdirSync(jobsDir);
       assert.ok(job1);
       assert.equal(readJobRun(stack, job1).base.environment?.setup.cache.status, 'stored');
@@ -189,9 +197,13 @@ dockerTest(
           /Finished|Pull request|Pushed/.test(progressOf('slugs', second.number)) &&
           readdirSync(jobsDir).length === 2,
         360_000,
-        `job 2\n${pipeline.logs()}`,
+        () => `job 2\n${pipeline.logs()}`,
       );
-      await sim.waitFor(() => sim.pulls('acme', 'slugs').length === 2, 60_000, `PR 2\n${pipeline.logs()}`);
+      await sim.waitFor(
+        () => sim.pulls('acme', 'slugs').length === 2,
+        60_000,
+        () => `PR 2\n${pipeline.logs()}`,
+      );
       const job2 = readdirSync(jobsDir).find((j) => j !== job1);
       assert.ok(job2);
       const run2 = readJobRun(stack, job2);
@@ -227,7 +239,8 @@ dockerTest(
       await sim.waitFor(
         () => /Finished without a pull request/.test(progressOf('slugs-setup-fails', broken.number)),
         360_000,
-        `setup failure\n${JSON.stringify(sim.comments('acme', 'slugs-setup-fails', broken.number))}\n${pipeline.logs()}`,
+        () =>
+          `setup failure\n${JSON.stringify(sim.comments('acme', 'slugs-setup-fails', broken.number))}\n${pipeline.logs()}`,
       );
       const failed = progressOf('slugs-setup-fails', broken.number);
       assert.match(failed, /exited with 4/);
@@ -250,7 +263,7 @@ dockerTest(
       await sim.waitFor(
         () => sim.pulls('acme', 'slugs-no-setup').length === 1,
         360_000,
-        `broken environment\n${pipeline.logs()}`,
+        () => `broken environment\n${pipeline.logs()}`,
       );
       const pr3 = sim.pulls('acme', 'slugs-no-setup')[0];
       assert.ok(pr3);
@@ -261,7 +274,8 @@ dockerTest(
       await sim.waitFor(
         () => /environment is broken/i.test(progressOf('slugs-no-setup', bare.number)),
         60_000,
-        `the broken environment in the progress comment\n${JSON.stringify(sim.comments('acme', 'slugs-no-setup', bare.number))}\n${pipeline.logs()}`,
+        () =>
+          `the broken environment in the progress comment\n${JSON.stringify(sim.comments('acme', 'slugs-no-setup', bare.number))}\n${pipeline.logs()}`,
       );
     } finally {
       await stack.stop();

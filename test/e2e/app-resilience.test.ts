@@ -64,7 +64,11 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
-    await sim.waitFor(() => crash.fired(), 60_000, `the job to reach turn 3\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => crash.fired(),
+      60_000,
+      () => `the job to reach turn 3\n${pipeline.logs()}`,
+    );
     // The worker whose request hangs is the one running the job: find it by its log.
     const victim = pipeline.workers.find((w) =>
       readFileSync(w.log, 'utf8')
@@ -74,7 +78,11 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     assert.ok(victim);
     victim.child.kill('SIGKILL');
     await victim.exited();
-    await sim.waitFor(() => prFor(n).length > 0, 120_000, `a PR after the resume\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prFor(n).length > 0,
+      120_000,
+      () => `a PR after the resume\n${pipeline.logs()}`,
+    );
     await delay(1500);
     assert.equal(prFor(n).length, 1);
     // Every answered model turn of this conversation was answered once.
@@ -110,7 +118,11 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     );
     assert.equal(prFor(n).length, 0, 'the job is still running when Redis goes away');
     await redis.restart(1500);
-    await sim.waitFor(() => prFor(n).length > 0, 120_000, `a PR after the restart\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prFor(n).length > 0,
+      120_000,
+      () => `a PR after the restart\n${pipeline.logs()}`,
+    );
     const m = sim.createIssue(OWNER, REPO, {
       title: 'Average rounds wrong [after-redis]',
       body: 'again',
@@ -120,7 +132,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     await sim.waitFor(
       () => prFor(m).length > 0,
       120_000,
-      `a PR for a job queued after the restart\n${pipeline.logs()}`,
+      () => `a PR for a job queued after the restart\n${pipeline.logs()}`,
     );
     await delay(1000);
     assert.equal(prFor(n).length, 1);
@@ -154,7 +166,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       await sim.waitFor(
         () => hung() >= interruption,
         120_000,
-        `run ${interruption} to hang\n${pipeline.logs()}`,
+        () => `run ${interruption} to hang\n${pipeline.logs()}`,
       );
       const victim = running();
       assert.ok(victim, `the worker of run ${interruption}\n${pipeline.logs()}`);
@@ -167,7 +179,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     await sim.waitFor(
       () => /interrupted 2 times/.test(progress()),
       120_000,
-      `the job to end\n${progress()}\n${pipeline.logs()}`,
+      () => `the job to end\n${progress()}\n${pipeline.logs()}`,
     );
     assert.match(progress(), /Finished without a pull request/);
     assert.equal(hung(), 2, 'the third run did not ask the model again');
@@ -179,6 +191,10 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       author: MAINTAINER,
     }).number;
     await sim.label(OWNER, REPO, again, 'agent', MAINTAINER);
-    await sim.waitFor(() => prFor(again).length > 0, 120_000, `the next job's PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => prFor(again).length > 0,
+      120_000,
+      () => `the next job's PR\n${pipeline.logs()}`,
+    );
   });
 });

@@ -68,12 +68,12 @@ test(
     await sim.waitFor(
       () => bot().some((c) => c.body.includes('Before I change anything')),
       120_000,
-      `the question\n${pipeline.logs()}`,
+      () => `the question\n${pipeline.logs()}`,
     );
     await sim.waitFor(
       () => progress()[0]?.body.includes('Waiting for an answer') === true,
       30_000,
-      `the progress comment's end\n${pipeline.logs()}`,
+      () => `the progress comment's end\n${pipeline.logs()}`,
     );
     const questions = bot().filter((c) => c.body.includes('Before I change anything'));
     assert.equal(questions.length, 1, 'one clarifying comment');
@@ -100,7 +100,11 @@ test(
 
     // The author answers, without mentioning the App: the same conversation continues.
     await sim.comment(OWNER, REPO, issue, 'otto', 'Yes to both: round half away from zero (ANSWER-MARK).');
-    await sim.waitFor(() => sim.pulls(OWNER, REPO).length === 1, 180_000, `the PR\n${pipeline.logs()}`);
+    await sim.waitFor(
+      () => sim.pulls(OWNER, REPO).length === 1,
+      180_000,
+      () => `the PR\n${pipeline.logs()}`,
+    );
     assert.equal(progress().length, 2, 'the answer started one job');
     const secondJob = /job=([A-Za-z0-9-]+)/.exec(progress()[1]?.body ?? '')?.[1] ?? '';
     const second = readJobRun(stack, secondJob);

@@ -652,14 +652,15 @@ class Simulator implements GitHubSim {
   async waitFor(
     predicate: () => boolean | Promise<boolean>,
     timeoutMs = 5000,
-    what = 'condition',
+    /** What is awaited; a function is called at the timeout (logs as they are then). */
+    what: string | (() => string) = 'condition',
   ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (await predicate()) return;
       if (Date.now() >= deadline)
         throw new Error(
-          `github-sim: timed out after ${timeoutMs} ms waiting for ${what} ` +
+          `github-sim: timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()} ` +
             `(${this.requests.length} requests, ${this.deliveries.length} deliveries, ${this.pushes.length} pushes so far)`,
         );
       await new Promise((resolve) => setTimeout(resolve, 20));

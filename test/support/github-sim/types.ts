@@ -547,7 +547,11 @@ export interface GitHubSim {
   checkRuns(owner: string, repo: string): SimCheckRun[];
   bareRepoPath(owner: string, repo: string): string;
   /** Resolves once `predicate` holds, polling every 20 ms; rejects with `what` in the message on timeout. */
-  waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs?: number, what?: string): Promise<void>;
+  waitFor(
+    predicate: () => boolean | Promise<boolean>,
+    timeoutMs?: number,
+    what?: string | (() => string),
+  ): Promise<void>;
   /** Stops the server, ends git processes and deletes the temp dirs. Idempotent. */
   close(): Promise<void>;
 }
