@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import type { WarmPool } from '../src/sandbox/docker/warm-pool.js';
 import { Queue, Worker, type Job } from 'bullmq';
 import { pino, type Logger } from 'pino';
@@ -18,6 +19,8 @@ import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
  */
 async function main(): Promise<void> {
   if (existsSync('.env')) process.loadEnvFile('.env');
+  // A TMPDIR on a volume (compose.yaml) may not exist yet; sandboxes get bind mounts of what is made there.
+  mkdirSync(tmpdir(), { recursive: true, mode: 0o700 });
   const app = readAppEnv();
   const agent = readAgentEnv();
   const apiKey = agent.anthropicApiKey;

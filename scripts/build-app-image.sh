@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the production image (Dockerfile at the root) as issue-agent/app:<version> and :latest,
+# offline apart from the npm registry: the base and Node images come from scripts/build-images.sh.
+#
+# Env: ISSUE_AGENT_EXTRA_CA_CERTS (or NODE_EXTRA_CA_CERTS): a PEM bundle the build's npm must trust
+#      (a TLS-inspecting proxy); it reaches the build stage only, never the image.
+#      BASE_IMAGE, NODE_IMAGE: build arguments (defaults in the Dockerfile).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+die() {
+  echo "build-app-image: $*" >&2
+  exit 1
+}
+
+for image in "${BASE_IMAGE:-issue-agent/base-raw:latest}" "${NODE_IMAGE:-issue-agent/node:24}"; do
+  docker image inspect "$image" >/dev/null 2>&1 || die "$image is missing: run scripts/build-images.sh first"
+done
+
+ca="${ISSUE_AGENT_EXTRA_CA_CERTS:-${NODE_EXTRA_CA_CERTS:-}}"
+rm -f .extra-ca.pem
+trap 'rm -f "$ROOT/.extra-ca.pem"' EXIT
+if [ -n "$ca" ]; then
+  [ -r "$ca" ] || die "cannot read the CA bundle $ca"
+  cp "$ca" .extra-ca.pem
+fi
+
+version="$(node -p "require('./package.json').version")"
+args=(--network host -t "issue-agent/app:$version" -t issue-agent/app:latest)
+[ -n "${BASE_IMAGE:-}" ] && args+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
+[ -n "${NODE_IMAGE:-}" ] && args+=(--build-arg "NODE_IMAGE=$NODE_IMAGE")
+docker build "${args[@]}" .
+echo "build-app-image: issue-agent/app:$version"
