@@ -11,6 +11,8 @@ import type { FixJob } from '../src/queue/payloads.js';
 import { handOff } from '../src/queue/control.js';
 import { FIX_QUEUE, connectionOptions, jobTarget, redisClient } from '../src/queue/queues.js';
 import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
+import { FixRunError } from '../src/worker/fix-run.js';
+import { WorkerMetrics } from '../src/worker/worker-metrics.js';
 
 /**
  * A worker process: takes fix jobs from the queue, one sandbox per job. Stateless apart from its
@@ -27,7 +29,8 @@ async function main(): Promise<void> {
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
 
-  watchEventLoop(logger, app.lockDurationMs);
+  const metrics = app.workerMetrics === null ? null : new WorkerMetrics();
+  watchEventLoop(logger, app.lockDurationMs, (ms) => metrics?.eventLoopBlocked(ms));
 
   if (app.sandbox === 'local') {
     // Never run jobs with less isolation than asked for: a host that cannot make the namespaces
@@ -83,31 +86,53 @@ async function main(): Promise<void> {
   });
   const worker = new Worker<FixJob, FixJobResult>(
     FIX_QUEUE,
-    async (job, token, signal) =>
-      runFixJob(
-        job,
-        {
-          app,
-          agent,
-          logger,
-          model: (name) =>
-            new AnthropicModel({
-              apiKey,
-              model: name,
-              baseURL: agent.anthropicBaseUrl ?? undefined,
-              maxAttempts: agent.modelMaxAttempts,
-              baseBackoffMs: agent.modelRetryBaseMs,
-            }),
-          bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
-          progressIntervalMs: app.progressIntervalMs,
-          ...(warmPool === undefined ? {} : { warmPool }),
-          redis,
-          fixQueue,
-          settings,
-        },
-        signal,
-        token,
-      ),
+    async (job, token, signal) => {
+      const timing = {
+        id: job.id ?? '',
+        queuedAt: job.timestamp,
+        startedAt: job.processedOn ?? null,
+        resumed: job.attemptsMade > 0 || job.stalledCounter > 0,
+      };
+      metrics?.jobStarted(timing);
+      try {
+        const result = await runFixJob(
+          job,
+          {
+            app,
+            agent,
+            logger,
+            model: (name) =>
+              new AnthropicModel({
+                apiKey,
+                model: name,
+                baseURL: agent.anthropicBaseUrl ?? undefined,
+                maxAttempts: agent.modelMaxAttempts,
+                baseBackoffMs: agent.modelRetryBaseMs,
+              }),
+            bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
+            progressIntervalMs: app.progressIntervalMs,
+            ...(warmPool === undefined ? {} : { warmPool }),
+            redis,
+            fixQueue,
+            settings,
+            ...(metrics === null
+              ? {}
+              : {
+                  onLockLost: () => {
+                    metrics.lockLost();
+                  },
+                }),
+          },
+          signal,
+          token,
+        );
+        metrics?.jobEnded(timing, 'completed', result.trajectory);
+        return result;
+      } catch (error) {
+        metrics?.jobEnded(timing, error instanceof FixRunError && error.lost ? 'lost' : 'failed', null);
+        throw error;
+      }
+    },
     {
       connection: connectionOptions(app.redisUrl, 'issue-agent-worker'),
       prefix: app.queuePrefix,
@@ -160,6 +185,10 @@ async function main(): Promise<void> {
     logger.error({ err: error.message }, 'worker error');
   });
   await worker.waitUntilReady();
+  if (metrics !== null && app.workerMetrics !== null) {
+    const served = await metrics.serve(app.workerMetrics.port, app.workerMetrics.host);
+    logger.info({ port: served.port, host: app.workerMetrics.host }, 'worker metrics at /metrics');
+  }
   logger.info({ concurrency: app.workerConcurrency, sandbox: app.sandbox }, 'worker ready');
 
   // A first signal stops taking jobs and lets running ones finish; a second one exits at once (the
@@ -188,7 +217,7 @@ async function main(): Promise<void> {
  * so a block near the lock's duration makes BullMQ hand a job to another worker. The log line is
  * how an operator tells that cause from Redis being slow or out of reach.
  */
-function watchEventLoop(logger: Logger, lockDurationMs: number): void {
+function watchEventLoop(logger: Logger, lockDurationMs: number, onBlock: (ms: number) => void): void {
   const everyMs = 500;
   const reportFromMs = Math.min(1000, Math.floor(lockDurationMs / 4));
   let last = performance.now();
@@ -196,11 +225,12 @@ function watchEventLoop(logger: Logger, lockDurationMs: number): void {
     const now = performance.now();
     const blockedMs = Math.round(now - last - everyMs);
     last = now;
-    if (blockedMs >= reportFromMs)
-      logger.warn(
-        { blockedMs, lockDurationMs },
-        'the event loop was blocked; job locks may not have been renewed',
-      );
+    if (blockedMs < reportFromMs) return;
+    onBlock(blockedMs);
+    logger.warn(
+      { blockedMs, lockDurationMs },
+      'the event loop was blocked; job locks may not have been renewed',
+    );
   }, everyMs).unref();
 }
 

@@ -46,6 +46,8 @@ export interface AppEnv {
    * lock) and resumed; the next resume only ends the job with that said on the issue.
    */
   readonly maxInterruptions: number;
+  /** Where a worker serves its own Prometheus metrics (`GET /metrics`); null: it does not. */
+  readonly workerMetrics: { readonly port: number; readonly host: string } | null;
   readonly jobAttempts: number;
   readonly retryBackoffMs: number;
   /** Defaults for repos without `.github/issue-agent.yml`. */
@@ -110,6 +112,8 @@ const schema = z.object({
   ISSUE_AGENT_LOCK_DURATION_MS: int(1000).default(60_000),
   ISSUE_AGENT_STALLED_INTERVAL_MS: int(500).default(30_000),
   ISSUE_AGENT_MAX_INTERRUPTIONS: int(0).default(2),
+  ISSUE_AGENT_WORKER_METRICS_PORT: int(0).optional(),
+  ISSUE_AGENT_WORKER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   ISSUE_AGENT_JOB_ATTEMPTS: int(1).default(3),
   ISSUE_AGENT_RETRY_BACKOFF_MS: int(0).default(10_000),
   ISSUE_AGENT_LABEL: z.string().min(1).default('agent'),
@@ -192,6 +196,10 @@ export function readAppEnv(
     lockDurationMs: v.ISSUE_AGENT_LOCK_DURATION_MS,
     stalledIntervalMs: v.ISSUE_AGENT_STALLED_INTERVAL_MS,
     maxInterruptions: v.ISSUE_AGENT_MAX_INTERRUPTIONS,
+    workerMetrics:
+      v.ISSUE_AGENT_WORKER_METRICS_PORT === undefined
+        ? null
+        : { port: v.ISSUE_AGENT_WORKER_METRICS_PORT, host: v.ISSUE_AGENT_WORKER_METRICS_HOST },
     jobAttempts: v.ISSUE_AGENT_JOB_ATTEMPTS,
     retryBackoffMs: v.ISSUE_AGENT_RETRY_BACKOFF_MS,
     defaultLabel: v.ISSUE_AGENT_LABEL,

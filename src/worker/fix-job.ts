@@ -39,6 +39,8 @@ export interface WorkerDeps {
   readonly progressIntervalMs?: number;
   /** The worker's warm Docker containers (ISSUE_AGENT_WARM_POOL), if it keeps any. */
   readonly warmPool?: SandboxPool | undefined;
+  /** Told when a job's lock turns out to be another run's (metrics). */
+  readonly onLockLost?: () => void;
   /** Whether this worker lost the lock of a job (by id): BullMQ may run it elsewhere now. */
   readonly lost?: (jobId: string) => boolean;
 }
@@ -109,7 +111,7 @@ export async function runFixJob(
     });
   }
   const bot = await deps.bot(gh, credentials);
-  const lock = watchLock(job, token, deps.app.lockDurationMs, log, signal);
+  const lock = watchLock(job, token, deps.app.lockDurationMs, log, signal, deps.onLockLost);
   try {
     return await asFencedWriter(lock.lost, () =>
       runFix(
@@ -184,6 +186,7 @@ function watchLock(
   durationMs: number,
   log: Logger,
   signal: AbortSignal | undefined,
+  onLost?: () => void,
 ): { lost: () => boolean; holds: () => Promise<boolean>; signal: AbortSignal | undefined; stop: () => void } {
   if (token === undefined) {
     return { lost: () => false, holds: () => Promise.resolve(true), signal, stop: () => undefined };
@@ -194,6 +197,7 @@ function watchLock(
   const markLost = (): void => {
     if (lost) return;
     lost = true;
+    onLost?.();
     log.warn(
       { job: job.id, sinceRenewedMs: Math.round(performance.now() - heldAt), lockDurationMs: durationMs },
       'lost the job lock: another run has the job now; this one stops without a word',
