@@ -15,7 +15,8 @@ import {
   rmSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { copyFile, link, mkdir, open, rename, rm } from 'node:fs/promises';
+import { copyFile } from 'node:fs/promises';
+import { writeEvent } from './append-thread.js';
 import { join } from 'node:path';
 import {
   agentEvent,
@@ -58,28 +59,6 @@ function claim(file: string, claims: string, id: string): void {
   }
 }
 
-/** claim() off the event loop. */
-async function claimAsync(file: string, claims: string, id: string): Promise<void> {
-  try {
-    await link(file, join(claims, id));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || existsSync(claims)) throw error;
-    await mkdir(claims, { recursive: true });
-    await link(file, join(claims, id));
-  }
-}
-
-/** writeFile() off the event loop. */
-async function writeFileDurable(path: string, data: string): Promise<void> {
-  const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
-  try {
-    await handle.writeFile(data);
-    await handle.datasync();
-  } finally {
-    await handle.close();
-  }
-}
-
 /** A new file with `data`, on disk before this returns (fdatasync). */
 function writeFile(path: string, data: string): void {
   const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
@@ -93,11 +72,9 @@ function writeFile(path: string, data: string): void {
 
 /**
  * One folder per conversation: `base_state.json` and `events/NNNNNN-kind.json`, one file per event,
- * each written atomically. `append` does its I/O off the event loop: an fdatasync is a few hundred
- * microseconds on an idle disk but seconds on one that Docker and npm keep busy, and a worker's event
- * loop also renews every job's lock and serves every other job. Appends of one store are serialized
- * (each takes the next id). `appendSync` is the same write on the calling thread, for tools and
- * tests that build logs offline.
+ * each written atomically. `append` writes on a thread of its own (see append-thread.ts), so the
+ * event loop never waits for the disk; appends of one store are serialized (each takes the next id).
+ * `appendSync` is the same write on the calling thread, for tools and tests that build logs offline.
  */
 export class FileEventStore implements EventStore {
   private readonly list: AgentEvent[];
@@ -199,14 +176,17 @@ export class FileEventStore implements EventStore {
 
   private async appendNow(event: NewEvent): Promise<AgentEvent> {
     const { full, id, tmp } = this.prepare(event);
-    await writeFileDurable(tmp, JSON.stringify(full));
     try {
-      await claimAsync(tmp, join(this.location, 'claims'), id);
+      await writeEvent({
+        tmp,
+        claims: join(this.location, 'claims'),
+        claim: id,
+        final: join(this.location, 'events', `${id}-${full.kind}.json`),
+        data: JSON.stringify(full),
+      });
     } catch (error) {
-      await rm(tmp, { force: true });
       throw this.claimError(error, full.id);
     }
-    await rename(tmp, join(this.location, 'events', `${id}-${full.kind}.json`));
     this.list.push(full);
     return full;
   }
