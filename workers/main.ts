@@ -80,6 +80,18 @@ async function main(): Promise<void> {
   redis.on('error', (error) => {
     logger.warn({ err: error.message }, 'redis');
   });
+  // Bound before the worker takes any job: a port that is taken stops the process here, not a
+  // worker that already runs jobs.
+  if (metrics !== null && app.workerMetrics !== null) {
+    const served = await metrics
+      .serve(app.workerMetrics.port, app.workerMetrics.host)
+      .catch((error: unknown) => {
+        throw new ConfigError(
+          `ISSUE_AGENT_WORKER_METRICS_PORT: cannot listen on ${app.workerMetrics?.host ?? ''}:${app.workerMetrics?.port ?? ''}: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      });
+    logger.info({ port: served.port, host: app.workerMetrics.host }, 'worker metrics at /metrics');
+  }
   const fixQueue = new Queue<FixJob>(FIX_QUEUE, {
     connection: connectionOptions(app.redisUrl, 'issue-agent-worker-queue'),
     prefix: app.queuePrefix,
@@ -94,8 +106,9 @@ async function main(): Promise<void> {
         resumed: job.attemptsMade > 0 || job.stalledCounter > 0,
       };
       metrics?.jobStarted(timing);
+      let result: FixJobResult;
       try {
-        const result = await runFixJob(
+        result = await runFixJob(
           job,
           {
             app,
@@ -126,12 +139,12 @@ async function main(): Promise<void> {
           signal,
           token,
         );
-        metrics?.jobEnded(timing, 'completed', result.trajectory);
-        return result;
       } catch (error) {
         metrics?.jobEnded(timing, error instanceof FixRunError && error.lost ? 'lost' : 'failed', null);
         throw error;
       }
+      metrics?.jobEnded(timing, 'completed', result.trajectory);
+      return result;
     },
     {
       connection: connectionOptions(app.redisUrl, 'issue-agent-worker'),
@@ -185,10 +198,6 @@ async function main(): Promise<void> {
     logger.error({ err: error.message }, 'worker error');
   });
   await worker.waitUntilReady();
-  if (metrics !== null && app.workerMetrics !== null) {
-    const served = await metrics.serve(app.workerMetrics.port, app.workerMetrics.host);
-    logger.info({ port: served.port, host: app.workerMetrics.host }, 'worker metrics at /metrics');
-  }
   logger.info({ concurrency: app.workerConcurrency, sandbox: app.sandbox }, 'worker ready');
 
   // A first signal stops taking jobs and lets running ones finish; a second one exits at once (the
@@ -236,5 +245,6 @@ function watchEventLoop(logger: Logger, lockDurationMs: number, onBlock: (ms: nu
 
 main().catch((error: unknown) => {
   console.error(`issue-agent worker: ${error instanceof Error ? error.message : String(error)}`);
-  process.exitCode = 1;
+  // Whatever it had opened (Redis, the warm pool), a worker that cannot start does not linger.
+  process.exit(1);
 });

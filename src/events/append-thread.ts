@@ -26,7 +26,8 @@ parentPort.on('message', (m) => {
   try {
     const fd = fs.openSync(m.tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC, 0o600);
     try {
-      fs.writeSync(fd, m.data);
+      const bytes = Buffer.from(m.data, 'utf8');
+      for (let at = 0; at < bytes.length; ) at += fs.writeSync(fd, bytes, at, bytes.length - at);
       fs.fdatasyncSync(fd);
     } finally {
       fs.closeSync(fd);
@@ -57,47 +58,48 @@ interface Reply {
   readonly message?: string;
 }
 
-let thread: Worker | null = null;
+type Pending = Map<number, { resolve: () => void; reject: (e: Error) => void }>;
+
+/** The live writer and the writes it has not answered; a new thread gets a map of its own. */
+let current: { readonly thread: Worker; readonly pending: Pending } | null = null;
 let seq = 0;
-const pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
 
-function failAll(error: Error): void {
-  for (const p of pending.values()) p.reject(error);
-  pending.clear();
-}
-
-function writer(): Worker {
-  if (thread !== null) return thread;
-  const t = new Worker(CODE, { eval: true });
-  t.on('message', (r: Reply) => {
+function writer(): { readonly thread: Worker; readonly pending: Pending } {
+  if (current !== null) return current;
+  const thread = new Worker(CODE, { eval: true });
+  const pending: Pending = new Map();
+  const mine = { thread, pending };
+  thread.on('message', (r: Reply) => {
     const p = pending.get(r.seq);
-    if (p === undefined) return;
     pending.delete(r.seq);
-    if (pending.size === 0) t.unref();
+    if (pending.size === 0) thread.unref();
+    if (p === undefined) return;
     if (r.message === undefined) p.resolve();
     else p.reject(Object.assign(new Error(r.message), { code: r.code ?? undefined }));
   });
-  const gone = (error: Error): void => {
-    if (thread === t) thread = null;
-    failAll(error);
-  };
-  t.on('error', gone);
-  t.on('exit', (code) => {
-    gone(new Error(`the event writer thread exited (${code})`));
+  // An error is followed by exit; the next write goes to a new thread from the error on.
+  thread.on('error', () => {
+    if (current === mine) current = null;
   });
-  t.unref();
-  thread = t;
-  return t;
+  thread.on('exit', (code) => {
+    if (current === mine) current = null;
+    const error = new Error(`the event writer thread exited (${code}) before answering`);
+    for (const p of pending.values()) p.reject(error);
+    pending.clear();
+  });
+  thread.unref();
+  current = mine;
+  return mine;
 }
 
 /** Writes one event file on the writer thread; rejects with the fs error (its `code` kept). */
 export function writeEvent(w: AppendWrite): Promise<void> {
-  const t = writer();
+  const { thread, pending } = writer();
   seq += 1;
   const id = seq;
   return new Promise<void>((resolve, reject) => {
     pending.set(id, { resolve, reject });
-    t.ref();
-    t.postMessage({ seq: id, ...w });
+    thread.ref();
+    thread.postMessage({ seq: id, ...w });
   });
 }

@@ -79,6 +79,8 @@ function writeFile(path: string, data: string): void {
 export class FileEventStore implements EventStore {
   private readonly list: AgentEvent[];
   private attached: number;
+  /** Why appends are refused: an earlier one failed in a way that may have left it half done. */
+  private unusable: unknown = null;
   /** The last append in flight: the next one starts after it. */
   private tail: Promise<void> = Promise.resolve();
 
@@ -185,6 +187,9 @@ export class FileEventStore implements EventStore {
         data: JSON.stringify(full),
       });
     } catch (error) {
+      // Any failure but a refused claim may come after the claim was made: this store's view of
+      // the log can no longer be trusted; the run fails and a retry opens the folder again.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') this.unusable = error;
       throw this.claimError(error, full.id);
     }
     this.list.push(full);
@@ -195,6 +200,11 @@ export class FileEventStore implements EventStore {
   private prepare(event: NewEvent): { full: AgentEvent; id: string; tmp: string } {
     if (fencedRun()) {
       throw new EventStoreError('fenced', `this run lost its job: another worker continues ${this.location}`);
+    }
+    if (this.unusable !== null) {
+      throw new Error(`an earlier append to ${this.location} failed; open the log again`, {
+        cause: this.unusable,
+      });
     }
     const full: AgentEvent = { ...event, id: this.list.length + 1, ts: new Date().toISOString() };
     const id = String(full.id).padStart(6, '0');

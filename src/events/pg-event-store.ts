@@ -67,9 +67,9 @@ export interface PgStoreOptions {
 }
 
 /**
- * The run store on PostgreSQL (`ISSUE_AGENT_STORE_URL=postgres://…`): every run's base state,
- * events and large outputs in tables, so no part of a run needs the disk of the worker that wrote
- * it. `open` a run to continue or read it, `create` one to start it.
+ * The run store on PostgreSQL: every run's base state, events and large outputs in tables, so no
+ * part of a run needs the disk of the worker that wrote it. `open` a run to continue or read it,
+ * `create` one to start it. Not yet used by the App's processes (issue 13 wires it in).
  */
 export class PgRunStore {
   private constructor(
@@ -198,6 +198,7 @@ export class PgRunStore {
 export class PgEventStore implements EventStore {
   readonly location: string;
   private readonly list: AgentEvent[];
+  private tail: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly store: PgRunStore,
@@ -215,7 +216,17 @@ export class PgEventStore implements EventStore {
     return this.list;
   }
 
-  async append(event: NewEvent): Promise<AgentEvent> {
+  /** Appends of one store in order: each takes the next id. */
+  append(event: NewEvent): Promise<AgentEvent> {
+    const next = this.tail.then(() => this.appendNow(event));
+    this.tail = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
+  }
+
+  private async appendNow(event: NewEvent): Promise<AgentEvent> {
     if (fencedRun()) {
       throw new EventStoreError('fenced', `this run lost its job: another worker continues ${this.location}`);
     }

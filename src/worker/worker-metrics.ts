@@ -1,7 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { FileEventStore } from '../events/file-event-store.js';
+import { Redactor } from '../publish/redact.js';
+import { TrajectoryReader } from '../server/trajectory-reader.js';
 import { LATENCY_BUCKETS, START_BUCKETS, STEP_BUCKETS, WAIT_BUCKETS } from '../server/metrics.js';
 
 /** A job as the metrics see it (BullMQ's timestamps, in ms). */
@@ -101,15 +102,19 @@ export class WorkerMetrics {
     this.running.delete(job.id);
     this.jobs.inc({ result });
     if (trajectory === null) return;
-    let store: FileEventStore;
+    // Read-only (FileEventStore.open would recover the folder: delete temp files, name claims),
+    // and never a reason for the job to count as failed.
+    const reader = new TrajectoryReader(trajectory, new Redactor([]));
     try {
-      store = FileEventStore.open(trajectory);
+      reader.refresh();
     } catch {
       return;
     }
-    const events = store.events;
+    const base = reader.base;
+    if (base === null) return;
+    const events = reader.events;
     if (!job.resumed && job.startedAt !== null && !events.some((e) => e.kind === 'run_resumed')) {
-      const s = (Date.parse(store.base.createdAt) - job.startedAt) / 1000;
+      const s = (Date.parse(base.createdAt) - job.startedAt) / 1000;
       if (Number.isFinite(s) && s >= 0) this.sandboxStart.observe(s);
     }
     let stepStart: number | null = null;

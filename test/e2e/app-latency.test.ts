@@ -20,7 +20,7 @@ const STEPS = 50;
  * the final one.
  */
 dockerTest(
-  'App pipeline, Docker: 50 fast steps → progress edits bounded by the run time, the PR within 1 s of the outcome, the final state last',
+  'App pipeline, Docker: 50 fast steps → progress edits bounded by the run time, publishing behind no queue of step edits, the final state last',
   async (_docker, t) => {
     const skip = redisSkipReason();
     if (skip !== false) {
@@ -68,11 +68,19 @@ dockerTest(
       t.diagnostic(describeTimeline(tl));
       assert.ok(tl.events > 2 * STEPS, `the run had its ${STEPS} steps (${tl.events} events)`);
       assert.ok(tl.agentStart !== null && tl.lastEvent !== null && tl.prCreated !== null);
-      // Publishing starts as soon as the job ends: the PR's POST within 1 s of the last event.
-      assert.ok(
-        tl.prCreated - tl.lastEvent <= 1000,
-        `PR ${tl.prCreated - tl.lastEvent} ms after the last event\n${describeTimeline(tl)}`,
-      );
+      // Publishing starts as soon as the job ends, behind no queue of step edits: between the last
+      // event and the PR's POST at most the edit already in flight and the "publishing" state go
+      // out. (Counted, not timed: on a loaded CI machine the push alone can take a second; the time
+      // is in the diagnostic above and in docs/benchmarks.md.)
+      const { lastEvent, prCreated } = tl;
+      const editsBeforePr = sim.requests.filter(
+        (r) =>
+          r.method === 'PATCH' &&
+          r.path.startsWith('/repos/acme/calc/issues/comments/') &&
+          r.at > lastEvent &&
+          r.at < prCreated,
+      ).length;
+      assert.ok(editsBeforePr <= 2, `${editsBeforePr} progress edits before the PR\n${describeTimeline(tl)}`);
       // Edits: about one per second of the job's run (the progress lane's pacing), never one per step.
       const runSeconds = ((tl.lastCommentEdit ?? tl.prCreated) - labelled) / 1000;
       assert.ok(

@@ -13,7 +13,7 @@ function sample(text: string, series: string): number | null {
 /**
  * A worker serves its own metrics (ISSUE_AGENT_WORKER_METRICS_PORT): after one job, the job is
  * counted as completed and its queue wait, sandbox start, steps and model calls are observed; nothing
- * is running. Real App, worker, Redis and simulators.
+ * is running. A worker whose port is taken stops at start. Real App, workers, Redis and simulators.
  */
 test(
   'a worker serves its own Prometheus metrics: one job counted, its timings observed',
@@ -65,5 +65,10 @@ test(
     assert.ok((sample(text, 'issue_agent_worker_model_latency_seconds_count') ?? 0) > 0, text);
     assert.equal(sample(text, 'issue_agent_worker_lost_locks_total'), 0);
     assert.equal((await fetch(`http://127.0.0.1:${port}/other`)).status, 404);
+    // A second worker with the same port stops at start, before it takes any job, and says why.
+    await assert.rejects(
+      pipeline.startWorker(),
+      /ISSUE_AGENT_WORKER_METRICS_PORT: cannot listen on 127\.0\.0\.1:\d+/,
+    );
   },
 );
