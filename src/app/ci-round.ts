@@ -246,22 +246,65 @@ async function annotations(octokit: RestClient, where: Where, id: number): Promi
   );
 }
 
-/** The last lines of an Actions job's log (the API redirects to the log, which fetch follows). */
+/**
+ * The last lines of an Actions job's log (the API redirects to the log, which fetch follows). The
+ * body is streamed and only its last LOG_TAIL_WINDOW bytes are kept: a job log can be hundreds of
+ * megabytes, and the App holds many of these at once.
+ */
 async function logTail(octokit: RestClient, where: Where, jobId: number, log: Logger): Promise<string> {
   try {
-    const { data } = await octokit.rest.actions.downloadJobLogsForWorkflowRun({ ...where, job_id: jobId });
-    const text =
-      typeof data === 'string'
-        ? data
-        : data instanceof ArrayBuffer
-          ? new TextDecoder().decode(data)
-          : String(data);
+    const { data } = await octokit.rest.actions.downloadJobLogsForWorkflowRun({
+      ...where,
+      job_id: jobId,
+      request: { parseSuccessResponseBody: false },
+    });
+    const text = await tailText(data, LOG_TAIL_WINDOW);
     const lines = stripHiddenText(text).split('\n');
     return bound(lines.slice(-LOG_TAIL_LINES).join('\n'), LOG_TAIL_CHARS, 'tail');
   } catch (error) {
     log.warn({ err: error, job: jobId }, 'could not read the job log');
     return '';
   }
+}
+
+/** Bytes of a job log kept while it streams by: well over LOG_TAIL_LINES lines of any real log. */
+const LOG_TAIL_WINDOW = 256 * 1024;
+
+/**
+ * The text of the last `maxBytes` of a body: a web stream (read through, keeping a window of
+ * chunks), or an already read string or buffer. A line cut by the window's start is dropped.
+ */
+export async function tailText(body: unknown, maxBytes: number): Promise<string> {
+  if (typeof body === 'string') return body.length <= maxBytes ? body : dropFirstLine(body.slice(-maxBytes));
+  if (body instanceof ArrayBuffer) return tailText(new TextDecoder().decode(body), maxBytes);
+  if (!(body instanceof ReadableStream)) return '';
+  const chunks: Uint8Array[] = [];
+  let held = 0;
+  let cut = false;
+  const reader = (body as ReadableStream<Uint8Array>).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    held += value.byteLength;
+    // Whole chunks leave the window from the front while what remains still covers maxBytes.
+    while (chunks.length > 1 && held - (chunks[0]?.byteLength ?? 0) >= maxBytes) {
+      held -= chunks.shift()?.byteLength ?? 0;
+      cut = true;
+    }
+  }
+  let bytes = Buffer.concat(chunks);
+  if (bytes.byteLength > maxBytes) {
+    bytes = bytes.subarray(bytes.byteLength - maxBytes);
+    cut = true;
+  }
+  const text = new TextDecoder().decode(bytes);
+  return cut ? dropFirstLine(text) : text;
+}
+
+function dropFirstLine(text: string): string {
+  const nl = text.indexOf('\n');
+  return nl === -1 ? text : text.slice(nl + 1);
 }
 
 function bound(text: string, max: number, keep: 'head' | 'tail' = 'head'): string {

@@ -25,6 +25,7 @@ import { firstTime, withIssueLock } from '../queue/issue-lock.js';
 import type { FixJob, ReviewContext } from '../queue/payloads.js';
 import { evaluateKey, fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
 import {
+  asksNothingNew,
   buildEvaluateJob,
   buildFixJob,
   isNotFound,
@@ -383,14 +384,7 @@ export async function processTrigger(
       // Requests already waiting keep their turn even if nothing runs this instant (a job just ended
       // and its worker has not handed over yet).
       const waiting = await pendingCount(deps.redis, prefix, targetKey);
-      if (
-        live !== null &&
-        job.instructions.length === 0 &&
-        job.reviewComments.length === 0 &&
-        (job.ci ?? null) === null
-      ) {
-        // A second label, or a bare mention, asks for nothing the live job is not already doing (a
-        // CI round does: it waits for the live job, like a request with instructions).
+      if (live !== null && asksNothingNew(job, config)) {
         log.info({ job: live }, 'a job for this issue or PR is already queued or running');
         return { status: 'duplicate', jobId: live } as const;
       }

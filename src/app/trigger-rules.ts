@@ -381,3 +381,18 @@ export function notOursReply(o: PullOwnership): string {
 function nullable<T>(value: T): T | null {
   return value;
 }
+
+/**
+ * Whether a request only repeats what any job on its issue or PR already does, so that a live job
+ * there makes it a duplicate: a second label, or a bare mention. A request with instructions or
+ * review comments, a CI round, or a bare `(try N)` asking for other attempts than the repository's
+ * asks for something, and waits for the live job instead.
+ */
+export function asksNothingNew(job: FixJob, repoConfig: RepoConfig): boolean {
+  return (
+    job.instructions.length === 0 &&
+    job.reviewComments.length === 0 &&
+    (job.ci ?? null) === null &&
+    job.config.attempts === repoConfig.attempts
+  );
+}

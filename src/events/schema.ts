@@ -210,6 +210,18 @@ const common = {
  */
 const parent = { parent: z.string().optional() };
 
+/** How a run ended (the `outcome` event's `outcome`). */
+export const outcomeKind = z.enum([
+  'resolved',
+  'unverified',
+  'no_change',
+  'stuck',
+  'budget_exhausted',
+  'cancelled',
+  'failed',
+  'needs_info',
+]);
+
 export const eventSchemas = {
   run_resumed: z.object({ ...common, kind: z.literal('run_resumed'), pid: z.number().int() }),
   test_run: z.object({
@@ -342,16 +354,7 @@ export const eventSchemas = {
   outcome: z.object({
     ...common,
     kind: z.literal('outcome'),
-    outcome: z.enum([
-      'resolved',
-      'unverified',
-      'no_change',
-      'stuck',
-      'budget_exhausted',
-      'cancelled',
-      'failed',
-      'needs_info',
-    ]),
+    outcome: outcomeKind,
     reason: z.string(),
     limit: z.enum(['steps', 'tokens', 'usd', 'wall_time']).optional(),
     cause: z.string().optional(),

@@ -17,6 +17,8 @@ import {
   attemptsOf,
   openAttempts,
   pickWinner,
+  readDecision,
+  recordDecision,
   runAttempt,
   runBestOf,
   type AttemptsResult,
@@ -274,7 +276,10 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     if (count > 1) {
       // Best-of-N: the job's outcome is the winner's, once every attempt has one.
       const existing = openAttempts(ctx, count);
-      if (existing.some((a) => a.outcome === null)) {
+      const decided = readDecision(ctx.jobsDir, ctx.jobId, existing);
+      if (decided !== null) {
+        attempts = decided;
+      } else if (existing.some((a) => a.outcome === null)) {
         giveUpIfInterrupted();
         const issue = await readIssue(ctx, {
           resumed: existing.some((a) => a.store !== null),
@@ -290,6 +295,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         attempts = pickWinner(ctx, existing, []);
       }
       if (attempts.winner === null) throw attempts.error;
+      if (decided === null) await recordDecision(ctx.jobsDir, ctx.jobId, attempts);
       store = attempts.winner.store;
       outcome = attempts.winner.outcome;
     } else if (outcome === null) {

@@ -147,6 +147,14 @@ test(
       assert.ok(table.includes(`/runs/${id}`), `a link to ${id}'s trajectory\n${table}`);
     }
 
+    // The choice was recorded before publishing, so a retry of the job publishes the same attempt.
+    const decision = JSON.parse(
+      readFileSync(join(stack.pipeline.workDir, 'work', 'jobs', jobId, 'attempts.json'), 'utf8'),
+    ) as { winner: string; table: { runId: string; winner: boolean }[] };
+    assert.equal(decision.table.length, 3);
+    assert.equal(decision.table.find((r) => r.winner)?.runId, decision.winner);
+    assert.ok(table.includes(`/runs/${decision.winner}`));
+
     // Each attempt is its own run, with its share of the budget; together within the job's $1.50.
     const runs = [jobId, `${jobId}-a2`, `${jobId}-a3`].map((id) => readJobRun(stack, id));
     for (const [i, run] of runs.entries()) {

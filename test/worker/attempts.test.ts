@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Outcome } from '../../src/agent/run-agent.js';
-import { parseTries } from '../../src/app/trigger-rules.js';
+import { FileEventStore } from '../../src/events/file-event-store.js';
+import { asksNothingNew, buildFixJob, parseTries } from '../../src/app/trigger-rules.js';
+import type { Trigger } from '../../src/app/triggers.js';
 import { parseRepoConfig } from '../../src/config/repo-config.js';
 import { renderPullRequest, type AttemptTableRow } from '../../src/publish/pr-body.js';
 import { renderProgress } from '../../src/publish/progress.js';
@@ -15,6 +20,8 @@ import {
   standingOf,
   type AttemptStanding,
 } from '../../src/worker/stages/attempts.js';
+import { readDecision, recordDecision, type AttemptSlot } from '../../src/worker/stages/attempt-run.js';
+import type { JobContext } from '../../src/worker/stages/types.js';
 import { EventLog, makeBase } from '../publish/event-log.js';
 
 function standing(number: number, o: Partial<AttemptStanding>): AttemptStanding {
@@ -149,6 +156,27 @@ test('`(try N)` in a request sets this job’s attempts (1–5) and leaves the m
   assert.deepEqual(parseTries('try 3 things'), { instruction: 'try 3 things', attempts: null });
 });
 
+test('a bare `(try N)` while a job runs is a request of its own (it waits), not a duplicate of that job', () => {
+  const repoConfig = parseRepoConfig({}, { label: 'agent', handle: '@agent' });
+  const mention = (body: string): Trigger => ({
+    v: 1,
+    kind: 'mention',
+    deliveryId: `d-${body.length}`,
+    installationId: 5,
+    repo: { id: 7, owner: 'acme', name: 'calc', private: false },
+    issue: { number: 3, title: 'Bug', state: 'open', isPullRequest: false, body: 'text' },
+    sender: { login: 'maria', id: 42, type: 'User' },
+    comment: { id: 99, body },
+    receivedAt: new Date().toISOString(),
+  });
+  const job = (instruction: string) =>
+    buildFixJob(mention(`@agent ${instruction}`), { kind: 'issue', number: 3 }, repoConfig, instruction, []);
+  assert.equal(asksNothingNew(job(''), repoConfig), true);
+  assert.equal(asksNothingNew(job('(try 3)'), repoConfig), false);
+  assert.equal(asksNothingNew(job('(try 1)'), repoConfig), true);
+  assert.equal(asksNothingNew(job('use the other parser'), repoConfig), false);
+});
+
 test('`attempts` and `stopOnFirstResolved` in the repository config: 1–5, defaults 1 and false', () => {
   const defaults = { label: 'agent', handle: '@agent' };
   const c = parseRepoConfig({}, defaults);
@@ -208,4 +236,52 @@ test('the progress comment shows each attempt of N, and the PR body a table of a
   assert.match(body, /\[trajectory\]\(https:\/\/agent\.example\/runs\/job\)/);
   assert.match(body, /\| 3 \| 💥 `crashed` .*kept on the host \| the sandbox did not start \|/);
   assert.match(body, /\| \*\*Total\*\* \| \| \| \| \| \$0\.3500/);
+});
+
+test('a retried best-of-N job keeps the winner it chose: an attempt that threw the first time is not run again and cannot take over', async () => {
+  const jobsDir = mkdtempSync(join(tmpdir(), 'ia-decision-'));
+  try {
+    const jobId = 'octo-repo-7-abc';
+    const slot = (k: number, outcome: 'resolved' | null): AttemptSlot => {
+      const runId = k === 1 ? jobId : `${jobId}-a${k}`;
+      const ctx = { jobId: runId } as JobContext;
+      if (outcome === null) return { number: k, ctx, store: null, outcome: null };
+      const store = FileEventStore.create(join(jobsDir, runId, 'trajectory'), makeBase());
+      store.appendSync({ kind: 'outcome', outcome, reason: 'tests pass', summary: null, diffStat: '' });
+      return { number: k, ctx, store, outcome: { outcome, reason: 'tests pass' } as Outcome };
+    };
+    // No choice recorded yet: the job runs its attempts.
+    const first = [slot(1, 'resolved'), slot(2, null)];
+    assert.equal(readDecision(jobsDir, jobId, first), null);
+
+    // First try: attempt 2 threw; attempt 1 wins and the choice is recorded before publishing.
+    const winner = first[0];
+    assert.ok(winner?.store);
+    const table = [
+      { ...standing(1, { runId: jobId, changedLines: 40 }), winner: true, link: 'run 1' },
+      { ...crashedStanding(2, `${jobId}-a2`, 'sandbox died', 0), winner: false, link: 'run 2' },
+    ];
+    await recordDecision(jobsDir, jobId, {
+      winner: {
+        ctx: winner.ctx,
+        store: winner.store,
+        outcome: { outcome: 'resolved', reason: 'tests pass' } as Outcome,
+      },
+      error: null,
+      table,
+    });
+
+    // The retry finds attempt 2 resolved with a smaller change (had it been run again): the choice holds.
+    const retry = [winner, slot(2, 'resolved')];
+    const decided = readDecision(jobsDir, jobId, retry);
+    assert.ok(decided?.winner);
+    assert.equal(decided.winner.ctx.jobId, jobId);
+    assert.equal(decided.winner.outcome.outcome, 'resolved');
+    assert.deepEqual(decided.table, table);
+
+    // A recorded winner whose trajectory lost its outcome is an error, not a silent re-run.
+    assert.throws(() => readDecision(jobsDir, jobId, [slot(1, null), slot(2, null)]), /has no outcome/);
+  } finally {
+    rmSync(jobsDir, { recursive: true, force: true });
+  }
 });

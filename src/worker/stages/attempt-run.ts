@@ -1,7 +1,11 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { z } from 'zod';
 import type { Outcome } from '../../agent/run-agent.js';
 import type { FileEventStore } from '../../events/file-event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
+import { outcomeKind } from '../../events/schema.js';
 import { mirrorDir, pristineDir } from '../../github/pristine-clone.js';
 import { describeEnvironment } from '../../publish/environment.js';
 import type { FixJob } from '../../queue/payloads.js';
@@ -281,5 +285,65 @@ export function pickWinner(
       winner: winner !== null && s.number === best?.number,
       link: ctx.trajectoryLink(join(jobFolder(ctx.jobsDir, s.runId), 'trajectory'), s.runId),
     })),
+  };
+}
+
+/**
+ * The job's choice among its attempts, written once every attempt has ended and before anything is
+ * published. A retry of the job (publishing failed, the worker died) takes this choice as it is: an
+ * attempt that threw the first time is not run again, so the winner, the branch's commit and the
+ * PR's table cannot change between tries.
+ */
+const DECISION_FILE = 'attempts.json';
+
+const decisionRecord = z.object({
+  schemaVersion: z.literal(1),
+  winner: z.string(),
+  table: z.array(
+    z.object({
+      number: z.number().int().positive(),
+      runId: z.string(),
+      outcome: z.union([outcomeKind, z.literal('crashed')]),
+      reason: z.string(),
+      newlyPassing: z.number(),
+      failing: z.number().nullable(),
+      changedLines: z.number().nullable(),
+      filesChanged: z.number(),
+      usd: z.number(),
+      winner: z.boolean(),
+      link: z.string(),
+    }),
+  ),
+});
+
+/** Records the winner and the table (temp file and rename: a reader sees all of it or nothing). */
+export async function recordDecision(jobsDir: string, jobId: string, result: AttemptsResult): Promise<void> {
+  const winner = result.winner;
+  if (winner === null) return; // every attempt threw: a retry may run them again
+  const file = join(jobFolder(jobsDir, jobId), DECISION_FILE);
+  const record = { schemaVersion: 1, winner: winner.ctx.jobId, table: result.table };
+  await writeFile(`${file}.tmp`, `${JSON.stringify(record, null, 2)}\n`);
+  await rename(`${file}.tmp`, file);
+}
+
+/**
+ * The choice an earlier try of this job recorded, with the winner's trajectory as it is now (its
+ * outcome was in its log when the choice was made), or null when no choice was recorded.
+ */
+export function readDecision(
+  jobsDir: string,
+  jobId: string,
+  slots: readonly AttemptSlot[],
+): AttemptsResult | null {
+  const file = join(jobFolder(jobsDir, jobId), DECISION_FILE);
+  if (!existsSync(file)) return null;
+  const record = decisionRecord.parse(JSON.parse(readFileSync(file, 'utf8')));
+  const slot = slots.find((s) => s.ctx.jobId === record.winner);
+  if (slot === undefined || slot.store === null || slot.outcome === null)
+    throw new Error(`the recorded winner ${record.winner} of job ${jobId} has no outcome in its trajectory`);
+  return {
+    winner: { ctx: slot.ctx, store: slot.store, outcome: slot.outcome },
+    error: null,
+    table: record.table,
   };
 }
