@@ -1,10 +1,12 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { WarmPool } from '../src/sandbox/docker/warm-pool.js';
 import { Queue, Worker, type Job } from 'bullmq';
 import { pino, type Logger } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
 import { readAppEnv } from '../src/config/app-env.js';
+import { openRunStorage } from '../src/events/run-storage.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
 import { AnthropicModel } from '../src/model/anthropic-model.js';
 import type { FixJob } from '../src/queue/payloads.js';
@@ -92,6 +94,15 @@ async function main(): Promise<void> {
       });
     logger.info({ port: served.port, host: app.workerMetrics.host }, 'worker metrics at /metrics');
   }
+  // Where runs are kept: a worker that cannot reach its run store takes no job.
+  const storage = await openRunStorage(app.storeUrl ?? undefined, join(app.workDir, 'jobs')).catch(
+    (error: unknown) => {
+      throw new ConfigError(
+        `ISSUE_AGENT_STORE_URL: cannot open the run store: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    },
+  );
+  logger.info({ store: storage.kind }, 'run store');
   const fixQueue = new Queue<FixJob>(FIX_QUEUE, {
     connection: connectionOptions(app.redisUrl, 'issue-agent-worker-queue'),
     prefix: app.queuePrefix,
@@ -124,6 +135,7 @@ async function main(): Promise<void> {
               }),
             bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
             progressIntervalMs: app.progressIntervalMs,
+            storage,
             ...(warmPool === undefined ? {} : { warmPool }),
             redis,
             fixQueue,
@@ -143,7 +155,7 @@ async function main(): Promise<void> {
         metrics?.jobEnded(timing, error instanceof FixRunError && error.lost ? 'lost' : 'failed', null);
         throw error;
       }
-      metrics?.jobEnded(timing, 'completed', result.trajectory);
+      metrics?.jobEnded(timing, 'completed', { storage, runId: result.runId, location: result.trajectory });
       return result;
     },
     {
@@ -211,6 +223,7 @@ async function main(): Promise<void> {
       .close()
       .then(async () => {
         await warmPool?.close();
+        await storage.close();
       })
       .then(
         () => process.exit(0),

@@ -169,8 +169,12 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     if (store.events.length > 0) {
       await append({ kind: 'run_resumed', pid: process.pid });
       if (existing.lastCheckpoint !== null || existing.steps > 0) {
-        await git.restore(base.workspace.baseTree, lastTree, existing.lastCheckpoint?.diff ?? null);
-        deps.logger?.info({ tree: lastTree }, 'workspace restored to the last checkpoint');
+        const from = await git.restore(
+          base.workspace.baseTree,
+          lastTree,
+          existing.lastCheckpoint?.diff ?? null,
+        );
+        deps.logger?.info({ tree: lastTree, from }, 'workspace restored to the last checkpoint');
       }
     }
 

@@ -79,9 +79,11 @@ export class WorkspaceGit {
 
   /**
    * Makes the working tree equal to a checkpoint: from the tree object when the repository still has
-   * it (same machine), else from the base commit plus the recorded diff (a fresh clone elsewhere).
+   * it (same machine), else from the base commit plus the recorded diff (a fresh clone elsewhere,
+   * another worker host). Either way the result is checked: the working tree's snapshot must be the
+   * checkpoint's tree, file for file, or the run stops rather than continue on other files.
    */
-  async restore(baseTree: string, tree: string, diff: string | null): Promise<void> {
+  async restore(baseTree: string, tree: string, diff: string | null): Promise<'object' | 'diff'> {
     const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
     // A fresh copy of the same base (another host, the CLI's new copy) has the base's files but not
     // its tree object when the base held uncommitted changes: a snapshot writes it.
@@ -94,7 +96,7 @@ export class WorkspaceGit {
     );
     if (has.exitCode === 0) {
       await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${tree}`);
-      return;
+      return 'object';
     }
     if (diff === null)
       throw new WorkspaceGitError(
@@ -110,6 +112,12 @@ export class WorkspaceGit {
     );
     if (r.exitCode !== 0)
       throw new WorkspaceGitError(`could not re-apply the checkpoint diff: ${r.output.slice(0, 500)}`);
+    const rebuilt = await this.snapshot();
+    if (rebuilt !== tree)
+      throw new WorkspaceGitError(
+        `the workspace rebuilt from the checkpoint diff is tree ${rebuilt}, not the checkpoint's ${tree}`,
+      );
+    return 'diff';
   }
 }
 

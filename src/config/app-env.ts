@@ -26,6 +26,11 @@ export interface AppEnv {
   /** Where workers keep clones and trajectories (one folder per job). */
   readonly workDir: string;
   /**
+   * `ISSUE_AGENT_STORE_URL`: runs (event logs, job records) in PostgreSQL, shared by every worker
+   * host; null: in the job folders under `workDir`.
+   */
+  readonly storeUrl: string | null;
+  /**
    * docker: the hardened container. local: the isolated local sandbox (namespaces on this host,
    * see sandbox/local/launch.ts). unconfined: a plain child process of the worker, which can read
    * the worker's environment and files (the App's private key): only where every issue author and
@@ -92,6 +97,11 @@ const schema = z.object({
   ISSUE_AGENT_WORKER_CONCURRENCY: int(1).default(1),
   ISSUE_AGENT_INTAKE_CONCURRENCY: int(1).default(8),
   ISSUE_AGENT_WORK_DIR: z.string().min(1).optional(),
+  /** The shared run store (PostgreSQL); unset: the job folders under the work directory. */
+  ISSUE_AGENT_STORE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// (or postgresql://) URL')
+    .optional(),
   ISSUE_AGENT_SANDBOX: z.enum(['docker', 'local', 'unconfined']).default('docker'),
   ISSUE_AGENT_WARM_POOL: z
     .string()
@@ -189,6 +199,7 @@ export function readAppEnv(
     workerConcurrency: v.ISSUE_AGENT_WORKER_CONCURRENCY,
     intakeConcurrency: v.ISSUE_AGENT_INTAKE_CONCURRENCY,
     workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
+    storeUrl: v.ISSUE_AGENT_STORE_URL ?? null,
     sandbox: v.ISSUE_AGENT_SANDBOX,
     privateKeyPath: e.PRIVATE_KEY_PATH ?? null,
     warmPool: v.ISSUE_AGENT_WARM_POOL ?? {},

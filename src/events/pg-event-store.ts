@@ -49,6 +49,18 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       );
     `,
   },
+  {
+    version: 2,
+    sql: `
+      -- Small per-job documents written whole (the best-of-N choice made before publishing).
+      CREATE TABLE ia_documents (
+        job_id text NOT NULL,
+        name   text NOT NULL,
+        body   json NOT NULL,
+        PRIMARY KEY (job_id, name)
+      );
+    `,
+  },
 ];
 
 /** The channel a NOTIFY with `<run id> <event id>` goes to after each append. */
@@ -69,7 +81,7 @@ export interface PgStoreOptions {
 /**
  * The run store on PostgreSQL: every run's base state, events and large outputs in tables, so no
  * part of a run needs the disk of the worker that wrote it. `open` a run to continue or read it,
- * `create` one to start it. Not yet used by the App's processes (issue 13 wires it in).
+ * `create` one to start it. The App's processes reach it through PgRunStorage (run-storage.ts).
  */
 export class PgRunStore {
   private constructor(
@@ -165,6 +177,45 @@ export class PgRunStore {
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * Copies run `from` (base state, events, attached files) to the new run `to`, in one transaction:
+   * a conversation that goes on in a later job. False when `from` does not exist; EventStoreError
+   * ('exists') when `to` does.
+   */
+  async copyRun(from: string, to: string): Promise<boolean> {
+    return retrying(async () => {
+      const client = await this.pool.connect();
+      try {
+        await client.query('BEGIN');
+        const run = await client.query(
+          `INSERT INTO ia_runs (run_id, base) SELECT $2, base FROM ia_runs WHERE run_id = $1
+           ON CONFLICT (run_id) DO NOTHING RETURNING run_id`,
+          [from, to],
+        );
+        if (run.rowCount === 0) {
+          await client.query('ROLLBACK');
+          if (!(await this.has(from))) return false;
+          throw new EventStoreError('exists', `run ${to} already holds a conversation`);
+        }
+        await client.query(
+          'INSERT INTO ia_events (run_id, id, kind, body) SELECT $2, id, kind, body FROM ia_events WHERE run_id = $1',
+          [from, to],
+        );
+        await client.query(
+          'INSERT INTO ia_files (run_id, name, bytes) SELECT $2, name, bytes FROM ia_files WHERE run_id = $1',
+          [from, to],
+        );
+        await client.query('COMMIT');
+        return true;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    });
   }
 
   /** Whether the store holds this run. */

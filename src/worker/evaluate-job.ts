@@ -102,6 +102,7 @@ export async function runEvaluateJob(
     pullRequest: null,
     pushed: false,
     trajectory: out,
+    runId: ctx.jobId,
     branch: null,
   });
   try {

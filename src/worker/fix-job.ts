@@ -21,6 +21,7 @@ import { markQuestion } from '../app/question.js';
 import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
 import { appLocalIsolation } from './local-isolation.js';
+import type { RunStorage } from '../events/run-storage.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
 import { asFencedWriter } from '../events/file-event-store.js';
 
@@ -35,6 +36,8 @@ export interface WorkerDeps {
   readonly fixQueue: Queue<FixJob>;
   readonly settings: QueueSettings;
   readonly logger: Logger;
+  /** Where runs are kept (ISSUE_AGENT_STORE_URL); default the job folders under the work directory. */
+  readonly storage?: RunStorage;
   /** Step updates of the progress comment are at most this often. */
   readonly progressIntervalMs?: number;
   /** The worker's warm Docker containers (ISSUE_AGENT_WARM_POOL), if it keeps any. */
@@ -119,6 +122,7 @@ export async function runFixJob(
         {
           jobId,
           jobsDir: join(deps.app.workDir, 'jobs'),
+          ...(deps.storage === undefined ? {} : { storage: deps.storage }),
           gh,
           progressGh,
           mirrors: true,

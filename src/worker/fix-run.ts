@@ -5,6 +5,7 @@ import type { Outcome } from '../agent/run-agent.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState } from '../events/reduce-state.js';
+import { FileRunStorage, type RunStorage } from '../events/run-storage.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import { HostGit } from '../github/host-git.js';
 import { pristineDir } from '../github/pristine-clone.js';
@@ -25,7 +26,6 @@ import {
 } from './stages/attempt-run.js';
 import { publish } from './stages/publish.js';
 import { reportEnd, reportFailure } from './stages/report.js';
-import { openStore } from './stages/rounds.js';
 import { continueConversation } from './stages/continue-round.js';
 import type { JobContext, PullInfo } from './stages/types.js';
 
@@ -59,6 +59,12 @@ export interface FixRuntime {
   readonly bot: BotIdentity;
   readonly agent: AgentEnv;
   readonly model: (name: string) => Model;
+  /**
+   * Where runs are kept beyond this worker (ISSUE_AGENT_STORE_URL): default the job folders under
+   * `jobsDir`. The workspace and the pristine clone stay under `jobsDir` either way: a worker that
+   * continues another's job rebuilds them from the clone and the last checkpoint's diff.
+   */
+  readonly storage?: RunStorage;
   readonly sandbox: 'docker' | 'local';
   /**
    * For a `local` sandbox: run it in namespaces (no host processes, no network) with these host
@@ -127,7 +133,10 @@ export interface FixJobResult {
   readonly outcome: Outcome['outcome'];
   readonly pullRequest: { readonly number: number; readonly url: string } | null;
   readonly pushed: boolean;
+  /** Where the run's log is read (a folder, or the run's id in the database). */
   readonly trajectory: string;
+  /** The run whose log that is (the job's own, or the winning attempt's). */
+  readonly runId: string;
   /** The branch pushed to (or that would have been), and the progress comment's id. */
   readonly branch: string | null;
 }
@@ -175,6 +184,7 @@ async function lostTheJob(rt: FixRuntime, error: unknown): Promise<boolean> {
 export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): Promise<FixJobResult> {
   const jobId = rt.jobId;
   const dir = jobFolder(rt.jobsDir, jobId);
+  const storage = rt.storage ?? new FileRunStorage(rt.jobsDir);
   const paths = {
     trajectory: join(dir, 'trajectory'),
     // Outside the job folder (which holds the workspace): see pristine-clone.ts.
@@ -213,6 +223,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     p,
     jobId,
     jobsDir: rt.jobsDir,
+    storage,
     where,
     paths,
     gh,
@@ -228,7 +239,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     outcome,
     pullRequest: null,
     pushed: false,
-    trajectory: paths.trajectory,
+    trajectory: storage.locationOf(jobId),
+    runId: jobId,
     branch: null,
   });
 
@@ -246,11 +258,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     await reportEnd(...args);
   };
   try {
-    await recordJob(dir, jobId, p);
+    await recordJob(storage, jobId, p);
     const repo = await fetchRepo(ctx, rt.baseBranch);
     // An answer to the agent's question: the same conversation, as a new round.
     await continueConversation(ctx);
-    let store = openStore(paths.trajectory);
+    let store = await storage.open(jobId);
     let outcome = store === null ? null : reduceState(store.events).outcome;
     const stoppedBy = stop.by();
     if (outcome === null && stoppedBy !== null) {
@@ -275,8 +287,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     let attempts: AttemptsResult | null = null;
     if (count > 1) {
       // Best-of-N: the job's outcome is the winner's, once every attempt has one.
-      const existing = openAttempts(ctx, count);
-      const decided = readDecision(ctx.jobsDir, ctx.jobId, existing);
+      const existing = await openAttempts(ctx, count);
+      const decided = await readDecision(ctx, existing);
       if (decided !== null) {
         attempts = decided;
       } else if (existing.some((a) => a.outcome === null)) {
@@ -295,7 +307,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         attempts = pickWinner(ctx, existing, []);
       }
       if (attempts.winner === null) throw attempts.error;
-      if (decided === null) await recordDecision(ctx.jobsDir, ctx.jobId, attempts);
+      if (decided === null) await recordDecision(ctx, attempts);
       store = attempts.winner.store;
       outcome = attempts.winner.outcome;
     } else if (outcome === null) {
@@ -333,7 +345,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         { kind: 'needs_info', outcome, question: asked.question, round: asked.rounds },
         pull,
       );
-      return { ...none('needs_info'), trajectory: winnerCtx.paths.trajectory };
+      return {
+        ...none('needs_info'),
+        trajectory: storage.locationOf(winnerCtx.jobId),
+        runId: winnerCtx.jobId,
+      };
     }
     // Checked last before anything is published: a worker that lost the job publishes nothing.
     if (rt.lost?.() === true) throw new Error('this worker lost the job before publishing');

@@ -2,6 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { Redactor } from '../publish/redact.js';
+import type { RunStorage } from '../events/run-storage.js';
+import type { AgentEvent, BaseState } from '../events/schema.js';
 import { TrajectoryReader } from '../server/trajectory-reader.js';
 import { LATENCY_BUCKETS, START_BUCKETS, STEP_BUCKETS, WAIT_BUCKETS } from '../server/metrics.js';
 
@@ -97,22 +99,39 @@ export class WorkerMetrics {
       this.queueWait.observe((job.startedAt - job.queuedAt) / 1000);
   }
 
-  /** A run ended; `trajectory` is its event log's folder, read for its timings when given. */
-  jobEnded(job: JobTiming, result: 'completed' | 'failed' | 'lost', trajectory: string | null): void {
+  /**
+   * A run ended; `finished` says where its event log is, read for its timings when given. A log in
+   * job folders is read read-only (opening it as a store would recover the folder: delete temp
+   * files, name claims); one in PostgreSQL is read after this returns. Never a reason for the job to
+   * count as failed.
+   */
+  jobEnded(
+    job: JobTiming,
+    result: 'completed' | 'failed' | 'lost',
+    finished: { readonly storage: RunStorage; readonly runId: string; readonly location: string } | null,
+  ): void {
     this.running.delete(job.id);
     this.jobs.inc({ result });
-    if (trajectory === null) return;
-    // Read-only (FileEventStore.open would recover the folder: delete temp files, name claims),
-    // and never a reason for the job to count as failed.
-    const reader = new TrajectoryReader(trajectory, new Redactor([]));
-    try {
-      reader.refresh();
-    } catch {
+    if (finished === null) return;
+    if (finished.storage.kind === 'file') {
+      const reader = new TrajectoryReader(finished.location, new Redactor([]));
+      try {
+        reader.refresh();
+      } catch {
+        return;
+      }
+      if (reader.base !== null) this.observeRun(job, reader.base, reader.events);
       return;
     }
-    const base = reader.base;
-    if (base === null) return;
-    const events = reader.events;
+    finished.storage.open(finished.runId).then(
+      (store) => {
+        if (store !== null) this.observeRun(job, store.base, store.events);
+      },
+      () => undefined,
+    );
+  }
+
+  private observeRun(job: JobTiming, base: BaseState, events: readonly AgentEvent[]): void {
     if (!job.resumed && job.startedAt !== null && !events.some((e) => e.kind === 'run_resumed')) {
       const s = (Date.parse(base.createdAt) - job.startedAt) / 1000;
       if (Number.isFinite(s) && s >= 0) this.sandboxStart.observe(s);

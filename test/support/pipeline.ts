@@ -33,6 +33,8 @@ export interface PipelineOptions {
    */
   readonly sandbox?: 'unconfined' | 'local' | 'docker';
   readonly env?: Record<string, string>;
+  /** Settings of the n-th worker started (from 0) over `env`: each its own host, say. */
+  readonly workerEnv?: (n: number) => Record<string, string>;
   /** More logs for failure messages (the stack's Redis). */
   readonly extraLogs?: () => string;
 }
@@ -103,12 +105,12 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   };
   const procs: Proc[] = [];
   let n = 0;
-  const spawnProc = (name: string, script: string): Proc => {
+  const spawnProc = (name: string, script: string, own: Record<string, string> = {}): Proc => {
     const log = join(workDir, `${name}-${n++}.log`);
     const fd = openSync(log, 'a');
     const child = spawn(process.execPath, ['--import', TSX, script], {
       cwd: workDir,
-      env,
+      env: { ...env, ...own },
       stdio: ['ignore', fd, fd],
     });
     closeSync(fd);
@@ -141,7 +143,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   const app = spawnProc('app', join(ROOT, 'src', 'app', 'main.ts'));
   const workers: Proc[] = [];
   const startWorker = async (): Promise<Proc> => {
-    const w = spawnProc('worker', join(ROOT, 'workers', 'main.ts'));
+    const w = spawnProc('worker', join(ROOT, 'workers', 'main.ts'), options.workerEnv?.(workers.length));
     workers.push(w);
     await waitForLog(w, 'worker ready');
     return w;
@@ -206,6 +208,8 @@ export interface StackOptions {
   readonly fixture?: FixtureName;
   /** Extra environment for the App and workers (deployment settings). */
   readonly env?: Record<string, string>;
+  /** Settings of the n-th worker (from 0) over `env`. */
+  readonly workerEnv?: (n: number) => Record<string, string>;
 }
 
 /**
@@ -240,6 +244,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       extraLogs: () => `==== redis-server\n${redis.log()}`,
       ...(options.workers === undefined ? {} : { workers: options.workers }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
+      ...(options.workerEnv === undefined ? {} : { workerEnv: options.workerEnv }),
       env: {
         ...(options.githubSignIn === true
           ? {

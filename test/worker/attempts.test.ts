@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Outcome } from '../../src/agent/run-agent.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
+import { FileRunStorage } from '../../src/events/run-storage.js';
 import { asksNothingNew, buildFixJob, parseTries } from '../../src/app/trigger-rules.js';
 import type { Trigger } from '../../src/app/triggers.js';
 import { parseRepoConfig } from '../../src/config/repo-config.js';
@@ -242,6 +243,7 @@ test('a retried best-of-N job keeps the winner it chose: an attempt that threw t
   const jobsDir = mkdtempSync(join(tmpdir(), 'ia-decision-'));
   try {
     const jobId = 'octo-repo-7-abc';
+    const job = { storage: new FileRunStorage(jobsDir), jobId };
     const slot = (k: number, outcome: 'resolved' | null): AttemptSlot => {
       const runId = k === 1 ? jobId : `${jobId}-a${k}`;
       const ctx = { jobId: runId } as JobContext;
@@ -252,7 +254,7 @@ test('a retried best-of-N job keeps the winner it chose: an attempt that threw t
     };
     // No choice recorded yet: the job runs its attempts.
     const first = [slot(1, 'resolved'), slot(2, null)];
-    assert.equal(readDecision(jobsDir, jobId, first), null);
+    assert.equal(await readDecision(job, first), null);
 
     // First try: attempt 2 threw; attempt 1 wins and the choice is recorded before publishing.
     const winner = first[0];
@@ -261,7 +263,7 @@ test('a retried best-of-N job keeps the winner it chose: an attempt that threw t
       { ...standing(1, { runId: jobId, changedLines: 40 }), winner: true, link: 'run 1' },
       { ...crashedStanding(2, `${jobId}-a2`, 'sandbox died', 0), winner: false, link: 'run 2' },
     ];
-    await recordDecision(jobsDir, jobId, {
+    await recordDecision(job, {
       winner: {
         ctx: winner.ctx,
         store: winner.store,
@@ -273,14 +275,14 @@ test('a retried best-of-N job keeps the winner it chose: an attempt that threw t
 
     // The retry finds attempt 2 resolved with a smaller change (had it been run again): the choice holds.
     const retry = [winner, slot(2, 'resolved')];
-    const decided = readDecision(jobsDir, jobId, retry);
+    const decided = await readDecision(job, retry);
     assert.ok(decided?.winner);
     assert.equal(decided.winner.ctx.jobId, jobId);
     assert.equal(decided.winner.outcome.outcome, 'resolved');
     assert.deepEqual(decided.table, table);
 
     // A recorded winner whose trajectory lost its outcome is an error, not a silent re-run.
-    assert.throws(() => readDecision(jobsDir, jobId, [slot(1, null), slot(2, null)]), /has no outcome/);
+    await assert.rejects(readDecision(job, [slot(1, null), slot(2, null)]), /has no outcome/);
   } finally {
     rmSync(jobsDir, { recursive: true, force: true });
   }

@@ -1,9 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { Outcome } from '../../agent/run-agent.js';
-import type { FileEventStore } from '../../events/file-event-store.js';
+import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import { outcomeKind } from '../../events/schema.js';
 import { mirrorDir, pristineDir } from '../../github/pristine-clone.js';
@@ -21,7 +19,6 @@ import {
   type AttemptStanding,
 } from './attempts.js';
 import { prepareSandbox, recordJob, type IssueText } from './prepare.js';
-import { openStore } from './rounds.js';
 import { runInSandbox } from './run.js';
 import type { JobContext, PullInfo, RepoInfo } from './types.js';
 
@@ -42,7 +39,7 @@ export interface AttemptInput {
   readonly pull: PullInfo | null;
   readonly issue: IssueText;
   /** The attempt's trajectory to resume, or null to start one. */
-  readonly store: FileEventStore | null;
+  readonly store: EventStore | null;
   /** The commit to start from when there is no trajectory yet (every attempt of a job starts at one). */
   readonly baseCommit?: string | null;
   readonly signal: AbortSignal;
@@ -54,7 +51,7 @@ export async function runAttempt(
   ctx: JobContext,
   rt: FixRuntime,
   input: AttemptInput,
-): Promise<{ readonly store: FileEventStore; readonly outcome: Outcome }> {
+): Promise<{ readonly store: EventStore; readonly outcome: Outcome }> {
   const { repo, pull, store } = input;
   const prepared = await prepareSandbox({
     jobId: ctx.jobId,
@@ -105,13 +102,13 @@ export async function runAttempt(
 export interface AttemptSlot {
   readonly number: number;
   readonly ctx: JobContext;
-  readonly store: FileEventStore | null;
+  readonly store: EventStore | null;
   readonly outcome: Outcome | null;
 }
 
 /** The attempts' contexts and whatever each already recorded (a resumed job finds them again). */
-export function openAttempts(ctx: JobContext, count: number): AttemptSlot[] {
-  return Array.from({ length: count }, (_, i) => {
+export function openAttempts(ctx: JobContext, count: number): Promise<AttemptSlot[]> {
+  const slots = Array.from({ length: count }, async (_, i): Promise<AttemptSlot> => {
     const k = i + 1;
     const runId = attemptRunId(ctx.jobId, k);
     const dir = jobFolder(ctx.jobsDir, runId);
@@ -128,7 +125,7 @@ export function openAttempts(ctx: JobContext, count: number): AttemptSlot[] {
             },
             log: ctx.log.child({ attempt: k }),
           };
-    const store = openStore(actx.paths.trajectory);
+    const store = await ctx.storage.open(runId);
     return {
       number: k,
       ctx: actx,
@@ -136,13 +133,14 @@ export function openAttempts(ctx: JobContext, count: number): AttemptSlot[] {
       outcome: store === null ? null : reduceState(store.events).outcome,
     };
   });
+  return Promise.all(slots);
 }
 
 export interface AttemptsResult {
   /** The attempt whose change is published, or null when every attempt threw (then `error`). */
   readonly winner: {
     readonly ctx: JobContext;
-    readonly store: FileEventStore;
+    readonly store: EventStore;
     readonly outcome: Outcome;
   } | null;
   readonly error: unknown;
@@ -177,8 +175,7 @@ export async function runBestOf(
   const baseCommit =
     slots.find((s) => s.store !== null)?.store?.base.workspace.baseCommit ??
     (await baseCommitOf(ctx, rt, input));
-  for (const s of slots)
-    if (s.number > 1) await recordJob(jobFolder(ctx.jobsDir, s.ctx.jobId), s.ctx.jobId, ctx.p, ctx.jobId);
+  for (const s of slots) if (s.number > 1) await recordJob(ctx.storage, s.ctx.jobId, ctx.p, ctx.jobId);
   const results = await runAttempts({
     count,
     parallel: rt.attemptParallelism ?? count,
@@ -207,20 +204,22 @@ export async function runBestOf(
   });
   return pickWinner(
     ctx,
-    slots.map((s, i) => {
-      const r = results[i];
-      return r !== undefined && r.ok
-        ? { ...s, store: r.value.store, outcome: r.value.outcome }
-        : // It threw, maybe only after it ended (closing its sandbox): its log says how far it got.
-          reopened(s);
-    }),
+    await Promise.all(
+      slots.map(async (s, i) => {
+        const r = results[i];
+        return r !== undefined && r.ok
+          ? { ...s, store: r.value.store, outcome: r.value.outcome }
+          : // It threw, maybe only after it ended (closing its sandbox): its log says how far it got.
+            reopened(s);
+      }),
+    ),
     errors,
     results.map((r) => (r.ok ? null : r.error)),
   );
 }
 
-function reopened(slot: AttemptSlot): AttemptSlot {
-  const store = openStore(slot.ctx.paths.trajectory);
+async function reopened(slot: AttemptSlot): Promise<AttemptSlot> {
+  const store = await slot.ctx.storage.open(slot.ctx.jobId).catch(() => null);
   return { ...slot, store, outcome: store === null ? null : reduceState(store.events).outcome };
 }
 
@@ -283,18 +282,18 @@ export function pickWinner(
     table: standings.map((s) => ({
       ...s,
       winner: winner !== null && s.number === best?.number,
-      link: ctx.trajectoryLink(join(jobFolder(ctx.jobsDir, s.runId), 'trajectory'), s.runId),
+      link: ctx.trajectoryLink(ctx.storage.locationOf(s.runId), s.runId),
     })),
   };
 }
 
 /**
- * The job's choice among its attempts, written once every attempt has ended and before anything is
- * published. A retry of the job (publishing failed, the worker died) takes this choice as it is: an
- * attempt that threw the first time is not run again, so the winner, the branch's commit and the
- * PR's table cannot change between tries.
+ * The job's choice among its attempts, kept in the run storage once every attempt has ended and
+ * before anything is published. A retry of the job (publishing failed, the worker died) takes this
+ * choice as it is: an attempt that threw the first time is not run again, so the winner, the
+ * branch's commit and the PR's table cannot change between tries.
  */
-const DECISION_FILE = 'attempts.json';
+const DECISION = 'attempts';
 
 const decisionRecord = z.object({
   schemaVersion: z.literal(1),
@@ -316,31 +315,36 @@ const decisionRecord = z.object({
   ),
 });
 
-/** Records the winner and the table (temp file and rename: a reader sees all of it or nothing). */
-export async function recordDecision(jobsDir: string, jobId: string, result: AttemptsResult): Promise<void> {
+/** Records the winner and the table (written whole: a reader sees all of it or nothing). */
+export async function recordDecision(
+  ctx: Pick<JobContext, 'storage' | 'jobId'>,
+  result: AttemptsResult,
+): Promise<void> {
   const winner = result.winner;
   if (winner === null) return; // every attempt threw: a retry may run them again
-  const file = join(jobFolder(jobsDir, jobId), DECISION_FILE);
-  const record = { schemaVersion: 1, winner: winner.ctx.jobId, table: result.table };
-  await writeFile(`${file}.tmp`, `${JSON.stringify(record, null, 2)}\n`);
-  await rename(`${file}.tmp`, file);
+  await ctx.storage.putDocument(ctx.jobId, DECISION, {
+    schemaVersion: 1,
+    winner: winner.ctx.jobId,
+    table: result.table,
+  });
 }
 
 /**
  * The choice an earlier try of this job recorded, with the winner's trajectory as it is now (its
  * outcome was in its log when the choice was made), or null when no choice was recorded.
  */
-export function readDecision(
-  jobsDir: string,
-  jobId: string,
+export async function readDecision(
+  ctx: Pick<JobContext, 'storage' | 'jobId'>,
   slots: readonly AttemptSlot[],
-): AttemptsResult | null {
-  const file = join(jobFolder(jobsDir, jobId), DECISION_FILE);
-  if (!existsSync(file)) return null;
-  const record = decisionRecord.parse(JSON.parse(readFileSync(file, 'utf8')));
+): Promise<AttemptsResult | null> {
+  const raw = await ctx.storage.getDocument(ctx.jobId, DECISION);
+  if (raw === null) return null;
+  const record = decisionRecord.parse(raw);
   const slot = slots.find((s) => s.ctx.jobId === record.winner);
   if (slot === undefined || slot.store === null || slot.outcome === null)
-    throw new Error(`the recorded winner ${record.winner} of job ${jobId} has no outcome in its trajectory`);
+    throw new Error(
+      `the recorded winner ${record.winner} of job ${ctx.jobId} has no outcome in its trajectory`,
+    );
   return {
     winner: { ctx: slot.ctx, store: slot.store, outcome: slot.outcome },
     error: null,

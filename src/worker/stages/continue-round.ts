@@ -1,10 +1,5 @@
-import { existsSync } from 'node:fs';
-import { cp, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { reduceState } from '../../events/reduce-state.js';
 import { issueKey } from '../../queue/ids.js';
-import { jobFolder } from '../job-folder.js';
-import { openStore } from './rounds.js';
 import type { JobContext } from './types.js';
 
 /**
@@ -27,22 +22,17 @@ export async function continueConversation(ctx: JobContext): Promise<boolean> {
     ctx.log.warn({ earlier: continues.jobId }, 'the conversation to continue is not of this issue');
     return false;
   }
-  const own = ctx.paths.trajectory;
-  const earlierDir = join(jobFolder(ctx.jobsDir, continues.jobId), 'trajectory');
-  const earlier = openStore(earlierDir);
-  const fresh = !existsSync(join(own, 'base_state.json'));
+  const earlier = await ctx.storage.open(continues.jobId);
+  const fresh = (await ctx.storage.open(ctx.jobId)) === null;
   if (fresh) {
     if (earlier === null || reduceState(earlier.events).outcome?.outcome !== 'needs_info') {
-      ctx.log.warn({ earlier: continues.jobId }, 'no question to continue on this host');
+      ctx.log.warn({ earlier: continues.jobId }, 'no question to continue in the run storage');
       return false;
     }
-    const tmp = `${own}.copy`;
-    await rm(tmp, { recursive: true, force: true });
-    await cp(earlierDir, tmp, { recursive: true, verbatimSymlinks: true });
-    await rm(own, { recursive: true, force: true });
-    await rename(tmp, own);
+    await ctx.storage.discard(ctx.jobId);
+    await ctx.storage.copy(continues.jobId, ctx.jobId);
   }
-  const store = openStore(own);
+  const store = await ctx.storage.open(ctx.jobId);
   if (store === null) return false;
   const state = reduceState(store.events);
   const askedRounds = earlier === null ? null : reduceState(earlier.events).rounds;

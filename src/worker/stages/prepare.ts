@@ -1,12 +1,11 @@
-import { existsSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { hostProbe } from '../../environment/host-probe.js';
 import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/plan.js';
 import type { SandboxPool } from '../../environment/prepare.js';
 import type { EnvironmentRecord } from '../../events/schema.js';
+import type { RunStorage } from '../../events/run-storage.js';
 import type { HostGit } from '../../github/host-git.js';
 import { mirrorRoot, pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
@@ -24,23 +23,19 @@ import type { JobContext, JobPaths, PullInfo, RepoInfo } from './types.js';
  * Written once: a resumed attempt keeps the first start time.
  */
 export async function recordJob(
-  dir: string,
+  storage: RunStorage,
   jobId: string,
   p: FixJob,
   /** For a later attempt of a best-of-N job: the job it belongs to (the run index shows it so). */
   attemptOf?: string,
 ): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  if (!existsSync(join(dir, 'job.json'))) {
-    const record = {
-      schemaVersion: 1,
-      id: jobId,
-      payload: p,
-      startedAt: new Date().toISOString(),
-      ...(attemptOf === undefined ? {} : { attemptOf }),
-    };
-    await writeFile(join(dir, 'job.json'), `${JSON.stringify(record, null, 2)}\n`);
-  }
+  await storage.recordJob(jobId, {
+    schemaVersion: 1,
+    id: jobId,
+    payload: p,
+    startedAt: new Date().toISOString(),
+    ...(attemptOf === undefined ? {} : { attemptOf }),
+  });
 }
 
 export async function fetchRepo(ctx: JobContext, baseBranch: string | null | undefined): Promise<RepoInfo> {

@@ -1,5 +1,5 @@
 import type { Outcome } from '../../agent/run-agent.js';
-import type { FileEventStore } from '../../events/file-event-store.js';
+import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { GitHubClient } from '../../github/app-client.js';
 import { HostGitError } from '../../github/host-git.js';
@@ -19,7 +19,7 @@ export const branchFor = (issue: number): string => `issue-agent/issue-${issue}`
 
 export interface PublishInput {
   readonly ctx: JobContext;
-  readonly store: FileEventStore;
+  readonly store: EventStore;
   readonly outcome: Outcome;
   readonly repo: RepoInfo;
   readonly pull: PullInfo | null;
@@ -49,7 +49,8 @@ export async function publish(input: PublishInput): Promise<Published> {
     outcome: outcome.outcome,
     pullRequest: null,
     pushed: false,
-    trajectory: paths.trajectory,
+    trajectory: ctx.storage.locationOf(ctx.jobId),
+    runId: ctx.jobId,
     branch: null,
   } as const;
   // `publishable` is this stage's word for an outcome that may open a PR.
@@ -138,7 +139,9 @@ export async function publish(input: PublishInput): Promise<Published> {
   const priorById =
     pull === null
       ? []
-      : priorRoundsById(ctx.jobsDir, pull.body, p.repo.id, pull.number).filter((r) => r.id !== ctx.jobId);
+      : (await priorRoundsById(ctx.storage, pull.body, p.repo.id, pull.number)).filter(
+          (r) => r.id !== ctx.jobId,
+        );
   const prior = priorById.map((r) => r.store);
   const rounds = [...prior, store];
   const rendered = renderPullRequest({
@@ -202,7 +205,8 @@ export async function publish(input: PublishInput): Promise<Published> {
       outcome: outcome.outcome,
       pullRequest: { number: pr.number, url: pr.html_url },
       pushed: true,
-      trajectory: paths.trajectory,
+      trajectory: ctx.storage.locationOf(ctx.jobId),
+      runId: ctx.jobId,
       branch,
     },
     end: { kind: 'pr_ready', outcome, pr, draft, updated: pull !== null, head, branch },

@@ -1,11 +1,10 @@
 import { join } from 'node:path';
 import { FileBaselineStore } from '../baseline-store.js';
-import { rm } from 'node:fs/promises';
 import { newBaseState } from '../../agent/new-run.js';
 import { runAgent, type Outcome } from '../../agent/run-agent.js';
 import { fenceUntrusted, stripHiddenText } from '../../agent/untrusted-text.js';
 import type { AgentEnv } from '../../config/agent-env.js';
-import { FileEventStore } from '../../events/file-event-store.js';
+import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { BaseState, EnvironmentRecord, Limits, Task } from '../../events/schema.js';
 import { collectInstructions } from '../../agent/instructions.js';
@@ -23,7 +22,7 @@ export interface RunInput {
   readonly ctx: JobContext;
   readonly sandbox: Sandbox;
   /** The trajectory of an earlier attempt to resume, or null to start one. */
-  readonly store: FileEventStore | null;
+  readonly store: EventStore | null;
   /** How the sandbox's environment was made, for a new run's base state (null: no setup phase). */
   readonly environment: EnvironmentRecord | null;
   readonly pull: PullInfo | null;
@@ -72,13 +71,13 @@ async function readInstructions(
 /** The agent's run in the sandbox: a new trajectory (task and base state) unless one is resumed. */
 export async function runInSandbox(
   input: RunInput,
-): Promise<{ readonly store: FileEventStore; readonly outcome: Outcome }> {
+): Promise<{ readonly store: EventStore; readonly outcome: Outcome }> {
   const { ctx, sandbox, pull } = input;
-  const { p, jobId, paths, progress, redactor } = ctx;
+  const { p, jobId, progress, redactor } = ctx;
   let store = input.store;
   if (store === null) {
-    // A half-written folder (crash before base_state.json) holds nothing worth keeping.
-    await rm(paths.trajectory, { recursive: true, force: true });
+    // A start cut off before its base state holds nothing worth keeping.
+    await ctx.storage.discard(jobId);
     const task =
       pull === null
         ? {
@@ -87,7 +86,7 @@ export async function runInSandbox(
             instructions: p.instructions,
             source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
           }
-        : followUpTask(p, pull, priorRounds(ctx.jobsDir, pull.body, p.repo.id, pull.number));
+        : followUpTask(p, pull, await priorRounds(ctx.storage, pull.body, p.repo.id, pull.number));
     const instructions = await readInstructions(ctx, pull, input.baseBranch);
     const base = await newBaseState({
       instructions,
@@ -102,7 +101,7 @@ export async function runInSandbox(
     const attempt = input.attempt;
     // Triage on issues only: a follow-up round on the App's PR is an explicit request to act.
     const triage = input.canContinue && pull === null && p.kind === 'fix-issue' && p.config.triage === 'on';
-    store = FileEventStore.create(paths.trajectory, {
+    store = await ctx.storage.create(jobId, {
       ...base,
       ...(triage ? { triage: true } : {}),
       ...(attempt === undefined || attempt.of === 1
@@ -159,7 +158,7 @@ export async function runInSandbox(
  * The task of a follow-up round: the request, the review comments it refers to with their file, line
  * and diff hunk, and what earlier rounds did. All of it is untrusted text and is fenced as such.
  */
-function followUpTask(p: FixJob, pull: PullInfo, prior: readonly FileEventStore[]): Task {
+function followUpTask(p: FixJob, pull: PullInfo, prior: readonly EventStore[]): Task {
   const ci = p.ci ?? null;
   const parts: string[] = [
     ci !== null

@@ -1,3 +1,4 @@
+import type { RunStorage } from '../../events/run-storage.js';
 import type { Logger } from 'pino';
 import type { BotIdentity, GitHubClient } from '../../github/app-client.js';
 import type { HostGit } from '../../github/host-git.js';
@@ -36,6 +37,8 @@ export interface JobContext {
   readonly jobId: string;
   /** The folder holding every job's folder; earlier rounds are found here. */
   readonly jobsDir: string;
+  /** Where every run's log, the job's record and its documents are kept (job folders or PostgreSQL). */
+  readonly storage: RunStorage;
   readonly where: { readonly owner: string; readonly repo: string };
   readonly paths: JobPaths;
   readonly gh: GitHubClient;
