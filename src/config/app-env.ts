@@ -248,6 +248,8 @@ export interface ServerEnv {
   readonly port: number;
   readonly host: string;
   readonly workDir: string;
+  /** ISSUE_AGENT_STORE_URL: runs are read from PostgreSQL (no job folder needed); null: from `workDir`. */
+  readonly storeUrl: string | null;
   readonly publicUrl: string | null;
   readonly logLevel: string;
   readonly adminToken: string | null;
@@ -265,6 +267,7 @@ const serverSchema = schema.pick({
   PORT: true,
   HOST: true,
   ISSUE_AGENT_WORK_DIR: true,
+  ISSUE_AGENT_STORE_URL: true,
   ISSUE_AGENT_PUBLIC_URL: true,
   ISSUE_AGENT_ADMIN_TOKEN: true,
   ISSUE_AGENT_GITHUB_CLIENT_ID: true,
@@ -295,6 +298,7 @@ export function readServerEnv(
     port: v.PORT,
     host: v.HOST,
     workDir: v.ISSUE_AGENT_WORK_DIR ?? workDirDefault,
+    storeUrl: v.ISSUE_AGENT_STORE_URL ?? null,
     publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
     logLevel: v.LOG_LEVEL,
     ...serverSettings(v),

@@ -1,13 +1,11 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { totalTokens } from '../events/reduce-state.js';
-import type { BaseState } from '../events/schema.js';
 import type { Redactor } from '../publish/redact.js';
 import { pendingJobSchema, fixJobSchema, type FixJob } from '../queue/payloads.js';
-import { TrajectoryReader } from './trajectory-reader.js';
+import { FolderRunSource, type RunReader, type RunSource } from './run-source.js';
 
 import type { RunPhase, RunSummary } from './run-summary.js';
 
@@ -25,7 +23,7 @@ interface QueueInfo {
   readonly prUrl: string | null;
 }
 
-/** `<workDir>/jobs/<id>/job.json`, written by the worker when it starts a job. */
+/** A job's record (`job.json`, or its row in the store), written by the worker when it starts a job. */
 interface JobFile {
   readonly payload: FixJob | null;
   readonly startedAt: string | null;
@@ -43,7 +41,7 @@ export interface CancelledRecord {
 
 interface Entry {
   readonly id: string;
-  reader: TrajectoryReader | null;
+  reader: RunReader | null;
   jobFile: JobFile | null;
   queue: QueueInfo | null;
   cancelled: CancelledRecord | null;
@@ -60,6 +58,8 @@ export const cancelledKey = (prefix: string): string => `${prefix}:server:cancel
 
 export interface RunIndexOptions {
   readonly workDir: string;
+  /** Where runs are read: default the job folders under `workDir`. */
+  readonly source?: RunSource;
   readonly queue: Queue<FixJob> | null;
   readonly redis: Redis | null;
   readonly prefix: string;
@@ -75,7 +75,7 @@ export interface FinishedRun {
   readonly summary: RunSummary;
   /** A later attempt of a best-of-N job: the job it belongs to (not a run of its own). */
   readonly attemptOf: string | null;
-  readonly reader: TrajectoryReader | null;
+  readonly reader: RunReader | null;
   readonly queuedAt: number | null;
   readonly startedAt: number | null;
 }
@@ -99,8 +99,11 @@ export class RunIndex {
   private refreshes = 0;
   private lastFinishedScan = 0;
   private redisUp = true;
+  private readonly source: RunSource;
 
-  constructor(private readonly options: RunIndexOptions) {}
+  constructor(private readonly options: RunIndexOptions) {
+    this.source = options.source ?? new FolderRunSource(join(options.workDir, 'jobs'), options.redactor);
+  }
 
   get redisHealthy(): boolean {
     return this.redisUp;
@@ -116,11 +119,22 @@ export class RunIndex {
     tick();
     this.timer = setInterval(tick, this.options.pollMs ?? 500);
     this.timer.unref();
+    // News of an append (PostgreSQL) refreshes at once: streams do not wait for the next poll.
+    this.source
+      .watch(() => {
+        tick();
+      })
+      .catch((error: unknown) => {
+        this.options.logger.warn({ err: error }, 'cannot listen for new events; polling only');
+      });
   }
 
   stop(): void {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    this.source.close().catch((error: unknown) => {
+      this.options.logger.warn({ err: error }, 'closing the run source');
+    });
   }
 
   onChange(listener: (s: RunSummary) => void): () => void {
@@ -164,22 +178,15 @@ export class RunIndex {
     return e.jobFile?.payload ?? e.queue?.payload ?? e.cancelled?.payload ?? null;
   }
 
-  /** The run's trajectory, read up to now (null when it has none on this host). */
-  reader(id: string): TrajectoryReader | null {
+  /** The run's trajectory, read up to now (null when it has none in the store). */
+  async reader(id: string): Promise<RunReader | null> {
     const e = this.entries.get(id);
     if (e === undefined) return null;
-    if (e.reader === null) {
-      const dir = join(this.jobsDir, id, 'trajectory');
-      if (!existsSync(join(dir, 'base_state.json'))) return null;
-      e.reader = new TrajectoryReader(dir, this.options.redactor);
-    }
-    e.reader.refresh();
+    e.reader ??= await this.source.reader(id);
+    if (e.reader === null) return null;
+    await e.reader.refresh();
     this.touchReader(id);
     return e.reader;
-  }
-
-  base(id: string): BaseState | null {
-    return this.reader(id)?.base ?? null;
   }
 
   /** Records a run cancelled before it started, so it stays listed as finished/cancelled. */
@@ -195,17 +202,13 @@ export class RunIndex {
     }
   }
 
-  private get jobsDir(): string {
-    return join(this.options.workDir, 'jobs');
-  }
-
   private async doRefresh(): Promise<void> {
     const first = this.refreshes === 0;
     // The queue first, the files second: a job is marked finished only after its last event was
     // written, so files read after seeing "finished" hold every event.
     const queueView = await this.readQueue(first);
     const ids = new Set<string>(this.entries.keys());
-    for (const id of listDirs(this.jobsDir)) ids.add(id);
+    for (const id of await this.source.ids()) ids.add(id);
     for (const id of queueView.live.keys()) ids.add(id);
     for (const id of queueView.extra.keys()) ids.add(id);
     for (const id of queueView.cancelled.keys()) ids.add(id);
@@ -240,15 +243,12 @@ export class RunIndex {
         }
       }
       e.cancelled = queueView.cancelled.get(id) ?? e.cancelled;
-      e.jobFile ??= readJobFile(join(this.jobsDir, id, 'job.json'));
+      e.jobFile ??= parseJobRecord(await this.source.jobRecord(id));
       if (e.reader === null && (e.queue?.phase !== 'queued' || isNew)) {
-        const dir = join(this.jobsDir, id, 'trajectory');
-        if (existsSync(join(dir, 'base_state.json'))) {
-          e.reader = new TrajectoryReader(dir, this.options.redactor);
-          this.touchReader(id);
-        }
+        e.reader = await this.source.reader(id);
+        if (e.reader !== null) this.touchReader(id);
       }
-      e.reader?.refresh();
+      await e.reader?.refresh();
       if (gone && e.cancelled === null && e.reader === null && e.jobFile === null) {
         // Removed from the queue before it ever ran (cancelled by `@agent stop`, or expired): nothing
         // to show.
@@ -507,14 +507,7 @@ function parseSource(source: string | undefined): { repo: string; issue: number 
   return m === null ? null : { repo: m[1] ?? '', issue: Number(m[2]) };
 }
 
-function readJobFile(path: string): JobFile | null {
-  let raw: string;
-  try {
-    raw = readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  }
-  const json = parseJson(raw);
+function parseJobRecord(json: unknown): JobFile | null {
   if (typeof json !== 'object' || json === null) return null;
   const payload = 'payload' in json ? fixJobSchema.safeParse(json.payload) : null;
   const startedAt = 'startedAt' in json && typeof json.startedAt === 'string' ? json.startedAt : null;
@@ -541,16 +534,6 @@ function parseJson(raw: string): unknown {
     return JSON.parse(raw) as unknown;
   } catch {
     return null;
-  }
-}
-
-function listDirs(dir: string): string[] {
-  try {
-    return readdirSync(dir, { withFileTypes: true })
-      .filter((d) => d.isDirectory() && JOB_ID.test(d.name))
-      .map((d) => d.name);
-  } catch {
-    return [];
   }
 }
 

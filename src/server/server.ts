@@ -23,14 +23,17 @@ import { adminRoutes } from './routes/admin.js';
 import { authRoutes } from './routes/auth.js';
 import { runRoutes } from './routes/runs.js';
 import { streamRoutes } from './routes/streams.js';
+import { PgRunSource } from './run-source.js';
 import { RunIndex } from './runs.js';
 import { defaultWebAssetsDir, serveWeb } from './web-assets.js';
 
 export { CONTENT_SECURITY_POLICY } from './http.js';
 
 export interface AgentServerOptions {
-  /** Where workers keep job folders (`<workDir>/jobs/<id>/…`). */
+  /** Where workers keep job folders (`<workDir>/jobs/<id>/…`), read when there is no `storeUrl`. */
   readonly workDir: string;
+  /** The PostgreSQL run store every worker writes (ISSUE_AGENT_STORE_URL): runs are read there. */
+  readonly storeUrl?: string | null;
   /** The server's public base URL; OAuth redirects and cookie security follow it. */
   readonly publicUrl: string | null;
   readonly adminToken: string | null;
@@ -63,6 +66,7 @@ export interface AgentServerOptions {
 /** The run server's settings as the App and `npm run server` both read them from the environment. */
 export interface RunServerEnv {
   readonly workDir: string;
+  readonly storeUrl: string | null;
   readonly publicUrl: string | null;
   readonly adminToken: string | null;
   readonly sessionSecret: string | null;
@@ -78,10 +82,11 @@ export function serverOptionsFromEnv(
   env: RunServerEnv,
 ): Pick<
   AgentServerOptions,
-  'workDir' | 'publicUrl' | 'adminToken' | 'sessionSecret' | 'github' | 'webAssetsDir'
+  'workDir' | 'storeUrl' | 'publicUrl' | 'adminToken' | 'sessionSecret' | 'github' | 'webAssetsDir'
 > & { readonly serverSecrets: readonly string[] } {
   return {
     workDir: env.workDir,
+    storeUrl: env.storeUrl,
     publicUrl: env.publicUrl,
     adminToken: env.adminToken,
     sessionSecret: env.sessionSecret,
@@ -118,8 +123,16 @@ export interface AgentServer {
 export function createAgentServer(options: AgentServerOptions): AgentServer {
   const log = options.logger;
   const redactor = new Redactor(options.secrets.filter((s) => s !== ''));
+  const storeUrl = options.storeUrl ?? null;
   const index = new RunIndex({
     workDir: options.workDir,
+    ...(storeUrl === null
+      ? {}
+      : {
+          source: new PgRunSource(storeUrl, redactor, (error) => {
+            log.warn({ err: error }, 'run store');
+          }),
+        }),
     queue: options.queues?.fix ?? null,
     redis: options.redis,
     prefix: options.settings.prefix,

@@ -7,23 +7,17 @@ import type { Redactor } from '../publish/redact.js';
 const EVENT_FILE = /^(\d{6,})-[a-z_]+\.json$/;
 
 /**
- * A read-only, incremental view of a trajectory folder that a worker may be appending to. Unlike
- * FileEventStore.open it never deletes anything (a `.tmp` file may be a write in progress) and reads
- * only the event files it has not read yet. Event files appear whole (the store renames them into
- * place), so a file that is listed can be read completely. Events are redacted once, when first
- * served, and kept.
+ * What every reader of a run's log shares: the base state and the events read so far (in id order,
+ * none skipped), their reduced state (memoised until more are read), and the events served
+ * redacted, each redacted once when first served and kept.
  */
-export class TrajectoryReader {
-  private baseState: BaseState | null = null;
-  private readonly list: AgentEvent[] = [];
-  private readonly redacted: AgentEvent[] = [];
-  private reduced: RunState | null = null;
-  private dirStamp = '';
+export abstract class RunLogReader {
+  protected baseState: BaseState | null = null;
+  protected readonly list: AgentEvent[] = [];
+  protected readonly redacted: AgentEvent[] = [];
+  protected reduced: RunState | null = null;
 
-  constructor(
-    readonly dir: string,
-    private readonly redactor: Redactor,
-  ) {}
+  constructor(protected readonly redactor: Redactor) {}
 
   get base(): BaseState | null {
     return this.baseState;
@@ -45,7 +39,47 @@ export class TrajectoryReader {
   }
 
   /** Reads whatever is new; true when something changed. */
-  refresh(): boolean {
+  abstract refresh(): Promise<boolean>;
+
+  /** Events with id > after, at most limit of them, redacted. */
+  eventsAfter(after: number, limit: number): AgentEvent[] {
+    const start = Math.max(0, Math.floor(after));
+    const end = Math.min(this.list.length, start + limit);
+    const out: AgentEvent[] = [];
+    for (let i = start; i < end; i++) {
+      let r = this.redacted[i];
+      if (r === undefined) {
+        r = this.redactor.redactDeep(this.list[i] as AgentEvent);
+        this.redacted[i] = r;
+      }
+      out.push(r);
+    }
+    return out;
+  }
+}
+
+/**
+ * A read-only, incremental view of a trajectory folder that a worker may be appending to. Unlike
+ * FileEventStore.open it never deletes anything (a `.tmp` file may be a write in progress) and reads
+ * only the event files it has not read yet. Event files appear whole (the store renames them into
+ * place), so a file that is listed can be read completely.
+ */
+export class TrajectoryReader extends RunLogReader {
+  private dirStamp = '';
+
+  constructor(
+    readonly dir: string,
+    redactor: Redactor,
+  ) {
+    super(redactor);
+  }
+
+  refresh(): Promise<boolean> {
+    return Promise.resolve(this.refreshSync());
+  }
+
+  /** Reads whatever is new, synchronously; true when something changed. */
+  refreshSync(): boolean {
     let changed = false;
     if (this.baseState === null) {
       this.baseState = readBase(this.dir);
@@ -103,22 +137,6 @@ export class TrajectoryReader {
     this.dirStamp = complete ? stamp : '';
     if (changed) this.reduced = null;
     return changed;
-  }
-
-  /** Events with id > after, at most limit of them, redacted. */
-  eventsAfter(after: number, limit: number): AgentEvent[] {
-    const start = Math.max(0, Math.floor(after));
-    const end = Math.min(this.list.length, start + limit);
-    const out: AgentEvent[] = [];
-    for (let i = start; i < end; i++) {
-      let r = this.redacted[i];
-      if (r === undefined) {
-        r = this.redactor.redactDeep(this.list[i] as AgentEvent);
-        this.redacted[i] = r;
-      }
-      out.push(r);
-    }
-    return out;
   }
 }
 

@@ -116,7 +116,7 @@ export class WorkerMetrics {
     if (finished.storage.kind === 'file') {
       const reader = new TrajectoryReader(finished.location, new Redactor([]));
       try {
-        reader.refresh();
+        reader.refreshSync();
       } catch {
         return;
       }

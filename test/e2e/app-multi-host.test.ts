@@ -8,6 +8,7 @@ import { PgRunStore } from '../../src/events/pg-event-store.js';
 import { reduceState } from '../../src/events/reduce-state.js';
 import { hang, oracle, reply, type MessagesRequest, type ModelSimulator } from '../../src/model-sim/index.js';
 import { dockerEngine } from '../sandbox/docker/docker-test-support.js';
+import { readSse } from '../server/helpers.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { SHORT_LOCK, startStack, type Pipeline, type Proc, type Stack } from '../support/pipeline.js';
 import { faultOnceAt, requestText, routeByTag, taskText } from '../support/pipeline-fixtures.js';
@@ -100,7 +101,7 @@ describe(
               .length,
         );
 
-    it('1, 3. a worker SIGKILLed mid-run: a worker on another host resumes it from the store (workspace rebuilt from the checkpoint diff, no answered call repeated, one PR); a follow-up round on a third host sees round one', async () => {
+    it('1–3. a worker SIGKILLed mid-run: a worker on another host resumes it from the store (workspace rebuilt from the checkpoint diff, no answered call repeated, one PR); the run server, with no job folder, streams it live and serves it after; a follow-up round on a third host sees round one', async () => {
       assert.ok(runs);
       const n = sim.createIssue(OWNER, REPO, {
         title: 'Average rounds wrong [crash]',
@@ -108,6 +109,40 @@ describe(
         author: MAINTAINER,
       }).number;
       await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+      await sim.waitFor(
+        () =>
+          /job=/.test(
+            sim.comments(OWNER, REPO, n).find((c) => c.body.includes('issue-agent:progress'))?.body ?? '',
+          ),
+        60_000,
+        () => `the job to be queued\n${pipeline.logs()}`,
+      );
+      // The run server (the App's; its work directory holds no job folder: the workers have their
+      // own) streams the run live from the store, across the kill, to its end.
+      const auth = { authorization: `Bearer ${pipeline.adminToken}` };
+      await sim.waitFor(
+        async () =>
+          (await fetch(`${pipeline.appUrl}/api/runs/${jobOf(n)}`, { headers: auth })).status === 200,
+        30_000,
+        'the run server to know the run',
+      );
+      const live = new AbortController();
+      let beforePr = 0;
+      const streamed = fetch(`${pipeline.appUrl}/api/runs/${jobOf(n)}/stream`, {
+        headers: { authorization: `Bearer ${pipeline.adminToken}` },
+        signal: live.signal,
+      }).then((res) => {
+        assert.equal(res.status, 200);
+        return readSse(
+          res,
+          (messages) => {
+            const last = messages.at(-1);
+            if (last?.event === 'agent-event' && prFor(n).length === 0) beforePr += 1;
+            return last?.event === 'end';
+          },
+          live,
+        );
+      });
       await sim.waitFor(
         () => crash.fired(),
         120_000,
@@ -149,6 +184,44 @@ describe(
       // checked the result is the checkpoint's tree, file for file.
       const survivorLog = readFileSync(survivor.log, 'utf8');
       assert.match(survivorLog, /"from":"diff"[^\n]*workspace restored to the last checkpoint/);
+      // The stream had every event once, in order, many of them while the job ran; the API serves
+      // the whole trajectory after.
+      const messages = await Promise.race([
+        streamed,
+        delay(60_000).then(() => {
+          live.abort();
+          throw new Error('the stream did not end');
+        }),
+      ]);
+      const ids = messages.filter((m) => m.event === 'agent-event').map((m) => Number(m.id));
+      assert.deepEqual(
+        ids,
+        run.events.map((e) => e.id),
+      );
+      assert.ok(beforePr > 3, `events streamed while the job ran: ${beforePr}`);
+      const one = (await (await fetch(`${pipeline.appUrl}/api/runs/${job}`, { headers: auth })).json()) as {
+        run: { state: string; outcome: string | null };
+        base: { conversationId: string } | null;
+      };
+      assert.equal(one.run.state, 'finished');
+      assert.equal(one.run.outcome, 'resolved');
+      assert.equal(one.base?.conversationId, job);
+      const page = (await (
+        await fetch(`${pipeline.appUrl}/api/runs/${job}/events?limit=1000`, { headers: auth })
+      ).json()) as { events: { id: number; kind: string }[] };
+      assert.deepEqual(
+        page.events.map((e) => e.kind),
+        run.events.map((e) => e.kind),
+      );
+      const list = (await (await fetch(`${pipeline.appUrl}/api/runs`, { headers: auth })).json()) as {
+        runs: { id: string }[];
+      };
+      assert.ok(
+        list.runs.some((r) => r.id === job),
+        'the run is listed',
+      );
+      assert.ok(!existsSync(join(pipeline.workDir, 'work', 'jobs', job)), 'the App has no folder of the job');
+
       // Neither host keeps a trajectory folder: the log lives only in the store.
       for (const w of [victim, survivor]) {
         const jobs = join(hostDir(w), 'jobs');

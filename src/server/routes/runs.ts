@@ -129,7 +129,7 @@ export function runRoutes(ctx: ServerContext): Route[] {
       handle: async ({ req, res, params }) => {
         const id = decodeURIComponentSafe(params[0] ?? '');
         const run = await ctx.runFor(ctx.requireAuth(req), id);
-        const reader = index.reader(id);
+        const reader = await index.reader(id);
         return json(res, 200, { run, base: reader?.base ?? null, state: reader?.state ?? null });
       },
     },
@@ -197,7 +197,7 @@ export function runRoutes(ctx: ServerContext): Route[] {
       handle: async ({ req, res, params }) => {
         const id = params[0] ?? '';
         await ctx.runFor(ctx.requireAuth(req), id);
-        const reader = index.reader(id);
+        const reader = await index.reader(id);
         if (reader === null) throw new ApiError(404, 'not_found', 'no trajectory for this run on this host');
         return json(res, 200, {
           base: reader.base,

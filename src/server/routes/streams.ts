@@ -12,7 +12,7 @@ const EVENTS_PER_READ = 500;
  * sent), and the stream of run summaries for the list. A stream closes when its session ends.
  */
 export function streamRoutes(ctx: ServerContext): Route[] {
-  const { index, json, redactor, sessions, streams } = ctx;
+  const { index, json, log, redactor, sessions, streams } = ctx;
   return [
     {
       method: 'GET',
@@ -53,7 +53,7 @@ export function streamRoutes(ctx: ServerContext): Route[] {
         await ctx.runFor(ctx.requireAuth(req), id);
         const after = intParam(url, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
         const limit = intParam(url, 'limit', 200, 1, 1000);
-        const reader = index.reader(id);
+        const reader = await index.reader(id);
         const events = reader?.eventsAfter(after, limit) ?? [];
         const last = events.at(-1);
         return json(
@@ -83,16 +83,16 @@ export function streamRoutes(ctx: ServerContext): Route[] {
         streams.add(sse);
         let lastRun = '';
         let busy = false;
-        const pump = (): void => {
-          if (busy || sse.closed) return;
+        let again = false;
+        const pumpOnce = async (): Promise<void> => {
           if (!sessions.isLive(p)) {
             sse.close();
             return;
           }
-          busy = true;
-          try {
+          const reader = await index.reader(id);
+          if (sse.closed) return;
+          {
             const run = index.get(id);
-            const reader = index.reader(id);
             if (reader !== null) {
               for (;;) {
                 const batch = reader.eventsAfter(sent, EVENTS_PER_READ);
@@ -114,9 +114,27 @@ export function streamRoutes(ctx: ServerContext): Route[] {
                 sse.close();
               }
             }
-          } finally {
-            busy = false;
           }
+        };
+        // One read at a time; a wake-up during a read runs one more read after it.
+        const pump = (): void => {
+          if (sse.closed) return;
+          if (busy) {
+            again = true;
+            return;
+          }
+          busy = true;
+          pumpOnce()
+            .catch((error: unknown) => {
+              log.warn({ err: error, run: id }, 'stream read failed');
+            })
+            .finally(() => {
+              busy = false;
+              if (again) {
+                again = false;
+                pump();
+              }
+            });
         };
         const timer = setInterval(pump, Math.min(ctx.pollMs, 500));
         const off = index.onChange((s) => {
