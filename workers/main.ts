@@ -7,6 +7,8 @@ import { pino, type Logger } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
 import { readAppEnv } from '../src/config/app-env.js';
 import { openRunStorage } from '../src/events/run-storage.js';
+import { startTracing } from '../src/telemetry/sdk.js';
+import { inSpan, pastSpan, remoteParent } from '../src/telemetry/tracing.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
 import { AnthropicModel } from '../src/model/anthropic-model.js';
 import type { FixJob } from '../src/queue/payloads.js';
@@ -30,6 +32,8 @@ async function main(): Promise<void> {
   const apiKey = agent.anthropicApiKey;
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
+  const tracing = startTracing('issue-agent-worker');
+  if (tracing !== null) logger.info('OpenTelemetry traces go to the OTLP endpoint');
 
   const metrics = app.workerMetrics === null ? null : new WorkerMetrics();
   watchEventLoop(logger, app.lockDurationMs, (ms) => metrics?.eventLoopBlocked(ms));
@@ -110,53 +114,73 @@ async function main(): Promise<void> {
   const worker = new Worker<FixJob, FixJobResult>(
     FIX_QUEUE,
     async (job, token, signal) => {
-      const timing = {
-        id: job.id ?? '',
-        queuedAt: job.timestamp,
-        startedAt: job.processedOn ?? null,
-        resumed: job.attemptsMade > 0 || job.stalledCounter > 0,
+      const parent = remoteParent(job.data.trace);
+      const attributes = {
+        'issue_agent.job': job.id ?? '',
+        'github.repository': `${job.data.repo.owner}/${job.data.repo.name}`,
+        'github.issue': job.data.issue.number,
       };
-      metrics?.jobStarted(timing);
-      let result: FixJobResult;
-      try {
-        result = await runFixJob(
-          job,
-          {
-            app,
-            agent,
-            logger,
-            model: (name) =>
-              new AnthropicModel({
-                apiKey,
-                model: name,
-                baseURL: agent.anthropicBaseUrl ?? undefined,
-                maxAttempts: agent.modelMaxAttempts,
-                baseBackoffMs: agent.modelRetryBaseMs,
-              }),
-            bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
-            progressIntervalMs: app.progressIntervalMs,
+      // Once per job, not per resumed run: the wait between queueing and the first start.
+      if (job.attemptsMade === 0 && job.stalledCounter === 0 && job.processedOn !== undefined)
+        pastSpan('queue wait', attributes, job.timestamp, job.processedOn, parent);
+      return inSpan(
+        'job',
+        { ...attributes, 'issue_agent.job_attempt': job.attemptsMade + 1 },
+        async () => {
+          const timing = {
+            id: job.id ?? '',
+            queuedAt: job.timestamp,
+            startedAt: job.processedOn ?? null,
+            resumed: job.attemptsMade > 0 || job.stalledCounter > 0,
+          };
+          metrics?.jobStarted(timing);
+          let result: FixJobResult;
+          try {
+            result = await runFixJob(
+              job,
+              {
+                app,
+                agent,
+                logger,
+                model: (name) =>
+                  new AnthropicModel({
+                    apiKey,
+                    model: name,
+                    baseURL: agent.anthropicBaseUrl ?? undefined,
+                    maxAttempts: agent.modelMaxAttempts,
+                    baseBackoffMs: agent.modelRetryBaseMs,
+                  }),
+                bot: async (gh, credentials) => (bot ??= await botIdentity(credentials, gh)),
+                progressIntervalMs: app.progressIntervalMs,
+                storage,
+                ...(warmPool === undefined ? {} : { warmPool }),
+                redis,
+                fixQueue,
+                settings,
+                ...(metrics === null
+                  ? {}
+                  : {
+                      onLockLost: () => {
+                        metrics.lockLost();
+                      },
+                    }),
+              },
+              signal,
+              token,
+            );
+          } catch (error) {
+            metrics?.jobEnded(timing, error instanceof FixRunError && error.lost ? 'lost' : 'failed', null);
+            throw error;
+          }
+          metrics?.jobEnded(timing, 'completed', {
             storage,
-            ...(warmPool === undefined ? {} : { warmPool }),
-            redis,
-            fixQueue,
-            settings,
-            ...(metrics === null
-              ? {}
-              : {
-                  onLockLost: () => {
-                    metrics.lockLost();
-                  },
-                }),
-          },
-          signal,
-          token,
-        );
-      } catch (error) {
-        metrics?.jobEnded(timing, error instanceof FixRunError && error.lost ? 'lost' : 'failed', null);
-        throw error;
-      }
-      metrics?.jobEnded(timing, 'completed', { storage, runId: result.runId, location: result.trajectory });
-      return result;
+            runId: result.runId,
+            location: result.trajectory,
+          });
+          return result;
+        },
+        parent,
+      );
     },
     {
       connection: connectionOptions(app.redisUrl, 'issue-agent-worker'),
@@ -224,6 +248,7 @@ async function main(): Promise<void> {
       .then(async () => {
         await warmPool?.close();
         await storage.close();
+        await tracing?.shutdown();
       })
       .then(
         () => process.exit(0),

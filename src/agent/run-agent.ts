@@ -13,6 +13,7 @@ import { runTestCommand, type TestRunResult } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
 import { askTool } from './tools/ask.js';
+import { StepSpans } from '../telemetry/tracing.js';
 import { newToolContext, runToolCall, toolSpec, type Tool, type ToolCallResult } from './tools/tool.js';
 import { delegateInput } from './tools/schemas.js';
 import { explore, EXPLORE_MAX_STEPS } from './explore.js';
@@ -165,6 +166,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     return { ...out, durationMs: performance.now() - started };
   };
 
+  const steps = new StepSpans();
   try {
     if (store.events.length > 0) {
       await append({ kind: 'run_resumed', pid: process.pid });
@@ -237,7 +239,9 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
                   mutates: false,
                   durationMs: 0,
                 }
-              : await runToolCall(tools, use.name, use.input, ctx);
+              : await steps.child(`tool ${use.name}`, { 'issue_agent.tool': use.name }, () =>
+                  runToolCall(tools, use.name, use.input, ctx),
+                );
         let fullContentFile: string | undefined;
         if (result.fullOutputPath !== undefined) {
           fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);
@@ -310,6 +314,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
 
       checkBudgets(state, limits, elapsed());
 
+      steps.next(state.steps + 1);
       const request = await prepareRequest(
         store,
         system,
@@ -323,18 +328,20 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       const signal = anySignal(deps.signal, AbortSignal.timeout(Math.max(1, wallLeft)));
       let response;
       try {
-        response = await model.complete(request.request, {
-          signal,
-          onRetry: async (n) => {
-            await append({
-              kind: 'model_retry',
-              attempt: n.attempt,
-              status: n.status,
-              reason: n.reason,
-              waitMs: n.waitMs,
-            });
-          },
-        });
+        response = await steps.child('model call', { 'gen_ai.request.model': base.model }, () =>
+          model.complete(request.request, {
+            signal,
+            onRetry: async (n) => {
+              await append({
+                kind: 'model_retry',
+                attempt: n.attempt,
+                status: n.status,
+                reason: n.reason,
+                waitMs: n.waitMs,
+              });
+            },
+          }),
+        );
       } catch (error) {
         if (error instanceof ModelError && error.code === 'cancelled') {
           throwIfCancelled(deps.signal);
@@ -397,7 +404,9 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     } catch {
       // The sandbox may be gone; the outcome matters more than the stat.
     }
-    return finishWith(append, stop, reduceState(store.events).finishSummary, diffStat);
+    return await finishWith(append, stop, reduceState(store.events).finishSummary, diffStat);
+  } finally {
+    steps.end();
   }
 }
 

@@ -47,7 +47,17 @@ export class WorkspaceGit {
   /** The working tree (tracked and untracked, minus ignored files) as a tree object. */
   async snapshot(): Promise<string> {
     const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
-    return (await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} write-tree`)).trim();
+    const out = await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} write-tree`);
+    // The tree id is write-tree's one line of output; `add` may warn (line endings, a nested
+    // repository) on the same stream before it.
+    const tree = out
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(l))
+      .at(-1);
+    if (tree === undefined)
+      throw new WorkspaceGitError(`git write-tree gave no tree id: ${out.slice(0, 500)}`);
+    return tree;
   }
 
   async diff(fromTree: string, toTree: string): Promise<{ diff: string; truncated: boolean; files: number }> {

@@ -1,3 +1,4 @@
+import { inSpan, traceCarrier } from '../telemetry/tracing.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
@@ -37,28 +38,41 @@ export function issueAgentApp(deps: AppDeps): ApplicationFunction {
         'pull_request_review.submitted',
         'check_run.completed',
       ],
-      async (context) => {
-        const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId, new Date(), {
-          plainComments: deps.awaitsAnswer !== undefined,
-        });
-        if (
-          parsed.ok &&
-          parsed.trigger.kind === 'mention' &&
-          !(parsed.trigger.comment?.body ?? '').includes('@') &&
-          !((await deps.awaitsAnswer?.(parsed.trigger.repo.id, parsed.trigger.issue.number)) ?? false)
-        ) {
-          deps.logger.debug({ delivery: context.id }, 'delivery ignored: a comment that mentions nobody');
-          return;
-        }
-        if (!parsed.ok) {
-          deps.logger.info(
-            { delivery: context.id, event: context.name, reason: parsed.reason },
-            'delivery ignored',
-          );
-          return;
-        }
-        await deps.intake.add('trigger', parsed.trigger, intakeJobOptions(parsed.trigger));
-      },
+      (context) =>
+        inSpan(
+          'webhook',
+          {
+            'github.event': `${context.name}.${context.payload.action}`,
+            'github.delivery': context.id,
+            'github.repository': context.payload.repository.full_name,
+          },
+          async () => {
+            const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId, new Date(), {
+              plainComments: deps.awaitsAnswer !== undefined,
+            });
+            if (
+              parsed.ok &&
+              parsed.trigger.kind === 'mention' &&
+              !(parsed.trigger.comment?.body ?? '').includes('@') &&
+              !((await deps.awaitsAnswer?.(parsed.trigger.repo.id, parsed.trigger.issue.number)) ?? false)
+            ) {
+              deps.logger.debug({ delivery: context.id }, 'delivery ignored: a comment that mentions nobody');
+              return;
+            }
+            if (!parsed.ok) {
+              deps.logger.info(
+                { delivery: context.id, event: context.name, reason: parsed.reason },
+                'delivery ignored',
+              );
+              return;
+            }
+            await deps.intake.add(
+              'trigger',
+              { ...parsed.trigger, trace: traceCarrier() },
+              intakeJobOptions(parsed.trigger),
+            );
+          },
+        ),
     );
     app.on(
       ['issue_comment.edited', 'issue_comment.deleted', 'pull_request_review_comment.edited'],

@@ -1,3 +1,4 @@
+import { traceCarrier } from '../telemetry/tracing.js';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -22,7 +23,7 @@ import {
   requestCancel,
 } from '../queue/control.js';
 import { firstTime, withIssueLock } from '../queue/issue-lock.js';
-import type { FixJob, ReviewContext } from '../queue/payloads.js';
+import { fixJobSchema, type FixJob, type ReviewContext } from '../queue/payloads.js';
 import { evaluateKey, fixJobId, fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
 import {
   asksNothingNew,
@@ -384,7 +385,13 @@ export async function processTrigger(
       // Requests already waiting keep their turn even if nothing runs this instant (a job just ended
       // and its worker has not handed over yet).
       const waiting = await pendingCount(deps.redis, prefix, targetKey);
-      if (live !== null && asksNothingNew(job, config)) {
+      if (
+        live !== null &&
+        asksNothingNew(job, {
+          repository: config.attempts,
+          live: await attemptsOfJob(deps.fixQueue, live, config.attempts),
+        })
+      ) {
         log.info({ job: live }, 'a job for this issue or PR is already queued or running');
         return { status: 'duplicate', jobId: live } as const;
       }
@@ -407,7 +414,7 @@ export async function processTrigger(
           });
           const n = await addPending(deps.redis, prefix, targetKey, {
             jobId,
-            job: { ...job, progressCommentId: commentId },
+            job: { ...job, progressCommentId: commentId, trace: traceCarrier() },
           });
           log.info(
             { job: jobId, after: live, waiting: n, mode: config.onBusy },
@@ -426,7 +433,7 @@ export async function processTrigger(
       });
       const added = await deps.fixQueue.add(
         job.kind,
-        { ...job, progressCommentId: commentId },
+        { ...job, progressCommentId: commentId, trace: traceCarrier() },
         fixJobOptions(deps.settings, targetKey, jobId),
       );
       if (added.id !== jobId) {
@@ -434,7 +441,7 @@ export async function processTrigger(
         // under us): wait behind it rather than vanish.
         await addPending(deps.redis, prefix, targetKey, {
           jobId,
-          job: { ...job, progressCommentId: commentId },
+          job: { ...job, progressCommentId: commentId, trace: traceCarrier() },
         });
         log.warn(
           { job: jobId, holder: added.id },
@@ -591,4 +598,10 @@ async function answerOf(
   if (text === '') return null;
   log.info({ asked: pending.jobId, by: trigger.sender.login }, 'an answer to the agent’s question');
   return { jobId: pending.jobId, text };
+}
+
+/** How many attempts a queued or running job makes (the repository's count when it cannot be read). */
+async function attemptsOfJob(queue: Queue<FixJob>, id: string, fallback: number): Promise<number> {
+  const parsed = fixJobSchema.safeParse((await queue.getJob(id))?.data);
+  return parsed.success ? parsed.data.config.attempts : fallback;
 }

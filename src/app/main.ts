@@ -1,3 +1,5 @@
+import { startTracing } from '../telemetry/sdk.js';
+import { inSpan, remoteParent } from '../telemetry/tracing.js';
 import { existsSync } from 'node:fs';
 import { Worker } from 'bullmq';
 import { pino } from 'pino';
@@ -25,6 +27,8 @@ async function main(): Promise<void> {
   }
   const env = readAppEnv();
   const logger = pino({ level: env.logLevel, base: { service: 'issue-agent-app' } });
+  const tracing = startTracing('issue-agent-app');
+  if (tracing !== null) logger.info('OpenTelemetry traces go to the OTLP endpoint');
   const settings = {
     redisUrl: env.redisUrl,
     prefix: env.queuePrefix,
@@ -85,31 +89,41 @@ async function main(): Promise<void> {
   const intakeWorker = new Worker<Trigger>(
     INTAKE_QUEUE,
     async (job) =>
-      processTrigger(
-        triggerSchema.parse(job.data),
+      inSpan(
+        'intake',
         {
-          octokit,
-          botUserId: async () => {
-            if (botId !== null) return botId;
-            if (probot === null) throw new Error('the Probot app is not loaded');
-            const appOctokit = await probot.auth();
-            const { data: app } = await appOctokit.rest.apps.getAuthenticated();
-            const installation = await octokit(job.data.installationId);
-            const { data: user } = await installation.rest.users.getByUsername({
-              username: `${app?.slug ?? ''}[bot]`,
-            });
-            botId = user.id;
-            return botId;
-          },
-          fixQueue: queues.fix,
-          redis,
-          settings,
-          defaults: { label: env.defaultLabel, handle: env.defaultHandle },
-          redactor,
-          logger,
-          configCache,
+          'github.delivery': job.data.deliveryId,
+          'github.repository': `${job.data.repo.owner}/${job.data.repo.name}`,
+          'issue_agent.intake_attempt': job.attemptsMade + 1,
         },
-        job.attemptsMade,
+        () =>
+          processTrigger(
+            triggerSchema.parse(job.data),
+            {
+              octokit,
+              botUserId: async () => {
+                if (botId !== null) return botId;
+                if (probot === null) throw new Error('the Probot app is not loaded');
+                const appOctokit = await probot.auth();
+                const { data: app } = await appOctokit.rest.apps.getAuthenticated();
+                const installation = await octokit(job.data.installationId);
+                const { data: user } = await installation.rest.users.getByUsername({
+                  username: `${app?.slug ?? ''}[bot]`,
+                });
+                botId = user.id;
+                return botId;
+              },
+              fixQueue: queues.fix,
+              redis,
+              settings,
+              defaults: { label: env.defaultLabel, handle: env.defaultHandle },
+              redactor,
+              logger,
+              configCache,
+            },
+            job.attemptsMade,
+          ),
+        remoteParent(job.data.trace),
       ),
     {
       connection: connectionOptions(env.redisUrl, 'issue-agent-intake-worker'),
@@ -136,6 +150,7 @@ async function main(): Promise<void> {
     await intakeWorker.close();
     await queues.close();
     redis.disconnect();
+    await tracing?.shutdown();
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));

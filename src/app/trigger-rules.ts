@@ -383,16 +383,19 @@ function nullable<T>(value: T): T | null {
 }
 
 /**
- * Whether a request only repeats what any job on its issue or PR already does, so that a live job
- * there makes it a duplicate: a second label, or a bare mention. A request with instructions or
- * review comments, a CI round, or a bare `(try N)` asking for other attempts than the repository's
- * asks for something, and waits for the live job instead.
+ * Whether a request only repeats what the live job on its issue or PR already does, so that it is a
+ * duplicate: a second label, or a bare mention. A request with instructions or review comments, a
+ * CI round, or a bare `(try N)` asking for other attempts than both the repository's and the live
+ * job's asks for something, and waits for the live job instead.
  */
-export function asksNothingNew(job: FixJob, repoConfig: RepoConfig): boolean {
+export function asksNothingNew(
+  job: FixJob,
+  attempts: { readonly repository: number; readonly live: number },
+): boolean {
   return (
     job.instructions.length === 0 &&
     job.reviewComments.length === 0 &&
     (job.ci ?? null) === null &&
-    job.config.attempts === repoConfig.attempts
+    (job.config.attempts === attempts.repository || job.config.attempts === attempts.live)
   );
 }

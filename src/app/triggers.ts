@@ -95,6 +95,8 @@ export const triggerSchema = z.object({
     })
     .optional(),
   receivedAt: z.string(),
+  /** W3C trace context (`traceparent`, `tracestate`) of the span that queued it (OpenTelemetry). */
+  trace: z.record(z.string(), z.string().max(512)).optional(),
 });
 export type Trigger = z.infer<typeof triggerSchema>;
 

@@ -112,19 +112,25 @@ export class PgRunStore {
     );
     if (inserted.rowCount === 0) {
       // A retried insert that had committed is this create, not a second one.
-      const existing = await this.pool.query<{ base: unknown }>(
-        'SELECT base FROM ia_runs WHERE run_id = $1',
-        [runId],
+      const existing = await retrying(() =>
+        this.pool.query<{ base: unknown }>('SELECT base FROM ia_runs WHERE run_id = $1', [runId]),
       );
-      const events = await this.pool.query('SELECT 1 FROM ia_events WHERE run_id = $1 LIMIT 1', [runId]);
+      const events = await retrying(() =>
+        this.pool.query('SELECT 1 FROM ia_events WHERE run_id = $1 LIMIT 1', [runId]),
+      );
       if (JSON.stringify(existing.rows[0]?.base) !== JSON.stringify(parsed) || events.rowCount !== 0)
         throw new EventStoreError('exists', `run ${runId} already holds a conversation; use resume`);
     }
     return new PgEventStore(this, runId, parsed, [], 0, this.maxAttachedBytes);
   }
 
-  async open(runId: string): Promise<PgEventStore> {
-    const client = await retrying(() => this.pool.connect());
+  /** A run to continue or read; a connection lost while reading is retried (the read is repeatable). */
+  open(runId: string): Promise<PgEventStore> {
+    return retrying(() => this.openOnce(runId));
+  }
+
+  private async openOnce(runId: string): Promise<PgEventStore> {
+    const client = await this.pool.connect();
     try {
       // One snapshot for the base, the events and the attachment total.
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
@@ -196,7 +202,18 @@ export class PgRunStore {
         );
         if (run.rowCount === 0) {
           await client.query('ROLLBACK');
-          if (!(await this.has(from))) return false;
+          // `to` exists, or `from` does not. A retry of a copy whose COMMIT went through (its reply
+          // lost) finds `to` equal to `from`: that is this copy, done.
+          const same = await client.query<{ from_base: unknown; to_base: unknown; same: boolean }>(
+            `SELECT (SELECT base::text FROM ia_runs WHERE run_id = $1) AS from_base,
+                    (SELECT base::text FROM ia_runs WHERE run_id = $2) AS to_base,
+                    (SELECT count(*) FROM ia_events WHERE run_id = $1) =
+                    (SELECT count(*) FROM ia_events WHERE run_id = $2) AS same`,
+            [from, to],
+          );
+          const row = same.rows[0];
+          if (row === undefined || row.from_base === null) return false;
+          if (row.from_base === row.to_base && row.same) return true;
           throw new EventStoreError('exists', `run ${to} already holds a conversation`);
         }
         await client.query(

@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { cp, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EventStore } from './event-store.js';
-import { EventStoreError } from './event-store.js';
+import { EventStoreError, fencedRun } from './event-store.js';
 import { FileEventStore } from './file-event-store.js';
 import { PgRunStore, retrying } from './pg-event-store.js';
 import type { BaseState } from './schema.js';
@@ -53,14 +54,16 @@ export class FileRunStorage implements RunStorage {
     return join(runFolder(this.jobsDir, runId), 'trajectory');
   }
 
+  // Through a promise: a corrupt log rejects like the database's, it never throws synchronously.
   open(runId: string): Promise<EventStore | null> {
     const dir = this.trajectory(runId);
-    if (!existsSync(join(dir, 'base_state.json'))) return Promise.resolve(null);
-    return Promise.resolve(FileEventStore.open(dir));
+    return Promise.resolve().then(() =>
+      existsSync(join(dir, 'base_state.json')) ? FileEventStore.open(dir) : null,
+    );
   }
 
   create(runId: string, base: BaseState): Promise<EventStore> {
-    return Promise.resolve(FileEventStore.create(this.trajectory(runId), base));
+    return Promise.resolve().then(() => FileEventStore.create(this.trajectory(runId), base));
   }
 
   async discard(runId: string): Promise<void> {
@@ -84,6 +87,7 @@ export class FileRunStorage implements RunStorage {
   }
 
   async recordJob(jobId: string, record: Record<string, unknown>): Promise<void> {
+    refuseIfFenced(jobId);
     const dir = runFolder(this.jobsDir, jobId);
     await mkdir(dir, { recursive: true });
     if (existsSync(join(dir, 'job.json'))) return;
@@ -91,14 +95,17 @@ export class FileRunStorage implements RunStorage {
   }
 
   async putDocument(jobId: string, name: string, value: unknown): Promise<void> {
+    refuseIfFenced(jobId);
     const dir = runFolder(this.jobsDir, jobId);
     await mkdir(dir, { recursive: true });
     await writeWhole(join(dir, `${documentName(name)}.json`), value);
   }
 
   getDocument(jobId: string, name: string): Promise<unknown> {
-    const file = join(runFolder(this.jobsDir, jobId), `${documentName(name)}.json`);
-    return Promise.resolve(existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as unknown) : null);
+    return Promise.resolve().then(() => {
+      const file = join(runFolder(this.jobsDir, jobId), `${documentName(name)}.json`);
+      return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as unknown) : null;
+    });
   }
 
   locationOf(runId: string): string {
@@ -111,8 +118,16 @@ export class FileRunStorage implements RunStorage {
 }
 
 async function writeWhole(file: string, value: unknown): Promise<void> {
-  await writeFile(`${file}.tmp`, `${JSON.stringify(value, null, 2)}\n`);
-  await rename(`${file}.tmp`, file);
+  // A temp name of this write's own: two writers never mix their bytes; the last rename wins whole.
+  const tmp = `${file}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  await rename(tmp, file);
+}
+
+/** A run that lost its job (asFencedWriter) writes nothing more for it, records and documents included. */
+function refuseIfFenced(jobId: string): void {
+  if (fencedRun())
+    throw new EventStoreError('fenced', `this run lost job ${jobId}: another worker continues it`);
 }
 
 function documentName(name: string): string {
@@ -148,6 +163,7 @@ export class PgRunStorage implements RunStorage {
   }
 
   async recordJob(jobId: string, record: Record<string, unknown>): Promise<void> {
+    refuseIfFenced(jobId);
     await retrying(() =>
       this.store.pool.query(
         'INSERT INTO ia_jobs (job_id, record) VALUES ($1, $2) ON CONFLICT (job_id) DO NOTHING',
@@ -157,6 +173,7 @@ export class PgRunStorage implements RunStorage {
   }
 
   async putDocument(jobId: string, name: string, value: unknown): Promise<void> {
+    refuseIfFenced(jobId);
     await retrying(() =>
       this.store.pool.query(
         `INSERT INTO ia_documents (job_id, name, body) VALUES ($1, $2, $3)

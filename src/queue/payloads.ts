@@ -120,6 +120,8 @@ export const fixJobSchema = z.object({
     handle: z.string(),
   }),
   progressCommentId: z.number().int().positive().nullable(),
+  /** W3C trace context (`traceparent`, `tracestate`) of the span that queued it (OpenTelemetry). */
+  trace: z.record(z.string(), z.string().max(512)).optional(),
   requestedAt: z.string(),
 });
 export type FixJob = z.infer<typeof fixJobSchema>;

@@ -119,45 +119,64 @@ export class PgRunSource implements RunSource {
     return r.rowCount === 0 ? null : new PgRunReader(pool, id, this.redactor);
   }
 
-  async watch(listener: (runId: string) => void): Promise<void> {
-    await this.pool();
+  /**
+   * Listens on a connection of its own, and connects again a second after it fails or drops (also
+   * when the server is down at the start): each connection is given up once, and a closed source
+   * keeps none. Notifications sent while no one listened are not lost to readers: the index polls.
+   */
+  watch(listener: (runId: string) => void): Promise<void> {
     const retryLater = (): void => {
+      if (this.closed) return;
       setTimeout(() => {
-        connect().catch((e: unknown) => {
-          this.onError(e);
-        });
+        void connect();
       }, 1000).unref();
     };
     const connect = async (): Promise<void> => {
       if (this.closed) return;
-      const client = new pg.Client({ connectionString: this.url });
+      const client = new pg.Client({ connectionString: this.url, keepAlive: true });
+      let given = false;
+      const giveUp = (error: unknown): void => {
+        if (given) return;
+        given = true;
+        this.onError(error);
+        if (this.listener === client) this.listener = null;
+        client.end().catch(() => undefined);
+        retryLater();
+      };
       client.on('notification', (n) => {
         const runId = n.payload?.split(' ')[0];
         if (n.channel === EVENTS_CHANNEL && runId !== undefined && JOB_ID.test(runId)) listener(runId);
       });
-      client.on('error', (error) => {
-        this.onError(error);
-        if (this.listener === client) this.listener = null;
-        client.end().catch(() => undefined);
-        // Notifications sent while no one listened are not lost to readers: the index also polls.
-        retryLater();
+      client.on('error', giveUp);
+      client.on('end', () => {
+        giveUp(new Error('the LISTEN connection ended'));
       });
       try {
         await client.connect();
         await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+        // Closed while this connected: keep nothing open.
+        if (this.isClosed()) {
+          given = true;
+          await client.end();
+          return;
+        }
         this.listener = client;
       } catch (error) {
-        this.onError(error);
-        await client.end().catch(() => undefined);
-        retryLater();
+        giveUp(error);
       }
     };
-    await connect();
+    return connect();
+  }
+
+  private isClosed(): boolean {
+    return this.closed;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.listener?.end().catch(() => undefined);
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => undefined);
     const store = await this.store?.catch(() => null);
     await store?.close();
   }

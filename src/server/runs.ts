@@ -99,6 +99,8 @@ export class RunIndex {
   private refreshes = 0;
   private lastFinishedScan = 0;
   private redisUp = true;
+  /** A refresh is due after the one in flight (news of an append came during it). */
+  private again = false;
   private readonly source: RunSource;
 
   constructor(private readonly options: RunIndexOptions) {
@@ -119,10 +121,12 @@ export class RunIndex {
     tick();
     this.timer = setInterval(tick, this.options.pollMs ?? 500);
     this.timer.unref();
-    // News of an append (PostgreSQL) refreshes at once: streams do not wait for the next poll.
+    // News of an append (PostgreSQL) refreshes at once: streams do not wait for the next poll. News
+    // that comes during a refresh (which may have read that run already) gets one more after it.
     this.source
       .watch(() => {
-        tick();
+        if (this.inFlight === null) tick();
+        else this.again = true;
       })
       .catch((error: unknown) => {
         this.options.logger.warn({ err: error }, 'cannot listen for new events; polling only');
@@ -158,6 +162,12 @@ export class RunIndex {
       this.inFlight = null;
       this.lastRefresh = Date.now();
       this.refreshes += 1;
+      if (this.again) {
+        this.again = false;
+        this.refresh().catch((error: unknown) => {
+          this.options.logger.warn({ err: error }, 'run index refresh failed');
+        });
+      }
     });
     return this.inFlight;
   }

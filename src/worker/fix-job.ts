@@ -145,7 +145,9 @@ export async function runFixJob(
             (runLink === null || deps.app.publicUrl === null
               ? null
               : `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`) ??
-            `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`,
+            (deps.storage?.kind === 'postgres'
+              ? `the run store (PostgreSQL) keeps it as run ${runId}; the run server shows it`
+              : `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`),
           attemptParallelism: deps.app.workerConcurrency,
           // The issue waits for an answer: the first from its author or a writer continues that run.
           onQuestion: (runId) =>

@@ -12,6 +12,7 @@ import { pristineDir } from '../github/pristine-clone.js';
 import type { Model } from '../model/model.js';
 import { Redactor } from '../publish/redact.js';
 import type { FixJob } from '../queue/payloads.js';
+import { inSpan } from '../telemetry/tracing.js';
 import { ProgressReporter } from './progress-reporter.js';
 import { fetchPull, fetchRepo, readIssue, recordJob } from './stages/prepare.js';
 import {
@@ -307,7 +308,12 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         attempts = pickWinner(ctx, existing, []);
       }
       if (attempts.winner === null) throw attempts.error;
-      if (decided === null) await recordDecision(ctx, attempts);
+      if (decided === null) {
+        // A worker that lost the job saw its attempts stopped, not ended: its choice is not the job's.
+        if (rt.lost?.() === true)
+          throw new Error('this worker lost the job before choosing among its attempts');
+        await recordDecision(ctx, attempts);
+      }
       store = attempts.winner.store;
       outcome = attempts.winner.outcome;
     } else if (outcome === null) {
@@ -353,15 +359,17 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     }
     // Checked last before anything is published: a worker that lost the job publishes nothing.
     if (rt.lost?.() === true) throw new Error('this worker lost the job before publishing');
-    const published = await publish({
-      ctx: winnerCtx,
-      store,
-      outcome,
-      repo,
-      pull,
-      cancelled: rt.cancelled,
-      attempts: attempts?.table,
-    });
+    const published = await inSpan('publish', { 'issue_agent.outcome': outcome.outcome }, () =>
+      publish({
+        ctx: winnerCtx,
+        store,
+        outcome,
+        repo,
+        pull,
+        cancelled: rt.cancelled,
+        attempts: attempts?.table,
+      }),
+    );
     await end(ctx, published.end, pull);
     return published.result;
   } catch (error) {

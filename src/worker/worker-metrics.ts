@@ -123,12 +123,12 @@ export class WorkerMetrics {
       if (reader.base !== null) this.observeRun(job, reader.base, reader.events);
       return;
     }
-    finished.storage.open(finished.runId).then(
-      (store) => {
+    finished.storage
+      .open(finished.runId)
+      .then((store) => {
         if (store !== null) this.observeRun(job, store.base, store.events);
-      },
-      () => undefined,
-    );
+      })
+      .catch(() => undefined);
   }
 
   private observeRun(job: JobTiming, base: BaseState, events: readonly AgentEvent[]): void {

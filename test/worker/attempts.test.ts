@@ -172,10 +172,16 @@ test('a bare `(try N)` while a job runs is a request of its own (it waits), not 
   });
   const job = (instruction: string) =>
     buildFixJob(mention(`@agent ${instruction}`), { kind: 'issue', number: 3 }, repoConfig, instruction, []);
-  assert.equal(asksNothingNew(job(''), repoConfig), true);
-  assert.equal(asksNothingNew(job('(try 3)'), repoConfig), false);
-  assert.equal(asksNothingNew(job('(try 1)'), repoConfig), true);
-  assert.equal(asksNothingNew(job('use the other parser'), repoConfig), false);
+  const live = (n: number) => ({ repository: 1, live: n });
+  // The live job makes the repository's one attempt.
+  assert.equal(asksNothingNew(job(''), live(1)), true);
+  assert.equal(asksNothingNew(job('(try 3)'), live(1)), false);
+  assert.equal(asksNothingNew(job('(try 1)'), live(1)), true);
+  assert.equal(asksNothingNew(job('use the other parser'), live(1)), false);
+  // The live job was asked for three: the same again, or a second label, is a repeat; two is new.
+  assert.equal(asksNothingNew(job('(try 3)'), live(3)), true);
+  assert.equal(asksNothingNew(job(''), live(3)), true);
+  assert.equal(asksNothingNew(job('(try 2)'), live(3)), false);
 });
 
 test('`attempts` and `stopOnFirstResolved` in the repository config: 1–5, defaults 1 and false', () => {

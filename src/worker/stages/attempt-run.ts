@@ -18,6 +18,7 @@ import {
   standingOf,
   type AttemptStanding,
 } from './attempts.js';
+import { inSpan } from '../../telemetry/tracing.js';
 import { prepareSandbox, recordJob, type IssueText } from './prepare.js';
 import { runInSandbox } from './run.js';
 import type { JobContext, PullInfo, RepoInfo } from './types.js';
@@ -53,26 +54,28 @@ export async function runAttempt(
   input: AttemptInput,
 ): Promise<{ readonly store: EventStore; readonly outcome: Outcome }> {
   const { repo, pull, store } = input;
-  const prepared = await prepareSandbox({
-    jobId: ctx.jobId,
-    jobsDir: rt.jobsDir,
-    paths: ctx.paths,
-    git: ctx.git,
-    tokens: ctx.tokens,
-    repo,
-    branch: pull?.headRef ?? repo.default_branch,
-    baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
-    kind: rt.sandbox,
-    isolateLocal: rt.isolateLocal,
-    agent: rt.agent,
-    config: ctx.p.config,
-    mirror: mirrorFor(ctx, rt),
-    repoKey: `github:${ctx.p.repo.id}`,
-    followUp: pull !== null,
-    scrub: (text) => ctx.redactor().redact(text),
-    pool: rt.warmPool,
-    logger: ctx.log,
-  });
+  const prepared = await inSpan('sandbox', { 'issue_agent.sandbox': rt.sandbox }, () =>
+    prepareSandbox({
+      jobId: ctx.jobId,
+      jobsDir: rt.jobsDir,
+      paths: ctx.paths,
+      git: ctx.git,
+      tokens: ctx.tokens,
+      repo,
+      branch: pull?.headRef ?? repo.default_branch,
+      baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
+      kind: rt.sandbox,
+      isolateLocal: rt.isolateLocal,
+      agent: rt.agent,
+      config: ctx.p.config,
+      mirror: mirrorFor(ctx, rt),
+      repoKey: `github:${ctx.p.repo.id}`,
+      followUp: pull !== null,
+      scrub: (text) => ctx.redactor().redact(text),
+      pool: rt.warmPool,
+      logger: ctx.log,
+    }),
+  );
   try {
     const environment = prepared.environment ?? store?.base.environment ?? null;
     if (environment !== null)

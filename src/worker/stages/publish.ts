@@ -157,7 +157,7 @@ export async function publish(input: PublishInput): Promise<Published> {
     redactor: ctx.redactor(),
     trustedHosts: githubHosts(gh.request.endpoint.DEFAULTS.baseUrl),
     conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
-    trajectoryLink: ctx.trajectoryLink(paths.trajectory, ctx.jobId),
+    trajectoryLink: ctx.trajectoryLink(ctx.storage.locationOf(ctx.jobId), ctx.jobId),
     ...(input.attempts === undefined ? {} : { attempts: input.attempts }),
     ...(p.trigger.approvedBy == null
       ? {}

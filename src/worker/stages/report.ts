@@ -286,7 +286,7 @@ export function audienceOf(ctx: JobContext): Audience {
     redactor: ctx.redactor(),
     trustedHosts: [
       ...githubHosts(ctx.gh.request.endpoint.DEFAULTS.baseUrl),
-      ...hostsIn(ctx.trajectoryLink(ctx.paths.trajectory, ctx.jobId)),
+      ...hostsIn(ctx.trajectoryLink(ctx.storage.locationOf(ctx.jobId), ctx.jobId)),
     ],
   };
 }
