@@ -39,40 +39,32 @@ export function issueAgentApp(deps: AppDeps): ApplicationFunction {
         'check_run.completed',
       ],
       (context) =>
-        inSpan(
-          'webhook',
-          {
-            'github.event': `${context.name}.${context.payload.action}`,
-            'github.delivery': context.id,
-            'github.repository': context.payload.repository.full_name,
-          },
-          async () => {
-            const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId, new Date(), {
-              plainComments: deps.awaitsAnswer !== undefined,
-            });
-            if (
-              parsed.ok &&
-              parsed.trigger.kind === 'mention' &&
-              !(parsed.trigger.comment?.body ?? '').includes('@') &&
-              !((await deps.awaitsAnswer?.(parsed.trigger.repo.id, parsed.trigger.issue.number)) ?? false)
-            ) {
-              deps.logger.debug({ delivery: context.id }, 'delivery ignored: a comment that mentions nobody');
-              return;
-            }
-            if (!parsed.ok) {
-              deps.logger.info(
-                { delivery: context.id, event: context.name, reason: parsed.reason },
-                'delivery ignored',
-              );
-              return;
-            }
-            await deps.intake.add(
-              'trigger',
-              { ...parsed.trigger, trace: traceCarrier() },
-              intakeJobOptions(parsed.trigger),
+        inSpan('webhook', webhookAttributes(context.name, context.id, context.payload), async () => {
+          const parsed = parseTrigger(context.name, context.id, context.payload, deps.appId, new Date(), {
+            plainComments: deps.awaitsAnswer !== undefined,
+          });
+          if (
+            parsed.ok &&
+            parsed.trigger.kind === 'mention' &&
+            !(parsed.trigger.comment?.body ?? '').includes('@') &&
+            !((await deps.awaitsAnswer?.(parsed.trigger.repo.id, parsed.trigger.issue.number)) ?? false)
+          ) {
+            deps.logger.debug({ delivery: context.id }, 'delivery ignored: a comment that mentions nobody');
+            return;
+          }
+          if (!parsed.ok) {
+            deps.logger.info(
+              { delivery: context.id, event: context.name, reason: parsed.reason },
+              'delivery ignored',
             );
-          },
-        ),
+            return;
+          }
+          await deps.intake.add(
+            'trigger',
+            { ...parsed.trigger, trace: traceCarrier() },
+            intakeJobOptions(parsed.trigger),
+          );
+        }),
     );
     app.on(
       ['issue_comment.edited', 'issue_comment.deleted', 'pull_request_review_comment.edited'],
@@ -242,5 +234,21 @@ export function limitWebhookBodies(inner: WebhookMiddleware, limit: WebhookBodyL
     }
     Object.assign(req, { body: utf8.decode(read.body) });
     return pass(req, res, next);
+  };
+}
+
+/**
+ * A delivery's span attributes, read defensively: a signed delivery may still lack fields (it is
+ * parsed and refused later, with a reason, never a 500).
+ */
+function webhookAttributes(name: string, id: string, payload: unknown): Record<string, string> {
+  const p = (typeof payload === 'object' && payload !== null ? payload : {}) as {
+    action?: unknown;
+    repository?: { full_name?: unknown } | null;
+  };
+  return {
+    'github.event': typeof p.action === 'string' ? `${name}.${p.action}` : name,
+    'github.delivery': id,
+    'github.repository': typeof p.repository?.full_name === 'string' ? p.repository.full_name : '',
   };
 }
