@@ -11,7 +11,14 @@ import { dockerEngine } from '../sandbox/docker/docker-test-support.js';
 import { readSse } from '../server/helpers.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { SHORT_LOCK, startStack, type Pipeline, type Proc, type Stack } from '../support/pipeline.js';
-import { faultOnceAt, requestText, routeByTag, taskText } from '../support/pipeline-fixtures.js';
+import {
+  answeredTurns,
+  faultOnceAt,
+  requestText,
+  routeByTag,
+  taskText,
+  workerThatStarted,
+} from '../support/pipeline-fixtures.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres-server.js';
 import { redisSkipReason } from '../support/redis-server.js';
 
@@ -92,14 +99,6 @@ describe(
       assert.ok(id !== undefined, 'the progress comment names the job');
       return id;
     };
-    const answeredTurns = (tag: string): number[] =>
-      model.requests
-        .filter((r) => requestText(r.body).includes(tag) && r.outcome === 'reply')
-        .map(
-          (r) =>
-            (r.body as { messages: { role: string }[] }).messages.filter((m) => m.role === 'assistant')
-              .length,
-        );
 
     it('1–3. a worker SIGKILLed mid-run: a worker on another host resumes it from the store (workspace rebuilt from the checkpoint diff, no answered call repeated, one PR); the run server, with no job folder, streams it live and serves it after; a follow-up round on a third host sees round one', async () => {
       assert.ok(runs);
@@ -148,11 +147,7 @@ describe(
         120_000,
         () => `the job to reach turn 3\n${pipeline.logs()}`,
       );
-      const started = (w: Proc): boolean =>
-        readFileSync(w.log, 'utf8')
-          .split('\n')
-          .some((l) => l.includes('"job started"') && new RegExp(`"issue":${n}[,}]`).test(l));
-      const victim = pipeline.workers.find(started);
+      const victim = workerThatStarted(pipeline.workers, n);
       const survivor = pipeline.workers.find((w) => w !== victim);
       assert.ok(victim && survivor);
       const job = jobOf(n);
@@ -172,7 +167,7 @@ describe(
       );
       await delay(1500);
       assert.equal(prFor(n).length, 1, 'exactly one PR');
-      const turns = answeredTurns('[crash]');
+      const turns = answeredTurns(model.requests, '[crash]');
       assert.deepEqual(turns, [...new Set(turns)], `a turn was asked twice: ${turns.join(',')}`);
 
       // The other host continued the same log: one resume, one outcome, read from PostgreSQL.
@@ -279,7 +274,7 @@ describe(
       );
       await delay(1000);
       assert.equal(prFor(n).length, 1);
-      const turns = answeredTurns('[pg-restart]');
+      const turns = answeredTurns(model.requests, '[pg-restart]');
       assert.deepEqual(turns, [...new Set(turns)], `a turn was asked twice: ${turns.join(',')}`);
       // Opening checks the ids are 1..n without a gap; each answered call is recorded once.
       const run = await runs.open(jobOf(n));

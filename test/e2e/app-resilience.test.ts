@@ -6,7 +6,13 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { hang, oracle, type ModelSimulator } from '../../src/model-sim/index.js';
 import { SHORT_LOCK, startStack, type Pipeline, type Stack } from '../support/pipeline.js';
-import { faultOnceAt, requestText, routeByTag } from '../support/pipeline-fixtures.js';
+import {
+  answeredTurns,
+  faultOnceAt,
+  requestText,
+  routeByTag,
+  workerThatStarted,
+} from '../support/pipeline-fixtures.js';
 import { redisSkipReason, type TestRedis } from '../support/redis-server.js';
 
 const skip = redisSkipReason();
@@ -70,11 +76,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       () => `the job to reach turn 3\n${pipeline.logs()}`,
     );
     // The worker whose request hangs is the one running the job: find it by its log.
-    const victim = pipeline.workers.find((w) =>
-      readFileSync(w.log, 'utf8')
-        .split('\n')
-        .some((l) => l.includes('"job started"') && new RegExp(`"issue":${n}[,}]`).test(l)),
-    );
+    const victim = workerThatStarted(pipeline.workers, n);
     assert.ok(victim);
     victim.child.kill('SIGKILL');
     await victim.exited();
@@ -86,12 +88,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
     await delay(1500);
     assert.equal(prFor(n).length, 1);
     // Every answered model turn of this conversation was answered once.
-    const answered = model.requests
-      .filter((r) => requestText(r.body).includes('[crash]') && r.outcome === 'reply')
-      .map(
-        (r) =>
-          (r.body as { messages: { role: string }[] }).messages.filter((m) => m.role === 'assistant').length,
-      );
+    const answered = answeredTurns(model.requests, '[crash]');
     assert.deepEqual(answered, [...new Set(answered)], `a turn was asked twice: ${answered.join(',')}`);
     // The second worker continued the first one's event log rather than starting over.
     const jobs = join(pipeline.workDir, 'work', 'jobs');

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Fault, MessagesRequest, Policy, Reply } from '../../src/model-sim/index.js';
 import { isReply, oracle, reply } from '../../src/model-sim/index.js';
 
@@ -152,4 +153,32 @@ export function perConversation(policies: readonly Policy[]): { policy: Policy; 
     },
     started: () => bySystem.size,
   };
+}
+
+/**
+ * The turn (assistant messages so far) of every request answered with a reply for the conversation
+ * tagged `tag`: a turn listed twice is an answered model call asked again.
+ */
+export function answeredTurns(
+  requests: readonly { body: unknown; outcome: string }[],
+  tag: string,
+): number[] {
+  return requests
+    .filter((r) => requestText(r.body).includes(tag) && r.outcome === 'reply')
+    .map(
+      (r) =>
+        (r.body as { messages: { role: string }[] }).messages.filter((m) => m.role === 'assistant').length,
+    );
+}
+
+/** The worker (by its log) that started a job for `issue`. */
+export function workerThatStarted<W extends { readonly log: string }>(
+  workers: readonly W[],
+  issue: number,
+): W | undefined {
+  return workers.find((w) =>
+    readFileSync(w.log, 'utf8')
+      .split('\n')
+      .some((l) => l.includes('"job started"') && new RegExp(`"issue":${issue}[,}]`).test(l)),
+  );
 }
