@@ -106,6 +106,7 @@ export class WorkspaceGit {
     );
     if (has.exitCode === 0) {
       await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${tree}`);
+      await this.expectTree(tree, 'from its tree object');
       return 'object';
     }
     if (diff === null)
@@ -122,12 +123,16 @@ export class WorkspaceGit {
     );
     if (r.exitCode !== 0)
       throw new WorkspaceGitError(`could not re-apply the checkpoint diff: ${r.output.slice(0, 500)}`);
+    await this.expectTree(tree, 'from the checkpoint diff');
+    return 'diff';
+  }
+
+  private async expectTree(tree: string, how: string): Promise<void> {
     const rebuilt = await this.snapshot();
     if (rebuilt !== tree)
       throw new WorkspaceGitError(
-        `the workspace rebuilt from the checkpoint diff is tree ${rebuilt}, not the checkpoint's ${tree}`,
+        `the workspace rebuilt ${how} is tree ${rebuilt}, not the checkpoint's ${tree}`,
       );
-    return 'diff';
   }
 }
 
