@@ -150,21 +150,10 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
       running.add(name);
       report(null);
       // A task's failure is its result, never the eval's; one cut short by the interrupt (a git or
-      // tar child killed by the same Ctrl-C) is interrupted, not failed.
-      const r = await runTask(task, attempt, options).catch((error: unknown): TaskRun =>
-        options.signal.aborted
-          ? { kind: 'interrupted' }
-          : {
-              kind: 'done',
-              earlier: false,
-              result: failedResult(
-                task,
-                attempt,
-                options,
-                `the harness failed: ${error instanceof Error ? error.message : String(error)}`,
-              ),
-            },
-      );
+      // tar child killed by the same Ctrl-C) is interrupted, not failed. A harness failure (a git
+      // child or a sandbox start that failed on a loaded host) is tried once more at once: the task
+      // continues from its event log, so no answered model call is paid twice.
+      const r = await runTaskRetried(task, attempt, options);
       running.delete(name);
       if (r.kind === 'interrupted') {
         interrupted.push(name);
@@ -195,6 +184,31 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
     wallMs: performance.now() - started,
   };
 }
+
+async function runTaskRetried(task: EvalTask, attempt: number, options: EvalOptions): Promise<TaskRun> {
+  const name = attemptName(task, attempt);
+  let reason = '';
+  for (let tried = 1; tried <= HARNESS_TRIES; tried++) {
+    try {
+      return await runTask(task, attempt, options);
+    } catch (error) {
+      if (options.signal.aborted) return { kind: 'interrupted' };
+      reason = error instanceof Error ? error.message : String(error);
+      options.logger.warn(
+        { err: error, task: name, tried, of: HARNESS_TRIES },
+        tried < HARNESS_TRIES ? 'the harness failed; trying the task again' : 'the harness failed',
+      );
+    }
+  }
+  return {
+    kind: 'done',
+    earlier: false,
+    result: failedResult(task, attempt, options, `the harness failed: ${reason}`),
+  };
+}
+
+/** How often a task whose harness threw is run in one eval (a later eval with the same --out runs it again). */
+const HARNESS_TRIES = 2;
 
 type TaskRun =
   | { readonly kind: 'done'; readonly result: TaskResult; readonly earlier: boolean }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -9,6 +9,7 @@ import type { EvalSummary } from '../../src/eval/report.js';
 import type { TaskResult } from '../../src/eval/run-eval.js';
 import { cliEnv, runCli, startCli } from '../support/cli.js';
 import { buildTaskSet } from '../support/eval-tasks.js';
+import { startGitHubSimulator } from '../support/github-sim/index.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const env = cliEnv({});
@@ -128,7 +129,7 @@ test('eval interrupted (SIGINT) and run again: graded tasks are not redone, the 
   );
 
   const second = await runCli(args, env);
-  assert.equal(second.code, 0, second.stderr);
+  assert.equal(second.code, 0, `${second.stdout}\n${second.stderr}`);
   const results = readResults(out);
   assert.deepEqual(
     results.map((r) => r.instance_id),
@@ -187,4 +188,44 @@ test('eval --attempts 2: each task twice, each attempt its own trajectory and gr
     summary.tokens,
     results.reduce((n, x) => n + x.tokens, 0),
   );
+});
+
+test('eval: a harness failure is tried once more in the same run (the task resolves); failing twice is an error of the task, not recorded, and the next run tries it again', async (t) => {
+  const set = buildTaskSet({ only: ['js-range'] });
+  const sim = await startGitHubSimulator();
+  t.after(async () => {
+    await sim.close();
+    set.cleanup();
+  });
+  await sim.createRepo({
+    owner: 'fixtures',
+    name: 'js-range',
+    sourceDir: join(set.dir, 'repos', 'js-range'),
+  });
+  // As SWE-bench ships it (no local copy): the eval fetches the repository, and the fetch fails.
+  const file = join(set.dir, 'swe.jsonl');
+  writeFileSync(
+    file,
+    set.tasks.map((task) => `${JSON.stringify({ ...task, repo_path: undefined })}\n`).join(''),
+  );
+  const out = join(set.dir, 'out');
+  const args = ['eval', file, '--model', 'oracle', '--sandbox', 'local', '--out', out];
+  const fetchEnv = cliEnv({ GITHUB_SERVER_URL: sim.url });
+  const fault = { path: /^\/fixtures\/js-range\.git\/info\/refs$/, kind: 'status', status: 500 } as const;
+
+  sim.injectFault({ ...fault, times: 2 });
+  const failed = await runCli(args, fetchEnv);
+  // A task the harness could not run fails the eval's exit code.
+  assert.equal(failed.code, 1, failed.stderr);
+  assert.match(failed.stderr, /the harness failed; trying the task again/);
+  assert.match(failed.stdout, /js-range .*the harness failed: cannot fetch/);
+  assert.equal(existsSync(join(out, 'tasks', 'js-range', 'result.json')), false);
+
+  sim.injectFault({ ...fault, times: 1 });
+  const retried = await runCli(args, fetchEnv);
+  assert.equal(retried.code, 0, `${retried.stdout}\n${retried.stderr}`);
+  assert.match(retried.stderr, /the harness failed; trying the task again/);
+  const [result] = readResults(out);
+  assert.equal(result?.resolved, true, JSON.stringify(result));
+  assert.equal(sim.requests.filter((r) => r.status === 500).length, 3);
 });
