@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Builds the production image (Dockerfile at the root) as issue-agent/app:<version> and :latest,
 # offline apart from the npm registry: the base and Node images come from scripts/build-images.sh.
+# With `services` (or no argument): also issue-agent/redis and issue-agent/postgres (deploy/), from
+# the same Debian root, for compose.yaml where no image registry is reachable.
+#
+# Usage: scripts/build-app-image.sh [app] [services]
 #
 # Env: ISSUE_AGENT_EXTRA_CA_CERTS (or NODE_EXTRA_CA_CERTS): a PEM bundle the build's npm must trust
 #      (a TLS-inspecting proxy); it reaches the build stage only, never the image.
@@ -26,9 +30,33 @@ if [ -n "$ca" ]; then
   cp "$ca" .extra-ca.pem
 fi
 
-version="$(node -p "require('./package.json').version")"
-args=(--network host -t "issue-agent/app:$version" -t issue-agent/app:latest)
-[ -n "${BASE_IMAGE:-}" ] && args+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
-[ -n "${NODE_IMAGE:-}" ] && args+=(--build-arg "NODE_IMAGE=$NODE_IMAGE")
-docker build "${args[@]}" .
-echo "build-app-image: issue-agent/app:$version"
+want_app=0
+want_services=0
+for arg in "$@"; do
+  case "$arg" in
+    app) want_app=1 ;;
+    services) want_services=1 ;;
+    *) die "usage: $0 [app] [services]" ;;
+  esac
+done
+if [ "$#" -eq 0 ]; then
+  want_app=1
+  want_services=1
+fi
+
+base_args=()
+[ -n "${BASE_IMAGE:-}" ] && base_args+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
+if [ "$want_services" -eq 1 ]; then
+  for service in redis postgres; do
+    DOCKER_BUILDKIT=0 docker build --network host --pull=false --quiet "${base_args[@]}" \
+      -t "issue-agent/$service:latest" "deploy/$service" >/dev/null
+    echo "build-app-image: issue-agent/$service:latest"
+  done
+fi
+if [ "$want_app" -eq 1 ]; then
+  version="$(node -p "require('./package.json').version")"
+  args=(--network host -t "issue-agent/app:$version" -t issue-agent/app:latest "${base_args[@]}")
+  [ -n "${NODE_IMAGE:-}" ] && args+=(--build-arg "NODE_IMAGE=$NODE_IMAGE")
+  docker build "${args[@]}" .
+  echo "build-app-image: issue-agent/app:$version"
+fi

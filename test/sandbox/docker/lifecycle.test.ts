@@ -96,8 +96,14 @@ dockerTest(
     await docker.getContainer(orphanStopped).stop({ t: 0 });
     const live = await make(liveOwner, 'live');
     const otherHost = await make('some-other-host:42:42', 'other-host');
+    // A live worker in another PID namespace of this host (a worker container): its PID, here, is
+    // the dead process's, and it must not be taken for gone.
+    const otherNamespace = await make(
+      deadOwner.replace(/^([^:]*)\/\d+:/, '$1/4026599999:'),
+      'other-namespace',
+    );
     t.after(async () => {
-      for (const id of [orphanRunning, orphanStopped, live, otherHost]) {
+      for (const id of [orphanRunning, orphanStopped, live, otherHost, otherNamespace]) {
         await docker
           .getContainer(id)
           .remove({ force: true })
@@ -110,6 +116,10 @@ dockerTest(
     assert.ok(result.removed.includes(orphanStopped));
     assert.ok(!result.removed.includes(live), 'a live worker keeps its containers');
     assert.ok(!result.removed.includes(otherHost), 'another host is unknown: kept without an age limit');
+    assert.ok(
+      !result.removed.includes(otherNamespace),
+      'another PID namespace is unknown: kept without an age limit',
+    );
     const left = await docker.listContainers({
       all: true,
       filters: { label: [`${LABEL_SANDBOX}=1`, `${LABEL_OWNER}=${deadOwner}`] },
