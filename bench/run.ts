@@ -251,6 +251,7 @@ async function main(): Promise<void> {
   if (process.argv.includes('--explore')) await (await import('./explore-bench.js')).exploreBench();
   if (process.argv.includes('--eval')) (await import('./eval-bench.js')).evalBench();
   if (process.argv.includes('--store')) await (await import('./store-bench.js')).storeBench();
+  if (process.argv.includes('--throughput')) await (await import('./throughput-bench.js')).throughputBench();
   if (process.argv.includes('--environment'))
     await (await import('./environment-bench.js')).environmentBench();
 }

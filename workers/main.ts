@@ -54,8 +54,8 @@ async function main(): Promise<void> {
   let warmPool: WarmPool | undefined;
   if (app.sandbox === 'docker') {
     const { default: Docker } = await import('dockerode');
-    const { reapOrphans } = await import('../src/sandbox/docker/reap.js');
-    const reaped = await reapOrphans(new Docker());
+    const { reapOrphans, startReap } = await import('../src/sandbox/docker/reap.js');
+    const reaped = await reapOrphans(new Docker(), startReap(agent.limits.maxWallMs));
     if (reaped.removed.length > 0)
       logger.info({ removed: reaped.removed }, 'reaped sandboxes of dead workers');
     if (Object.keys(app.warmPool).length > 0) {

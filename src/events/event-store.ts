@@ -35,6 +35,23 @@ export function fencedRun(): boolean {
   return writer.getStore()?.() === true;
 }
 
+/**
+ * A log's appends in call order, one at a time: each takes the next event id, so the next may not
+ * start before the last is durable (or failed; a failure does not stop the appends after it).
+ */
+export class AppendQueue {
+  private tail: Promise<void> = Promise.resolve();
+
+  run<T>(append: () => Promise<T>): Promise<T> {
+    const next = this.tail.then(append);
+    this.tail = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
+  }
+}
+
 export class EventStoreError extends Error {
   override readonly name = 'EventStoreError';
   constructor(

@@ -26,7 +26,7 @@ import {
   type BaseState,
   type NewEvent,
 } from './schema.js';
-import { EventStoreError, fencedRun, type EventStore } from './event-store.js';
+import { AppendQueue, EventStoreError, fencedRun, type EventStore } from './event-store.js';
 
 const EVENT_FILE = /^(\d{6,})-([a-z_]+)\.json$/;
 /** An event's claim in `claims/`: a hard link to its file, named by the id alone (see appendSync). */
@@ -82,7 +82,7 @@ export class FileEventStore implements EventStore {
   /** Why appends are refused: an earlier one failed in a way that may have left it half done. */
   private unusable: unknown = null;
   /** The last append in flight: the next one starts after it. */
-  private tail: Promise<void> = Promise.resolve();
+  private readonly appends = new AppendQueue();
 
   private constructor(
     readonly location: string,
@@ -168,12 +168,7 @@ export class FileEventStore implements EventStore {
   }
 
   append(event: NewEvent): Promise<AgentEvent> {
-    const next = this.tail.then(() => this.appendNow(event));
-    this.tail = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    return next;
+    return this.appends.run(() => this.appendNow(event));
   }
 
   private async appendNow(event: NewEvent): Promise<AgentEvent> {

@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { EventStoreError, fencedRun, type EventStore } from './event-store.js';
+import { AppendQueue, EventStoreError, fencedRun, type EventStore } from './event-store.js';
 import { MAX_ATTACHED_BYTES } from './file-event-store.js';
 import {
   agentEvent,
@@ -266,7 +266,7 @@ export class PgRunStore {
 export class PgEventStore implements EventStore {
   readonly location: string;
   private readonly list: AgentEvent[];
-  private tail: Promise<void> = Promise.resolve();
+  private readonly appends = new AppendQueue();
 
   constructor(
     private readonly store: PgRunStore,
@@ -286,12 +286,7 @@ export class PgEventStore implements EventStore {
 
   /** Appends of one store in order: each takes the next id. */
   append(event: NewEvent): Promise<AgentEvent> {
-    const next = this.tail.then(() => this.appendNow(event));
-    this.tail = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    return next;
+    return this.appends.run(() => this.appendNow(event));
   }
 
   private async appendNow(event: NewEvent): Promise<AgentEvent> {

@@ -76,7 +76,9 @@ export async function startComposeStack(options: ComposeStackOptions): Promise<C
   for (const dir of ['', 'work', 'env-cache', 'tmp']) {
     const path = join(stateDir, dir);
     if (process.getuid?.() === 0) chownSync(path, SERVICE_UID, SERVICE_UID);
-    else chmodSync(path, 0o777);
+    // Without root the service user cannot be given the folder: anyone may write, but only the
+    // owner of a file may remove or rename it (sticky), as in /tmp.
+    else chmodSync(path, 0o1777);
   }
   const [appPort, redisPort, postgresPort] = [await freePort(), await freePort(), await freePort()];
   const adminToken = randomBytes(24).toString('hex');

@@ -3,8 +3,9 @@ import { LABEL_OWNER, LABEL_SANDBOX, ownerId, ownerState } from './owner.js';
 
 export interface ReapOptions {
   /**
-   * Also remove containers older than this (ms), whoever owns them: the only way to collect the
-   * containers of a worker on another host that died. Default: no age limit.
+   * Also remove containers older than this (ms) whose owner is not seen alive: the only way to
+   * collect the containers of a worker on another host, or in another PID namespace, that died.
+   * Default: no age limit.
    */
   readonly olderThanMs?: number | undefined;
   /** Containers this returns true for are kept (e.g. ids of live jobs this worker still runs). */
@@ -31,8 +32,12 @@ export async function reapOrphans(docker: Docker, options: ReapOptions = {}): Pr
   let kept = 0;
   for (const c of containers) {
     const owner = c.Labels[LABEL_OWNER] ?? '';
-    const tooOld = options.olderThanMs !== undefined && now - c.Created * 1000 > options.olderThanMs;
-    const orphan = owner !== self && (owner === '' || ownerState(owner) === 'gone' || tooOld);
+    const state = owner === '' ? 'gone' : ownerState(owner);
+    // Age collects what cannot be judged (another host, another PID namespace), never a container
+    // of a worker seen running: a live job may last longer than any age limit allows.
+    const tooOld =
+      state !== 'alive' && options.olderThanMs !== undefined && now - c.Created * 1000 > options.olderThanMs;
+    const orphan = owner !== self && (state === 'gone' || tooOld);
     if (!orphan || options.keep?.(c) === true) {
       kept += 1;
       continue;
@@ -53,4 +58,16 @@ export async function reapOrphans(docker: Docker, options: ReapOptions = {}): Pr
     }
   }
   return { removed, kept };
+}
+
+/**
+ * What a worker reaps when it starts: containers of gone workers, and those of workers whose
+ * liveness cannot be seen from here (another host, another PID namespace: a worker container that
+ * crashed and was restarted gets a new one) once they are older than a day or twice the longest a
+ * job's agent may run, whichever is longer, so no container anyone can still be using is removed.
+ * That includes idle warm-pool containers: a pool that finds its waiting container gone makes
+ * another (warm-pool.ts).
+ */
+export function startReap(maxWallMs: number): ReapOptions {
+  return { olderThanMs: Math.max(24 * 60 * 60_000, 2 * maxWallMs) };
 }

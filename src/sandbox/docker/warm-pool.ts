@@ -80,9 +80,22 @@ export class WarmPool {
     if (this.closed) throw new SandboxError('closed', 'the warm pool is closed');
     const warm = this.ready.get(options.image)?.shift();
     if (options.image in this.options.images) this.refill(options.image);
-    const entry = warm ?? (await this.createWarm(options.image));
+    let entry = warm ?? (await this.createWarm(options.image));
     try {
-      await entry.sandbox.copyIn(options.workspace, { checkout: options.checkout === true });
+      try {
+        await entry.sandbox.copyIn(options.workspace, { checkout: options.checkout === true });
+      } catch (error) {
+        // A waiting container may be gone (another host's worker reaped it by age, an operator
+        // removed it): the job gets a fresh one instead of the failure.
+        if (warm === undefined || (await this.running(entry))) throw error;
+        this.options.logger?.warn(
+          { container: entry.sandbox.containerId },
+          'warm pool: a waiting container was gone; making another',
+        );
+        await entry.sandbox.close();
+        entry = await this.createWarm(options.image);
+        await entry.sandbox.copyIn(options.workspace, { checkout: options.checkout === true });
+      }
     } catch (error) {
       await entry.sandbox.close();
       if (error instanceof SandboxError) throw error;
@@ -101,6 +114,15 @@ export class WarmPool {
       .rename({ name: containerName(options.jobId) })
       .catch(() => undefined);
     return entry.sandbox;
+  }
+
+  /** Whether the entry's container still exists and runs. */
+  private async running(entry: WarmContainer): Promise<boolean> {
+    try {
+      return (await this.docker.getContainer(entry.sandbox.containerId).inspect()).State.Running;
+    } catch {
+      return false;
+    }
   }
 
   /** Waits for background refills to settle (tests, shutdown). */

@@ -126,14 +126,15 @@ dockerTest(
     });
     assert.deepEqual(left, []);
 
-    // With an age limit, another host's old containers go too, unless kept.
-    // (keep limits it to this test's containers: other test files run beside this one.)
+    // With an age limit, another host's and another namespace's old containers go too, but never
+    // those of a worker seen alive. (keep limits it to this test's containers: other test files
+    // run beside this one.)
+    const mine = new Set([otherHost, otherNamespace, live]);
     const aged = await reapOrphans(docker, {
       olderThanMs: 0,
-      keep: (c) => c.Id !== otherHost,
+      keep: (c) => !mine.has(c.Id),
       self: 'nobody',
     });
-    assert.ok(aged.removed.includes(otherHost));
-    assert.ok(!aged.removed.includes(live));
+    assert.deepEqual([...aged.removed].sort(), [otherHost, otherNamespace].sort());
   },
 );

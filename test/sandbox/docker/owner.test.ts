@@ -3,6 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ownerId, ownerState } from '../../../src/sandbox/docker/owner.js';
+import { startReap } from '../../../src/sandbox/docker/reap.js';
 
 const OWNER_MODULE = join(import.meta.dirname, '..', '..', '..', 'src', 'sandbox', 'docker', 'owner.ts');
 const canUnshare =
@@ -38,3 +39,8 @@ test(
     assert.notEqual(inside.id.split(':')[0], ownerId().split(':')[0]);
   },
 );
+
+test('a worker reaps the sandboxes of unseen workers only past a day, or twice the longest agent run', () => {
+  assert.equal(startReap(45 * 60_000).olderThanMs, 24 * 60 * 60_000);
+  assert.equal(startReap(20 * 60 * 60_000).olderThanMs, 40 * 60 * 60_000);
+});

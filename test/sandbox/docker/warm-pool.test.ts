@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ownerId } from '../../../src/sandbox/docker/owner.js';
 import { reapOrphans } from '../../../src/sandbox/docker/reap.js';
 import { WarmPool } from '../../../src/sandbox/docker/warm-pool.js';
 import { dockerTest, labelledContainers, tempWorkspace, testOwner, waitFor } from './docker-test-support.js';
@@ -55,8 +56,8 @@ dockerTest(
 );
 
 dockerTest('warm pool: the containers of a dead pool are reaped like orphans', async (docker) => {
-  // The owner id of a process on this host that no longer exists.
-  const deadOwner = `${(await import('node:os')).hostname()}:999999999:1`;
+  // The owner id of a process of this host and PID namespace that does not exist.
+  const deadOwner = ownerId(999_999_999);
   const pool = new WarmPool({ docker, images: { [IMAGE]: 2 }, owner: deadOwner });
   await pool.start();
   const ids = await labelledContainers(docker, deadOwner);
@@ -66,3 +67,23 @@ dockerTest('warm pool: the containers of a dead pool are reaped like orphans', a
   assert.deepEqual(await labelledContainers(docker, deadOwner), []);
   await pool.close();
 });
+
+dockerTest(
+  'warm pool: a waiting container removed under the pool (another worker reaped it) is replaced at acquire, not a failed job',
+  async (docker, t) => {
+    const owner = testOwner('pool-gone');
+    const pool = new WarmPool({ docker, images: { [IMAGE]: 1 }, owner });
+    t.after(() => pool.close());
+    await pool.start();
+    const [waiting] = await labelledContainers(docker, owner);
+    assert.ok(waiting);
+    await docker.getContainer(waiting).remove({ force: true });
+    const workspace = await tempWorkspace(t);
+    await writeFile(join(workspace, 'input.txt'), 'still here\n');
+    const sandbox = await pool.acquire({ workspace, jobId: 'pool-gone-job', image: IMAGE });
+    t.after(() => sandbox.close());
+    assert.notEqual(sandbox.containerId, waiting);
+    const r = await sandbox.exec('cat input.txt', { timeoutMs: 10_000 });
+    assert.equal(r.output, 'still here\n');
+  },
+);
