@@ -197,7 +197,7 @@ export async function throughputBench(): Promise<void> {
     `\nThroughput: ${jobs} jobs, ${WORKERS} worker processes (concurrency 1 each) on this machine, zero-latency model, \`true\` tests, unconfined sandbox; median of ${rounds}:\n`,
   );
   console.log(
-    '| store | jobs/min | each run | worker RSS idle | worker RSS peak |\n| --- | --- | --- | --- | --- |',
+    '| store | jobs/min | each run | worker CPU per job | App CPU per job | worker RSS idle | worker RSS peak |\n| --- | --- | --- | --- | --- | --- | --- |',
   );
   for (const s of ['file', 'postgres'] as const) {
     console.log(
