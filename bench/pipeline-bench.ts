@@ -48,7 +48,7 @@ async function twoJobs(name: string, sourceDir: string, patch: string): Promise<
       const progress = (): string =>
         sim.comments('bench', name, n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
       await sim.waitFor(
-        () => /Pull request|Finished|failed/i.test(progress()),
+        () => /Pull request \S+ opened|Finished without|failed/.test(progress()),
         600_000,
         `job ${round} of ${name}`,
       );

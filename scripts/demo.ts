@@ -105,7 +105,7 @@ async function main(): Promise<number> {
   await sim
     .waitFor(
       () =>
-        /Pull request|ended|failed/i.test(
+        /Pull request \S+ opened|ended|failed/i.test(
           sim.comments('octo-org', 'calc', issue.number).find((c) => c.user === sim.app.botLogin)?.body ?? '',
         ),
       10_000,

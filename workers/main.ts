@@ -89,13 +89,12 @@ async function main(): Promise<void> {
   // Bound before the worker takes any job: a port that is taken stops the process here, not a
   // worker that already runs jobs.
   if (metrics !== null && app.workerMetrics !== null) {
-    const served = await metrics
-      .serve(app.workerMetrics.port, app.workerMetrics.host)
-      .catch((error: unknown) => {
-        throw new ConfigError(
-          `ISSUE_AGENT_WORKER_METRICS_PORT: cannot listen on ${app.workerMetrics?.host ?? ''}:${app.workerMetrics?.port ?? ''}: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      });
+    const { port, lastPort, host } = app.workerMetrics;
+    const served = await metrics.serveInRange(port, lastPort, host).catch((error: unknown) => {
+      throw new ConfigError(
+        `ISSUE_AGENT_WORKER_METRICS_PORT: cannot listen on ${host}:${port === lastPort ? port : `${port}-${lastPort}`}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    });
     logger.info({ port: served.port, host: app.workerMetrics.host }, 'worker metrics at /metrics');
   }
   // Where runs are kept: a worker that cannot reach its run store takes no job.

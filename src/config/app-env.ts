@@ -52,7 +52,8 @@ export interface AppEnv {
    */
   readonly maxInterruptions: number;
   /** Where a worker serves its own Prometheus metrics (`GET /metrics`); null: it does not. */
-  readonly workerMetrics: { readonly port: number; readonly host: string } | null;
+  /** Where a worker serves its metrics: the first free port of `port`–`lastPort`. */
+  readonly workerMetrics: { readonly port: number; readonly lastPort: number; readonly host: string } | null;
   readonly jobAttempts: number;
   readonly retryBackoffMs: number;
   /** Defaults for repos without `.github/issue-agent.yml`. */
@@ -122,7 +123,16 @@ const schema = z.object({
   ISSUE_AGENT_LOCK_DURATION_MS: int(1000).default(60_000),
   ISSUE_AGENT_STALLED_INTERVAL_MS: int(500).default(30_000),
   ISSUE_AGENT_MAX_INTERRUPTIONS: int(0).default(2),
-  ISSUE_AGENT_WORKER_METRICS_PORT: int(0).optional(),
+  /** A port, or a range `first-last` for workers sharing a host's network (compose --scale). */
+  ISSUE_AGENT_WORKER_METRICS_PORT: z
+    .string()
+    .regex(/^\d{1,5}(-\d{1,5})?$/, 'a port (9464) or a range of ports (9464-9471)')
+    .transform((text) => {
+      const [first = 0, last = first] = text.split('-').map(Number);
+      return { first, last };
+    })
+    .refine((r) => r.first <= r.last && r.last <= 65535, 'a range first-last with first ≤ last ≤ 65535')
+    .optional(),
   ISSUE_AGENT_WORKER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   ISSUE_AGENT_JOB_ATTEMPTS: int(1).default(3),
   ISSUE_AGENT_RETRY_BACKOFF_MS: int(0).default(10_000),
@@ -210,7 +220,11 @@ export function readAppEnv(
     workerMetrics:
       v.ISSUE_AGENT_WORKER_METRICS_PORT === undefined
         ? null
-        : { port: v.ISSUE_AGENT_WORKER_METRICS_PORT, host: v.ISSUE_AGENT_WORKER_METRICS_HOST },
+        : {
+            port: v.ISSUE_AGENT_WORKER_METRICS_PORT.first,
+            lastPort: v.ISSUE_AGENT_WORKER_METRICS_PORT.last,
+            host: v.ISSUE_AGENT_WORKER_METRICS_HOST,
+          },
     jobAttempts: v.ISSUE_AGENT_JOB_ATTEMPTS,
     retryBackoffMs: v.ISSUE_AGENT_RETRY_BACKOFF_MS,
     defaultLabel: v.ISSUE_AGENT_LABEL,

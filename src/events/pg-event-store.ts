@@ -1,4 +1,4 @@
-import { readFile, stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { AppendQueue, EventStoreError, fencedRun, type EventStore } from './event-store.js';
@@ -327,10 +327,11 @@ export class PgEventStore implements EventStore {
   async attachFile(sourcePath: string, name: string): Promise<string> {
     const size = (await stat(sourcePath)).size;
     const room = Math.max(0, this.maxAttachedBytes - this.attached);
-    let bytes = await readFile(sourcePath);
+    // Only what is kept is read: an output of gigabytes costs no more memory than the budget.
+    let bytes = await readHead(sourcePath, Math.min(size, room));
     if (size > room) {
       bytes = Buffer.concat([
-        bytes.subarray(0, room),
+        bytes,
         Buffer.from(
           `\n[... the trajectory's budget for attached output (${this.maxAttachedBytes} bytes) is used up: ${size - room} bytes of this output were not kept ...]\n`,
         ),
@@ -407,5 +408,22 @@ export async function retrying<T>(op: () => Promise<T>): Promise<T> {
       if (attempt >= RETRIES || !isConnectionError(error)) throw error;
       await delay(RETRY_BASE_MS * 2 ** attempt);
     }
+  }
+}
+
+/** The first `length` bytes of a file (fewer if it is shorter). */
+async function readHead(path: string, length: number): Promise<Buffer> {
+  const handle = await open(path, 'r');
+  try {
+    const buffer = Buffer.alloc(length);
+    let filled = 0;
+    while (filled < length) {
+      const { bytesRead } = await handle.read(buffer, filled, length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return buffer.subarray(0, filled);
+  } finally {
+    await handle.close();
   }
 }

@@ -157,6 +157,25 @@ export class WorkerMetrics {
   }
 
   /** Serves `GET /metrics` on host:port; everything else is 404. */
+  /**
+   * Serves on the first port of `port`–`lastPort` that is free: workers that share a host's network
+   * (compose's `--scale worker=N`) are given one range and take a port each. A port taken by
+   * something else is skipped like one taken by a worker; any other failure, or no free port, throws.
+   */
+  async serveInRange(
+    port: number,
+    lastPort: number,
+    host: string,
+  ): Promise<{ readonly port: number; close(): Promise<void> }> {
+    for (let p = port; ; p++) {
+      try {
+        return await this.serve(p, host);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || p >= lastPort) throw error;
+      }
+    }
+  }
+
   async serve(port: number, host: string): Promise<{ readonly port: number; close(): Promise<void> }> {
     const server: Server = createServer((req, res) => {
       if ((req.method === 'GET' || req.method === 'HEAD') && (req.url ?? '').split('?')[0] === '/metrics') {

@@ -125,7 +125,12 @@ dockerTest(
       const baselineOf = async (n: number): Promise<EventOf<'test_run'>> => {
         const progressOf = (): string =>
           sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
-        await sim.waitFor(() => /Pull request|Finished|failed/i.test(progressOf()), 120_000, `job #${n}`);
+        // "Publishing … opening a pull request" comes before the pull request: wait for the end.
+        await sim.waitFor(
+          () => /Pull request \S+ opened|Finished without|failed/.test(progressOf()),
+          120_000,
+          () => `job #${n}: ${progressOf()}`,
+        );
         const jobs = join(pipeline.workDir, 'work', 'jobs');
         const job = readdirSync(jobs).find((j) => new RegExp(`^r\\d+-i${n}-`).test(j));
         assert.ok(job, `a job folder for #${n}`);

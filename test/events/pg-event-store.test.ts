@@ -44,6 +44,25 @@ describe('PostgreSQL run store', { skip: postgresSkipReason(), timeout: 120_000 
     await server.stop();
   });
 
+  it("an output past the run's budget for attachments keeps its head and says how much was left out", async () => {
+    const small = await PgRunStore.connect(server.url, { maxAttachedBytes: 1000 });
+    const dir = mkdtempSync(join(tmpdir(), 'ia-pg-file-'));
+    try {
+      const run = await small.create('run-budget', base('run-budget'));
+      writeFileSync(join(dir, 'a.txt'), 'a'.repeat(600));
+      writeFileSync(join(dir, 'b.txt'), `${'b'.repeat(400)}${'c'.repeat(5_000_000)}`);
+      await run.attachFile(join(dir, 'a.txt'), 'a.txt');
+      await run.attachFile(join(dir, 'b.txt'), 'b.txt');
+      const kept = (await small.file('run-budget', 'b.txt'))?.toString('utf8') ?? '';
+      assert.ok(kept.startsWith('b'.repeat(400)), kept.slice(0, 50));
+      assert.doesNotMatch(kept, /ccc/);
+      assert.match(kept, /budget for attached output \(1000 bytes\) is used up: 5000000 bytes/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await small.close();
+    }
+  });
+
   it('a run reopens to the same base, events and state; attachments are kept within the budget', async () => {
     const run = await store.create('run-roundtrip', base('run-roundtrip'));
     await run.append({
