@@ -51,8 +51,10 @@ export interface AppEnv {
    * lock) and resumed; the next resume only ends the job with that said on the issue.
    */
   readonly maxInterruptions: number;
-  /** Where a worker serves its own Prometheus metrics (`GET /metrics`); null: it does not. */
-  /** Where a worker serves its metrics: the first free port of `port`–`lastPort`. */
+  /**
+   * Where a worker serves its own Prometheus metrics (`GET /metrics`): the first free port of
+   * `port`–`lastPort`; null: it does not.
+   */
   readonly workerMetrics: { readonly port: number; readonly lastPort: number; readonly host: string } | null;
   readonly jobAttempts: number;
   readonly retryBackoffMs: number;
