@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { DEFAULT_WORKSPACE_HISTORY } from '../src/config/agent-env.js';
+import { historyCacheDir } from '../src/github/history-cache.js';
 import { HostGit } from '../src/github/host-git.js';
 import { IMAGES } from '../src/sandbox/docker/choose-image.js';
 import { DockerSandbox } from '../src/sandbox/docker/docker-sandbox.js';
@@ -97,14 +98,15 @@ export async function mirrorBench(): Promise<void> {
         const workspace = join(work, 'jobs', name, 'workspace');
         const bytesBefore = sim.gitBytesServed;
         t = performance.now();
-        if (way === 'mirror') await host.pristineFromMirror(join(work, 'mirrors', 'm.git'), pristine, source);
+        const mirror = join(work, 'mirrors', 'm.git');
+        if (way === 'mirror') await host.pristineFromMirror(mirror, pristine, source);
         else await host.clonePristine(pristine, url, token, 'main');
         const cloned = performance.now() - t;
         const head = (await host.revParse(pristine, 'HEAD')).trim();
         // Before: a full clone checked out on the host, copied into the container. Now: a `.git`
         // with `history` commits, checked out by the sandbox user on the container's tmpfs.
         if (way === 'before') await host.copyForSandbox(pristine, workspace, head, url);
-        else await host.historyForSandbox(pristine, workspace, head, url, history);
+        else await host.historyForSandbox(pristine, workspace, head, url, history, historyCacheDir(mirror));
         const hostDisk = du(pristine) + du(workspace);
         const sandbox = await DockerSandbox.create({
           docker,

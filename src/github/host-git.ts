@@ -4,6 +4,8 @@ import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
 import type { InstructionSource } from '../agent/instructions.js';
+import { copyCachedHistory, historyKey, storeHistory } from './history-cache.js';
+import { alreadyChecked, forgetChecked, objectsFingerprint, recordChecked } from './mirror-check.js';
 import { withMirrorLock } from './mirror-lock.js';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
@@ -166,10 +168,18 @@ export interface MirrorUse {
   readonly rebuilt: string | null;
 }
 
+/** Where the sandbox's `.git` came from: the repository's history cache, or made now (and why not kept). */
+export interface HistoryUse {
+  readonly cached: boolean;
+  /** Why a history made now could not be kept in the cache, or null. */
+  readonly notStored: string | null;
+}
+
 /** Moves a mirror aside (a rename, atomic) and removes it; its seal goes with it. */
 async function quarantine(mirror: string): Promise<void> {
   const aside = `${mirror}.broken-${process.pid}-${Date.now()}`;
   await rm(sealPath(mirror), { force: true });
+  await forgetChecked(mirror);
   try {
     await rename(mirror, aside);
   } catch {
@@ -362,6 +372,7 @@ export class HostGit {
 
   private async freshMirror(mirror: string, url: string, branch: string, token: string): Promise<void> {
     await rm(sealPath(mirror), { force: true });
+    await forgetChecked(mirror);
     await rm(mirror, { recursive: true, force: true });
     await mkdir(dirname(mirror), { recursive: true, mode: 0o700 });
     await this.run(
@@ -393,10 +404,16 @@ export class HostGit {
       dir,
     ]);
     await this.run(['-C', dir, 'remote', 'set-url', 'origin', url]);
+    const tip = (await this.run(['-C', dir, 'rev-parse', '--verify', 'HEAD'])).stdout.trim();
     // A corrupt mirror fails here, not later: every commit and tree of the history is read, and
-    // every file of the tip is inflated (without being written anywhere).
-    await this.run(['-C', dir, 'fsck', '--connectivity-only', '--no-dangling', '--no-progress']);
-    await this.run(['-C', dir, 'archive', '--output=/dev/null', 'HEAD']);
+    // every file of the tip is inflated (without being written anywhere). Once per tip and set of
+    // object files (mirror-check.ts): a later clone from the same, untouched objects skips it.
+    if (!(await alreadyChecked(mirror, tip))) {
+      const objects = await objectsFingerprint(mirror);
+      await this.run(['-C', dir, 'fsck', '--connectivity-only', '--no-dangling', '--no-progress']);
+      await this.run(['-C', dir, 'archive', '--output=/dev/null', 'HEAD']);
+      await recordChecked(mirror, tip, objects);
+    }
     await sealClone(dir, url);
   }
 
@@ -465,6 +482,29 @@ export class HostGit {
    * disk holds the pristine clone's index, and this `.git` until the container has its copy.
    */
   async historyForSandbox(
+    pristine: string,
+    dir: string,
+    commit: string,
+    publicUrl: string,
+    depth: number | null,
+    /** The repository's cached histories (history-cache.ts): copied from when there, stored to when not. */
+    cache?: string,
+  ): Promise<HistoryUse> {
+    const key = historyKey(commit, depth);
+    if (cache !== undefined && (await copyCachedHistory(cache, key, publicUrl, dir))) {
+      return { cached: true, notStored: null };
+    }
+    await this.makeHistory(pristine, dir, commit, publicUrl, depth);
+    if (cache === undefined) return { cached: false, notStored: null };
+    // The job does not depend on the cache: a failure to keep a copy is reported, not thrown.
+    const notStored = await storeHistory(cache, key, publicUrl, dir).then(
+      () => null,
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    );
+    return { cached: false, notStored };
+  }
+
+  private async makeHistory(
     pristine: string,
     dir: string,
     commit: string,

@@ -210,3 +210,49 @@ attackTest(
     assert.equal(existsSync(join(mirror(), 'objects', 'info', 'alternates')), false);
   },
 );
+
+test('the full read of the mirror (fsck, every file of the tip) runs once per tip and set of object files; damage written in place is found', async () => {
+  const runs: string[] = [];
+  class Counting extends HostGit {
+    override run(
+      args: readonly string[],
+      options?: Parameters<HostGit['run']>[1],
+    ): ReturnType<HostGit['run']> {
+      runs.push(args.join(' '));
+      return super.run(args, options);
+    }
+  }
+  const counting = new Counting(process.env.PATH ?? '/usr/bin:/bin', (t) => t);
+  const m = join(work.dir, 'work', 'checked', 'm.git');
+  const clone = async (name: string): Promise<Awaited<ReturnType<HostGit['pristineFromMirror']>>> => {
+    runs.length = 0;
+    return counting.pristineFromMirror(m, join(work.dir, 'work', 'checked', name), {
+      url,
+      branch: 'main',
+      token: () => Promise.resolve(token),
+    });
+  };
+  const fullReads = (): number => runs.filter((r) => / fsck /.test(r) || / archive /.test(r)).length;
+
+  await clone('p1');
+  assert.equal(fullReads(), 2, 'the new mirror is read in full');
+  assert.deepEqual(await clone('p2'), { fetched: 'updated', rebuilt: null });
+  assert.equal(fullReads(), 0, 'the same tip from the same object files: no second full read');
+
+  await pushUpstream('src/checked.js', 'export const c = 1;\n');
+  await clone('p3');
+  assert.equal(fullReads(), 2, 'new objects arrived: read in full again');
+
+  assert.deepEqual(await clone('p4'), { fetched: 'updated', rebuilt: null });
+  assert.equal(fullReads(), 0);
+  // Every pack overwritten in place (same inode, same size): its modification time moves.
+  const packs = join(m, 'objects', 'pack');
+  for (const f of readdirSync(packs).filter((p) => p.endsWith('.pack'))) {
+    const bytes = readFileSync(join(packs, f));
+    bytes.fill(0x41, 32, Math.max(33, bytes.length - 64));
+    writeFileSync(join(packs, f), bytes);
+  }
+  const damaged = await clone('p5');
+  assert.match(damaged.rebuilt ?? '', /failed while used/);
+  assert.match(await git(join(work.dir, 'work', 'checked', 'p5'), ['show', 'HEAD:src/checked.js']), /c = 1/);
+});

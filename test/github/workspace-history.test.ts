@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmodSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HostGit } from '../../src/github/host-git.js';
@@ -167,3 +167,137 @@ dockerTest(
     );
   },
 );
+
+/** A HostGit that records the git commands it runs. */
+class CountingGit extends HostGit {
+  readonly commands: string[] = [];
+  override run(args: readonly string[], options?: Parameters<HostGit['run']>[1]): ReturnType<HostGit['run']> {
+    this.commands.push(args.join(' '));
+    return super.run(args, options);
+  }
+}
+
+/** Every file under `dir/.git` with its bytes, for comparing two copies; `except`: a prefix left out. */
+function filesOf(dir: string, except?: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (d: string, rel: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const path = join(d, e.name);
+      const name = rel === '' ? e.name : `${rel}/${e.name}`;
+      if (e.isDirectory()) walk(path, name);
+      else if (except === undefined || !name.startsWith(except)) {
+        out.set(name, readFileSync(path).toString('base64'));
+      }
+    }
+  };
+  walk(join(dir, '.git'), '');
+  return out;
+}
+
+test('the history cache: a second job on the same commit copies the kept `.git` (no git runs), checked against its manifest; a damaged entry is made again', async () => {
+  const cache = join(work.dir, 'cache', 'repo-1.git.histories');
+  const counting = new CountingGit(process.env.PATH ?? '/usr/bin:/bin', (t) => t);
+  const first = join(work.dir, 'cached-1');
+  assert.deepEqual(await counting.historyForSandbox(pristine, first, head, publicUrl, 5, cache), {
+    cached: false,
+    notStored: null,
+  });
+  assert.ok(
+    counting.commands.some((c) => / fetch /.test(c)),
+    'the first job packs the history',
+  );
+
+  counting.commands.length = 0;
+  const second = join(work.dir, 'cached-2');
+  assert.deepEqual(await counting.historyForSandbox(pristine, second, head, publicUrl, 5, cache), {
+    cached: true,
+    notStored: null,
+  });
+  assert.deepEqual(counting.commands, [], 'a cached history runs no git on the host');
+  assert.deepEqual(filesOf(second), filesOf(first));
+  assert.equal((await git(second, ['rev-list', '--count', 'HEAD'])).trim(), '5');
+  assert.equal((await git(second, ['rev-parse', 'HEAD'])).trim(), head);
+
+  // Another depth, another commit, another public URL: not the same entry.
+  const other = join(work.dir, 'cached-3');
+  assert.equal((await counting.historyForSandbox(pristine, other, head, publicUrl, 3, cache)).cached, false);
+  assert.equal(
+    (await counting.historyForSandbox(pristine, other, head, 'https://github.example/fork.git', 5, cache))
+      .cached,
+    false,
+  );
+  assert.equal((await git(other, ['remote', 'get-url', 'origin'])).trim(), 'https://github.example/fork.git');
+
+  // Damage of each kind is found when copying, the entry is dropped, and the job gets a good `.git`.
+  const entry = join(cache, readdirSync(cache).find((n) => n.endsWith('-5')) ?? '');
+  const damages: [string, () => void][] = [
+    [
+      'a changed byte in an object',
+      () => {
+        const objects = join(entry, '.git', 'objects');
+        const fanout = readdirSync(objects).find((d) => /^[0-9a-f]{2}$/.test(d)) ?? '';
+        const file = join(objects, fanout, readdirSync(join(objects, fanout))[0] ?? '');
+        const bytes = readFileSync(file);
+        bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
+        writeFileSync(file, bytes);
+      },
+    ],
+    [
+      'a file added (a hook)',
+      () => {
+        writeFileSync(join(entry, '.git', 'post-checkout'), '#!/bin/sh\n');
+      },
+    ],
+    [
+      'a file replaced by a link',
+      () => {
+        rmSync(join(entry, '.git', 'HEAD'));
+        symlinkSync('/etc/passwd', join(entry, '.git', 'HEAD'));
+      },
+    ],
+    [
+      'the manifest garbled',
+      () => {
+        writeFileSync(join(entry, 'manifest.json'), '{"schemaVersion":1');
+      },
+    ],
+  ];
+  for (const [what, damage] of damages) {
+    // The previous round made it again: it is whole before each damage.
+    assert.equal(
+      (await counting.historyForSandbox(pristine, other, head, publicUrl, 5, cache)).cached,
+      true,
+      what,
+    );
+    damage();
+    const dir = join(work.dir, 'cached-damaged');
+    assert.equal(
+      (await counting.historyForSandbox(pristine, dir, head, publicUrl, 5, cache)).cached,
+      false,
+      what,
+    );
+    // The same `.git`, but for the reflog's times.
+    assert.deepEqual(filesOf(dir, 'logs/'), filesOf(first, 'logs/'), what);
+  }
+});
+
+test('the history cache keeps the four most recently used entries of a repository', async () => {
+  const cache = join(work.dir, 'cache-evict', 'repo-2.git.histories');
+  const commits = (await git(source.dir, ['rev-list', '--max-count=6', 'HEAD'])).trim().split('\n');
+  const dir = join(work.dir, 'evict');
+  for (const [i, commit] of commits.entries()) {
+    await host.historyForSandbox(pristine, dir, commit, publicUrl, 2, cache);
+    // The first entry is used again after each new one: it stays the most recent.
+    if (i > 0)
+      assert.equal(
+        (await host.historyForSandbox(pristine, dir, commits[0] ?? '', publicUrl, 2, cache)).cached,
+        true,
+      );
+    // Distinct modification times on coarse file systems.
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const kept = readdirSync(cache).sort();
+  assert.equal(kept.length, 4);
+  assert.ok(kept.includes(`${commits[0] ?? ''}-2`), 'the entry used most recently is kept');
+  assert.ok(!kept.includes(`${commits[1] ?? ''}-2`), 'the least recently used is gone');
+});

@@ -7,6 +7,7 @@ import type { SandboxPool } from '../../environment/prepare.js';
 import type { EnvironmentRecord } from '../../events/schema.js';
 import type { RunStorage } from '../../events/run-storage.js';
 import type { HostGit } from '../../github/host-git.js';
+import { historyCacheDir } from '../../github/history-cache.js';
 import { mirrorRoot, pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
 import { createSandbox } from '../../sandbox/create-sandbox.js';
@@ -177,7 +178,17 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
         : input.config.history === 'full'
           ? null
           : input.config.history;
-    await git.historyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url, history);
+    const historyUse = await git.historyForSandbox(
+      paths.pristine,
+      paths.workspace,
+      baseCommit,
+      repo.clone_url,
+      history,
+      input.mirror === undefined ? undefined : historyCacheDir(input.mirror),
+    );
+    if (historyUse.notStored !== null) {
+      input.logger?.warn({ reason: historyUse.notStored }, "the sandbox's history was not kept in the cache");
+    }
     // Loaded only here: the Action and the CLI's local sandbox never need the Docker client.
     const { prepareEnvironment } = await import('../../environment/prepare.js');
     const probe = git.treeProbe(paths.pristine, baseCommit);

@@ -1,0 +1,70 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile, rm, stat, writeFile, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/**
+ * What a mirror looked like when its objects were last read in full (a connectivity fsck of the
+ * history and every file of the tip): the tip checked and a fingerprint of its object files (path,
+ * inode, size, modification time to the nanosecond). A pristine clone of the same tip from object
+ * files with the same fingerprint skips the full read: every object file is the one that passed.
+ * Anything that rewrites, replaces, adds or removes an object file through the file system (a fetch
+ * that received objects, a repack, a writer damaging a pack) changes the fingerprint, and the next
+ * clone reads everything again. Trade-offs: the change time is not part of it, because every pristine
+ * clone hardlinks the object files (a link changes their change time); so damage that keeps a file's
+ * inode, size and modification time (the disk going bad under the file system, or a writer that puts
+ * the time back, who could as well rewrite this record) is seen only when git reads the damaged
+ * object, as in any git repository.
+ */
+export function checkedPath(mirror: string): string {
+  return `${mirror.replace(/[\\/]+$/, '')}.checked.json`;
+}
+
+/** The fingerprint of the mirror's object files. */
+export async function objectsFingerprint(mirror: string): Promise<string> {
+  const hash = createHash('sha256');
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    const entries = await readdir(dir, { withFileTypes: true });
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      const name = rel === '' ? entry.name : `${rel}/${entry.name}`;
+      if (entry.isDirectory()) {
+        await walk(path, name);
+        continue;
+      }
+      const st = await stat(path, { bigint: true });
+      hash.update(`${name}\0${st.ino}\0${st.size}\0${st.mtimeNs}\0${st.mode}\n`);
+    }
+  };
+  await walk(join(mirror, 'objects'), '');
+  return hash.digest('hex');
+}
+
+/** Whether the mirror's objects are as they were when `tip` was last checked in full. */
+export async function alreadyChecked(mirror: string, tip: string): Promise<boolean> {
+  let record: unknown;
+  try {
+    record = JSON.parse(await readFile(checkedPath(mirror), 'utf8')) as unknown;
+  } catch {
+    return false;
+  }
+  if (typeof record !== 'object' || record === null) return false;
+  const { tip: was, objects } = record as { tip?: unknown; objects?: unknown };
+  if (was !== tip || typeof objects !== 'string') return false;
+  return objects === (await objectsFingerprint(mirror));
+}
+
+/**
+ * Records a full check of `tip`. `objects` is the fingerprint taken before the check began: a file
+ * that changed during the check makes the record stale, never wrongly current.
+ */
+export async function recordChecked(mirror: string, tip: string, objects: string): Promise<void> {
+  const path = checkedPath(mirror);
+  const tmp = `${path}.tmp-${process.pid}`;
+  await writeFile(tmp, `${JSON.stringify({ tip, objects })}\n`, { mode: 0o600 });
+  await rename(tmp, path);
+}
+
+export async function forgetChecked(mirror: string): Promise<void> {
+  await rm(checkedPath(mirror), { force: true });
+}
