@@ -2,8 +2,8 @@ import type { Redis } from 'ioredis';
 import { triggerSchema, type Trigger } from './triggers.js';
 
 /**
- * `@agent approve`: a request by someone who may not start jobs (an outsider) waits, for a week, for
- * someone who may. The App keeps the latest such request of each issue or PR in Redis (its trigger,
+ * `@agent approve`: a request by someone who may not start jobs (an outsider) waits, for
+ * `approvalDays` (default a week), for someone who may. The App keeps the latest such request of each issue or PR in Redis (its trigger,
  * with the comment's id); a writer's `@agent approve` there starts it once, working from the
  * request's comment as it reads at that moment, which the job's payload then carries: an edit after
  * the approval never reaches the model.
@@ -12,6 +12,7 @@ import { triggerSchema, type Trigger } from './triggers.js';
 /** The instruction approves the waiting request (`approve` first; anything after it is for people). */
 export const APPROVE = /^approve\b/i;
 
+/** The default wait (`approvalDays: 7`). */
 export const APPROVAL_TTL_SECONDS = 7 * 24 * 3600;
 
 function requestKey(prefix: string, target: string): string {
@@ -23,16 +24,20 @@ function usedKey(prefix: string, target: string): string {
   return `${prefix}:approval-used:${target}`;
 }
 
-/** Keeps an outsider's request as the one waiting in `target` (replacing an older one). */
+/**
+ * Keeps an outsider's request as the one waiting in `target` (replacing an older one) for
+ * `ttlSeconds`; after that it is gone and an approval finds nothing.
+ */
 export async function storeRequest(
   redis: Redis,
   prefix: string,
   target: string,
   trigger: Trigger,
+  ttlSeconds: number = APPROVAL_TTL_SECONDS,
 ): Promise<void> {
   await redis
     .multi()
-    .set(requestKey(prefix, target), JSON.stringify(trigger), 'EX', APPROVAL_TTL_SECONDS)
+    .set(requestKey(prefix, target), JSON.stringify(trigger), 'EX', ttlSeconds)
     .del(usedKey(prefix, target))
     .exec();
 }
@@ -57,7 +62,9 @@ export async function takeRequest(
   if (raw === null) return { kind: 'none' };
   const parsed = triggerSchema.safeParse(JSON.parse(raw));
   if (!parsed.success) return { kind: 'none' };
-  const claimed = await redis.set(usedKey(prefix, target), deliveryId, 'EX', APPROVAL_TTL_SECONDS, 'NX');
+  // Kept as long as the request could be: an approval never finds a used request unused again.
+  const left = await redis.ttl(requestKey(prefix, target));
+  const claimed = await redis.set(usedKey(prefix, target), deliveryId, 'EX', Math.max(1, left), 'NX');
   if (claimed === null && (await redis.get(usedKey(prefix, target))) !== deliveryId) return { kind: 'used' };
   return { kind: 'approved', request: parsed.data };
 }

@@ -179,7 +179,13 @@ export async function decideCiRound(
     log.info({ checks: preExisting }, 'failing on the base branch too: not part of the round');
   return {
     kind: 'round',
-    ci: { round: claimed.round, of: config.ciFixRounds, headSha: run.headSha, checks },
+    ci: {
+      round: claimed.round,
+      of: config.ciFixRounds,
+      headSha: run.headSha,
+      checks,
+      ...(preExisting.length === 0 ? {} : { preExisting, baseRef: pr.base.ref }),
+    },
   };
 }
 

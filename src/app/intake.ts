@@ -44,7 +44,7 @@ import { claimAnswer, clearQuestion, pendingQuestion } from './question.js';
 import { decideCiRound, redisCiLedger } from './ci-round.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
-import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from './approval.js';
+import { APPROVE, storeRequest, takeRequest } from './approval.js';
 import type { EvaluateRequest } from '../queue/payloads.js';
 
 export type Octokit = InstanceType<typeof ProbotOctokit>;
@@ -206,11 +206,11 @@ export async function processTrigger(
       !APPROVE.test(ours.instruction) &&
       !EVALUATE.test(ours.instruction) &&
       ours.instruction !== '';
-    if (waits) await storeRequest(deps.redis, prefix, conversation, trigger);
+    if (waits) await storeRequest(deps.redis, prefix, conversation, trigger, config.approvalDays * 86_400);
     const key = `${prefix}:refused:${conversation}:${trigger.sender.id}`;
     if (await firstTime(deps.redis, key, 24 * 3600)) {
       const approve = waits
-        ? `\n\nA maintainer can approve this request by commenting \`${config.handle} approve\` here within ${APPROVAL_TTL_SECONDS / 86_400} days; I will then work from it as it reads at that moment.`
+        ? `\n\nA maintainer can approve this request by commenting \`${config.handle} approve\` here within ${config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`}; I will then work from it as it reads at that moment.`
         : '';
       await comment(octokit, deps, where, trigger.issue.number, `${who.reply}${approve}`);
     }
@@ -227,7 +227,7 @@ export async function processTrigger(
         trigger.issue.number,
         taken.kind === 'used'
           ? 'That request was approved already: each request is approved once.'
-          : `Nothing here waits for approval (a request by someone who cannot start jobs waits ${APPROVAL_TTL_SECONDS / 86_400} days).`,
+          : `Nothing here waits for approval (a request by someone who cannot start jobs waits ${config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`}; an older one has expired).`,
       );
       return {
         status: 'ignored',

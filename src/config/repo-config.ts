@@ -145,6 +145,8 @@ export const repoConfigSchema = z
      * log tails are the task); 0 turns them off.
      */
     ciFixRounds: z.number().int().min(0).max(10).default(2),
+    /** How long an outsider's request waits for a maintainer's `@agent approve` (days). */
+    approvalDays: z.number().int().min(1).max(30).default(7),
     /** End the other attempts as soon as one resolves the issue (default: all run to their end). */
     stopOnFirstResolved: z.boolean().default(false),
     /**

@@ -42,7 +42,13 @@ interface ProgressCommon {
   /** An outsider's request a maintainer approved (`@agent approve`): shown under every state. */
   readonly approval?: { readonly requestedBy: string; readonly approvedBy: string };
   /** An automatic round fixing the App's PR's failing CI: which, of at most how many. */
-  readonly ciRound?: { readonly round: number; readonly of: number };
+  readonly ciRound?: {
+    readonly round: number;
+    readonly of: number;
+    /** Checks failing on the base branch too (pre-existing): named, not fixed. */
+    readonly preExisting?: readonly string[];
+    readonly baseRef?: string;
+  };
 }
 
 /** One attempt of a best-of-N job, as the progress comment shows it. */
@@ -230,7 +236,15 @@ export function renderProgress(
   trustedHosts: Iterable<string> = [],
 ): Publishable {
   const footer: string[] = [`job ${codeSpan(truncateEnd(p.jobId, 200))}`];
-  if (p.ciRound !== undefined) footer.push(`CI fix round ${p.ciRound.round} of ${p.ciRound.of}`);
+  if (p.ciRound !== undefined) {
+    footer.push(`CI fix round ${p.ciRound.round} of ${p.ciRound.of}`);
+    const pre = p.ciRound.preExisting ?? [];
+    if (pre.length > 0) {
+      footer.push(
+        `${pre.map((n) => codeSpan(truncateEnd(n, 100))).join(', ')} ${pre.length === 1 ? 'fails' : 'fail'} on ${codeSpan(truncateEnd(p.ciRound.baseRef ?? 'the base branch', 100))} too: pre-existing, not fixed here`,
+      );
+    }
+  }
   if (p.approval !== undefined) {
     // Logins without `@`: the footer names people, it does not notify them on every edit.
     footer.push(

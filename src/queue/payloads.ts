@@ -108,6 +108,13 @@ export const fixJobSchema = z.object({
           logTail: z.string(),
         }),
       ),
+      /**
+       * Checks that failed on the head too but also fail on the base branch's tip: pre-existing,
+       * named to the model as not its to fix (absent in payloads queued before this existed).
+       */
+      preExisting: z.array(z.string()).optional(),
+      /** The base branch those checks also fail on. */
+      baseRef: z.string().optional(),
     })
     .nullable()
     .optional(),

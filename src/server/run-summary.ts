@@ -28,4 +28,14 @@ export interface RunSummary {
   readonly approvedBy: string | null;
   /** Attempt `number` of `of` of the best-of-N job `jobId`; null for a job of one attempt. */
   readonly attempt: { readonly number: number; readonly of: number; readonly jobId: string } | null;
+  /**
+   * An automatic round fixing the App's PR's red CI: round `round` of at most `of`, the failing
+   * checks it fixes, and those that fail on the base branch too (pre-existing, not fixed); else null.
+   */
+  readonly ciRound: {
+    readonly round: number;
+    readonly of: number;
+    readonly checks: readonly string[];
+    readonly preExisting: readonly string[];
+  } | null;
 }

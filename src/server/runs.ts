@@ -470,6 +470,15 @@ function summarize(e: Entry, queueKnowledge: 'known' | 'gone' | 'unknown'): RunS
     prUrl: e.queue?.prUrl ?? null,
     attempt: base?.attempt ?? null,
     approvedBy: payload?.trigger.approvedBy?.login ?? null,
+    ciRound:
+      payload?.ci == null
+        ? null
+        : {
+            round: payload.ci.round,
+            of: payload.ci.of,
+            checks: payload.ci.checks.map((c) => c.name),
+            preExisting: payload.ci.preExisting ?? [],
+          },
   };
 }
 
@@ -494,6 +503,7 @@ function emptySummary(id: string): RunSummary {
     prUrl: null,
     attempt: null,
     approvedBy: null,
+    ciRound: null,
   };
 }
 

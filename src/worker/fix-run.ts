@@ -217,7 +217,14 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     p.trigger.approvedBy == null
       ? undefined
       : { requestedBy: p.trigger.sender.login, approvedBy: p.trigger.approvedBy.login },
-    p.ci == null ? undefined : { round: p.ci.round, of: p.ci.of },
+    p.ci == null
+      ? undefined
+      : {
+          round: p.ci.round,
+          of: p.ci.of,
+          ...(p.ci.preExisting === undefined ? {} : { preExisting: p.ci.preExisting }),
+          ...(p.ci.baseRef === undefined ? {} : { baseRef: p.ci.baseRef }),
+        },
     () => rt.lost?.() === true,
   );
   const ctx: JobContext = {

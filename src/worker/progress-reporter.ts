@@ -64,7 +64,7 @@ export class ProgressReporter {
     /** An approved outsider's request: who asked and who approved, shown with every state. */
     private readonly approval?: { readonly requestedBy: string; readonly approvedBy: string },
     /** An automatic CI fix round: which, of at most how many. */
-    private readonly ciRound?: { readonly round: number; readonly of: number },
+    private readonly ciRound?: ProgressState['ciRound'],
     /** True once another worker runs the job: its comment is that worker's to write. */
     private readonly silenced: () => boolean = () => false,
   ) {}

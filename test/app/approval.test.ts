@@ -54,3 +54,30 @@ void test(
     assert.equal(again.kind === 'approved' ? again.request.comment?.body : '', '@agent fix it differently');
   },
 );
+
+void test(
+  'a waiting request expires after its time (`approvalDays`): an approval then finds nothing',
+  { skip: redisSkipReason() },
+  async (t) => {
+    const server = await startRedis();
+    const redis = new Redis(server.url);
+    t.after(async () => {
+      redis.disconnect();
+      await server.stop();
+    });
+    await storeRequest(redis, 'p', 'r7-i5', request('@agent fix it'), 3 * 86_400);
+    const ttl = await redis.ttl('p:approval:r7-i5');
+    assert.ok(ttl > 3 * 86_400 - 10 && ttl <= 3 * 86_400, String(ttl));
+    // One second, to see it expire.
+    await storeRequest(redis, 'p', 'r7-i5', request('@agent fix it'), 1);
+    for (let i = 0; i < 100 && (await redis.exists('p:approval:r7-i5')) === 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i5', 'approve-late'), { kind: 'none' });
+    // A used mark lasts as long as its request could: it does not outlive it.
+    await storeRequest(redis, 'p', 'r7-i6', request('@agent fix it'), 600);
+    assert.equal((await takeRequest(redis, 'p', 'r7-i6', 'approve-1')).kind, 'approved');
+    const used = await redis.ttl('p:approval-used:r7-i6');
+    assert.ok(used > 590 && used <= 600, String(used));
+  },
+);

@@ -11,7 +11,8 @@ const REPO = 'calc';
 /**
  * `@agent approve` through the whole App: an outsider's request waits for a maintainer; a reader
  * cannot approve it; a writer's approval starts it once, from the request's text at the approval
- * (the outsider's edit afterwards never reaches the model); approving again starts nothing.
+ * (an edit before it is what runs, an edit afterwards never reaches the model); approving again
+ * starts nothing.
  */
 test(
   'App: an outsider’s request is told how to be approved; a reader’s approve is refused; a writer’s runs it with the text as approved; a second approve starts nothing',
@@ -44,7 +45,7 @@ test(
       REPO,
       issue,
       'otto',
-      '@agent please fix the rounding (ORIGINAL-REQUEST)',
+      '@agent please fix the rounding (AS-FIRST-ASKED)',
     );
     await sim.waitFor(
       () => bot().length === 1,
@@ -65,6 +66,9 @@ test(
     );
     assert.match(bot()[1]?.body ?? '', /I only take instructions from people with write access/);
     assert.doesNotMatch(bot()[1]?.body ?? '', /can approve this request/);
+
+    // The outsider edits the request before anyone approves it: the approval takes it as it reads then.
+    sim.editComment(OWNER, REPO, request, '@agent please fix the rounding (ORIGINAL-REQUEST)');
 
     // A writer approves: the job starts (its progress comment), and only then the outsider edits.
     await sim.comment(OWNER, REPO, issue, 'maria', '@agent approve');
@@ -91,6 +95,7 @@ test(
     const prompts = model.requests.map((r) => requestText(r.body)).join('\n');
     assert.match(prompts, /ORIGINAL-REQUEST/);
     assert.doesNotMatch(prompts, /EDITED-AFTER/);
+    assert.doesNotMatch(prompts, /AS-FIRST-ASKED/, 'the text as approved, not as first asked');
 
     // Approving again: the request was used.
     const before = bot().length;

@@ -47,6 +47,17 @@ test(
     const bare = sim.bareRepoPath(OWNER, REPO);
     const commits = (branch: string): string[] =>
       gitOutput(bare, 'log', '--format=%H %s', branch).trim().split('\n');
+    const progressOf = (n: number, text: string): string | undefined =>
+      sim
+        .comments(OWNER, REPO, n)
+        .find((c) => c.body.startsWith('<!-- issue-agent:progress') && c.body.includes(text))?.body;
+    const runOf = async (progress: string): Promise<{ ciRound: unknown }> => {
+      const jobId = /job=([A-Za-z0-9-]+)/.exec(progress)?.[1] ?? '';
+      const res = await fetch(`${pipeline.appUrl}/api/runs/${jobId}`, {
+        headers: { authorization: `Bearer ${pipeline.adminToken}` },
+      });
+      return ((await res.json()) as { run: { ciRound: unknown } }).run;
+    };
     const botSays = (n: number): string[] =>
       sim
         .comments(OWNER, REPO, n)
@@ -105,6 +116,15 @@ test(
       30_000,
       'the PR body to name the CI round',
     );
+    // The round's progress comment and the run view say which round it is.
+    const progress1 = progressOf(pr.number, 'CI fix round 1 of 2');
+    assert.ok(progress1 !== undefined, 'the progress comment names the round');
+    assert.deepEqual((await runOf(progress1)).ciRound, {
+      round: 1,
+      of: 2,
+      checks: ['test'],
+      preExisting: [],
+    });
 
     // Round 2 on the new head.
     await fail(head(), 'R2');
@@ -147,9 +167,50 @@ test(
       conclusion: 'failure',
       deliver: false,
     });
+    // `lint` fails on main too, `test` only here: a round for `test`, `lint` named as pre-existing.
     const before2 = commits(pr2.head.ref).length;
     await sim.addCheckRun(OWNER, REPO, {
       headSha: pr2.head.sha,
+      name: 'lint',
+      conclusion: 'failure',
+      log: 'LINT-LOG',
+      deliver: false,
+    });
+    await sim.addCheckRun(OWNER, REPO, {
+      headSha: pr2.head.sha,
+      name: 'test',
+      conclusion: 'failure',
+      log: 'M1-LOG',
+    });
+    await sim.waitFor(
+      () => commits(pr2.head.ref).length === before2 + 1,
+      120_000,
+      () => `the mixed round's commit\n${pipeline.logs()}`,
+    );
+    const mixed = model.requests.map((r) => requestText(r.body)).find((t) => t.includes('M1-LOG')) ?? '';
+    assert.match(mixed, /failing on `main` too \(pre-existing[^)]*\)[^.]*: \\?"lint\\?"/);
+    assert.ok(
+      !model.requests.some((r) => requestText(r.body).includes('LINT-LOG')),
+      'no log of a pre-existing check',
+    );
+    await sim.waitFor(
+      () => progressOf(pr2.number, 'pre-existing, not fixed here') !== undefined,
+      30_000,
+      'the round’s progress comment to name the pre-existing check',
+    );
+    const mixedProgress = progressOf(pr2.number, 'pre-existing, not fixed here') ?? '';
+    assert.match(mixedProgress, /`lint` fails on `main` too: pre-existing, not fixed here/);
+    assert.deepEqual((await runOf(mixedProgress)).ciRound, {
+      round: 1,
+      of: 2,
+      checks: ['test'],
+      preExisting: ['lint'],
+    });
+
+    // On the new head only `lint` fails: pre-existing, said so, no round.
+    const head2 = commits(pr2.head.ref)[0]?.split(' ')[0] ?? '';
+    await sim.addCheckRun(OWNER, REPO, {
+      headSha: head2,
       name: 'lint',
       conclusion: 'failure',
       log: 'LINT-LOG',
@@ -161,7 +222,7 @@ test(
     );
     assert.match(botSays(pr2.number).find((b) => /pre-existing/.test(b)) ?? '', /`lint`.*`main`/);
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    assert.equal(commits(pr2.head.ref).length, before2);
+    assert.equal(commits(pr2.head.ref).length, before2 + 1);
     assert.ok(!model.requests.some((r) => requestText(r.body).includes('LINT-LOG')));
   },
 );

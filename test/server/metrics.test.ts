@@ -23,6 +23,7 @@ const run = (id: string, attemptOf: string | null, outcome: string): FinishedRun
     lastEventId: 3,
     prUrl: null,
     approvedBy: null,
+    ciRound: null,
     attempt: attemptOf === null ? { number: 1, of: 3, jobId: id } : { number: 2, of: 3, jobId: attemptOf },
   },
   attemptOf,

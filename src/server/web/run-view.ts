@@ -382,6 +382,19 @@ export class RunView implements Pane {
               'attempt',
             ),
           ]),
+      ...(run.ciRound === null
+        ? []
+        : [
+            fact(
+              'CI fix round',
+              `${run.ciRound.round} of ${run.ciRound.of}: ${run.ciRound.checks.join(', ')}${
+                run.ciRound.preExisting.length === 0
+                  ? ''
+                  : ` (pre-existing, not fixed: ${run.ciRound.preExisting.join(', ')})`
+              }`,
+              'ci-round',
+            ),
+          ]),
       ...(run.pull === null ? [] : [fact('pull request', `#${run.pull}`, 'pull')]),
       ...(run.prUrl === null
         ? []

@@ -18,6 +18,20 @@ import type { IssueText } from './prepare.js';
 import { priorRounds } from './rounds.js';
 import type { JobContext, PullInfo } from './types.js';
 
+/**
+ * Whether the agent may ask before acting (pre-flight triage): on issues, as the repository's
+ * `triage` says (default on), and only where an answer can continue the conversation (the App; the
+ * Action keeps nothing between workflow runs). Never on a round on the App's PR: a request there, or
+ * a red CI, is an explicit request to act.
+ */
+export function triageApplies(
+  p: Pick<FixJob, 'kind'> & { readonly config: Pick<FixJob['config'], 'triage'> },
+  onPull: boolean,
+  canContinue: boolean,
+): boolean {
+  return canContinue && !onPull && p.kind === 'fix-issue' && p.config.triage === 'on';
+}
+
 export interface RunInput {
   readonly ctx: JobContext;
   readonly sandbox: Sandbox;
@@ -99,8 +113,7 @@ export async function runInSandbox(
       environment: input.environment,
     });
     const attempt = input.attempt;
-    // Triage on issues only: a follow-up round on the App's PR is an explicit request to act.
-    const triage = input.canContinue && pull === null && p.kind === 'fix-issue' && p.config.triage === 'on';
+    const triage = triageApplies(p, pull !== null, input.canContinue);
     store = await ctx.storage.create(jobId, {
       ...base,
       ...(triage ? { triage: true } : {}),
@@ -184,6 +197,12 @@ function followUpTask(p: FixJob, pull: PullInfo, prior: readonly EventStore[]): 
           : [fenceUntrusted('check-annotations', check.annotations.join('\n'))]),
         ...(check.logTail === '' ? [] : ['The end of its log:', fenceUntrusted('check-log', check.logTail)]),
       ].join('\n\n'),
+    );
+  }
+  if (ci !== null && (ci.preExisting ?? []).length > 0) {
+    parts.push(
+      `Also failing, but failing on \`${ci.baseRef ?? 'the base branch'}\` too (pre-existing, not caused by this pull request; ` +
+        `leave them alone): ${(ci.preExisting ?? []).map((n) => `"${stripHiddenText(n)}"`).join(', ')}.`,
     );
   }
   for (const [i, store] of prior.entries()) {
