@@ -120,7 +120,21 @@ test(
     // The model saw the answer in the conversation that holds its own question.
     const continued = model.requests.filter((r) => requestText(r.body).includes('ANSWER-MARK'));
     assert.ok(continued.length > 0);
-    assert.ok(continued.every((r) => requestText(r.body).includes('ask_for_clarification')));
+    // …in an assistant turn of its own (the tool's name alone is also in every request's tool list).
+    const askedInTurn = (body: unknown): boolean =>
+      typeof body === 'object' &&
+      body !== null &&
+      'messages' in body &&
+      Array.isArray(body.messages) &&
+      body.messages.some(
+        (m: unknown) =>
+          typeof m === 'object' &&
+          m !== null &&
+          'role' in m &&
+          m.role === 'assistant' &&
+          /"name":"ask_for_clarification"/.test(JSON.stringify(m)),
+      );
+    assert.ok(continued.every((r) => askedInTurn(r.body)));
     const pr = sim.pulls(OWNER, REPO)[0];
     assert.match(pr?.body ?? '', /A new round/);
 
@@ -128,5 +142,42 @@ test(
     await sim.comment(OWNER, REPO, issue, 'otto', 'Thanks!');
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.equal(progress().length, 2);
+
+    // Someone with write access may answer too (not only the issue's author).
+    const another = sim.createIssue(OWNER, REPO, {
+      title: 'Average rounds wrong again',
+      body: 'average() still gives odd results',
+      author: 'otto',
+    }).number;
+    const botOn = (n: number): string[] =>
+      sim
+        .comments(OWNER, REPO, n)
+        .filter((c) => c.user === sim.app.botLogin)
+        .map((c) => c.body);
+    await sim.label(OWNER, REPO, another, 'agent', 'maria');
+    await sim.waitFor(
+      () => botOn(another).some((b) => b.includes('Before I change anything')),
+      120_000,
+      () => `the second question\n${pipeline.logs()}`,
+    );
+    await sim.waitFor(
+      () => botOn(another).some((b) => b.includes('Waiting for an answer')),
+      30_000,
+      () => `the second wait\n${pipeline.logs()}`,
+    );
+    await sim.comment(OWNER, REPO, another, 'maria', 'Half away from zero (WRITER-ANSWER).');
+    await sim.waitFor(
+      () => sim.pulls(OWNER, REPO).length === 2,
+      180_000,
+      () => `the second PR\n${pipeline.logs()}`,
+    );
+    const secondProgress = botOn(another).filter((b) => b.startsWith('<!-- issue-agent:progress'));
+    const answered = readJobRun(stack, /job=([A-Za-z0-9-]+)/.exec(secondProgress[1] ?? '')?.[1] ?? '');
+    const byWriter = answered.events.find((e) => e.kind === 'round_started');
+    assert.ok(
+      byWriter?.kind === 'round_started' &&
+        byWriter.by === 'maria' &&
+        byWriter.text.includes('WRITER-ANSWER'),
+    );
   },
 );
