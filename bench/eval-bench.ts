@@ -9,8 +9,18 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { cpus } from 'node:os';
 import type { EvalSummary } from '../src/eval/report.js';
 import { buildTaskSet } from '../test/support/eval-tasks.js';
+
+/** The machine's busy and total CPU time so far (/proc/stat, in clock ticks), for utilisation. */
+function cpuTicks(): { readonly busy: number; readonly total: number } {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+  const v = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+  // idle and iowait are not busy.
+  return { busy: total - (v[3] ?? 0) - (v[4] ?? 0), total };
+}
 
 export function evalBench(): void {
   const set = buildTaskSet();
@@ -21,6 +31,7 @@ export function evalBench(): void {
     for (const concurrency of [1, 2]) {
       const out = join(set.dir, `out-${concurrency}`);
       const started = performance.now();
+      const ticks = cpuTicks();
       execFileSync(
         process.execPath,
         [
@@ -43,14 +54,19 @@ export function evalBench(): void {
         },
       );
       const wall = performance.now() - started;
+      const after = cpuTicks();
+      // Busy cores on average: the whole machine (dockerd, containers and their tests included).
+      const busy = ((after.busy - ticks.busy) / Math.max(1, after.total - ticks.total)) * cpus().length;
       walls[concurrency] = wall;
       const s = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as EvalSummary;
       rows.push(
-        `| ${concurrency} | ${s.resolved}/${s.tasks} | ${(wall / 1000).toFixed(1)} s | ${(s.time.taskWallMedianMs / 1000).toFixed(2)} s | ${(s.time.harnessMedianMs / 1000).toFixed(2)} s |`,
+        `| ${concurrency} | ${s.resolved}/${s.tasks} | ${(wall / 1000).toFixed(1)} s | ${(s.time.taskWallMedianMs / 1000).toFixed(2)} s | ${(s.time.harnessMedianMs / 1000).toFixed(2)} s | ${busy.toFixed(2)} of ${cpus().length} |`,
       );
     }
-    console.log('| concurrency | resolved | eval wall | task wall (median) | harness per task (median) |');
-    console.log('| --- | --- | --- | --- | --- |');
+    console.log(
+      '| concurrency | resolved | eval wall | task wall (median) | harness per task (median) | busy cores (machine) |',
+    );
+    console.log('| --- | --- | --- | --- | --- | --- |');
     for (const r of rows) console.log(r);
     console.log(`\nconcurrency 2 / concurrency 1: ${((walls[2] ?? NaN) / (walls[1] ?? NaN)).toFixed(2)}×`);
   } finally {
