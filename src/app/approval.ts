@@ -62,9 +62,11 @@ export async function takeRequest(
   if (raw === null) return { kind: 'none' };
   const parsed = triggerSchema.safeParse(JSON.parse(raw));
   if (!parsed.success) return { kind: 'none' };
-  // Kept as long as the request could be: an approval never finds a used request unused again.
-  const left = await redis.ttl(requestKey(prefix, target));
-  const claimed = await redis.set(usedKey(prefix, target), deliveryId, 'EX', Math.max(1, left), 'NX');
+  // Kept at least as long as the request (a second behind it): an approval never finds a used request
+  // unused again. A mark that outlives its request does no harm: storeRequest removes it.
+  const left = await redis.pttl(requestKey(prefix, target));
+  const keepMs = (left > 0 ? left : APPROVAL_TTL_SECONDS * 1000) + 1000;
+  const claimed = await redis.set(usedKey(prefix, target), deliveryId, 'PX', keepMs, 'NX');
   if (claimed === null && (await redis.get(usedKey(prefix, target))) !== deliveryId) return { kind: 'used' };
   return { kind: 'approved', request: parsed.data };
 }

@@ -12,6 +12,8 @@ type Where = { readonly owner: string; readonly repo: string };
 
 /** Failing checks a round is told about at most, and the log tail each carries. */
 const MAX_CHECKS = 5;
+/** Pre-existing failures named in a round (the log has them all). */
+const MAX_PRE_EXISTING = 20;
 const LOG_TAIL_LINES = 80;
 const LOG_TAIL_CHARS = 6000;
 const MAX_ANNOTATIONS = 20;
@@ -184,7 +186,9 @@ export async function decideCiRound(
       of: config.ciFixRounds,
       headSha: run.headSha,
       checks,
-      ...(preExisting.length === 0 ? {} : { preExisting, baseRef: pr.base.ref }),
+      ...(preExisting.length === 0
+        ? {}
+        : { preExisting: preExisting.slice(0, MAX_PRE_EXISTING), baseRef: pr.base.ref }),
     },
   };
 }

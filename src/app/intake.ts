@@ -227,7 +227,7 @@ export async function processTrigger(
         trigger.issue.number,
         taken.kind === 'used'
           ? 'That request was approved already: each request is approved once.'
-          : `Nothing here waits for approval (a request by someone who cannot start jobs waits ${config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`}; an older one has expired).`,
+          : `Nothing here waits for approval (a request by someone who cannot start jobs waits ${config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`}; if there was one, it has expired).`,
       );
       return {
         status: 'ignored',

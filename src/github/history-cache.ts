@@ -6,10 +6,10 @@ import { z } from 'zod';
 
 /**
  * The sandbox's `.git` (HEAD detached at a commit, a given depth of history, origin the public URL)
- * kept per repository mirror, so a second job on the same base commit copies a few files instead of
+ * kept per repository mirror (`<mirror>.histories/<commit>-<depth>-<url hash>`), so a second job on the same base commit copies a few files instead of
  * packing tens of thousands of objects again. Invariants:
- * - it lives beside the mirror (`<mirror>.histories/<commit>-<depth>`), under the mirror root that no
- *   sandbox is given, per installation like the mirror itself;
+ * - it lives beside the mirror, under the mirror root that no sandbox is given, per installation like
+ *   the mirror itself, and is dropped with the mirror when that is made again;
  * - an entry is written whole or not at all (built under a temporary name, then renamed) and holds a
  *   manifest with the SHA-256 of every file: a copy is checked against it file by file, and any
  *   difference (a missing, extra, changed or non-regular file) discards the entry, so a damaged
@@ -34,10 +34,14 @@ export function historyCacheDir(mirror: string): string {
   return `${mirror.replace(/[\\/]+$/, '')}.histories`;
 }
 
-/** The entry name for `commit` at `depth` (null: the whole history). */
-export function historyKey(commit: string, depth: number | null): string {
+/**
+ * The entry name for `commit` at `depth` with origin `url` (a renamed repository keeps its mirror
+ * but gets other entries). Only bounded histories are kept: a whole history is a copy of the packs,
+ * which a local clone already makes cheaply.
+ */
+export function historyKey(commit: string, depth: number, url: string): string {
   if (!/^[0-9a-f]{40,64}$/.test(commit)) throw new Error(`unexpected commit id ${JSON.stringify(commit)}`);
-  return `${commit}-${depth === null ? 'full' : String(depth)}`;
+  return `${commit}-${String(depth)}-${createHash('sha256').update(url).digest('hex').slice(0, 12)}`;
 }
 
 /**
@@ -65,23 +69,77 @@ async function listTree(root: string): Promise<{ readonly files: string[]; reado
 const same = (a: readonly string[], b: readonly string[]): boolean =>
   a.length === b.length && a.every((x, i) => x === b[i]);
 
-async function readRegular(path: string): Promise<{ readonly bytes: Buffer; readonly mode: number }> {
-  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+/**
+ * Streams the regular file `from` (never through a link) to a new file `to` (`wx`: never over an
+ * existing one) with `mode`, and returns the SHA-256 of what was written. Read errors are tagged
+ * `source`, write errors `dest`, so a failure on the destination's disk is not taken for damage.
+ */
+async function copyHashed(
+  from: string,
+  to: string,
+  mode: number | null,
+): Promise<{ readonly sha256: string; readonly mode: number }> {
+  let handle;
+  try {
+    handle = await open(from, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    throw new CopyError('source', error);
+  }
   try {
     const st = await handle.stat();
-    if (!st.isFile()) throw new Error(`${path} is not a regular file`);
-    return { bytes: await handle.readFile(), mode: st.mode & 0o777 };
+    if (!st.isFile()) throw new CopyError('source', new Error(`${from} is not a regular file`));
+    const fileMode = mode ?? st.mode & 0o777;
+    const hash = createHash('sha256');
+    let out;
+    try {
+      out = await open(to, 'wx', fileMode);
+    } catch (error) {
+      throw new CopyError('dest', error);
+    }
+    try {
+      const buffer = Buffer.allocUnsafe(1024 * 1024);
+      for (;;) {
+        let n: number;
+        try {
+          ({ bytesRead: n } = await handle.read(buffer, 0, buffer.length, null));
+        } catch (error) {
+          throw new CopyError('source', error);
+        }
+        if (n === 0) break;
+        hash.update(buffer.subarray(0, n));
+        try {
+          let done = 0;
+          while (done < n) done += (await out.write(buffer, done, n - done)).bytesWritten;
+        } catch (error) {
+          throw new CopyError('dest', error);
+        }
+      }
+    } finally {
+      await out.close();
+    }
+    return { sha256: hash.digest('hex'), mode: fileMode };
   } finally {
     await handle.close();
   }
 }
 
-const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+class CopyError extends Error {
+  constructor(
+    readonly side: 'source' | 'dest',
+    cause: unknown,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+  get code(): string | undefined {
+    return (this.cause as NodeJS.ErrnoException | undefined)?.code;
+  }
+}
 
 /**
  * Copies the cached `.git` of `key` to `destDir/.git` (destDir is made), checked file by file against
- * its manifest. False, with nothing left in destDir, when there is no usable entry (none, another URL,
- * or damaged: a damaged entry is removed).
+ * its manifest. False, with nothing left in destDir, when there is no usable entry: none, or damaged
+ * (anything that differs from the manifest: the entry is removed). An error writing destDir is
+ * thrown, and the entry kept.
  */
 export async function copyCachedHistory(
   cacheDir: string,
@@ -90,41 +148,51 @@ export async function copyCachedHistory(
   destDir: string,
 ): Promise<boolean> {
   const entry = join(cacheDir, key);
+  const damaged = async (): Promise<false> => {
+    await rm(destDir, { recursive: true, force: true });
+    await rm(entry, { recursive: true, force: true });
+    return false;
+  };
   let manifest: z.infer<typeof manifestSchema>;
   try {
     const parsed = manifestSchema.safeParse(JSON.parse(await readFile(join(entry, 'manifest.json'), 'utf8')));
-    if (!parsed.success) throw new Error('not a valid manifest');
+    if (!parsed.success) return await damaged();
     manifest = parsed.data;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    await rm(entry, { recursive: true, force: true });
-    return false;
+    return await damaged();
   }
-  if (manifest.url !== url) return false;
+  if (manifest.url !== url) return await damaged();
   const gitDir = join(entry, '.git');
+  let tree: { readonly files: string[]; readonly dirs: string[] };
   try {
-    const { files, dirs } = await listTree(gitDir);
-    if (!same(files, Object.keys(manifest.files).sort()) || !same(dirs, [...manifest.dirs].sort())) {
-      throw new Error('its files differ from its manifest');
-    }
-    await rm(destDir, { recursive: true, force: true });
-    for (const dir of ['', ...dirs]) await mkdir(join(destDir, '.git', dir), { recursive: true });
-    for (const name of files) {
-      const { bytes } = await readRegular(join(gitDir, name));
+    tree = await listTree(gitDir);
+  } catch (error) {
+    // Gone between the manifest and the files (evicted by another job): not damage.
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? false : await damaged();
+  }
+  if (!same(tree.files, Object.keys(manifest.files).sort()) || !same(tree.dirs, [...manifest.dirs].sort())) {
+    return await damaged();
+  }
+  await rm(destDir, { recursive: true, force: true });
+  try {
+    for (const dir of ['', ...tree.dirs]) await mkdir(join(destDir, '.git', dir), { recursive: true });
+    for (const name of tree.files) {
       const [mode, hash] = manifest.files[name] ?? [0, ''];
-      if (sha256(bytes) !== hash) throw new Error(`${name} changed`);
-      await writeFile(join(destDir, '.git', name), bytes, { mode, flag: 'wx' });
+      const copied = await copyHashed(join(gitDir, name), join(destDir, '.git', name), mode);
+      if (copied.sha256 !== hash) return await damaged();
     }
-    // Used now: eviction keeps the most recently used entries.
-    const now = new Date();
-    await utimes(entry, now, now).catch(() => undefined);
-    return true;
   } catch (error) {
     await rm(destDir, { recursive: true, force: true });
-    // Gone between the manifest and the files (evicted by another job): not damage.
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') await rm(entry, { recursive: true, force: true });
-    return false;
+    if (error instanceof CopyError && error.side === 'source') {
+      return error.code === 'ENOENT' ? false : await damaged();
+    }
+    throw error;
   }
+  // Used now: eviction keeps the most recently used entries.
+  const now = new Date();
+  await utimes(entry, now, now).catch(() => undefined);
+  return true;
 }
 
 /**
@@ -146,9 +214,8 @@ export async function storeHistory(
     const tree = await listTree(src);
     for (const dir of ['', ...tree.dirs]) await mkdir(join(tmp, '.git', dir), { recursive: true });
     for (const name of tree.files) {
-      const { bytes, mode } = await readRegular(join(src, name));
-      files[name] = [mode, sha256(bytes)];
-      await writeFile(join(tmp, '.git', name), bytes, { mode });
+      const copied = await copyHashed(join(src, name), join(tmp, '.git', name), null);
+      files[name] = [copied.mode, copied.sha256];
     }
     const manifest: z.infer<typeof manifestSchema> = { schemaVersion: 1, url, files, dirs: tree.dirs };
     await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest)}\n`, { mode: 0o600 });
@@ -162,6 +229,11 @@ export async function storeHistory(
     await rm(tmp, { recursive: true, force: true });
   }
   await evict(cacheDir);
+}
+
+/** Drops every entry (the mirror was made again: nothing made from the old one is kept). */
+export async function clearHistories(cacheDir: string): Promise<void> {
+  await rm(cacheDir, { recursive: true, force: true });
 }
 
 async function evict(cacheDir: string): Promise<void> {

@@ -4,7 +4,13 @@ import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
 import type { InstructionSource } from '../agent/instructions.js';
-import { copyCachedHistory, historyKey, storeHistory } from './history-cache.js';
+import {
+  clearHistories,
+  copyCachedHistory,
+  historyCacheDir,
+  historyKey,
+  storeHistory,
+} from './history-cache.js';
 import { alreadyChecked, forgetChecked, objectsFingerprint, recordChecked } from './mirror-check.js';
 import { withMirrorLock } from './mirror-lock.js';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
@@ -180,6 +186,7 @@ async function quarantine(mirror: string): Promise<void> {
   const aside = `${mirror}.broken-${process.pid}-${Date.now()}`;
   await rm(sealPath(mirror), { force: true });
   await forgetChecked(mirror);
+  await clearHistories(historyCacheDir(mirror));
   try {
     await rename(mirror, aside);
   } catch {
@@ -373,6 +380,7 @@ export class HostGit {
   private async freshMirror(mirror: string, url: string, branch: string, token: string): Promise<void> {
     await rm(sealPath(mirror), { force: true });
     await forgetChecked(mirror);
+    await clearHistories(historyCacheDir(mirror));
     await rm(mirror, { recursive: true, force: true });
     await mkdir(dirname(mirror), { recursive: true, mode: 0o700 });
     await this.run(
@@ -409,10 +417,11 @@ export class HostGit {
     // every file of the tip is inflated (without being written anywhere). Once per tip and set of
     // object files (mirror-check.ts): a later clone from the same, untouched objects skips it.
     if (!(await alreadyChecked(mirror, tip))) {
-      const objects = await objectsFingerprint(mirror);
+      // The record is bookkeeping: failing to take or keep it costs the next clone a full read, never the mirror.
+      const objects = await objectsFingerprint(mirror).catch(() => null);
       await this.run(['-C', dir, 'fsck', '--connectivity-only', '--no-dangling', '--no-progress']);
       await this.run(['-C', dir, 'archive', '--output=/dev/null', 'HEAD']);
-      await recordChecked(mirror, tip, objects);
+      if (objects !== null) await recordChecked(mirror, tip, objects).catch(() => undefined);
     }
     await sealClone(dir, url);
   }
@@ -490,12 +499,13 @@ export class HostGit {
     /** The repository's cached histories (history-cache.ts): copied from when there, stored to when not. */
     cache?: string,
   ): Promise<HistoryUse> {
-    const key = historyKey(commit, depth);
-    if (cache !== undefined && (await copyCachedHistory(cache, key, publicUrl, dir))) {
+    // Only bounded histories are kept (see history-cache.ts).
+    const key = cache === undefined || depth === null ? null : historyKey(commit, depth, publicUrl);
+    if (cache !== undefined && key !== null && (await copyCachedHistory(cache, key, publicUrl, dir))) {
       return { cached: true, notStored: null };
     }
     await this.makeHistory(pristine, dir, commit, publicUrl, depth);
-    if (cache === undefined) return { cached: false, notStored: null };
+    if (cache === undefined || key === null) return { cached: false, notStored: null };
     // The job does not depend on the cache: a failure to keep a copy is reported, not thrown.
     const notStored = await storeHistory(cache, key, publicUrl, dir).then(
       () => null,
@@ -524,6 +534,8 @@ export class HostGit {
       await this.run(['init', '--quiet', '--template=', '--', dir]);
       const url = pathToFileURL(resolve(pristine)).href;
       await this.run(['-C', dir, ...file, 'fetch', '--quiet', '--no-tags', `--depth=${depth}`, url, commit]);
+      // It names the host's pristine clone (the job's id and the host's layout): not the sandbox's business.
+      await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
       await this.run(['-C', dir, 'remote', 'add', 'origin', publicUrl]);
     }
     await this.run(['-C', dir, 'update-ref', '--no-deref', 'HEAD', commit]);

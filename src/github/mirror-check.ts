@@ -11,9 +11,11 @@ import { join } from 'node:path';
  * that received objects, a repack, a writer damaging a pack) changes the fingerprint, and the next
  * clone reads everything again. Trade-offs: the change time is not part of it, because every pristine
  * clone hardlinks the object files (a link changes their change time); so damage that keeps a file's
- * inode, size and modification time (the disk going bad under the file system, or a writer that puts
- * the time back, who could as well rewrite this record) is seen only when git reads the damaged
- * object, as in any git repository.
+ * inode, size and modification time (the disk going bad under the file system, or a writer who puts
+ * the time back, e.g. through a pristine clone's hardlink to the same file) is seen only when git
+ * reads the damaged object, as in any git repository. The full read would not have caught a
+ * well-formed substitution either; what keeps writers out is where the mirror and the pristine
+ * clones live (never given to a sandbox), not this check.
  */
 export function checkedPath(mirror: string): string {
   return `${mirror.replace(/[\\/]+$/, '')}.checked.json`;
@@ -40,18 +42,17 @@ export async function objectsFingerprint(mirror: string): Promise<string> {
   return hash.digest('hex');
 }
 
-/** Whether the mirror's objects are as they were when `tip` was last checked in full. */
+/** Whether the mirror's objects are as they were when `tip` was last checked in full (any doubt: no). */
 export async function alreadyChecked(mirror: string, tip: string): Promise<boolean> {
-  let record: unknown;
   try {
-    record = JSON.parse(await readFile(checkedPath(mirror), 'utf8')) as unknown;
+    const record = JSON.parse(await readFile(checkedPath(mirror), 'utf8')) as unknown;
+    if (typeof record !== 'object' || record === null) return false;
+    const { tip: was, objects } = record as { tip?: unknown; objects?: unknown };
+    if (was !== tip || typeof objects !== 'string') return false;
+    return objects === (await objectsFingerprint(mirror));
   } catch {
     return false;
   }
-  if (typeof record !== 'object' || record === null) return false;
-  const { tip: was, objects } = record as { tip?: unknown; objects?: unknown };
-  if (was !== tip || typeof objects !== 'string') return false;
-  return objects === (await objectsFingerprint(mirror));
 }
 
 /**
@@ -61,8 +62,12 @@ export async function alreadyChecked(mirror: string, tip: string): Promise<boole
 export async function recordChecked(mirror: string, tip: string, objects: string): Promise<void> {
   const path = checkedPath(mirror);
   const tmp = `${path}.tmp-${process.pid}`;
-  await writeFile(tmp, `${JSON.stringify({ tip, objects })}\n`, { mode: 0o600 });
-  await rename(tmp, path);
+  try {
+    await writeFile(tmp, `${JSON.stringify({ tip, objects })}\n`, { mode: 0o600 });
+    await rename(tmp, path);
+  } finally {
+    await rm(tmp, { force: true });
+  }
 }
 
 export async function forgetChecked(mirror: string): Promise<void> {

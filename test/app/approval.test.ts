@@ -77,7 +77,13 @@ void test(
     // A used mark lasts as long as its request could: it does not outlive it.
     await storeRequest(redis, 'p', 'r7-i6', request('@agent fix it'), 600);
     assert.equal((await takeRequest(redis, 'p', 'r7-i6', 'approve-1')).kind, 'approved');
-    const used = await redis.ttl('p:approval-used:r7-i6');
-    assert.ok(used > 590 && used <= 600, String(used));
+    const used = await redis.pttl('p:approval-used:r7-i6');
+    assert.ok(used > 600_000 && used <= 601_000, `${used} ms: a second beyond its request`);
+    // A request without an expiry (set by hand): the mark falls back to the default wait, not to nothing.
+    await storeRequest(redis, 'p', 'r7-i7', request('@agent fix it'));
+    await redis.persist('p:approval:r7-i7');
+    assert.equal((await takeRequest(redis, 'p', 'r7-i7', 'approve-1')).kind, 'approved');
+    assert.ok((await redis.ttl('p:approval-used:r7-i7')) > APPROVAL_TTL_SECONDS - 10);
+    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i7', 'approve-2'), { kind: 'used' });
   },
 );

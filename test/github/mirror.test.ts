@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HostGit } from '../../src/github/host-git.js';
+import { alreadyChecked } from '../../src/github/mirror-check.js';
 import { withMirrorLock } from '../../src/github/mirror-lock.js';
 import { mirrorDir, mirrorRoot } from '../../src/github/pristine-clone.js';
 import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
@@ -239,9 +240,21 @@ test('the full read of the mirror (fsck, every file of the tip) runs once per ti
   assert.deepEqual(await clone('p2'), { fetched: 'updated', rebuilt: null });
   assert.equal(fullReads(), 0, 'the same tip from the same object files: no second full read');
 
-  await pushUpstream('src/checked.js', 'export const c = 1;\n');
+  const tip = await pushUpstream('src/checked.js', 'export const c = 1;\n');
   await clone('p3');
   assert.equal(fullReads(), 2, 'new objects arrived: read in full again');
+  assert.equal(await alreadyChecked(m, tip), true);
+
+  // The same tip, an object file added (as a writer or a repack would): the record no longer holds.
+  const extra = join(m, 'objects', 'ab');
+  mkdirSync(extra, { recursive: true });
+  writeFileSync(join(extra, 'c'.repeat(38)), 'x');
+  assert.equal(await alreadyChecked(m, tip), false);
+  await clone('p3b');
+  assert.equal(fullReads(), 2, 'read in full again');
+  rmSync(join(extra, 'c'.repeat(38)));
+  await clone('p3c');
+  assert.equal(fullReads(), 2, 'a removed file too');
 
   assert.deepEqual(await clone('p4'), { fetched: 'updated', rebuilt: null });
   assert.equal(fullReads(), 0);
@@ -252,6 +265,7 @@ test('the full read of the mirror (fsck, every file of the tip) runs once per ti
     bytes.fill(0x41, 32, Math.max(33, bytes.length - 64));
     writeFileSync(join(packs, f), bytes);
   }
+  assert.equal(await alreadyChecked(m, tip), false, 'a pack written in place changes the record');
   const damaged = await clone('p5');
   assert.match(damaged.rebuilt ?? '', /failed while used/);
   assert.match(await git(join(work.dir, 'work', 'checked', 'p5'), ['show', 'HEAD:src/checked.js']), /c = 1/);

@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
-import { chmodSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { historyKey } from '../../src/github/history-cache.js';
 import { HostGit } from '../../src/github/host-git.js';
 import { DockerSandbox } from '../../src/sandbox/docker/docker-sandbox.js';
 import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
@@ -218,7 +227,9 @@ test('the history cache: a second job on the same commit copies the kept `.git` 
   assert.equal((await git(second, ['rev-list', '--count', 'HEAD'])).trim(), '5');
   assert.equal((await git(second, ['rev-parse', 'HEAD'])).trim(), head);
 
-  // Another depth, another commit, another public URL: not the same entry.
+  // It names no host path (the pristine clone's FETCH_HEAD would).
+  assert.equal(existsSync(join(second, '.git', 'FETCH_HEAD')), false);
+  // Another depth, another public URL: not the same entry; a whole history is not kept.
   const other = join(work.dir, 'cached-3');
   assert.equal((await counting.historyForSandbox(pristine, other, head, publicUrl, 3, cache)).cached, false);
   assert.equal(
@@ -227,9 +238,17 @@ test('the history cache: a second job on the same commit copies the kept `.git` 
     false,
   );
   assert.equal((await git(other, ['remote', 'get-url', 'origin'])).trim(), 'https://github.example/fork.git');
+  const before = readdirSync(cache).length;
+  for (let i = 0; i < 2; i++) {
+    assert.equal(
+      (await counting.historyForSandbox(pristine, other, head, publicUrl, null, cache)).cached,
+      false,
+    );
+  }
+  assert.equal(readdirSync(cache).length, before, 'no entry for a whole history');
 
   // Damage of each kind is found when copying, the entry is dropped, and the job gets a good `.git`.
-  const entry = join(cache, readdirSync(cache).find((n) => n.endsWith('-5')) ?? '');
+  const entry = join(cache, historyKey(head, 5, publicUrl));
   const damages: [string, () => void][] = [
     [
       'a changed byte in an object',
@@ -298,6 +317,9 @@ test('the history cache keeps the four most recently used entries of a repositor
   }
   const kept = readdirSync(cache).sort();
   assert.equal(kept.length, 4);
-  assert.ok(kept.includes(`${commits[0] ?? ''}-2`), 'the entry used most recently is kept');
-  assert.ok(!kept.includes(`${commits[1] ?? ''}-2`), 'the least recently used is gone');
+  assert.ok(
+    kept.includes(historyKey(commits[0] ?? '', 2, publicUrl)),
+    'the entry used most recently is kept',
+  );
+  assert.ok(!kept.includes(historyKey(commits[1] ?? '', 2, publicUrl)), 'the least recently used is gone');
 });

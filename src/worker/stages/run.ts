@@ -201,7 +201,7 @@ function followUpTask(p: FixJob, pull: PullInfo, prior: readonly EventStore[]): 
   }
   if (ci !== null && (ci.preExisting ?? []).length > 0) {
     parts.push(
-      `Also failing, but failing on \`${ci.baseRef ?? 'the base branch'}\` too (pre-existing, not caused by this pull request; ` +
+      `Also failing, but failing on \`${stripHiddenText(ci.baseRef ?? 'the base branch')}\` too (pre-existing, not caused by this pull request; ` +
         `leave them alone): ${(ci.preExisting ?? []).map((n) => `"${stripHiddenText(n)}"`).join(', ')}.`,
     );
   }
