@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
-import { gitOutput } from '../support/fixture-repo.js';
+import { commitFiles, gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
 import { startStack } from '../support/pipeline.js';
 import { requestText, taskText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
@@ -224,5 +224,60 @@ test(
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.equal(commits(pr2.head.ref).length, before2 + 1);
     assert.ok(!model.requests.some((r) => requestText(r.body).includes('LINT-LOG')));
+
+    // A repository that allows one round (`ciFixRounds: 1`): the second failure gets the comment.
+    const configured = makeFixtureRepo('node-calc');
+    try {
+      commitFiles(configured.dir, { '.github/issue-agent.yml': 'ciFixRounds: 1\n' });
+      await sim.createRepo({ owner: OWNER, name: 'calc-one', sourceDir: configured.dir });
+    } finally {
+      configured.cleanup();
+    }
+    sim.setPermission(OWNER, 'calc-one', 'maria', 'write');
+    const oneIssue = sim.createIssue(OWNER, 'calc-one', {
+      title: 'Average rounds wrong',
+      body: 'x',
+      author: 'maria',
+    }).number;
+    await sim.label(OWNER, 'calc-one', oneIssue, 'agent', 'maria');
+    await sim.waitFor(
+      () => sim.pulls(OWNER, 'calc-one').length === 1,
+      120_000,
+      () => `calc-one's PR\n${pipeline.logs()}`,
+    );
+    const onePr = sim.pulls(OWNER, 'calc-one')[0];
+    assert.ok(onePr !== undefined);
+    const oneBare = sim.bareRepoPath(OWNER, 'calc-one');
+    const oneCommits = (): string[] =>
+      gitOutput(oneBare, 'log', '--format=%H %s', onePr.head.ref).trim().split('\n');
+    const oneBefore = oneCommits().length;
+    const failOne = async (marker: string): Promise<void> => {
+      await sim.addCheckRun(OWNER, 'calc-one', {
+        headSha: oneCommits()[0]?.split(' ')[0] ?? '',
+        name: 'test',
+        conclusion: 'failure',
+        log: `${marker}-LOG`,
+      });
+    };
+    await failOne('ONE1');
+    await sim.waitFor(
+      () => oneCommits().length === oneBefore + 1,
+      120_000,
+      () => `calc-one's round\n${pipeline.logs()}`,
+    );
+    assert.match(oneCommits()[0] ?? '', /\(round 1 of 1\)/);
+    await failOne('ONE2');
+    const oneSays = (): string[] =>
+      sim
+        .comments(OWNER, 'calc-one', onePr.number)
+        .filter((c) => c.user === sim.app.botLogin)
+        .map((c) => c.body);
+    await sim.waitFor(
+      () => oneSays().some((b) => /after 1 automatic round of fixes/.test(b)),
+      60_000,
+      () => `calc-one's comment\n${pipeline.logs()}`,
+    );
+    assert.equal(oneCommits().length, oneBefore + 1);
+    assert.ok(!model.requests.some((r) => requestText(r.body).includes('ONE2-LOG')));
   },
 );
