@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from '../../src/app/approval.js';
 import type { Trigger } from '../../src/app/triggers.js';
@@ -19,6 +19,17 @@ function request(body: string): Trigger {
   };
 }
 
+/** A private Redis server for one test, stopped after it. */
+async function privateRedis(t: TestContext): Promise<Redis> {
+  const server = await startRedis();
+  const redis = new Redis(server.url);
+  t.after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+  return redis;
+}
+
 void test('approve: the word first; anything after it is for people', () => {
   assert.ok(APPROVE.test('approve'));
   assert.ok(APPROVE.test('Approve, thanks'));
@@ -30,12 +41,7 @@ void test(
   'a waiting request: taken once per approval (the same delivery again gets it, another approval does not), replaced by a newer one, expiring in 7 days',
   { skip: redisSkipReason() },
   async (t) => {
-    const server = await startRedis();
-    const redis = new Redis(server.url);
-    t.after(async () => {
-      redis.disconnect();
-      await server.stop();
-    });
+    const redis = await privateRedis(t);
     assert.deepEqual(await takeRequest(redis, 'p', 'r7-i3', 'approve-1'), { kind: 'none' });
     await storeRequest(redis, 'p', 'r7-i3', request('@agent fix it'));
     const ttl = await redis.ttl('p:approval:r7-i3');
@@ -59,12 +65,7 @@ void test(
   'a waiting request expires after its time (`approvalDays`): an approval then finds nothing',
   { skip: redisSkipReason() },
   async (t) => {
-    const server = await startRedis();
-    const redis = new Redis(server.url);
-    t.after(async () => {
-      redis.disconnect();
-      await server.stop();
-    });
+    const redis = await privateRedis(t);
     await storeRequest(redis, 'p', 'r7-i5', request('@agent fix it'), 3 * 86_400);
     const ttl = await redis.ttl('p:approval:r7-i5');
     assert.ok(ttl > 3 * 86_400 - 10 && ttl <= 3 * 86_400, String(ttl));

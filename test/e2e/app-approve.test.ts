@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { oracle } from '../../src/model-sim/index.js';
-import { commitFiles, makeFixtureRepo } from '../support/fixture-repo.js';
-import { startStack } from '../support/pipeline.js';
+import { createConfiguredRepo, startStack } from '../support/pipeline.js';
 import { requestText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 
@@ -112,13 +111,7 @@ test(
     assert.equal(bot().filter((c) => c.body.startsWith('<!-- issue-agent:progress')).length, 1);
 
     // A repository that lets requests wait 2 days (`approvalDays: 2`) says so.
-    const configured = makeFixtureRepo('node-calc');
-    try {
-      commitFiles(configured.dir, { '.github/issue-agent.yml': 'approvalDays: 2\n' });
-      await sim.createRepo({ owner: OWNER, name: 'calc-days', sourceDir: configured.dir });
-    } finally {
-      configured.cleanup();
-    }
+    await createConfiguredRepo(sim, { owner: OWNER, name: 'calc-days' }, 'approvalDays: 2\n');
     const short = sim.createIssue(OWNER, 'calc-days', { title: 'Bug', body: 'x', author: 'otto' }).number;
     await sim.comment(OWNER, 'calc-days', short, 'otto', '@agent please fix');
     const replies = (): string[] =>

@@ -4,8 +4,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
-import { commitFiles, gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
-import { readJobRun, startStack } from '../support/pipeline.js';
+import { gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
+import { createConfiguredRepo, readJobRun, startStack } from '../support/pipeline.js';
 import { perConversation } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
@@ -103,14 +103,11 @@ test(
     const { sim, pipeline } = stack;
 
     // The repository asks for three attempts and caps a job at $1.50.
-    const configured = makeFixtureRepo('node-calc');
-    try {
-      commitFiles(configured.dir, { '.github/issue-agent.yml': 'attempts: 3\nbudgets:\n  maxUsd: 1.5\n' });
-      await sim.createRepo({ owner: OWNER, name: 'calc-best', sourceDir: configured.dir });
-    } finally {
-      configured.cleanup();
-    }
-    sim.setPermission(OWNER, 'calc-best', 'maria', 'write');
+    await createConfiguredRepo(
+      sim,
+      { owner: OWNER, name: 'calc-best', writer: 'maria' },
+      'attempts: 3\nbudgets:\n  maxUsd: 1.5\n',
+    );
     const issue = sim.createIssue(OWNER, 'calc-best', {
       title: 'Average rounds wrong [three]',
       body: 'average([1,2,2]) should be 1.67',

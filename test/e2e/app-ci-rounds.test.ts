@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
-import { commitFiles, gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
-import { startStack } from '../support/pipeline.js';
+import { gitOutput } from '../support/fixture-repo.js';
+import { createConfiguredRepo, startStack } from '../support/pipeline.js';
 import { requestText, taskText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 
@@ -226,14 +226,7 @@ test(
     assert.ok(!model.requests.some((r) => requestText(r.body).includes('LINT-LOG')));
 
     // A repository that allows one round (`ciFixRounds: 1`): the second failure gets the comment.
-    const configured = makeFixtureRepo('node-calc');
-    try {
-      commitFiles(configured.dir, { '.github/issue-agent.yml': 'ciFixRounds: 1\n' });
-      await sim.createRepo({ owner: OWNER, name: 'calc-one', sourceDir: configured.dir });
-    } finally {
-      configured.cleanup();
-    }
-    sim.setPermission(OWNER, 'calc-one', 'maria', 'write');
+    await createConfiguredRepo(sim, { owner: OWNER, name: 'calc-one', writer: 'maria' }, 'ciFixRounds: 1\n');
     const oneIssue = sim.createIssue(OWNER, 'calc-one', {
       title: 'Average rounds wrong',
       body: 'x',

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import type { AgentEvent, BaseState } from '../../src/events/schema.js';
-import { makeFixtureRepo, type FixtureName, type FixtureRepo } from './fixture-repo.js';
+import { commitFiles, makeFixtureRepo, type FixtureName, type FixtureRepo } from './fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
 import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
 import { freePort, startRedis, type TestRedis } from './redis-server.js';
@@ -268,4 +268,23 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 export function readJobRun(stack: Stack, job: string): { base: BaseState; events: AgentEvent[] } {
   const store = FileEventStore.open(join(stack.pipeline.workDir, 'work', 'jobs', job, 'trajectory'));
   return { base: store.base, events: [...store.events] };
+}
+
+/**
+ * node-calc as one more repository of the simulator, whose `.github/issue-agent.yml` says `yaml`
+ * (the repository's own settings); `writer`, if given, may start jobs there.
+ */
+export async function createConfiguredRepo(
+  sim: GitHubSim,
+  where: { readonly owner: string; readonly name: string; readonly writer?: string },
+  yaml: string,
+): Promise<void> {
+  const configured = makeFixtureRepo('node-calc');
+  try {
+    commitFiles(configured.dir, { '.github/issue-agent.yml': yaml });
+    await sim.createRepo({ owner: where.owner, name: where.name, sourceDir: configured.dir });
+  } finally {
+    configured.cleanup();
+  }
+  if (where.writer !== undefined) sim.setPermission(where.owner, where.name, where.writer, 'write');
 }
