@@ -10,7 +10,7 @@ import { hang, oracle, reply, type MessagesRequest, type ModelSimulator } from '
 import { dockerEngine } from '../sandbox/docker/docker-test-support.js';
 import { readSse } from '../server/helpers.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
-import { SHORT_LOCK, startStack, type Pipeline, type Proc, type Stack } from '../support/pipeline.js';
+import { KILL_LOCK, startStack, type Pipeline, type Proc, type Stack } from '../support/pipeline.js';
 import {
   answeredTurns,
   faultOnceAt,
@@ -66,7 +66,7 @@ describe(
         modelKey: MODEL_KEY,
         workers: 2,
         sandbox: 'docker',
-        env: { ...SHORT_LOCK, ISSUE_AGENT_STORE_URL: storeUrl },
+        env: { ...KILL_LOCK, ISSUE_AGENT_STORE_URL: storeUrl },
         // Each worker a host of its own: its own work directory (clones, workspaces, job folders).
         workerEnv: (n) => ({ ISSUE_AGENT_WORK_DIR: join(hosts, `host-${n}`) }),
         policy: (fixture) => {

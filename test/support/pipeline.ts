@@ -21,6 +21,15 @@ export const SHORT_LOCK = {
   ISSUE_AGENT_STALLED_INTERVAL_MS: '1500',
 } as const;
 
+/**
+ * For tests that kill a worker but need no freeze shorter than a slow moment: handed over within
+ * about 13 s, and a worker on a loaded machine (seconds without its event loop) keeps its lock.
+ */
+export const KILL_LOCK = {
+  ISSUE_AGENT_LOCK_DURATION_MS: '10000',
+  ISSUE_AGENT_STALLED_INTERVAL_MS: '3000',
+} as const;
+
 export interface PipelineOptions {
   readonly sim: GitHubSim;
   readonly modelUrl: string;
