@@ -227,7 +227,11 @@ while IFS=' ' read -r _ _ _ _ mp _; do
   [ "$skip" = 1 ] && continue
   [ -e "$mp" ] || continue
   mountpoint -q -- "$mp" || continue
-  mount -o remount,bind,ro -- "$mp" || fail "could not make $mp read-only"
+  # A mount whose folder was removed on the host meanwhile (a container that stopped: its overlay
+  # folder is deleted) cannot be reached by any path any more: nothing to make read-only.
+  if ! err=$(mount -o remount,bind,ro -- "$mp" 2>&1); then
+    if [ -e "$mp" ] && mountpoint -q -- "$mp"; then fail "could not make $mp read-only: $err"; fi
+  fi
 done </proc/self/mountinfo
 
 for i in "\${!W[@]}"; do
