@@ -53,9 +53,9 @@ async function main(): Promise<void> {
   }
   let warmPool: WarmPool | undefined;
   if (app.sandbox === 'docker') {
-    // What a job loads on first use, loaded now, before any job holds a lock: loading it inside the
-    // first job (a cold module graph, slower still where TypeScript is compiled on load) kept the
-    // event loop busy for seconds on a loaded machine, long enough to miss a lock renewal.
+    // What a job loads on first use, loaded now, before any job holds a lock: loading a cold module
+    // graph inside the first job (slower still where TypeScript is compiled on load) can keep the
+    // event loop busy long enough, on a loaded machine, to miss a lock renewal.
     await import('../src/environment/prepare.js');
     await import('../src/sandbox/docker/docker-sandbox.js');
     const { default: Docker } = await import('dockerode');
