@@ -99,6 +99,8 @@ export async function mirrorBench(): Promise<void> {
         const pristine = join(work, 'pristine', name);
         const workspace = join(work, 'jobs', name, 'workspace');
         const bytesBefore = sim.gitBytesServed;
+        // A container the pool is still preparing (from the last job) would share the machine.
+        await pool.drain();
         t = performance.now();
         const mirror = join(work, 'mirrors', 'm.git');
         if (way === 'mirror') await host.pristineFromMirror(mirror, pristine, source);
@@ -132,13 +134,18 @@ export async function mirrorBench(): Promise<void> {
         if (way === 'mirror') {
           // The same workspace into a warm pool's container (started before the job, as a warm
           // worker keeps them): the job waits for the host's part and the copy and checkout only.
+          // Named as the repository, the first job leaves a container prepared with its checkout
+          // (waited for: a worker's next job comes later than this bench's), which the second
+          // job's switch to its own `.git` reuses.
           await pool.start();
+          await pool.drain();
           const w0 = performance.now();
           const warm = await pool.acquire({
             workspace,
             checkout: true,
             jobId: `mirror-bench-warm-${round}`,
             image: IMAGES.base,
+            repository: `bench-round-${round}`,
           });
           add(`${name}: workspace ready, warm pool container`, hostPart + (performance.now() - w0));
           await warm.close();

@@ -67,7 +67,12 @@ async function main(): Promise<void> {
       // Started containers for jobs that need no setup (see PrepareInput.pool); filled in the
       // background: a job that comes first gets a cold start, as without a pool.
       const { WarmPool } = await import('../src/sandbox/docker/warm-pool.js');
-      const pool = new WarmPool({ images: app.warmPool, limits: agent.sandboxLimits, logger });
+      const pool = new WarmPool({
+        images: app.warmPool,
+        repositories: app.warmRepositories,
+        limits: agent.sandboxLimits,
+        logger,
+      });
       warmPool = pool;
       pool.start().then(
         () => {

@@ -41,6 +41,11 @@ export interface AppEnv {
   readonly privateKeyPath: string | null;
   /** Started containers a Docker worker keeps ready per image (ISSUE_AGENT_WARM_POOL); empty: none. */
   readonly warmPool: Readonly<Record<string, number>>;
+  /**
+   * With a warm pool: how many repositories keep a prepared container, checked out at their last
+   * job's commit (ISSUE_AGENT_WARM_REPOSITORIES, 0–32; 0: none).
+   */
+  readonly warmRepositories: number;
   /** Public base URL of the App's server; trajectory links in PRs point under it when set. */
   readonly publicUrl: string | null;
   /** BullMQ lock duration; a worker that stops renewing it for this long is considered dead. */
@@ -121,6 +126,7 @@ const schema = z.object({
       return pool;
     })
     .optional(),
+  ISSUE_AGENT_WARM_REPOSITORIES: int(0).max(32).default(2),
   ISSUE_AGENT_PUBLIC_URL: z.url().optional(),
   ISSUE_AGENT_LOCK_DURATION_MS: int(1000).default(60_000),
   ISSUE_AGENT_STALLED_INTERVAL_MS: int(500).default(30_000),
@@ -215,6 +221,7 @@ export function readAppEnv(
     sandbox: v.ISSUE_AGENT_SANDBOX,
     privateKeyPath: e.PRIVATE_KEY_PATH ?? null,
     warmPool: v.ISSUE_AGENT_WARM_POOL ?? {},
+    warmRepositories: v.ISSUE_AGENT_WARM_REPOSITORIES,
     publicUrl: v.ISSUE_AGENT_PUBLIC_URL?.replace(/\/+$/, '') ?? null,
     lockDurationMs: v.ISSUE_AGENT_LOCK_DURATION_MS,
     stalledIntervalMs: v.ISSUE_AGENT_STALLED_INTERVAL_MS,

@@ -43,6 +43,11 @@ export interface PrepareInput {
    * no egress, no variables of its own (a warm container's environment was fixed at its start).
    */
   readonly pool?: SandboxPool | undefined;
+  /**
+   * Names the repository for the warm pool's prepared containers, unique per installation; unset:
+   * the job neither takes one nor leaves one prepared.
+   */
+  readonly poolRepository?: string | undefined;
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;
@@ -56,6 +61,7 @@ export interface SandboxPool {
     readonly checkout?: boolean | undefined;
     readonly jobId: string;
     readonly image: string;
+    readonly repository?: string | undefined;
   }): Promise<DockerSandbox>;
 }
 
@@ -249,6 +255,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
           checkout: input.checkout,
           jobId: input.jobId,
           image: plan.image,
+          ...(input.poolRepository === undefined ? {} : { repository: input.poolRepository }),
         });
         log?.info({ image: plan.image }, 'sandbox from the warm pool');
       } else {

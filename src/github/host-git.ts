@@ -362,8 +362,9 @@ export class HostGit {
       await this.inMirror(mirror, ['fetch', '--quiet', '--no-tags', '--', source.url, `+${ref}:${ref}`], {
         token: await source.token(),
       });
-      if (before !== '') {
-        const after = (await this.inMirror(mirror, ['rev-parse', '--verify', ref])).stdout.trim();
+      const after =
+        before === '' ? '' : (await this.inMirror(mirror, ['rev-parse', '--verify', ref])).stdout.trim();
+      if (before !== '' && after !== before) {
         const ancestor = await this.inMirror(mirror, ['merge-base', '--is-ancestor', before, after]).then(
           () => true,
           () => false,

@@ -135,6 +135,15 @@ test('App settings: required values, a PEM key, defaults', () => {
     ISSUE_AGENT_WARM_POOL: 'issue-agent/node:22=2, issue-agent/python=1',
   });
   assert.deepEqual(pooled.warmPool, { 'issue-agent/node:22': 2, 'issue-agent/python': 1 });
+  assert.equal(pooled.warmRepositories, 2, 'two repositories keep a prepared container by default');
+  const base = { APP_ID: '1', PRIVATE_KEY: pem, WEBHOOK_SECRET: 's' };
+  assert.equal(readAppEnv({ ...base, ISSUE_AGENT_WARM_REPOSITORIES: '0' }).warmRepositories, 0);
+  for (const bad of ['-1', '33', 'two'])
+    assert.throws(
+      () => readAppEnv({ ...base, ISSUE_AGENT_WARM_REPOSITORIES: bad }),
+      /ISSUE_AGENT_WARM_REPOSITORIES/,
+      bad,
+    );
   for (const bad of ['issue-agent/node:22', 'issue-agent/node:22=0', 'node=12', 'UPPER=1'])
     assert.throws(
       () => readAppEnv({ APP_ID: '1', PRIVATE_KEY: pem, WEBHOOK_SECRET: 's', ISSUE_AGENT_WARM_POOL: bad }),

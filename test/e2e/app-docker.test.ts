@@ -86,6 +86,23 @@ dockerTest(
       // No sandbox container outlives the job.
       const left = await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
       assert.equal(left.length, 0);
+
+      // The repository's next job starts in the container the pool prepared with its checkout.
+      const n2 = sim.createIssue('acme', 'calc', {
+        title: 'Average rounds wrong again',
+        body: '1.67 expected',
+        author: 'maria',
+      }).number;
+      await sim.label('acme', 'calc', n2, 'agent', 'maria');
+      await sim.waitFor(
+        () => sim.pulls('acme', 'calc').length > 1,
+        240_000,
+        () => `a second PR\n${pipeline.logs()}`,
+      );
+      assert.match(
+        pipeline.logs(),
+        /"repository":"installation-\d+\/repo-\d+","msg":"warm pool: prepared container"/,
+      );
     } finally {
       await stack.stop();
     }

@@ -441,14 +441,19 @@ export class DockerSandbox implements Sandbox {
    * Copies a host directory into the workspace: the host's `tar` reads the directory (made by the
    * host before any sandbox process existed) and the sandbox user unpacks the stream inside, so the
    * files belong to the sandbox from the start. Used once per sandbox, before the first command.
+   * `source` is the host directory, or its archive when the caller packed it already (packWorkspace).
    */
-  async copyIn(hostDir: string, options: { readonly checkout?: boolean } = {}): Promise<void> {
-    await this.placeFiles(hostDir, {
+  async copyIn(
+    source: string | WorkspaceArchive,
+    options: { readonly checkout?: boolean; readonly switchCheckout?: boolean } = {},
+  ): Promise<void> {
+    await this.placeFiles(source, {
       restore: false,
       restoreAfterCopy: false,
       ca: false,
       exclude: [],
       checkout: options.checkout === true,
+      switchCheckout: options.switchCheckout === true,
     });
   }
 
@@ -461,26 +466,45 @@ export class DockerSandbox implements Sandbox {
    * outputs' exclusion from git snapshots. The script is fixed text; the excluded paths are checked
    * to be plain relative paths before they are quoted into it.
    */
-  async placeFiles(hostDir: string, options: PlaceFilesOptions): Promise<void> {
+  async placeFiles(source: string | WorkspaceArchive, options: PlaceFilesOptions): Promise<void> {
     this.assertUsable();
     const bad = options.exclude.find((p) => !isPlainPath(p));
     if (bad !== undefined) throw new SandboxError('start_failed', `not a plain workspace path: ${bad}`);
-    const archive = await packSmall(hostDir, SHELL_COPY_MAX_BYTES);
+    const switching = options.switchCheckout === true;
+    if (switching && (!options.checkout || options.restore || typeof source === 'string')) {
+      throw new SandboxError('start_failed', 'switching a checkout needs a packed `.git` and nothing else');
+    }
+    const archive =
+      typeof source === 'string' ? await packSmall(source, SHELL_COPY_MAX_BYTES) : source.archive;
     // A large repository streams through an exec of its own first.
-    if (archive === null) await this.settleCopy(await streamTree(this.docker, this.container, hostDir));
+    if (archive === null && typeof source === 'string') {
+      await this.settleCopy(await streamTree(this.docker, this.container, source));
+    }
     const beside = options.restore && !options.restoreAfterCopy && archive !== null;
     const untar = (from: string): string =>
       `tar -x -f ${from} -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`;
     const lines = [`cd ${CONTAINER_WORKDIR} || exit ${PLACE_EXIT.copy}`];
     if (options.ca) lines.push(`${CA_INSTALL_SCRIPT} || exit ${PLACE_EXIT.ca}`);
     if (beside) lines.push(`${untar(RESTORE_MOUNT)} </dev/null & __ia_r=$!`);
+    // The `.git` of the last checkout goes, its index stays (in the container's /tmp meanwhile).
+    if (switching) {
+      lines.push(
+        `__ia_was=$(git rev-parse --verify HEAD) && mv .git/index ${KEPT_INDEX} && rm -rf .git || exit ${PLACE_EXIT.checkout}`,
+      );
+    }
     if (archive !== null) {
       // `cat` drains what tar left unread, so no archive byte is ever read as shell input.
       lines.push(
         `head -c ${archive.length} | { ${untar('-')}; __ia_s=$?; cat >/dev/null; exit $__ia_s; } || { ${beside ? 'wait $__ia_r; ' : ''}exit ${PLACE_EXIT.copy}; }`,
       );
     }
-    if (options.checkout) {
+    if (switching) {
+      // The same commit as the checkout's: its files are that commit's, as the checkout wrote them.
+      lines.push(
+        `${SWITCH_SCRIPT} || exit ${PLACE_EXIT.checkout}`,
+        `if [ "$(git rev-parse --verify HEAD)" != "$__ia_was" ]; then ${CHECKOUT_SCRIPT} || exit ${PLACE_EXIT.checkout}; fi`,
+      );
+    } else if (options.checkout) {
       lines.push(`${CHECKOUT_SCRIPT} || { ${beside ? 'wait $__ia_r; ' : ''}exit ${PLACE_EXIT.checkout}; }`);
     }
     if (beside) lines.push(`wait $__ia_r || exit ${PLACE_EXIT.restore}`);
@@ -910,7 +934,45 @@ export interface PlaceFilesOptions {
   readonly exclude: readonly string[];
   /** The copy is a `.git` only: check out HEAD after it (see DockerSandboxOptions.checkout). */
   readonly checkout: boolean;
+  /**
+   * The workspace holds a checkout this container made and nothing else (a prepared container of
+   * the warm pool, in which no command of a job ever ran): the archive's `.git` replaces its `.git`,
+   * its index is kept, and the checkout then writes only the files that differ. Needs `checkout`
+   * and an archive, and no restore.
+   */
+  readonly switchCheckout?: boolean | undefined;
 }
+
+/** A workspace packed once (packWorkspace), for callers that copy it into more than one container. */
+export interface WorkspaceArchive {
+  readonly archive: Buffer;
+}
+
+/**
+ * The host directory as an archive for placeFiles, or null when it is too large to pass through the
+ * harness shell (the caller then gives the directory, which streams).
+ */
+export async function packWorkspace(hostDir: string): Promise<WorkspaceArchive | null> {
+  const archive = await packSmall(hostDir, SHELL_COPY_MAX_BYTES);
+  return archive === null ? null : { archive };
+}
+
+/** Where a switched checkout's index waits while the `.git` is replaced (the container's own /tmp). */
+const KEPT_INDEX = '/tmp/.issue-agent-kept-index';
+
+/**
+ * The second half of a switch (PlaceFilesOptions.switchCheckout), after the new `.git` is in place:
+ * the kept index comes back, so the checkout that follows compares it with the new HEAD and writes
+ * only what differs. Attributes decide how a file is written (line endings, `ident`), so when any
+ * `.gitattributes` differs between the two, a file whose content is unchanged could still need
+ * writing anew: then every file goes and the checkout writes them all, as in a new container.
+ * Expects `$__ia_was`, the checkout's commit; clears it when the files went, so the checkout runs.
+ * Fixed text, no input.
+ */
+const SWITCH_SCRIPT = [
+  `mv ${KEPT_INDEX} .git/index`,
+  `{ [ "$(git rev-parse --verify HEAD)" = "$__ia_was" ] || { __ia_a=$(git -c core.hooksPath=/dev/null diff-index --cached --name-only HEAD -- ':(glob)**/.gitattributes') && [ -z "$__ia_a" ]; } || { rm -f .git/index && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} + && __ia_was=; }; }`,
+].join(' && ');
 
 /** How the script of placeFiles says which step failed. */
 const PLACE_EXIT = { copy: 10, restore: 11, ca: 12, exclude: 13, checkout: 14 } as const;

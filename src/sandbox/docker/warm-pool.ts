@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
-import { DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
-import { DockerSandbox, containerName } from './docker-sandbox.js';
+import { CONTAINER_WORKDIR, DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
+import { DockerSandbox, containerName, packWorkspace, type WorkspaceArchive } from './docker-sandbox.js';
 import { AGENT_GID, AGENT_UID } from './agent-user.js';
 import { errorMessage } from './docker-shell.js';
 import { ownerId } from './owner.js';
@@ -17,6 +17,13 @@ export interface WarmPoolOptions {
   readonly captureBytes?: number | undefined;
   readonly owner?: string | undefined;
   readonly logger?: Logger | undefined;
+  /**
+   * How many repositories keep a prepared container: one started like the others, with the
+   * workspace of the repository's last job already checked out in it (0: none). Default 2.
+   */
+  readonly repositories?: number | undefined;
+  /** Wait after a prepared checkout before its index is refreshed (ms; see preparedIndexWait). */
+  readonly refreshAfterMs?: number | undefined;
 }
 
 export interface AcquireOptions {
@@ -25,6 +32,16 @@ export interface AcquireOptions {
   /** The workspace holds only `.git`: check out in the container (DockerSandboxOptions.checkout). */
   readonly checkout?: boolean | undefined;
   readonly jobId: string;
+  readonly image: string;
+  /**
+   * Names the repository the workspace is of, unique per installation (never shared across
+   * installations). With `checkout`, the job may get the repository's prepared container, and the
+   * pool prepares the next one from this job's `.git`.
+   */
+  readonly repository?: string | undefined;
+}
+
+interface PreparedContainer extends WarmContainer {
   readonly image: string;
 }
 
@@ -40,6 +57,9 @@ interface WarmContainer {
  *
  * Pool containers carry the sandbox labels (and issue-agent.pool=<image>), so a worker that dies
  * leaves nothing the reaper does not collect. Setup that needs a network cannot use the pool.
+ *
+ * A job that names its repository (AcquireOptions.repository) also gets, or leaves, a prepared
+ * container: see prepare(). Its key is the caller's, so the caller makes it unique per installation.
  */
 export class WarmPool {
   private readonly docker: Docker;
@@ -48,12 +68,17 @@ export class WarmPool {
   private readonly ready = new Map<string, WarmContainer[]>();
   private readonly filling = new Map<string, number>();
   private readonly inflight = new Set<Promise<void>>();
+  /** Repository → its prepared container; the first key is the least recently used. */
+  private readonly prepared = new Map<string, PreparedContainer>();
+  private readonly preparing = new Set<string>();
+  private readonly repositories: number;
   private closed = false;
 
   constructor(private readonly options: WarmPoolOptions) {
     this.docker = options.docker ?? new Docker();
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.owner = options.owner ?? ownerId();
+    this.repositories = options.repositories ?? 2;
   }
 
   /** Fills the pool and resolves when every image has its N containers ready. */
@@ -73,17 +98,36 @@ export class WarmPool {
   }
 
   /**
-   * A sandbox for the job from a warm container of `image` (a cold one when none is ready); the pool
-   * refills in the background.
+   * A sandbox for the job: the repository's prepared container switched to the job's `.git` when
+   * there is one of `image`, else a warm container of `image` (a cold one when none is ready); the
+   * pool refills, and prepares the repository's next container, in the background.
    */
   async acquire(options: AcquireOptions): Promise<DockerSandbox> {
     if (this.closed) throw new SandboxError('closed', 'the warm pool is closed');
+    const repository =
+      options.checkout === true && this.repositories > 0 && options.repository !== undefined
+        ? options.repository
+        : null;
+    // Packed once: for this job's container and for the repository's next prepared one.
+    const packed = repository === null ? null : await packWorkspace(options.workspace);
+    // The next prepared container is made after this job's is ready, not competing with it.
+    const sandbox =
+      repository !== null && packed !== null
+        ? ((await this.fromPrepared(repository, packed, options)) ?? (await this.fromWarm(options, packed)))
+        : await this.fromWarm(options, packed);
+    if (repository !== null && packed !== null) this.prepare(repository, options.image, packed);
+    return sandbox;
+  }
+
+  /** A warm container (a new one when none is ready) with the workspace copied in. */
+  private async fromWarm(options: AcquireOptions, packed: WorkspaceArchive | null): Promise<DockerSandbox> {
     const warm = this.ready.get(options.image)?.shift();
     if (options.image in this.options.images) this.refill(options.image);
     let entry = warm ?? (await this.createWarm(options.image));
+    const source = packed ?? options.workspace;
     try {
       try {
-        await entry.sandbox.copyIn(options.workspace, { checkout: options.checkout === true });
+        await entry.sandbox.copyIn(source, { checkout: options.checkout === true });
       } catch (error) {
         // A waiting container may be gone (another host's worker reaped it by age, an operator
         // removed it): the job gets a fresh one instead of the failure.
@@ -94,7 +138,7 @@ export class WarmPool {
         );
         await entry.sandbox.close();
         entry = await this.createWarm(options.image);
-        await entry.sandbox.copyIn(options.workspace, { checkout: options.checkout === true });
+        await entry.sandbox.copyIn(source, { checkout: options.checkout === true });
       }
     } catch (error) {
       await entry.sandbox.close();
@@ -107,13 +151,101 @@ export class WarmPool {
         },
       );
     }
-    entry.sandbox.handOver(options.jobId, this.options.logger);
+    return this.handOver(entry.sandbox, options.jobId);
+  }
+
+  private handOver(sandbox: DockerSandbox, jobId: string): DockerSandbox {
+    sandbox.handOver(jobId, this.options.logger);
     // Pool containers are created before the job is known; the name says which job holds one.
     void this.docker
-      .getContainer(entry.sandbox.containerId)
-      .rename({ name: containerName(options.jobId) })
+      .getContainer(sandbox.containerId)
+      .rename({ name: containerName(jobId) })
       .catch(() => undefined);
-    return entry.sandbox;
+    return sandbox;
+  }
+
+  /** The container id of the repository's prepared container, if one is ready (tests, benches). */
+  preparedFor(repository: string): string | null {
+    return this.prepared.get(repository)?.sandbox.containerId ?? null;
+  }
+
+  /**
+   * The repository's prepared container switched to the job's `.git` (only the files that differ
+   * from its checkout are written), or null when there is none of the image, or the switch failed
+   * (the container is removed; the job gets a warm one instead).
+   */
+  private async fromPrepared(
+    repository: string,
+    packed: WorkspaceArchive,
+    options: AcquireOptions,
+  ): Promise<DockerSandbox | null> {
+    const entry = this.prepared.get(repository);
+    if (entry === undefined || entry.image !== options.image) return null;
+    // Taken out first: a container is handed to one job, and never comes back.
+    this.prepared.delete(repository);
+    try {
+      await entry.sandbox.copyIn(packed, { checkout: true, switchCheckout: true });
+    } catch (error) {
+      this.options.logger?.warn(
+        { err: error, container: entry.sandbox.containerId },
+        'warm pool: a prepared container could not be switched; using another',
+      );
+      await entry.sandbox.close();
+      return null;
+    }
+    this.options.logger?.info({ repository }, 'warm pool: prepared container');
+    return this.handOver(entry.sandbox, options.jobId);
+  }
+
+  /**
+   * Prepares the repository's next container in the background: started like a warm one, the
+   * job's `.git` copied in and checked out by the sandbox user, then, once the checkout is older
+   * than the file system's timestamps can tell apart, its index refreshed, so a later switch only
+   * compares stat data instead of reading every file again. It replaces the repository's previous
+   * one; past `repositories`, the least recently prepared repository's goes. No command of a job
+   * ever runs in it before it is handed to one, and a handed-out container never comes back.
+   */
+  private prepare(repository: string, image: string, packed: WorkspaceArchive): void {
+    if (this.closed || this.preparing.has(repository)) return;
+    this.preparing.add(repository);
+    const p = (async () => {
+      const entry = await this.createWarm(image);
+      try {
+        await entry.sandbox.copyIn(packed, { checkout: true });
+        await new Promise((resolve) => setTimeout(resolve, this.options.refreshAfterMs ?? 1100));
+        const r = await entry.sandbox.harnessExec(
+          `cd ${CONTAINER_WORKDIR} && git -c core.hooksPath=/dev/null update-index -q --refresh`,
+          { timeoutMs: 5 * 60_000 },
+        );
+        if (r.exitCode !== 0) throw new Error(`refreshing the index failed: ${r.output.slice(0, 300)}`);
+      } catch (error) {
+        await entry.sandbox.close();
+        throw error;
+      }
+      if (this.closed) {
+        await entry.sandbox.close();
+        return;
+      }
+      const old = this.prepared.get(repository);
+      this.prepared.delete(repository);
+      this.prepared.set(repository, { sandbox: entry.sandbox, image });
+      const gone: PreparedContainer[] = old === undefined ? [] : [old];
+      while (this.prepared.size > this.repositories) {
+        const [first] = this.prepared;
+        if (first === undefined) break;
+        this.prepared.delete(first[0]);
+        gone.push(first[1]);
+      }
+      await Promise.all(gone.map((g) => g.sandbox.close()));
+    })()
+      .catch((error: unknown) => {
+        this.options.logger?.warn({ err: error, image }, 'warm pool could not prepare a container');
+      })
+      .finally(() => {
+        this.preparing.delete(repository);
+        this.inflight.delete(p);
+      });
+    this.inflight.add(p);
   }
 
   /** Whether the entry's container still exists and runs. */
@@ -135,7 +267,9 @@ export class WarmPool {
     this.closed = true;
     await this.drain();
     const all = [...this.ready.values()].flat();
+    all.push(...this.prepared.values());
     this.ready.clear();
+    this.prepared.clear();
     await Promise.all(
       all.map(async (w) => {
         await w.sandbox.close();

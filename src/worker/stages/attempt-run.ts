@@ -73,6 +73,8 @@ export async function runAttempt(
       followUp: pull !== null,
       scrub: (text) => ctx.redactor().redact(text),
       pool: rt.warmPool,
+      // Per installation: a prepared container never serves another installation's job.
+      poolRepository: `installation-${ctx.p.installationId}/repo-${ctx.p.repo.id}`,
       logger: ctx.log,
     }),
   );

@@ -138,6 +138,8 @@ export interface PrepareSandboxInput {
   readonly scrub: (text: string) => string;
   /** The worker's warm containers (Docker), for jobs that can use one (see PrepareInput.pool). */
   readonly pool?: SandboxPool | undefined;
+  /** Names the repository, per installation, for the warm pool's prepared containers. */
+  readonly poolRepository?: string | undefined;
   readonly logger?: Logger | undefined;
 }
 
@@ -205,6 +207,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       mayStoreCache: !input.followUp,
       scrub: input.scrub,
       pool: input.pool,
+      poolRepository: input.poolRepository,
       logger: input.logger,
     });
     const close = async (): Promise<void> => {
