@@ -14,8 +14,9 @@ import { z } from 'zod';
  *   manifest with the SHA-256 of every file: a copy is checked against it file by file, and any
  *   difference (a missing, extra, changed or non-regular file) discards the entry, so a damaged
  *   entry costs one rebuild, never a broken workspace;
- * - the host runs no git in an entry: it only reads bytes that it wrote itself, and the container's
- *   git is the only one that interprets them;
+ * - the host runs no git in an entry: it only reads bytes that it wrote itself. It may run git in a
+ *   copy, once the copy was checked against the manifest and before any sandbox has it (fetching a
+ *   newer commit onto an older entry's copy, see historyBases);
  * - at most KEEP entries per repository: a new one removes the least recently used.
  */
 const KEEP = 4;
@@ -42,6 +43,36 @@ export function historyCacheDir(mirror: string): string {
 export function historyKey(commit: string, depth: number, url: string): string {
   if (!/^[0-9a-f]{40,64}$/.test(commit)) throw new Error(`unexpected commit id ${JSON.stringify(commit)}`);
   return `${commit}-${String(depth)}-${createHash('sha256').update(url).digest('hex').slice(0, 12)}`;
+}
+
+/**
+ * The kept entries of `depth` and `url` but `except`, most recently used first: the commits a new
+ * `.git` may be fetched onto (HostGit.historyForSandbox), so only what is new is packed.
+ */
+export async function historyBases(
+  cacheDir: string,
+  depth: number,
+  url: string,
+  except: string,
+): Promise<{ readonly key: string; readonly commit: string }[]> {
+  const suffix = historyKey('0'.repeat(40), depth, url).slice(40);
+  let names: string[];
+  try {
+    names = await readdir(cacheDir);
+  } catch {
+    return [];
+  }
+  const found: { readonly key: string; readonly commit: string; readonly at: number }[] = [];
+  for (const name of names) {
+    const commit = name.slice(0, name.length - suffix.length);
+    if (name === except || !name.endsWith(suffix) || !/^[0-9a-f]{40,64}$/.test(commit)) continue;
+    try {
+      found.push({ key: name, commit, at: (await stat(join(cacheDir, name))).mtimeMs });
+    } catch {
+      // removed meanwhile
+    }
+  }
+  return found.sort((a, b) => b.at - a.at).map(({ key, commit }) => ({ key, commit }));
 }
 
 /**

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { lstat, mkdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
@@ -8,6 +8,7 @@ import {
   clearHistories,
   copyCachedHistory,
   historyCacheDir,
+  historyBases,
   historyKey,
   storeHistory,
 } from './history-cache.js';
@@ -177,9 +178,24 @@ export interface MirrorUse {
 /** Where the sandbox's `.git` came from: the repository's history cache, or made now (and why not kept). */
 export interface HistoryUse {
   readonly cached: boolean;
+  /**
+   * The commit of the kept `.git` this one was fetched onto (only what is newer was packed), or
+   * null: copied whole (`cached`) or made anew.
+   */
+  readonly onto: string | null;
   /** Why a history made now could not be kept in the cache, or null. */
   readonly notStored: string | null;
 }
+
+/** How many kept `.git`s of other commits are tried as the base of a new one (all of them: 4 are kept). */
+const MAX_BASES_TRIED = 4;
+/**
+ * A kept `.git` with this many packs is not built on again (each fetch onto it adds one): the next
+ * job's is made anew, so what a chain of jobs carries along stays bounded.
+ */
+const MAX_PACKS = 5;
+/** The ref a fetch onto a kept `.git` offers its commit by (removed right after). */
+const BASE_REF = 'refs/issue-agent-base';
 
 /** Moves a mirror aside (a rename, atomic) and removes it; its seal goes with it. */
 async function quarantine(mirror: string): Promise<void> {
@@ -359,6 +375,10 @@ export class HostGit {
       const before = await this.inMirror(mirror, ['rev-parse', '--verify', '--quiet', ref])
         .then((r) => r.stdout.trim())
         .catch(() => '');
+      // Read in full before (mirror-check.ts): then what the fetch adds is all that is new, and git
+      // verified it while receiving it (every object hashed as it is stored, and the new tip's
+      // history connected to what was there), so the new tip needs no full read of its own.
+      const checkedBefore = before !== '' && (await alreadyChecked(mirror, before));
       await this.inMirror(mirror, ['fetch', '--quiet', '--no-tags', '--', source.url, `+${ref}:${ref}`], {
         token: await source.token(),
       });
@@ -371,7 +391,15 @@ export class HostGit {
         );
         if (!ancestor) rebuild = `\`${source.branch}\` was rewritten upstream (force-push)`;
       }
-      if (rebuild === null) return { fetched: 'updated', rebuild: null };
+      if (rebuild === null) {
+        if (checkedBefore && after !== before) {
+          // Bookkeeping: failing to keep the record costs the next clone a full read, nothing else.
+          await objectsFingerprint(mirror)
+            .then((objects) => recordChecked(mirror, after, objects))
+            .catch(() => undefined);
+        }
+        return { fetched: 'updated', rebuild: null };
+      }
     }
     await quarantine(mirror);
     await this.freshMirror(mirror, source.url, source.branch, await source.token());
@@ -503,16 +531,89 @@ export class HostGit {
     // Only bounded histories are kept (see history-cache.ts).
     const key = cache === undefined || depth === null ? null : historyKey(commit, depth, publicUrl);
     if (cache !== undefined && key !== null && (await copyCachedHistory(cache, key, publicUrl, dir))) {
-      return { cached: true, notStored: null };
+      return { cached: true, onto: null, notStored: null };
     }
-    await this.makeHistory(pristine, dir, commit, publicUrl, depth);
-    if (cache === undefined || key === null) return { cached: false, notStored: null };
+    const onto =
+      cache === undefined || key === null || depth === null
+        ? null
+        : await this.historyOnto(pristine, dir, commit, publicUrl, depth, cache, key);
+    if (onto === null) await this.makeHistory(pristine, dir, commit, publicUrl, depth);
+    if (cache === undefined || key === null) return { cached: false, onto, notStored: null };
     // The job does not depend on the cache: a failure to keep a copy is reported, not thrown.
     const notStored = await storeHistory(cache, key, publicUrl, dir).then(
       () => null,
       (error: unknown) => (error instanceof Error ? error.message : String(error)),
     );
-    return { cached: false, notStored };
+    return { cached: false, onto, notStored };
+  }
+
+  /**
+   * The `.git` for `commit` fetched onto a checked copy of a kept one of an ancestor (the base moved
+   * on by a few commits since the last job): the fetch packs only the newer objects, instead of
+   * every file of the tip. Null, with nothing left in `dir`, when no kept entry is an ancestor, or
+   * the copy has been built on too often (MAX_PACKS: each fetch adds a pack), or anything fails.
+   */
+  private async historyOnto(
+    pristine: string,
+    dir: string,
+    commit: string,
+    publicUrl: string,
+    depth: number,
+    cache: string,
+    key: string,
+  ): Promise<string | null> {
+    // The nearest kept ancestor: the fewest commits to fetch.
+    let base: { readonly key: string; readonly commit: string; readonly behind: number } | null = null;
+    for (const b of (await historyBases(cache, depth, publicUrl, key)).slice(0, MAX_BASES_TRIED)) {
+      const ancestor = await this.inPristine(pristine, [
+        'merge-base',
+        '--is-ancestor',
+        b.commit,
+        commit,
+      ]).then(
+        () => true,
+        () => false,
+      );
+      if (!ancestor) continue;
+      const range = await this.inPristine(pristine, ['rev-list', '--count', `${b.commit}..${commit}`]);
+      const behind = Number(range.stdout.trim());
+      if (base === null || behind < base.behind) base = { ...b, behind };
+    }
+    if (base === null) return null;
+    try {
+      if (!(await copyCachedHistory(cache, base.key, publicUrl, dir))) return null;
+      const packs = (await readdir(join(dir, '.git', 'objects', 'pack'))).filter((f) => f.endsWith('.pack'));
+      if (packs.length >= MAX_PACKS) throw new Error('built on too often');
+      // The copy was checked against its manifest (the host wrote all of it); the fetch runs
+      // upload-pack in the pristine clone, which reads its config: check that first.
+      await this.verifyPristine(pristine);
+      const url = pathToFileURL(resolve(pristine)).href;
+      // Fetch offers what the refs reach as what it has, not a detached HEAD: a ref for the
+      // fetch's length, so only the newer objects are packed.
+      await this.run(['-C', dir, 'update-ref', BASE_REF, base.commit]);
+      await this.run([
+        '-C',
+        dir,
+        '-c',
+        'protocol.file.allow=always',
+        // One pack per fetch, however few objects: what MAX_PACKS counts, and few files to copy.
+        '-c',
+        'fetch.unpackLimit=1',
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        `--depth=${depth}`,
+        url,
+        commit,
+      ]);
+      await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
+      await this.run(['-C', dir, 'update-ref', '-d', BASE_REF]);
+      await this.run(['-C', dir, 'update-ref', '--no-deref', 'HEAD', commit]);
+      return base.commit;
+    } catch {
+      await rm(dir, { recursive: true, force: true });
+      return null;
+    }
   }
 
   private async makeHistory(
@@ -534,7 +635,20 @@ export class HostGit {
       // `--template=`: no sample hooks, nothing but what git needs.
       await this.run(['init', '--quiet', '--template=', '--', dir]);
       const url = pathToFileURL(resolve(pristine)).href;
-      await this.run(['-C', dir, ...file, 'fetch', '--quiet', '--no-tags', `--depth=${depth}`, url, commit]);
+      // One pack, however few objects (see MAX_PACKS).
+      await this.run([
+        '-C',
+        dir,
+        ...file,
+        '-c',
+        'fetch.unpackLimit=1',
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        `--depth=${depth}`,
+        url,
+        commit,
+      ]);
       // It names the host's pristine clone (the job's id and the host's layout): not the sandbox's business.
       await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
       await this.run(['-C', dir, 'remote', 'add', 'origin', publicUrl]);

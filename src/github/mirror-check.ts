@@ -7,9 +7,11 @@ import { join } from 'node:path';
  * history and every file of the tip): the tip checked and a fingerprint of its object files (path,
  * inode, size, modification time to the nanosecond). A pristine clone of the same tip from object
  * files with the same fingerprint skips the full read: every object file is the one that passed.
- * Anything that rewrites, replaces, adds or removes an object file through the file system (a fetch
- * that received objects, a repack, a writer damaging a pack) changes the fingerprint, and the next
- * clone reads everything again. Trade-offs: the change time is not part of it, because every pristine
+ * Anything that rewrites, replaces, adds or removes an object file through the file system (a repack,
+ * a writer damaging a pack) changes the fingerprint, and the next clone reads everything again. The
+ * one exception is the host's own fetch into a mirror whose record held just before it: git hashes
+ * every object it receives and checks that the new tip's history connects to what was there, so the
+ * fetch records the new tip and fingerprint itself (HostGit.updateMirror). Trade-offs: the change time is not part of it, because every pristine
  * clone hardlinks the object files (a link changes their change time); so damage that keeps a file's
  * inode, size and modification time (the disk going bad under the file system, or a writer who puts
  * the time back, e.g. through a pristine clone's hardlink to the same file) is seen only when git

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HostGit } from '../../src/github/host-git.js';
-import { alreadyChecked } from '../../src/github/mirror-check.js';
+import { alreadyChecked, checkedPath } from '../../src/github/mirror-check.js';
 import { withMirrorLock } from '../../src/github/mirror-lock.js';
 import { mirrorDir, mirrorRoot } from '../../src/github/pristine-clone.js';
 import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
@@ -240,9 +240,21 @@ test('the full read of the mirror (fsck, every file of the tip) runs once per ti
   assert.deepEqual(await clone('p2'), { fetched: 'updated', rebuilt: null });
   assert.equal(fullReads(), 0, 'the same tip from the same object files: no second full read');
 
+  // New objects fetched into a mirror read in full before: git verified them as it received them
+  // (hashed, connected to the history it had), so the new tip is recorded without a full read.
+  const first = await pushUpstream('src/checked.js', 'export const c = 0;\n');
+  await clone('p3a');
+  assert.ok(
+    runs.some((r) => /^fetch /.test(r)),
+    'the mirror fetched',
+  );
+  assert.equal(fullReads(), 0, 'a fetch into a checked mirror: no full read');
+  assert.equal(await alreadyChecked(m, first), true);
+  // Not read in full before the fetch (no record): the new tip is read in full.
+  rmSync(checkedPath(m));
   const tip = await pushUpstream('src/checked.js', 'export const c = 1;\n');
   await clone('p3');
-  assert.equal(fullReads(), 2, 'new objects arrived: read in full again');
+  assert.equal(fullReads(), 2, 'new objects into a mirror not checked before: read in full');
   assert.equal(await alreadyChecked(m, tip), true);
 
   // The same tip, an object file added (as a writer or a repack would): the record no longer holds.

@@ -209,6 +209,7 @@ test('the history cache: a second job on the same commit copies the kept `.git` 
   const first = join(work.dir, 'cached-1');
   assert.deepEqual(await counting.historyForSandbox(pristine, first, head, publicUrl, 5, cache), {
     cached: false,
+    onto: null,
     notStored: null,
   });
   assert.ok(
@@ -220,6 +221,7 @@ test('the history cache: a second job on the same commit copies the kept `.git` 
   const second = join(work.dir, 'cached-2');
   assert.deepEqual(await counting.historyForSandbox(pristine, second, head, publicUrl, 5, cache), {
     cached: true,
+    onto: null,
     notStored: null,
   });
   assert.deepEqual(counting.commands, [], 'a cached history runs no git on the host');
@@ -251,11 +253,10 @@ test('the history cache: a second job on the same commit copies the kept `.git` 
   const entry = join(cache, historyKey(head, 5, publicUrl));
   const damages: [string, () => void][] = [
     [
-      'a changed byte in an object',
+      'a changed byte in the pack',
       () => {
-        const objects = join(entry, '.git', 'objects');
-        const fanout = readdirSync(objects).find((d) => /^[0-9a-f]{2}$/.test(d)) ?? '';
-        const file = join(objects, fanout, readdirSync(join(objects, fanout))[0] ?? '');
+        const packs = join(entry, '.git', 'objects', 'pack');
+        const file = join(packs, readdirSync(packs).find((f) => f.endsWith('.pack')) ?? '');
         const bytes = readFileSync(file);
         bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
         writeFileSync(file, bytes);
@@ -322,4 +323,57 @@ test('the history cache keeps the four most recently used entries of a repositor
     'the entry used most recently is kept',
   );
   assert.ok(!kept.includes(historyKey(commits[1] ?? '', 2, publicUrl)), 'the least recently used is gone');
+});
+
+test("the history cache: a job whose base moved on fetches onto the kept `.git` of an ancestor, packing only what is newer; the result is a new one's", async () => {
+  const cache = join(work.dir, 'cache-onto', 'repo-3.git.histories');
+  const commits = (await git(source.dir, ['rev-list', '--max-count=7', 'HEAD'])).trim().split('\n').reverse();
+  const [c0 = '', c1 = ''] = commits;
+  const objectsIn = async (dir: string): Promise<number> =>
+    Number(/in-pack: (\d+)/.exec(await git(dir, ['count-objects', '-v']))?.[1] ?? NaN);
+  const packsOf = (dir: string): string[] =>
+    readdirSync(join(dir, '.git', 'objects', 'pack')).filter((f) => f.endsWith('.pack'));
+
+  const first = join(work.dir, 'onto-0');
+  assert.equal((await host.historyForSandbox(pristine, first, c0, publicUrl, 5, cache)).onto, null);
+  const second = join(work.dir, 'onto-1');
+  const use = await host.historyForSandbox(pristine, second, c1, publicUrl, 5, cache);
+  assert.deepEqual(use, { cached: false, onto: c0, notStored: null });
+  // What was fetched is the new commit's objects only, in a pack of its own beside the old one.
+  const newPack = packsOf(second).find((p) => !packsOf(first).includes(p)) ?? '';
+  const sent = (await git(second, ['verify-pack', '-v', join('.git', 'objects', 'pack', newPack)]))
+    .split('\n')
+    .filter((l) => /^[0-9a-f]{40} /.test(l)).length;
+  assert.ok(sent > 0 && sent <= 6, `${sent} objects fetched for one commit changing one file`);
+  // The same `.git` to whoever reads it as one made anew: HEAD, the commits, the tree, no host path.
+  const fresh = join(work.dir, 'onto-fresh');
+  await host.historyForSandbox(pristine, fresh, c1, publicUrl, 5);
+  assert.equal((await git(second, ['rev-parse', 'HEAD'])).trim(), c1);
+  assert.equal(await git(second, ['rev-list', 'HEAD']), await git(fresh, ['rev-list', 'HEAD']));
+  assert.equal(await git(second, ['ls-tree', '-r', 'HEAD']), await git(fresh, ['ls-tree', '-r', 'HEAD']));
+  await git(second, ['fsck', '--connectivity-only', '--no-dangling']);
+  assert.equal(existsSync(join(second, '.git', 'FETCH_HEAD')), false);
+  assert.equal((await git(second, ['remote', 'get-url', 'origin'])).trim(), publicUrl);
+  assert.equal((await git(second, ['for-each-ref'])).trim(), '', 'no ref but HEAD, as a new one');
+  assert.ok((await objectsIn(second)) < (await objectsIn(first)) + 10);
+
+  // A kept `.git` of a later commit is no base for an earlier one.
+  const back = join(work.dir, 'onto-back');
+  const older = (await git(source.dir, ['rev-parse', `${c0}~1`])).trim();
+  assert.deepEqual(await host.historyForSandbox(pristine, back, older, publicUrl, 5, cache), {
+    cached: false,
+    onto: null,
+    notStored: null,
+  });
+
+  // Each fetch adds a pack: c1's `.git` has two, so the third job of the chain finds five and makes
+  // its own anew, which the next builds on. The base is the nearest ancestor kept (c1), not the most
+  // recently used one (`older`).
+  const chain: (string | null)[] = [];
+  for (const [i, commit] of commits.slice(2).entries()) {
+    const dir = join(work.dir, `onto-chain-${i}`);
+    chain.push((await host.historyForSandbox(pristine, dir, commit, publicUrl, 5, cache)).onto);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.deepEqual(chain, [c1, commits[2], commits[3], null, commits[5]]);
 });

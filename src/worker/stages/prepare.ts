@@ -188,6 +188,9 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       history,
       input.mirror === undefined ? undefined : historyCacheDir(input.mirror),
     );
+    if (historyUse.onto !== null) {
+      input.logger?.info({ onto: historyUse.onto }, "the sandbox's history: fetched onto a kept one");
+    }
     if (historyUse.notStored !== null) {
       input.logger?.warn({ reason: historyUse.notStored }, "the sandbox's history was not kept in the cache");
     }
