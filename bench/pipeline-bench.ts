@@ -8,7 +8,7 @@
  * not the last digit.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeFixtureRepo } from '../test/support/fixture-repo.js';
@@ -34,6 +34,11 @@ async function twoJobs(name: string, sourceDir: string, patch: string): Promise<
     modelKey: KEY,
     redisUrl: redis.url,
     sandbox: 'docker',
+    // `BENCH_WARM_POOL`: the worker's ISSUE_AGENT_WARM_POOL (warm containers, and a prepared one per
+    // repository for its next job), e.g. `issue-agent/node:22=1,issue-agent/base:latest=1`.
+    ...(process.env.BENCH_WARM_POOL === undefined
+      ? {}
+      : { env: { ISSUE_AGENT_WARM_POOL: process.env.BENCH_WARM_POOL } }),
   });
   try {
     const out: JobTimeline[] = [];
@@ -71,6 +76,9 @@ async function twoJobs(name: string, sourceDir: string, patch: string): Promise<
     }
     return out;
   } finally {
+    // `BENCH_PIPELINE_LOGS=<folder>`: every process's log kept there, to read a stage's steps.
+    const keep = process.env.BENCH_PIPELINE_LOGS;
+    if (keep !== undefined) writeFileSync(join(keep, `${name}.log`), pipeline.logs());
     await pipeline.stop();
     await model.close();
     await sim.close();

@@ -145,9 +145,35 @@ function isPlainObject(v: object): v is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
+/**
+ * Compiled needles, shared by every Redactor of the process: a worker makes one per job (its tokens
+ * differ) and per recorded text, and its long secrets (the App's private key) are the same each time.
+ * Bounded: the least recently made go first.
+ */
+const NEEDLE_CACHE = new Map<string, RegExp>();
+const NEEDLE_CACHE_MAX = 512;
+
+function needleRegExp(needle: string): RegExp {
+  let re = NEEDLE_CACHE.get(needle);
+  if (re === undefined) {
+    re = new RegExp(joinerTolerant(needle), 'g');
+    NEEDLE_CACHE.set(needle, re);
+    if (NEEDLE_CACHE.size > NEEDLE_CACHE_MAX) {
+      const [oldest] = NEEDLE_CACHE.keys();
+      if (oldest !== undefined) NEEDLE_CACHE.delete(oldest);
+    }
+  }
+  return re;
+}
+
 export class Redactor {
-  /** One alternation of every known form, longest first (so a secret containing another goes whole). */
-  private readonly known: RegExp | null;
+  /**
+   * One expression per known form, longest first, applied in turn (so a secret containing another
+   * goes whole). Not one alternation of them all: V8 takes about half a second to compile an
+   * alternation of a private key's joiner-tolerant forms, every time the set changes (every job's
+   * token), with the event loop blocked; each form alone compiles in milliseconds, once.
+   */
+  private readonly known: readonly RegExp[];
 
   constructor(secrets: readonly string[]) {
     const needles = new Set<string>();
@@ -158,21 +184,22 @@ export class Redactor {
       needles.add(JSON.stringify(secret).slice(1, -1));
       for (const form of base64Forms(secret)) if (form.length >= MIN_SECRET_LENGTH) needles.add(form);
     }
-    const sorted = [...needles].sort((a, b) => b.length - a.length);
-    this.known = sorted.length === 0 ? null : new RegExp(sorted.map(joinerTolerant).join('|'), 'g');
+    this.known = [...needles].sort((a, b) => b.length - a.length).map(needleRegExp);
   }
 
   /** Whether the text holds one of the secrets this redactor was given (in any encoded form it knows). */
   containsKnownSecret(text: string): boolean {
-    if (this.known === null) return false;
-    this.known.lastIndex = 0;
-    const found = this.known.test(text);
-    this.known.lastIndex = 0;
-    return found;
+    return this.known.some((re) => {
+      re.lastIndex = 0;
+      const found = re.test(text);
+      re.lastIndex = 0;
+      return found;
+    });
   }
 
   redact(text: string): string {
-    let out = this.known === null ? text : text.replace(this.known, REDACTED);
+    let out = text;
+    for (const re of this.known) out = out.replace(re, REDACTED);
     out = redactPrivateKeys(out);
     return out
       .replace(GITHUB_PAT, REDACTED)

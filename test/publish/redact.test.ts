@@ -170,3 +170,19 @@ test('containsKnownSecret finds the known secrets in any encoding, and nothing e
   assert.equal(r.containsKnownSecret('+ordinary change'), false);
   assert.equal(new Redactor([]).containsKnownSecret(token), false);
 });
+
+test('a known secret that contains another is redacted whole, in any order given, joiners or not', () => {
+  const inner = 'inner-secret-0123456789abcdef';
+  const outer = `outer-prefix-${inner}-outer-suffix`;
+  for (const secrets of [
+    [inner, outer],
+    [outer, inner],
+  ]) {
+    const r = new Redactor(secrets);
+    assert.equal(r.redact(`a ${outer} b ${inner} c`), `a ${REDACTED} b ${REDACTED} c`);
+    const joined = Array.from(outer).join('\u200D');
+    assert.equal(r.redact(`[${joined}]`), `[${REDACTED}]`);
+    // The same needles again (another redactor of the process): the same answers.
+    assert.equal(new Redactor(secrets).containsKnownSecret(`x${inner}x`), true);
+  }
+});
