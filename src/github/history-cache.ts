@@ -54,7 +54,7 @@ export async function historyBases(
   depth: number,
   url: string,
   except: string,
-): Promise<{ readonly key: string; readonly commit: string }[]> {
+): Promise<{ readonly key: string; readonly commit: string; readonly packs: number }[]> {
   const suffix = historyKey('0'.repeat(40), depth, url).slice(40);
   let names: string[];
   try {
@@ -62,17 +62,31 @@ export async function historyBases(
   } catch {
     return [];
   }
-  const found: { readonly key: string; readonly commit: string; readonly at: number }[] = [];
+  const found: {
+    readonly key: string;
+    readonly commit: string;
+    readonly packs: number;
+    readonly at: number;
+  }[] = [];
   for (const name of names) {
     const commit = name.slice(0, name.length - suffix.length);
     if (name === except || !name.endsWith(suffix) || !/^[0-9a-f]{40,64}$/.test(commit)) continue;
     try {
-      found.push({ key: name, commit, at: (await stat(join(cacheDir, name))).mtimeMs });
+      const at = (await stat(join(cacheDir, name))).mtimeMs;
+      // The packs the manifest lists (each fetch onto an entry adds one); an unreadable manifest is
+      // dealt with when the entry is copied.
+      const manifest = manifestSchema.safeParse(
+        JSON.parse(await readFile(join(cacheDir, name, 'manifest.json'), 'utf8')),
+      );
+      const packs = manifest.success
+        ? Object.keys(manifest.data.files).filter((f) => /^objects\/pack\/[^/]+\.pack$/.test(f)).length
+        : 0;
+      found.push({ key: name, commit, packs, at });
     } catch {
-      // removed meanwhile
+      // removed meanwhile, or no readable manifest
     }
   }
-  return found.sort((a, b) => b.at - a.at).map(({ key, commit }) => ({ key, commit }));
+  return found.sort((a, b) => b.at - a.at).map(({ key, commit, packs }) => ({ key, commit, packs }));
 }
 
 /**

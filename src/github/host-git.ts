@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
@@ -12,7 +12,15 @@ import {
   historyKey,
   storeHistory,
 } from './history-cache.js';
-import { alreadyChecked, forgetChecked, objectsFingerprint, recordChecked } from './mirror-check.js';
+import {
+  alreadyChecked,
+  fingerprintOf,
+  forgetChecked,
+  objectFiles,
+  objectsFingerprint,
+  onlyAdded,
+  recordChecked,
+} from './mirror-check.js';
 import { withMirrorLock } from './mirror-lock.js';
 import { checkSeal, sealClone, sealPath, type Seal } from './pristine-clone.js';
 
@@ -378,7 +386,9 @@ export class HostGit {
       // Read in full before (mirror-check.ts): then what the fetch adds is all that is new, and git
       // verified it while receiving it (every object hashed as it is stored, and the new tip's
       // history connected to what was there), so the new tip needs no full read of its own.
-      const checkedBefore = before !== '' && (await alreadyChecked(mirror, before));
+      const filesBefore = before === '' ? null : await objectFiles(mirror).catch(() => null);
+      const checkedBefore =
+        filesBefore !== null && (await alreadyChecked(mirror, before, fingerprintOf(filesBefore)));
       await this.inMirror(mirror, ['fetch', '--quiet', '--no-tags', '--', source.url, `+${ref}:${ref}`], {
         token: await source.token(),
       });
@@ -394,8 +404,12 @@ export class HostGit {
       if (rebuild === null) {
         if (checkedBefore && after !== before) {
           // Bookkeeping: failing to keep the record costs the next clone a full read, nothing else.
-          await objectsFingerprint(mirror)
-            .then((objects) => recordChecked(mirror, after, objects))
+          await objectFiles(mirror)
+            .then(async (filesAfter) => {
+              // Only files added: anything else changed meanwhile is left to the next full read.
+              if (onlyAdded(filesBefore, filesAfter))
+                await recordChecked(mirror, after, fingerprintOf(filesAfter));
+            })
             .catch(() => undefined);
         }
         return { fetched: 'updated', rebuild: null };
@@ -564,7 +578,8 @@ export class HostGit {
   ): Promise<string | null> {
     // The nearest kept ancestor: the fewest commits to fetch.
     let base: { readonly key: string; readonly commit: string; readonly behind: number } | null = null;
-    for (const b of (await historyBases(cache, depth, publicUrl, key)).slice(0, MAX_BASES_TRIED)) {
+    const bases = await historyBases(cache, depth, publicUrl, key);
+    for (const b of bases.filter((x) => x.packs < MAX_PACKS).slice(0, MAX_BASES_TRIED)) {
       const ancestor = await this.inPristine(pristine, [
         'merge-base',
         '--is-ancestor',
@@ -582,8 +597,6 @@ export class HostGit {
     if (base === null) return null;
     try {
       if (!(await copyCachedHistory(cache, base.key, publicUrl, dir))) return null;
-      const packs = (await readdir(join(dir, '.git', 'objects', 'pack'))).filter((f) => f.endsWith('.pack'));
-      if (packs.length >= MAX_PACKS) throw new Error('built on too often');
       // The copy was checked against its manifest (the host wrote all of it); the fetch runs
       // upload-pack in the pristine clone, which reads its config: check that first.
       await this.verifyPristine(pristine);

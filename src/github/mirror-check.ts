@@ -10,8 +10,9 @@ import { join } from 'node:path';
  * Anything that rewrites, replaces, adds or removes an object file through the file system (a repack,
  * a writer damaging a pack) changes the fingerprint, and the next clone reads everything again. The
  * one exception is the host's own fetch into a mirror whose record held just before it: git hashes
- * every object it receives and checks that the new tip's history connects to what was there, so the
- * fetch records the new tip and fingerprint itself (HostGit.updateMirror). Trade-offs: the change time is not part of it, because every pristine
+ * every object it receives and checks that the new tip's history connects to what was there, so
+ * when every object file of before the fetch is still there unchanged (the fetch only added files),
+ * the fetch records the new tip and fingerprint itself (HostGit.updateMirror). Trade-offs: the change time is not part of it, because every pristine
  * clone hardlinks the object files (a link changes their change time); so damage that keeps a file's
  * inode, size and modification time (the disk going bad under the file system, or a writer who puts
  * the time back, e.g. through a pristine clone's hardlink to the same file) is seen only when git
@@ -25,7 +26,12 @@ export function checkedPath(mirror: string): string {
 
 /** The fingerprint of the mirror's object files. */
 export async function objectsFingerprint(mirror: string): Promise<string> {
-  const hash = createHash('sha256');
+  return fingerprintOf(await objectFiles(mirror));
+}
+
+/** What the fingerprint is made of: each object file's path → its inode, size, mtime and mode. */
+export async function objectFiles(mirror: string): Promise<Map<string, string>> {
+  const files = new Map<string, string>();
   const walk = async (dir: string, rel: string): Promise<void> => {
     const entries = await readdir(dir, { withFileTypes: true });
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -37,21 +43,36 @@ export async function objectsFingerprint(mirror: string): Promise<string> {
         continue;
       }
       const st = await stat(path, { bigint: true });
-      hash.update(`${name}\0${st.ino}\0${st.size}\0${st.mtimeNs}\0${st.mode}\n`);
+      files.set(name, `${st.ino}\0${st.size}\0${st.mtimeNs}\0${st.mode}`);
     }
   };
   await walk(join(mirror, 'objects'), '');
+  return files;
+}
+
+export function fingerprintOf(files: ReadonlyMap<string, string>): string {
+  const hash = createHash('sha256');
+  for (const [name, facts] of files) hash.update(`${name}\0${facts}\n`);
   return hash.digest('hex');
 }
 
-/** Whether the mirror's objects are as they were when `tip` was last checked in full (any doubt: no). */
-export async function alreadyChecked(mirror: string, tip: string): Promise<boolean> {
+/** Whether every file of `before` is in `after`, unchanged (files may have been added). */
+export function onlyAdded(before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): boolean {
+  for (const [name, facts] of before) if (after.get(name) !== facts) return false;
+  return true;
+}
+
+/**
+ * Whether the mirror's objects are as they were when `tip` was last checked in full (any doubt: no).
+ * `objects`: their fingerprint, when the caller took it already.
+ */
+export async function alreadyChecked(mirror: string, tip: string, objects?: string): Promise<boolean> {
   try {
     const record = JSON.parse(await readFile(checkedPath(mirror), 'utf8')) as unknown;
     if (typeof record !== 'object' || record === null) return false;
-    const { tip: was, objects } = record as { tip?: unknown; objects?: unknown };
-    if (was !== tip || typeof objects !== 'string') return false;
-    return objects === (await objectsFingerprint(mirror));
+    const { tip: was, objects: recorded } = record as { tip?: unknown; objects?: unknown };
+    if (was !== tip || typeof recorded !== 'string') return false;
+    return recorded === (objects ?? (await objectsFingerprint(mirror)));
   } catch {
     return false;
   }

@@ -146,23 +146,28 @@ function isPlainObject(v: object): v is Record<string, unknown> {
 }
 
 /**
- * Compiled needles, shared by every Redactor of the process: a worker makes one per job (its tokens
- * differ) and per recorded text, and its long secrets (the App's private key) are the same each time.
- * Bounded: the least recently made go first.
+ * Compiled forms of long secrets (the App's private key), shared by every Redactor of the process:
+ * a worker makes one per job and per recorded text, and these are the same each time. Short ones
+ * (tokens, keys) compile in well under a millisecond and are not kept, so no past job's token stays
+ * in memory here. Bounded: the least recently used go first.
  */
 const NEEDLE_CACHE = new Map<string, RegExp>();
-const NEEDLE_CACHE_MAX = 512;
+const NEEDLE_CACHE_MAX = 64;
+const CACHED_NEEDLE_MIN_LENGTH = 200;
 
 function needleRegExp(needle: string): RegExp {
+  if (needle.length < CACHED_NEEDLE_MIN_LENGTH) return new RegExp(joinerTolerant(needle), 'g');
   let re = NEEDLE_CACHE.get(needle);
   if (re === undefined) {
     re = new RegExp(joinerTolerant(needle), 'g');
-    NEEDLE_CACHE.set(needle, re);
-    if (NEEDLE_CACHE.size > NEEDLE_CACHE_MAX) {
+    if (NEEDLE_CACHE.size >= NEEDLE_CACHE_MAX) {
       const [oldest] = NEEDLE_CACHE.keys();
       if (oldest !== undefined) NEEDLE_CACHE.delete(oldest);
     }
+  } else {
+    NEEDLE_CACHE.delete(needle);
   }
+  NEEDLE_CACHE.set(needle, re);
   return re;
 }
 
@@ -171,7 +176,7 @@ export class Redactor {
    * One expression per known form, longest first, applied in turn (so a secret containing another
    * goes whole). Not one alternation of them all: V8 takes about half a second to compile an
    * alternation of a private key's joiner-tolerant forms, every time the set changes (every job's
-   * token), with the event loop blocked; each form alone compiles in milliseconds, once.
+   * token), with the event loop blocked; each form alone compiles in milliseconds (a long one once).
    */
   private readonly known: readonly RegExp[];
 

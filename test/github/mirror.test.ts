@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HostGit } from '../../src/github/host-git.js';
-import { alreadyChecked, checkedPath } from '../../src/github/mirror-check.js';
+import { alreadyChecked, checkedPath, onlyAdded } from '../../src/github/mirror-check.js';
 import { withMirrorLock } from '../../src/github/mirror-lock.js';
 import { mirrorDir, mirrorRoot } from '../../src/github/pristine-clone.js';
 import { git, installationToken, makeSourceRepo, tempDir, type TempDir } from '../github-sim/helpers.js';
@@ -281,4 +281,20 @@ test('the full read of the mirror (fsck, every file of the tip) runs once per ti
   const damaged = await clone('p5');
   assert.match(damaged.rebuilt ?? '', /failed while used/);
   assert.match(await git(join(work.dir, 'work', 'checked', 'p5'), ['show', 'HEAD:src/checked.js']), /c = 1/);
+});
+
+test('a fetch records the new tip only if every object file from before it is still there, unchanged', () => {
+  const before = new Map([
+    ['pack/a.pack', 'ino 1, size 100, mtime 5'],
+    ['pack/a.idx', 'ino 2, size 10, mtime 5'],
+  ]);
+  const added = new Map([...before, ['pack/b.pack', 'ino 3, size 50, mtime 6']]);
+  assert.equal(onlyAdded(before, added), true);
+  assert.equal(
+    onlyAdded(before, new Map([['pack/a.pack', 'ino 1, size 100, mtime 5']])),
+    false,
+    'one removed',
+  );
+  const touched = new Map([...before, ['pack/a.pack', 'ino 1, size 100, mtime 7']]);
+  assert.equal(onlyAdded(before, touched), false, 'one touched');
 });

@@ -366,14 +366,15 @@ test("the history cache: a job whose base moved on fetches onto the kept `.git` 
     notStored: null,
   });
 
-  // Each fetch adds a pack: c1's `.git` has two, so the third job of the chain finds five and makes
-  // its own anew, which the next builds on. The base is the nearest ancestor kept (c1), not the most
-  // recently used one (`older`).
+  // Each fetch adds a pack (c1's `.git` has two): a kept `.git` with five is passed over for the
+  // nearest ancestor whose is not full, so no `.git` ever holds more than five. The base is the
+  // nearest ancestor kept (c1), not the most recently used one (`older`).
   const chain: (string | null)[] = [];
   for (const [i, commit] of commits.slice(2).entries()) {
     const dir = join(work.dir, `onto-chain-${i}`);
     chain.push((await host.historyForSandbox(pristine, dir, commit, publicUrl, 5, cache)).onto);
+    assert.ok(packsOf(dir).length <= 5, `${packsOf(dir).length} packs`);
     await new Promise((r) => setTimeout(r, 20));
   }
-  assert.deepEqual(chain, [c1, commits[2], commits[3], null, commits[5]]);
+  assert.deepEqual(chain, [c1, commits[2], commits[3], commits[3], commits[3]]);
 });

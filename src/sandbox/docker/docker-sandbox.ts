@@ -483,13 +483,17 @@ export class DockerSandbox implements Sandbox {
     const beside = options.restore && !options.restoreAfterCopy && archive !== null;
     const untar = (from: string): string =>
       `tar -x -f ${from} -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`;
-    const lines = [`cd ${CONTAINER_WORKDIR} || exit ${PLACE_EXIT.copy}`];
-    if (options.ca) lines.push(`${CA_INSTALL_SCRIPT} || exit ${PLACE_EXIT.ca}`);
+    // A step that fails before the archive is unpacked still reads it off stdin first: whatever the
+    // shell leaves unread there, it would read next as commands.
+    const bail = (code: number): string =>
+      archive === null ? `exit ${code}` : `{ head -c ${archive.length} >/dev/null; exit ${code}; }`;
+    const lines = [`cd ${CONTAINER_WORKDIR} || ${bail(PLACE_EXIT.copy)}`];
+    if (options.ca) lines.push(`${CA_INSTALL_SCRIPT} || ${bail(PLACE_EXIT.ca)}`);
     if (beside) lines.push(`${untar(RESTORE_MOUNT)} </dev/null & __ia_r=$!`);
     // The `.git` of the last checkout goes, its index stays (in the container's /tmp meanwhile).
     if (switching) {
       lines.push(
-        `__ia_was=$(git rev-parse --verify HEAD) && mv .git/index ${KEPT_INDEX} && rm -rf .git || exit ${PLACE_EXIT.checkout}`,
+        `__ia_was=$(${GIT_PINNED} rev-parse --verify HEAD) && mv .git/index ${KEPT_INDEX} && rm -rf .git || ${bail(PLACE_EXIT.checkout)}`,
       );
     }
     if (archive !== null) {
@@ -502,7 +506,7 @@ export class DockerSandbox implements Sandbox {
       // The same commit as the checkout's: its files are that commit's, as the checkout wrote them.
       lines.push(
         `${SWITCH_SCRIPT} || exit ${PLACE_EXIT.checkout}`,
-        `if [ "$(git rev-parse --verify HEAD)" != "$__ia_was" ]; then ${CHECKOUT_SCRIPT} || exit ${PLACE_EXIT.checkout}; fi`,
+        `if [ "$(${GIT_PINNED} rev-parse --verify HEAD)" != "$__ia_was" ]; then ${CHECKOUT_SCRIPT} || exit ${PLACE_EXIT.checkout}; fi`,
       );
     } else if (options.checkout) {
       lines.push(`${CHECKOUT_SCRIPT} || { ${beside ? 'wait $__ia_r; ' : ''}exit ${PLACE_EXIT.checkout}; }`);
@@ -957,6 +961,16 @@ export async function packWorkspace(hostDir: string): Promise<WorkspaceArchive |
   return archive === null ? null : { archive };
 }
 
+/** Git as the switch runs it: no hooks, no file-system monitor, whatever the image's config says. */
+const GIT_PINNED = 'git -c core.hooksPath=/dev/null -c core.fsmonitor=false';
+
+/**
+ * Refreshes a prepared container's index (WarmPool): stat data only, after the checkout is older
+ * than timestamps tell apart. One self-contained file (no split index, whatever the image's config
+ * says), since a switch keeps the index and removes the rest of `.git`. Fixed text, no input.
+ */
+export const REFRESH_INDEX_SCRIPT = `cd ${CONTAINER_WORKDIR} && ${GIT_PINNED} -c core.splitIndex=false update-index -q --no-split-index --refresh`;
+
 /** Where a switched checkout's index waits while the `.git` is replaced (the container's own /tmp). */
 const KEPT_INDEX = '/tmp/.issue-agent-kept-index';
 
@@ -971,7 +985,7 @@ const KEPT_INDEX = '/tmp/.issue-agent-kept-index';
  */
 const SWITCH_SCRIPT = [
   `mv ${KEPT_INDEX} .git/index`,
-  `{ [ "$(git rev-parse --verify HEAD)" = "$__ia_was" ] || { __ia_a=$(git -c core.hooksPath=/dev/null diff-index --cached --name-only HEAD -- ':(glob)**/.gitattributes') && [ -z "$__ia_a" ]; } || { rm -f .git/index && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} + && __ia_was=; }; }`,
+  `{ [ "$(${GIT_PINNED} rev-parse --verify HEAD)" = "$__ia_was" ] || { __ia_a=$(${GIT_PINNED} diff-index --cached --name-only HEAD -- ':(glob)**/.gitattributes') && [ -z "$__ia_a" ]; } || { rm -f .git/index && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} + && __ia_was=; }; }`,
 ].join(' && ');
 
 /** How the script of placeFiles says which step failed. */

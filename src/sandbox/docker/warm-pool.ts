@@ -2,8 +2,14 @@ import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
-import { CONTAINER_WORKDIR, DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
-import { DockerSandbox, containerName, packWorkspace, type WorkspaceArchive } from './docker-sandbox.js';
+import { DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
+import {
+  DockerSandbox,
+  REFRESH_INDEX_SCRIPT,
+  containerName,
+  packWorkspace,
+  type WorkspaceArchive,
+} from './docker-sandbox.js';
 import { AGENT_GID, AGENT_UID } from './agent-user.js';
 import { errorMessage } from './docker-shell.js';
 import { ownerId } from './owner.js';
@@ -22,7 +28,7 @@ export interface WarmPoolOptions {
    * workspace of the repository's last job already checked out in it (0: none). Default 2.
    */
   readonly repositories?: number | undefined;
-  /** Wait after a prepared checkout before its index is refreshed (ms; see preparedIndexWait). */
+  /** Wait after a prepared checkout before its index is refreshed (ms; default 1100, see prepare()). */
   readonly refreshAfterMs?: number | undefined;
 }
 
@@ -213,10 +219,7 @@ export class WarmPool {
       try {
         await entry.sandbox.copyIn(packed, { checkout: true });
         await new Promise((resolve) => setTimeout(resolve, this.options.refreshAfterMs ?? 1100));
-        const r = await entry.sandbox.harnessExec(
-          `cd ${CONTAINER_WORKDIR} && git -c core.hooksPath=/dev/null update-index -q --refresh`,
-          { timeoutMs: 5 * 60_000 },
-        );
+        const r = await entry.sandbox.harnessExec(REFRESH_INDEX_SCRIPT, { timeoutMs: 5 * 60_000 });
         if (r.exitCode !== 0) throw new Error(`refreshing the index failed: ${r.output.slice(0, 300)}`);
       } catch (error) {
         await entry.sandbox.close();

@@ -3,7 +3,7 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type Docker from 'dockerode';
-import type { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
+import { DockerSandbox, packWorkspace } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { WarmPool } from '../../../src/sandbox/docker/warm-pool.js';
 import {
   dockerTest,
@@ -213,8 +213,26 @@ dockerTest(
     assert.notEqual(b, null);
     assert.equal((await labelledContainers(docker, owner)).includes(a ?? ''), false);
 
+    // A switch that fails before it reads the job's `.git` off the shell's input (here: the index
+    // gone) drains it first, fails at once, and the job gets a warm container.
+    await execFileAsync('docker', ['exec', '-u', 'agent', b ?? '', 'rm', '/workspace/.git/index']);
+    const broken = await pool.acquire({
+      workspace: await jobWorkspace(t, dir, c2),
+      checkout: true,
+      jobId: 'bound-broken',
+      image: IMAGE,
+      repository: 'installation-1/repo-b',
+    });
+    t.after(() => broken.close());
+    assert.notEqual(broken.containerId, b);
+    assert.deepEqual(await state(broken), { head: c2, status: '' });
+    await broken.close();
+    await pool.drain();
+    const b2 = pool.preparedFor('installation-1/repo-b');
+    assert.notEqual(b2, null);
+
     // Removed behind the pool's back (an operator, another host's reaper): the job still starts.
-    await docker.getContainer(b ?? '').remove({ force: true });
+    await docker.getContainer(b2 ?? '').remove({ force: true });
     const s = await pool.acquire({
       workspace: await jobWorkspace(t, dir, c2),
       checkout: true,
@@ -223,11 +241,39 @@ dockerTest(
       repository: 'installation-1/repo-b',
     });
     t.after(() => s.close());
-    assert.notEqual(s.containerId, b);
+    assert.notEqual(s.containerId, b2);
     assert.deepEqual(await state(s), { head: c2, status: '' });
     await waitFor(() => pool.preparedFor('installation-1/repo-b') !== null, 30_000, 'a new prepared one');
     await pool.close();
     await s.close();
     assert.deepEqual(await labelledContainers(docker, owner), []);
+  },
+);
+
+dockerTest(
+  "a switch that fails before it reads the job's `.git` never runs the archive's bytes as shell input",
+  async (docker, t) => {
+    const { dir, commits } = await sourceRepo(t);
+    const [c1 = '', c2 = ''] = commits;
+    const sandbox = await DockerSandbox.create({
+      docker,
+      workspace: await jobWorkspace(t, dir, c1),
+      checkout: true,
+      jobId: 'switch-drain',
+      image: IMAGE,
+      owner: testOwner('switch-drain'),
+    });
+    t.after(() => sandbox.close());
+    // Plain text in the archive (tar stores file contents as they are), which a shell reading it
+    // would run; and a switch whose first step fails (the index is gone).
+    const workspace = await jobWorkspace(t, dir, c2);
+    await writeFile(join(workspace, '.git', 'description'), '\ntouch /tmp/archive-ran-as-shell\n');
+    const packed = await packWorkspace(workspace);
+    assert.ok(packed !== null);
+    const rm = await sandbox.exec('rm .git/index', { timeoutMs: 10_000 });
+    assert.equal(rm.exitCode, 0, rm.output);
+    await assert.rejects(sandbox.copyIn(packed, { checkout: true, switchCheckout: true }));
+    const r = await sandbox.exec('ls /tmp/archive-ran-as-shell 2>&1; echo done', { timeoutMs: 10_000 });
+    assert.match(r.output, /No such file/);
   },
 );
