@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { hang, oracle, type ModelSimulator } from '../../src/model-sim/index.js';
-import { SHORT_LOCK, startStack, type Pipeline, type Stack } from '../support/pipeline.js';
+import { KILL_LOCK, startStack, type Pipeline, type Stack } from '../support/pipeline.js';
 import {
   answeredTurns,
   faultOnceAt,
@@ -36,8 +36,10 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       maintainer: { login: MAINTAINER, permission: 'admin' },
       modelKey: MODEL_KEY,
       workers: 2,
-      // One interruption is resumed (test 7); a second one ends the job (the crash loop).
-      env: { ...SHORT_LOCK, ISSUE_AGENT_MAX_INTERRUPTIONS: '1' },
+      // One interruption is resumed (test 7); a second one ends the job (the crash loop). These tests
+      // kill workers and restart Redis, never freeze one: KILL_LOCK, so a worker whose event loop
+      // stalls for seconds on a loaded machine (seen in CI: 3.2 s in a first job) keeps its lock.
+      env: { ...KILL_LOCK, ISSUE_AGENT_MAX_INTERRUPTIONS: '1' },
       policy: (fixture) => {
         crash = faultOnceAt(3, hang, oracle(fixture.patch));
         return routeByTag(
