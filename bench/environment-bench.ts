@@ -30,6 +30,7 @@ import { planEnvironment, type EnvironmentPlan } from '../src/environment/plan.j
 import { prepareEnvironment, type PreparedEnvironment } from '../src/environment/prepare.js';
 import type { EnvironmentRecord } from '../src/events/schema.js';
 import { LABEL_JOB } from '../src/sandbox/docker/owner.js';
+import { WarmPool } from '../src/sandbox/docker/warm-pool.js';
 import { startEgressProxy, type EgressLogEntry } from '../src/sandbox/egress/egress-proxy.js';
 import { registryDeployment } from '../test/support/egress-env.js';
 
@@ -184,6 +185,7 @@ async function prepareOnce(
   settings: EnvironmentSettings,
   repoKey: string,
   inspect?: (env: PreparedEnvironment) => Promise<void>,
+  pool?: WarmPool,
 ): Promise<ReadySample> {
   const jobId = `bench-env-${label}-${Math.random().toString(36).slice(2, 8)}`;
   const t0 = Date.now();
@@ -196,6 +198,7 @@ async function prepareOnce(
     settings,
     mayStoreCache: true,
     scrub: (text) => text,
+    ...(pool === undefined ? {} : { pool }),
   });
   const t1 = Date.now();
   process.stderr.write(`environment bench: ${label} ready in ${t1 - t0} ms\n`);
@@ -285,6 +288,9 @@ interface ReadyResult {
   readonly first: ReadySample[];
   readonly hit: ReadySample[];
   readonly noDeps: ReadySample[];
+  /** (b) and (c) again, each job given a container of a warm pool (ISSUE_AGENT_WARM_POOL). */
+  readonly hitPool: ReadySample[];
+  readonly noDepsPool: ReadySample[];
   readonly stored: StoredEntry[];
   readonly entryBytes: number;
   readonly files: number;
@@ -296,6 +302,7 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
   const npmRepo = await fixtureRepo('npm-jest');
   const noDepsRepo = await fixtureRepo('no-deps');
   const scratch = await mkdtemp(join(tmpdir(), 'ia-bench-env-cache-'));
+  let pool: WarmPool | undefined;
   const settings = (cacheDir: string): EnvironmentSettings => ({
     setupEnabled: true,
     allowHosts: [],
@@ -357,6 +364,16 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
     const first: ReadySample[] = [];
     const hit: ReadySample[] = [];
     const noDeps: ReadySample[] = [];
+    const hitPool: ReadySample[] = [];
+    const noDepsPool: ReadySample[] = [];
+    // One waiting container of each image, refilled between jobs as a worker's pool is.
+    pool = new WarmPool({ images: { [npmPlan.image]: 1, [noDepsPlan.image]: 1 } });
+    await pool.start();
+    const fromPool = async (s: ReadySample): Promise<ReadySample> => {
+      if (s.phases !== null) throw new Error('a job meant for the warm pool got a container of its own');
+      await pool?.drain();
+      return s;
+    };
     for (let round = 0; round < Math.max(firstJobs, fastJobs); round++) {
       if (round < firstJobs) {
         const fresh = join(scratch, `first-${round}`);
@@ -380,11 +397,30 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
         }
         hit.push(h);
         noDeps.push(await prepareOnce('none', noDepsRepo, noDepsPlan, settings(shared), 'bench:none'));
+        const hp = await fromPool(
+          await prepareOnce('hit-pool', npmRepo, npmPlan, settings(shared), repoKey, complete, pool),
+        );
+        expectSetup(hp, 'hit', false);
+        hitPool.push(hp);
+        noDepsPool.push(
+          await fromPool(
+            await prepareOnce(
+              'none-pool',
+              noDepsRepo,
+              noDepsPlan,
+              settings(shared),
+              'bench:none',
+              undefined,
+              pool,
+            ),
+          ),
+        );
       }
       process.stderr.write(`environment bench: round ${round + 1} done\n`);
     }
-    return { first, hit, noDeps, stored, entryBytes, files, npmPlan };
+    return { first, hit, noDeps, hitPool, noDepsPool, stored, entryBytes, files, npmPlan };
   } finally {
+    await pool?.close();
     await rm(scratch, { recursive: true, force: true });
     await rm(npmRepo, { recursive: true, force: true });
     await rm(noDepsRepo, { recursive: true, force: true });
@@ -616,6 +652,17 @@ export async function environmentBench(options: EnvironmentBenchOptions = {}): P
     `| cache hit / no dependencies (median of the rounds' ratios) | | ${ratio(median(pairedHitNone))} | ${range(pairedHitNone, ratio)} | |`,
   );
   console.log(`| cache hit / first job (medians) | | ${ratio(median(h) / median(f))} | | ≤ 0.2× |`);
+  const hp = ready.hitPool.map((s) => s.ms);
+  const np = ready.noDepsPool.map((s) => s.ms);
+  console.log(
+    `| (d) cache hit, in a warm pool's container (entry streamed in) | ${hp.length} | ${sec(median(hp))} | ${range(hp, sec)} | |`,
+  );
+  console.log(
+    `| (e) no dependencies, in a warm pool's container | ${np.length} | ${sec(median(np))} | ${range(np, sec)} | |`,
+  );
+  console.log(
+    `| (d) / (b): a cache hit from the pool / in a new container | | ${ratio(median(hp) / median(h))} | | |`,
+  );
   const cut = ready.stored.filter((e) => e.storedBytes < e.fullBytes);
   console.log(
     `| entries stored by the setup phase shorter than node_modules packed in full | ${cut.length} of ${ready.stored.length} | ${cut.map((e) => `${(e.storedBytes / 1024 ** 2).toFixed(1)}/${(e.fullBytes / 1024 ** 2).toFixed(1)} MiB`).join(', ')} | | |`,

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
@@ -62,6 +63,15 @@ export interface SandboxPool {
     readonly jobId: string;
     readonly image: string;
     readonly repository?: string | undefined;
+    readonly env?: Readonly<Record<string, string>> | undefined;
+    readonly restore?:
+      | {
+          readonly path: string | null;
+          readonly stream: () => Readable;
+          readonly afterCopy: boolean;
+        }
+      | undefined;
+    readonly exclude?: readonly string[] | undefined;
   }): Promise<DockerSandbox>;
 }
 
@@ -238,12 +248,11 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       setup,
       ...(log === undefined ? {} : { logger: log }),
     });
+  // A started container serves a job whose environment needs no command and no network: nothing
+  // to set up, or a cached environment to unpack, and the variables a new container would get at
+  // creation given to its shells instead (DockerSandbox.useEnvironment).
   const warm =
-    input.pool?.serves(plan.image) === true &&
-    spec.commands.length === 0 &&
-    hit === null &&
-    egress === null &&
-    Object.keys({ ...plan.env, ...plan.setup.testEnv }).length === 0
+    input.pool?.serves(plan.image) === true && spec.commands.length === 0 && egress === null
       ? input.pool
       : null;
   let sandbox: DockerSandbox;
@@ -256,6 +265,11 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
           jobId: input.jobId,
           image: plan.image,
           ...(input.poolRepository === undefined ? {} : { repository: input.poolRepository }),
+          env: { ...plan.env, ...plan.setup.testEnv },
+          ...(hit === null
+            ? {}
+            : { restore: { path: hit.path, stream: hit.stream, afterCopy: spec.outputsTracked ?? true } }),
+          exclude: plan.setup.outputs,
         });
         log?.info({ image: plan.image }, 'sandbox from the warm pool');
       } else {
@@ -263,7 +277,13 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       }
     } catch (error) {
       // The entry was evicted between the lookup and the mount: restore from the stream opened then.
-      if (spec.restoreFile === undefined || error instanceof SetupFailedError || existsSync(spec.restoreFile))
+      // (The pool reads the stream, never the file.)
+      if (
+        warm !== null ||
+        spec.restoreFile === undefined ||
+        error instanceof SetupFailedError ||
+        existsSync(spec.restoreFile)
+      )
         throw error;
       sandbox = await create({ ...spec, restoreFile: undefined });
     }

@@ -393,7 +393,7 @@ dockerTest(
 );
 
 dockerTest(
-  'warm pool: a job with nothing to set up starts in a warm container; a job with setup, or a cache hit, never does',
+  'warm pool: a job with nothing to set up, or a cache hit, starts in a warm container with what a new one gets (the entry, the variables, the exclusions); a job with setup never does',
   async (docker, t) => {
     const pool = new WarmPool({ images: { 'issue-agent/node:22': 1 }, docker, owner: testOwner('env-pool') });
     t.after(() => pool.close());
@@ -403,7 +403,11 @@ dockerTest(
       const info = await docker.getContainer(env.sandbox.containerId).inspect();
       return info.Config.Labels[LABEL_POOL] !== undefined;
     };
-    const prepareWith = async (p: EnvironmentPlan, workspace: string): Promise<PreparedEnvironment> => {
+    const prepareWith = async (
+      p: EnvironmentPlan,
+      workspace: string,
+      usePool = true,
+    ): Promise<PreparedEnvironment> => {
       const env = await prepareEnvironment({
         workspace,
         probe: hostProbe(workspace),
@@ -413,7 +417,7 @@ dockerTest(
         settings: s,
         mayStoreCache: true,
         scrub: (text) => text,
-        pool,
+        ...(usePool ? { pool } : {}),
       });
       t.after(async () => {
         await env.sandbox.close();
@@ -425,12 +429,61 @@ dockerTest(
     assert.ok(await fromPool(none), 'no setup: a warm container');
     assert.match(await sh(none, 'cat package.json'), /env-fixture/, 'with the repository copied in');
     await pool.drain();
-    const setup = await prepareWith(plan(), await repo(t));
+    // A value a shell would expand, split or end early: it must arrive as it is.
+    const tricky = `a b '$HOME' "q" \\ $(touch /tmp/expanded) ;\nline2`;
+    const withEnv = (p: EnvironmentPlan): EnvironmentPlan => ({
+      ...p,
+      env: { FIXTURE_VAR: tricky },
+      setup: { ...p.setup, testEnv: { PATH: '/workspace/node_modules/.bin:/usr/local/bin:/usr/bin:/bin' } },
+    });
+    const setup = await prepareWith(withEnv(plan()), await repo(t));
     assert.equal(setup.record.setup.cache.status, 'stored');
     assert.ok(!(await fromPool(setup)), 'setup runs in a container made for it');
-    const hit = await prepareWith(plan(), await repo(t));
+    await pool.drain();
+
+    const hit = await prepareWith(withEnv(plan()), await repo(t));
     assert.equal(hit.record.setup.cache.status, 'hit');
-    assert.ok(!(await fromPool(hit)), 'a restore needs its mount: a container made for it');
+    assert.ok(await fromPool(hit), 'a cache hit: a warm container, the entry streamed in');
+    assert.equal(hit.record.setup.commands[0]?.attempts, 0, 'setup did not run');
+    assert.match(await sh(hit, 'npm test 2>&1'), /^ok$/m);
+    assert.equal(await sh(hit, 'git status --porcelain; grep -v "^#" .git/info/exclude'), '/node_modules\n');
+    // The entry reached the container through its own read-only folder: readable, never changed.
+    assert.match(
+      await sh(
+        hit,
+        'f=/run/issue-agent-env/entry.tar; test -r $f && echo readable; { echo x >> $f; } 2>/dev/null || echo "append:refused"; touch /run/issue-agent-env/new 2>/dev/null || echo "add:refused"',
+      ),
+      /^readable\nappend:refused\nadd:refused$/m,
+    );
+    // The same variables as a container made for the job, in the agent's shell, the harness's shell
+    // and a process started beside them (an MCP server), and after the agent's shell was replaced.
+    const cold = await prepareWith(withEnv(plan()), await repo(t), false);
+    assert.ok(!(await fromPool(cold)));
+    const printed = 'printf "%s|%s" "$FIXTURE_VAR" "$PATH"';
+    const expected = await sh(cold, printed);
+    assert.equal(expected, `${tricky}|/workspace/node_modules/.bin:/usr/local/bin:/usr/bin:/bin`);
+    assert.equal(await sh(hit, printed), expected);
+    assert.equal((await hit.sandbox.harnessExec(printed, { timeoutMs: 10_000 })).output, expected);
+    const proc = await hit.sandbox.openProcess(['printenv', 'FIXTURE_VAR'], {});
+    const chunks: Buffer[] = [];
+    proc.stdout.on('data', (c: Buffer) => chunks.push(c));
+    await proc.closed;
+    assert.equal(Buffer.concat(chunks).toString('utf8'), `${tricky}\n`);
+    await hit.sandbox.exec('exit 3', { timeoutMs: 10_000 });
+    assert.equal(await sh(hit, printed), expected, 'a replaced shell has them too');
+    assert.equal(await sh(hit, 'ls /tmp/expanded 2>/dev/null; echo end'), 'end\n', 'nothing was expanded');
+
+    // A repository that commits node_modules: the entry still wins.
+    await pool.drain();
+    const committed = await prepareWith(
+      withEnv(plan()),
+      await repo(t, {
+        'node_modules/is-number/package.json': '{"name":"is-number","version":"0.0.0-committed"}',
+        'node_modules/is-number/index.js': "module.exports = () => 'committed';",
+      }),
+    );
+    assert.ok(await fromPool(committed));
+    assert.match(await sh(committed, 'node -p "require(\'is-number/package.json\').version"'), /^7\.0\.0$/m);
   },
   { timeout: 300_000 },
 );

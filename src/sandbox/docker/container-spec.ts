@@ -89,12 +89,21 @@ export interface ContainerSpecInput {
    * once and renamed into place, never changed, so what is mounted is what was looked up.
    */
   readonly restoreFile?: string | undefined;
+  /**
+   * A host folder mounted read-only at RESTORE_MOUNT's folder, empty at creation: a warm pool's
+   * container gets the entry of the job it is handed to placed in it then (see warm-pool.ts). Not
+   * with `restoreFile`.
+   */
+  readonly restoreDir?: string | undefined;
   /** The deployment's extra CA certificates (see ca-file.ts), mounted read-only at CA_MOUNT. */
   readonly caFile?: string | undefined;
 }
 
+/** The folder of RESTORE_MOUNT, and the name of the entry in it. */
+export const RESTORE_DIR = '/run/issue-agent-env';
+export const RESTORE_NAME = 'entry.tar';
 /** Where a cached environment's tar file is mounted (read-only) when one is restored. */
-export const RESTORE_MOUNT = '/run/issue-agent-env/entry.tar';
+export const RESTORE_MOUNT = `${RESTORE_DIR}/${RESTORE_NAME}`;
 /** Where the deployment's extra CA certificates are mounted (read-only) when it has some. */
 export const CA_MOUNT = '/run/issue-agent-ca/extra.pem';
 
@@ -135,8 +144,8 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Privileged: false,
       ReadonlyRootfs: true,
       IpcMode: 'private',
-      // No host path but the egress socket's directory, a cached environment's tar file and the
-      // deployment's CA certificates, all read-only: the workspace is a tmpfs the repository is copied into (see
+      // No host path but the egress socket's directory, a cached environment's tar file (or the
+      // folder a warm container gets it in) and the deployment's CA certificates, all read-only: the workspace is a tmpfs the repository is copied into (see
       // DockerSandbox.copyIn), so no host process ever has a name for a file the agent can change,
       // and its size is a limit the kernel enforces. Every writable place is a sized tmpfs, so a
       // job cannot use the host's disk.
@@ -147,6 +156,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
         ...(input.restoreFile === undefined
           ? []
           : [{ Type: 'bind' as const, Source: input.restoreFile, Target: RESTORE_MOUNT, ReadOnly: true }]),
+        ...(input.restoreDir === undefined || input.restoreFile !== undefined
+          ? []
+          : [{ Type: 'bind' as const, Source: input.restoreDir, Target: RESTORE_DIR, ReadOnly: true }]),
         ...(input.caFile === undefined
           ? []
           : [{ Type: 'bind' as const, Source: input.caFile, Target: CA_MOUNT, ReadOnly: true }]),

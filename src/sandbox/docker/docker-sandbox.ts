@@ -134,6 +134,8 @@ export class DockerSandbox implements Sandbox {
   private pidsMaxEvents = 0;
   /** What the setup phase did, when the sandbox had one. */
   setupReport: SetupReport | null = null;
+  /** The job's variables given after the container started (useEnvironment), for every new process. */
+  private jobEnv: Readonly<Record<string, string>> = {};
 
   private constructor(
     private readonly docker: Docker,
@@ -393,7 +395,7 @@ export class DockerSandbox implements Sandbox {
         Tty: false,
         User: CONTAINER_USER,
         WorkingDir: CONTAINER_WORKDIR,
-        Env: Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        Env: Object.entries({ ...this.jobEnv, ...options.env }).map(([k, v]) => `${k}=${v}`),
       });
       stream = await exec.start({ hijack: true, stdin: true });
     } catch (error) {
@@ -445,16 +447,60 @@ export class DockerSandbox implements Sandbox {
    */
   async copyIn(
     source: string | WorkspaceArchive,
-    options: { readonly checkout?: boolean; readonly switchCheckout?: boolean } = {},
+    options: {
+      readonly checkout?: boolean;
+      readonly switchCheckout?: boolean;
+      /** Workspace paths kept out of git snapshots (the environment's outputs). */
+      readonly exclude?: readonly string[] | undefined;
+      /**
+       * A cached environment is at RESTORE_MOUNT (a warm container's entry folder): unpack it too,
+       * after the repository's files when `afterCopy` (always after a switch), else beside them.
+       */
+      readonly restore?: { readonly afterCopy: boolean } | undefined;
+    } = {},
   ): Promise<void> {
     await this.placeFiles(source, {
-      restore: false,
-      restoreAfterCopy: false,
+      restore: options.restore !== undefined,
+      restoreAfterCopy:
+        options.restore !== undefined && (options.restore.afterCopy || options.switchCheckout === true),
       ca: false,
-      exclude: [],
+      exclude: options.exclude ?? [],
       checkout: options.checkout === true,
       switchCheckout: options.switchCheckout === true,
     });
+  }
+
+  /**
+   * Gives a started sandbox (the warm pool's, which had no job yet) the job's variables, as a new
+   * container has them from its creation: both running shells export them (each `NAME=value` read
+   * off the shell's input by `read`, never parsed as shell text; a new shell would cost an exec,
+   * about 150 ms here), and a shell started later (one replaced after it died) or a process started
+   * beside them gets them as the exec's environment. Names must be plain variable names.
+   */
+  async useEnvironment(env: Readonly<Record<string, string>>): Promise<void> {
+    this.assertUsable();
+    const names = Object.keys(env);
+    if (names.length === 0) return;
+    const bad = names.find((n) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(n));
+    if (bad !== undefined) throw new SandboxError('start_failed', `not a variable name: ${bad.slice(0, 60)}`);
+    if (Object.values(env).some((v) => v.includes('\0'))) {
+      throw new SandboxError('start_failed', 'a variable holds a NUL byte');
+    }
+    this.host.setEnv(env);
+    this.jobEnv = { ...env };
+    const stdin = Buffer.from(names.map((n) => `${n}=${env[n] ?? ''}\0`).join(''));
+    const script = exportScript(names.length);
+    const results = await Promise.all([
+      this.session.exec(script, { timeoutMs: 30_000, stdin }),
+      this.harness.exec(script, { timeoutMs: 30_000, stdin }),
+    ]);
+    const failed = results.find((r) => r.exitCode !== 0);
+    if (failed !== undefined) {
+      throw new SandboxError(
+        'start_failed',
+        `could not set the job's variables: ${failed.output.trim().slice(0, 300)}`,
+      );
+    }
   }
 
   /**
@@ -471,8 +517,14 @@ export class DockerSandbox implements Sandbox {
     const bad = options.exclude.find((p) => !isPlainPath(p));
     if (bad !== undefined) throw new SandboxError('start_failed', `not a plain workspace path: ${bad}`);
     const switching = options.switchCheckout === true;
-    if (switching && (!options.checkout || options.restore || typeof source === 'string')) {
-      throw new SandboxError('start_failed', 'switching a checkout needs a packed `.git` and nothing else');
+    if (
+      switching &&
+      (!options.checkout || (options.restore && !options.restoreAfterCopy) || typeof source === 'string')
+    ) {
+      throw new SandboxError(
+        'start_failed',
+        'switching a checkout needs a packed `.git`, and a cached environment unpacked after it',
+      );
     }
     const archive =
       typeof source === 'string' ? await packSmall(source, SHELL_COPY_MAX_BYTES) : source.archive;
@@ -987,6 +1039,16 @@ const SWITCH_SCRIPT = [
   `mv ${KEPT_INDEX} .git/index`,
   `{ [ "$(${GIT_PINNED} rev-parse --verify HEAD)" = "$__ia_was" ] || { __ia_a=$(${GIT_PINNED} diff-index --cached --name-only HEAD -- ':(glob)**/.gitattributes') && [ -z "$__ia_a" ]; } || { rm -f .git/index && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} + && __ia_was=; }; }`,
 ].join(' && ');
+
+/**
+ * Exports `count` variables read off the shell's input, each `NAME=value` ended by a NUL: `read`
+ * takes the bytes as they are and `export` gets them as one word, so no value is ever parsed as
+ * shell text. It reads exactly `count` records (no byte of the input may be left to the shell). A
+ * name bash keeps read-only is skipped, as bash skips it in the environment it starts with.
+ */
+function exportScript(count: number): string {
+  return `__ia_n=${String(count)}; while [ "$__ia_n" -gt 0 ] && IFS= read -r -d '' __ia_kv; do export -- "$__ia_kv" 2>/dev/null; __ia_n=$((__ia_n - 1)); done; unset __ia_kv; [ "$__ia_n" -eq 0 ]`;
+}
 
 /** How the script of placeFiles says which step failed. */
 const PLACE_EXIT = { copy: 10, restore: 11, ca: 12, exclude: 13, checkout: 14 } as const;

@@ -68,12 +68,21 @@ export interface DockerShellHostOptions {
 export class DockerShellHost implements ShellHost {
   private readonly transports = new Set<DockerShellTransport>();
   private disposed = false;
+  private env: readonly string[] = [];
 
   constructor(
     private readonly docker: Docker,
     private readonly container: Docker.Container,
     private readonly options: DockerShellHostOptions,
   ) {}
+
+  /**
+   * Variables every shell spawned from now on starts with (on top of the container's), as the
+   * exec's environment: given to the engine as data, never parsed by a shell.
+   */
+  setEnv(env: Readonly<Record<string, string>>): void {
+    this.env = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+  }
 
   async spawn(): Promise<ShellTransport> {
     if (this.disposed) throw new SandboxError('closed', 'the sandbox is closed');
@@ -91,6 +100,7 @@ export class DockerShellHost implements ShellHost {
         Tty: false,
         User: this.options.user,
         WorkingDir: this.options.workdir,
+        Env: [...this.env],
       });
       stream = await exec.start({ hijack: true, stdin: true });
     } catch (error) {

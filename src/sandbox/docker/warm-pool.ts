@@ -1,8 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { chmod, link, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
-import { DEFAULT_LIMITS, containerSpec, type SandboxLimits } from './container-spec.js';
+import { DEFAULT_LIMITS, RESTORE_NAME, containerSpec, type SandboxLimits } from './container-spec.js';
 import {
   DockerSandbox,
   REFRESH_INDEX_SCRIPT,
@@ -45,6 +51,22 @@ export interface AcquireOptions {
    * pool prepares the next one from this job's `.git`.
    */
   readonly repository?: string | undefined;
+  /** The job's variables (DockerSandbox.useEnvironment): a new container would get them at creation. */
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  /** A cached environment to unpack into the workspace (see EntryToRestore). */
+  readonly restore?: EntryToRestore | undefined;
+  /** Workspace paths kept out of git snapshots (the environment's outputs). */
+  readonly exclude?: readonly string[] | undefined;
+}
+
+/** An environment cache entry (a tar file written once, never changed) for the job's container. */
+export interface EntryToRestore {
+  /** The entry's file: linked into the container's entry folder (null, or on another file system: copied from the stream). */
+  readonly path: string | null;
+  /** The entry, opened at its lookup (an eviction since cannot take it away). */
+  readonly stream: () => Readable;
+  /** The repository holds one of the entry's paths: unpack the entry after its files (the entry wins), not beside them. */
+  readonly afterCopy: boolean;
 }
 
 interface PreparedContainer extends WarmContainer {
@@ -54,6 +76,12 @@ interface PreparedContainer extends WarmContainer {
 interface WarmContainer {
   /** Started, with its shells attached and ready, and an empty workspace. */
   readonly sandbox: DockerSandbox;
+  /**
+   * The host folder mounted read-only at RESTORE_DIR, empty until the container is handed to a job
+   * with a cached environment: the entry is placed in it then. Only the host writes it (a 0700
+   * folder of its own holds it), and it goes with the container.
+   */
+  readonly entryDir: string;
 }
 
 /**
@@ -116,24 +144,49 @@ export class WarmPool {
         : null;
     // Packed once: for this job's container and for the repository's next prepared one.
     const packed = repository === null ? null : await packWorkspace(options.workspace);
-    // The next prepared container is made after this job's is ready, not competing with it.
-    const sandbox =
-      repository !== null && packed !== null
-        ? ((await this.fromPrepared(repository, packed, options)) ?? (await this.fromWarm(options, packed)))
-        : await this.fromWarm(options, packed);
+    const staged = options.restore === undefined ? null : await stageEntry(options.restore);
+    let sandbox: DockerSandbox;
+    try {
+      // The next prepared container is made after this job's is ready, not competing with it.
+      sandbox =
+        repository !== null && packed !== null
+          ? ((await this.fromPrepared(repository, packed, options, staged)) ??
+            (await this.fromWarm(options, packed, staged)))
+          : await this.fromWarm(options, packed, staged);
+    } finally {
+      if (staged !== null) await rm(staged.dir, { recursive: true, force: true });
+    }
+    try {
+      await sandbox.useEnvironment(options.env ?? {});
+    } catch (error) {
+      await sandbox.close();
+      throw error;
+    }
     if (repository !== null && packed !== null) this.prepare(repository, options.image, packed);
     return sandbox;
   }
 
   /** A warm container (a new one when none is ready) with the workspace copied in. */
-  private async fromWarm(options: AcquireOptions, packed: WorkspaceArchive | null): Promise<DockerSandbox> {
+  private async fromWarm(
+    options: AcquireOptions,
+    packed: WorkspaceArchive | null,
+    staged: StagedEntry | null,
+  ): Promise<DockerSandbox> {
     const warm = this.ready.get(options.image)?.shift();
     if (options.image in this.options.images) this.refill(options.image);
     let entry = warm ?? (await this.createWarm(options.image));
     const source = packed ?? options.workspace;
+    const place = async (into: WarmContainer): Promise<void> => {
+      if (staged !== null) await link(staged.file, join(into.entryDir, RESTORE_NAME));
+      await into.sandbox.copyIn(source, {
+        checkout: options.checkout === true,
+        exclude: options.exclude,
+        ...(options.restore === undefined ? {} : { restore: { afterCopy: options.restore.afterCopy } }),
+      });
+    };
     try {
       try {
-        await entry.sandbox.copyIn(source, { checkout: options.checkout === true });
+        await place(entry);
       } catch (error) {
         // A waiting container may be gone (another host's worker reaped it by age, an operator
         // removed it): the job gets a fresh one instead of the failure.
@@ -144,7 +197,7 @@ export class WarmPool {
         );
         await entry.sandbox.close();
         entry = await this.createWarm(options.image);
-        await entry.sandbox.copyIn(source, { checkout: options.checkout === true });
+        await place(entry);
       }
     } catch (error) {
       await entry.sandbox.close();
@@ -184,13 +237,20 @@ export class WarmPool {
     repository: string,
     packed: WorkspaceArchive,
     options: AcquireOptions,
+    staged: StagedEntry | null,
   ): Promise<DockerSandbox | null> {
     const entry = this.prepared.get(repository);
     if (entry === undefined || entry.image !== options.image) return null;
     // Taken out first: a container is handed to one job, and never comes back.
     this.prepared.delete(repository);
     try {
-      await entry.sandbox.copyIn(packed, { checkout: true, switchCheckout: true });
+      if (staged !== null) await link(staged.file, join(entry.entryDir, RESTORE_NAME));
+      await entry.sandbox.copyIn(packed, {
+        checkout: true,
+        switchCheckout: true,
+        exclude: options.exclude,
+        ...(options.restore === undefined ? {} : { restore: { afterCopy: true } }),
+      });
     } catch (error) {
       this.options.logger?.warn(
         { err: error, container: entry.sandbox.containerId },
@@ -231,7 +291,7 @@ export class WarmPool {
       }
       const old = this.prepared.get(repository);
       this.prepared.delete(repository);
-      this.prepared.set(repository, { sandbox: entry.sandbox, image });
+      this.prepared.set(repository, { ...entry, image });
       const gone: PreparedContainer[] = old === undefined ? [] : [old];
       while (this.prepared.size > this.repositories) {
         const [first] = this.prepared;
@@ -308,6 +368,18 @@ export class WarmPool {
   }
 
   private async createWarm(image: string): Promise<WarmContainer> {
+    const own = await mkdtemp(join(tmpdir(), 'issue-agent-pool-entry-'));
+    const entryDir = join(own, 'entry');
+    const cleanUp = (): Promise<void> => rm(own, { recursive: true, force: true });
+    try {
+      // 0755: the sandbox user reads the entry through the mount; the 0700 folder above keeps
+      // the host's other users out.
+      await mkdir(entryDir, { mode: 0o755 });
+      await chmod(entryDir, 0o755);
+    } catch (error) {
+      await cleanUp();
+      throw new SandboxError('start_failed', `warm pool: ${errorMessage(error)}`, { cause: error });
+    }
     let container: Docker.Container | null = null;
     try {
       container = await this.docker.createContainer(
@@ -319,11 +391,13 @@ export class WarmPool {
           limits: this.limits,
           labels: { job: 'pool', owner: this.owner, pool: image },
           env: this.options.env,
+          restoreDir: entryDir,
         }),
       );
       await container.start();
     } catch (error) {
       await container?.remove({ force: true, v: true }).catch(() => undefined);
+      await cleanUp();
       throw new SandboxError('start_failed', `warm pool: ${errorMessage(error)}`, { cause: error });
     }
     // adopt() removes the container when it fails.
@@ -335,7 +409,48 @@ export class WarmPool {
       limits: this.limits,
       captureBytes: this.options.captureBytes,
       logger: this.options.logger,
+      afterClose: cleanUp,
     });
-    return { sandbox };
+    return { sandbox, entryDir };
+  }
+}
+
+interface StagedEntry {
+  /** A 0700 folder of this acquire's own, removed when the job has its container. */
+  readonly dir: string;
+  readonly file: string;
+}
+
+/**
+ * The entry as a file the job's container can get by a hard link (its entry folder is on the same
+ * file system): a link to the cache's file when it is readable by the sandbox user and on the same
+ * file system, else a copy of the stream opened at the lookup. The cache never changes an entry's
+ * file (a new entry is a new file renamed into place), so a link holds what was looked up.
+ */
+async function stageEntry(entry: EntryToRestore): Promise<StagedEntry> {
+  const dir = await mkdtemp(join(tmpdir(), 'issue-agent-entry-'));
+  const file = join(dir, RESTORE_NAME);
+  try {
+    let linked = false;
+    if (entry.path !== null) {
+      linked = await link(entry.path, file).then(
+        () => true,
+        () => false,
+      );
+    }
+    if (!linked) {
+      await pipeline(entry.stream(), createWriteStream(file, { flags: 'wx', mode: 0o644 }));
+      await chmod(file, 0o644);
+    }
+    return { dir, file };
+  } catch (error) {
+    await rm(dir, { recursive: true, force: true });
+    throw new SandboxError(
+      'start_failed',
+      `warm pool: could not stage the cached environment: ${errorMessage(error)}`,
+      {
+        cause: error,
+      },
+    );
   }
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import { createReadStream, existsSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type Docker from 'dockerode';
 import { DockerSandbox, packWorkspace } from '../../../src/sandbox/docker/docker-sandbox.js';
@@ -275,5 +276,79 @@ dockerTest(
     await assert.rejects(sandbox.copyIn(packed, { checkout: true, switchCheckout: true }));
     const r = await sandbox.exec('ls /tmp/archive-ran-as-shell 2>&1; echo done', { timeoutMs: 10_000 });
     assert.match(r.output, /No such file/);
+  },
+);
+
+dockerTest(
+  "warm pool: a prepared container takes a job's cached environment and variables, and the next prepared one has neither",
+  async (docker, t) => {
+    const { dir, commits } = await sourceRepo(t);
+    const [c1 = '', c2 = '', , c4 = ''] = commits;
+    const pool = newPool(docker, testOwner('prepared-env'));
+    t.after(() => pool.close());
+    await pool.start();
+    const repo = 'installation-1/repo-env';
+    // A cached environment: what a setup left in the workspace, as the cache stores it (a tar).
+    const entryDir = await tempWorkspace(t, 'ia-prepared-entry-');
+    await mkdir(join(entryDir, 'node_modules/dep'), { recursive: true });
+    await writeFile(join(entryDir, 'node_modules/dep/index.js'), 'module.exports = 1;\n');
+    await mkdir(join(entryDir, 'tools/bin'), { recursive: true });
+    await writeFile(join(entryDir, 'tools/bin/hello'), '#!/bin/sh\necho hello from the entry\n');
+    await chmod(join(entryDir, 'tools/bin/hello'), 0o755);
+    const entry = join(entryDir, 'entry.tar');
+    await execFileAsync('tar', ['-c', '-f', entry, '-C', entryDir, 'node_modules', 'tools']);
+    const acquire = async (
+      commit: string,
+      jobId: string,
+      extra: Partial<Parameters<WarmPool['acquire']>[0]> = {},
+    ): Promise<DockerSandbox> => {
+      const s = await pool.acquire({
+        workspace: await jobWorkspace(t, dir, commit),
+        checkout: true,
+        jobId,
+        image: IMAGE,
+        repository: repo,
+        ...extra,
+      });
+      t.after(() => s.close());
+      return s;
+    };
+    await acquire(c1, 'env-1');
+    await pool.drain();
+    const prepared = pool.preparedFor(repo);
+    assert.notEqual(prepared, null);
+    const env = { PATH: '/workspace/tools/bin:/usr/local/bin:/usr/bin:/bin', JOB_VAR: 'x y $z' };
+    const second = await acquire(c2, 'env-2', {
+      env,
+      // No file to link (here: as for an entry the sandbox user could not read): copied from the stream.
+      restore: { path: null, stream: () => createReadStream(entry), afterCopy: true },
+      exclude: ['node_modules', 'tools'],
+    });
+    assert.equal(second.containerId, prepared, 'the job with an environment got the prepared container');
+    assert.deepEqual(await state(second), { head: c2, status: '' });
+    const r = await second.exec('hello && printf "%s\\n" "$JOB_VAR" && cat node_modules/dep/index.js', {
+      timeoutMs: 10_000,
+    });
+    assert.equal(r.output, 'hello from the entry\nx y $z\nmodule.exports = 1;\n');
+    const h = await second.harnessExec('printf "%s" "$JOB_VAR"', { timeoutMs: 10_000 });
+    assert.equal(h.output, env.JOB_VAR);
+    // The entry's host folder is the container's alone and goes with it.
+    const mounts = (await docker.getContainer(second.containerId).inspect()).Mounts;
+    const entryFolder = mounts.find((m) => m.Destination === '/run/issue-agent-env')?.Source ?? '';
+    assert.ok(existsSync(join(entryFolder, 'entry.tar')), 'the entry was placed in the container folder');
+    await second.close();
+    assert.equal(existsSync(dirname(entryFolder)), false, 'the folder went with the container');
+
+    // The next prepared container is made from the job's `.git` alone.
+    await pool.drain();
+    const next = pool.preparedFor(repo);
+    assert.notEqual(next, null);
+    const third = await acquire(c4, 'env-3');
+    assert.equal(third.containerId, next);
+    const bare = await third.exec('ls node_modules tools 2>&1; printf "[%s]\\n" "$JOB_VAR"', {
+      timeoutMs: 10_000,
+    });
+    assert.match(bare.output, /No such file[\s\S]*No such file[\s\S]*\[\]\n$/);
+    assert.deepEqual(await state(third), { head: c4, status: '' });
   },
 );
