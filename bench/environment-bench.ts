@@ -655,7 +655,7 @@ export async function environmentBench(options: EnvironmentBenchOptions = {}): P
   const hp = ready.hitPool.map((s) => s.ms);
   const np = ready.noDepsPool.map((s) => s.ms);
   console.log(
-    `| (d) cache hit, in a warm pool's container (entry streamed in) | ${hp.length} | ${sec(median(hp))} | ${range(hp, sec)} | |`,
+    `| (d) cache hit, in a warm pool's container (entry linked into its folder) | ${hp.length} | ${sec(median(hp))} | ${range(hp, sec)} | |`,
   );
   console.log(
     `| (e) no dependencies, in a warm pool's container | ${np.length} | ${sec(median(np))} | ${range(np, sec)} | |`,

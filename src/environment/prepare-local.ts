@@ -1,4 +1,5 @@
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
 import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
@@ -84,7 +85,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
   }
 
   const attempts = new Map<string, number>();
-  const runtimes = runnerRuntimes(plan, input.path);
+  const runtimes = await runnerRuntimes(plan, input.path);
   const record = (results: readonly SetupCommandResult[]): EnvironmentRecord => ({
     image: LOCAL_IMAGE,
     runtimes,
@@ -191,10 +192,10 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
  * The plan's runtimes as the local sandbox has them: the versions on its PATH, whatever the
  * repository asked for (the Action cannot change the runner's Node; a setup-node step can).
  */
-function runnerRuntimes(plan: EnvironmentPlan, path: string): EnvironmentRecord['runtimes'] {
-  return plan.runtimes.map((r) => {
+async function runnerRuntimes(plan: EnvironmentPlan, path: string): Promise<EnvironmentRecord['runtimes']> {
+  const all = plan.runtimes.map(async (r) => {
     if (r.language === 'node') {
-      const v = toolVersion('node', ['--version'], path) ?? process.version;
+      const v = (await toolVersion('node', ['--version'], path)) ?? process.version;
       return {
         language: r.language,
         version: v.replace(/^v/, ''),
@@ -204,7 +205,7 @@ function runnerRuntimes(plan: EnvironmentPlan, path: string): EnvironmentRecord[
       };
     }
     if (r.language === 'python') {
-      const v = toolVersion('python3', ['--version'], path)?.replace(/^Python\s+/i, '') ?? 'unknown';
+      const v = (await toolVersion('python3', ['--version'], path))?.replace(/^Python\s+/i, '') ?? 'unknown';
       return {
         language: r.language,
         version: v,
@@ -215,17 +216,20 @@ function runnerRuntimes(plan: EnvironmentPlan, path: string): EnvironmentRecord[
     }
     return { ...r, source: 'runner', note: "the Action's local sandbox uses the runner's own tools" };
   });
+  return Promise.all(all);
 }
 
-function toolVersion(tool: string, args: readonly string[], path: string): string | null {
+const execFileAsync = promisify(execFile);
+
+/** The first line a tool prints for its version, or null. A child of its own, never a wait on the event loop. */
+async function toolVersion(tool: string, args: readonly string[], path: string): Promise<string | null> {
   try {
-    const out = execFileSync(tool, args, {
+    const { stdout } = await execFileAsync(tool, [...args], {
       env: { PATH: path },
       encoding: 'utf8',
       timeout: 10_000,
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const line = out.trim().split('\n')[0] ?? '';
+    const line = stdout.trim().split('\n')[0] ?? '';
     return line === '' ? null : line;
   } catch {
     return null;

@@ -15,7 +15,7 @@ import {
   rmSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { copyFile } from 'node:fs/promises';
+import { copyFile, mkdir, open as openFile, rename } from 'node:fs/promises';
 import { writeEvent } from './append-thread.js';
 import { join } from 'node:path';
 import {
@@ -111,6 +111,29 @@ export class FileEventStore implements EventStore {
     mkdirSync(join(dir, 'files'), { recursive: true });
     mkdirSync(join(dir, 'claims'), { recursive: true });
     writeAtomic(join(dir, 'base_state.json'), `${JSON.stringify(baseState.parse(base), null, 2)}\n`);
+    return new FileEventStore(dir, base, []);
+  }
+
+  /**
+   * create() with the disk's waits (the folders, the fdatasync of base_state.json) off the event
+   * loop: what a worker uses, whose lock renewals run on that loop and whose disk may be busy.
+   */
+  static async createAsync(dir: string, base: BaseState): Promise<FileEventStore> {
+    const path = join(dir, 'base_state.json');
+    if (existsSync(path)) {
+      throw new EventStoreError('exists', `${dir} already holds a conversation; use resume`);
+    }
+    const text = `${JSON.stringify(baseState.parse(base), null, 2)}\n`;
+    for (const sub of ['events', 'files', 'claims']) await mkdir(join(dir, sub), { recursive: true });
+    const tmp = `${path}.tmp`;
+    const file = await openFile(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+    try {
+      await file.writeFile(text);
+      await file.datasync();
+    } finally {
+      await file.close();
+    }
+    await rename(tmp, path);
     return new FileEventStore(dir, base, []);
   }
 

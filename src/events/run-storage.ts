@@ -63,7 +63,7 @@ export class FileRunStorage implements RunStorage {
   }
 
   create(runId: string, base: BaseState): Promise<EventStore> {
-    return Promise.resolve().then(() => FileEventStore.create(this.trajectory(runId), base));
+    return FileEventStore.createAsync(this.trajectory(runId), base);
   }
 
   async discard(runId: string): Promise<void> {

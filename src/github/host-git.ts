@@ -600,26 +600,10 @@ export class HostGit {
       // The copy was checked against its manifest (the host wrote all of it); the fetch runs
       // upload-pack in the pristine clone, which reads its config: check that first.
       await this.verifyPristine(pristine);
-      const url = pathToFileURL(resolve(pristine)).href;
       // Fetch offers what the refs reach as what it has, not a detached HEAD: a ref for the
       // fetch's length, so only the newer objects are packed.
       await this.run(['-C', dir, 'update-ref', BASE_REF, base.commit]);
-      await this.run([
-        '-C',
-        dir,
-        '-c',
-        'protocol.file.allow=always',
-        // One pack per fetch, however few objects: what MAX_PACKS counts, and few files to copy.
-        '-c',
-        'fetch.unpackLimit=1',
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        `--depth=${depth}`,
-        url,
-        commit,
-      ]);
-      await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
+      await this.fetchShallow(pristine, dir, commit, depth);
       await this.run(['-C', dir, 'update-ref', '-d', BASE_REF]);
       await this.run(['-C', dir, 'update-ref', '--no-deref', 'HEAD', commit]);
       return base.commit;
@@ -627,6 +611,30 @@ export class HostGit {
       await rm(dir, { recursive: true, force: true });
       return null;
     }
+  }
+
+  /**
+   * Fetches `commit` and `depth` commits of its history from the pristine clone into the `.git` at
+   * `dir` (the host's own, not yet any sandbox's), as one pack however few objects: what MAX_PACKS
+   * counts, and few files to copy. FETCH_HEAD goes afterwards: it names the host's pristine clone
+   * (the job's id and the host's layout), which is not the sandbox's business.
+   */
+  private async fetchShallow(pristine: string, dir: string, commit: string, depth: number): Promise<void> {
+    await this.run([
+      '-C',
+      dir,
+      '-c',
+      'protocol.file.allow=always',
+      '-c',
+      'fetch.unpackLimit=1',
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      `--depth=${depth}`,
+      pathToFileURL(resolve(pristine)).href,
+      commit,
+    ]);
+    await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
   }
 
   private async makeHistory(
@@ -640,30 +648,23 @@ export class HostGit {
     await this.verifyPristine(pristine);
     await rm(dir, { recursive: true, force: true });
     await mkdir(dirname(dir), { recursive: true });
-    const file = ['-c', 'protocol.file.allow=always'];
     if (depth === null) {
       // The whole history: a local clone copies the pack files, much cheaper than packing anew.
-      await this.run([...file, 'clone', '--quiet', '--no-checkout', '--no-hardlinks', '--', pristine, dir]);
+      await this.run([
+        '-c',
+        'protocol.file.allow=always',
+        'clone',
+        '--quiet',
+        '--no-checkout',
+        '--no-hardlinks',
+        '--',
+        pristine,
+        dir,
+      ]);
     } else {
       // `--template=`: no sample hooks, nothing but what git needs.
       await this.run(['init', '--quiet', '--template=', '--', dir]);
-      const url = pathToFileURL(resolve(pristine)).href;
-      // One pack, however few objects (see MAX_PACKS).
-      await this.run([
-        '-C',
-        dir,
-        ...file,
-        '-c',
-        'fetch.unpackLimit=1',
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        `--depth=${depth}`,
-        url,
-        commit,
-      ]);
-      // It names the host's pristine clone (the job's id and the host's layout): not the sandbox's business.
-      await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
+      await this.fetchShallow(pristine, dir, commit, depth);
       await this.run(['-C', dir, 'remote', 'add', 'origin', publicUrl]);
     }
     await this.run(['-C', dir, 'update-ref', '--no-deref', 'HEAD', commit]);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -157,5 +157,32 @@ test('a claim whose rename a crash prevented becomes the event on open; a run th
     assert.equal(FileEventStore.open(dir).events.length, 3);
   } finally {
     rmSync(dirname(dir), { recursive: true, force: true });
+  }
+});
+
+test('createAsync (the worker’s, off the event loop) writes what create writes, and refuses a folder holding a conversation', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'ia-store-'));
+  try {
+    const a = FileEventStore.create(join(root, 'sync'), base);
+    const b = await FileEventStore.createAsync(join(root, 'async'), base);
+    for (const sub of ['', 'events', 'files', 'claims']) {
+      assert.deepEqual(readdirSync(join(root, 'async', sub)), readdirSync(join(root, 'sync', sub)));
+    }
+    assert.equal(
+      readFileSync(join(root, 'async', 'base_state.json'), 'utf8'),
+      readFileSync(join(root, 'sync', 'base_state.json'), 'utf8'),
+    );
+    await b.append({ kind: 'warning', code: 'no_tool_call', message: 'm' });
+    a.appendSync({ kind: 'warning', code: 'no_tool_call', message: 'm' });
+    assert.deepEqual(
+      FileEventStore.open(join(root, 'async')).events.map((e) => e.kind),
+      FileEventStore.open(join(root, 'sync')).events.map((e) => e.kind),
+    );
+    await assert.rejects(
+      FileEventStore.createAsync(join(root, 'async'), base),
+      (e) => e instanceof EventStoreError && e.code === 'exists',
+    );
+  } finally {
+    rmSync(root, { recursive: true, force: true });
   }
 });
