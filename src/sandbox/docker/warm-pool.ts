@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { chmod, link, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { createWriteStream, fstat } from 'node:fs';
+import { chmod, link, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
@@ -427,6 +428,18 @@ interface StagedEntry {
  * file system, else a copy of the stream opened at the lookup. The cache never changes an entry's
  * file (a new entry is a new file renamed into place), so a link holds what was looked up.
  */
+/** Whether `path` is the file `stream` reads (same device and inode); false when it cannot tell. */
+async function sameFile(path: string, stream: Readable): Promise<boolean> {
+  const fd = (stream as Readable & { fd?: unknown }).fd;
+  if (typeof fd !== 'number') return false;
+  try {
+    const [a, b] = await Promise.all([stat(path), promisify(fstat)(fd)]);
+    return a.dev === b.dev && a.ino === b.ino;
+  } catch {
+    return false;
+  }
+}
+
 async function stageEntry(entry: EntryToRestore): Promise<StagedEntry> {
   const dir = await mkdtemp(join(tmpdir(), 'issue-agent-entry-'));
   const file = join(dir, RESTORE_NAME);
@@ -437,6 +450,12 @@ async function stageEntry(entry: EntryToRestore): Promise<StagedEntry> {
         () => true,
         () => false,
       );
+      // The file linked must be the one opened at the lookup: an eviction and a new store of the
+      // same key in between would have put another file at the path.
+      if (linked && !(await sameFile(file, entry.stream()))) {
+        await rm(file, { force: true });
+        linked = false;
+      }
     }
     if (!linked) {
       await pipeline(entry.stream(), createWriteStream(file, { flags: 'wx', mode: 0o644 }));

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createReadStream, existsSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
 import { dirname, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type Docker from 'dockerode';
@@ -318,10 +319,18 @@ dockerTest(
     const prepared = pool.preparedFor(repo);
     assert.notEqual(prepared, null);
     const env = { PATH: '/workspace/tools/bin:/usr/local/bin:/usr/bin:/bin', JOB_VAR: 'x y $z' };
+    // The path names another file than the one opened at the lookup (an eviction and a new store
+    // of the key in between): the opened one is what the job gets, copied from its stream.
+    const decoyDir = await tempWorkspace(t, 'ia-prepared-decoy-');
+    await mkdir(join(decoyDir, 'node_modules/dep'), { recursive: true });
+    await writeFile(join(decoyDir, 'node_modules/dep/index.js'), 'module.exports = "decoy";\n');
+    const decoy = join(decoyDir, 'decoy.tar');
+    await execFileAsync('tar', ['-c', '-f', decoy, '-C', decoyDir, 'node_modules']);
+    const opened = createReadStream(entry);
+    await once(opened, 'open');
     const second = await acquire(c2, 'env-2', {
       env,
-      // No file to link (here: as for an entry the sandbox user could not read): copied from the stream.
-      restore: { path: null, stream: () => createReadStream(entry), afterCopy: true },
+      restore: { path: decoy, stream: () => opened, afterCopy: true },
       exclude: ['node_modules', 'tools'],
     });
     assert.equal(second.containerId, prepared, 'the job with an environment got the prepared container');
