@@ -160,7 +160,12 @@ dockerTest(
       maintainer: { login: 'maria', permission: 'maintain' },
       modelKey: MODEL_KEY,
       sandbox: 'docker',
-      env: { ...(await registryDeploymentEnv()), ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN: CODEGEN_CANARY },
+      env: {
+        ...(await registryDeploymentEnv()),
+        ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN: CODEGEN_CANARY,
+        // A job with setup takes a container of its own; a cache hit takes a warm one (.nvmrc: 20).
+        ISSUE_AGENT_WARM_POOL: 'issue-agent/node:20=1',
+      },
       policy: () => routeByTag({ '[regress]': oracle(regress) }, oracle(fix)),
     });
     try {
@@ -222,6 +227,17 @@ dockerTest(
       assert.match(pr2.body, /Passing before, failing now/);
       assert.match(pr2.body, /slugify › drops accents/);
       assert.match(pr2.body, /reused a cached environment/);
+      // The hit ran in a warm pool's container (the entry placed in it, the test PATH given to its
+      // shells): the regression above was found by jest from the restored node_modules there.
+      const warmLines = pipeline
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('"msg":"sandbox from the warm pool"'));
+      assert.ok(
+        warmLines.some((l) => l.includes(job2)),
+        `job 2 started in a warm container\n${warmLines.join('\n')}`,
+      );
+      assert.ok(!warmLines.some((l) => l.includes(job1)), 'job 1 (setup ran) did not');
 
       // A setup command that fails: failed/setup_failed, with the command's output.
       await slugRepoWithConfig(
