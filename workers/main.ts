@@ -38,6 +38,11 @@ async function main(): Promise<void> {
   const metrics = app.workerMetrics === null ? null : new WorkerMetrics();
   watchEventLoop(logger, app.lockDurationMs, (ms) => metrics?.eventLoopBlocked(ms));
 
+  if (app.sandbox !== 'docker') {
+    // What a job loads on first use, loaded now (see the Docker case below): the local sandbox's
+    // environment step and its module graph.
+    await import('../src/environment/prepare-local.js');
+  }
   if (app.sandbox === 'local') {
     // Never run jobs with less isolation than asked for: a host that cannot make the namespaces
     // stops the worker here, with what is missing, instead of failing every job.
@@ -59,10 +64,12 @@ async function main(): Promise<void> {
     await import('../src/environment/prepare.js');
     await import('../src/sandbox/docker/docker-sandbox.js');
     const { default: Docker } = await import('dockerode');
-    const { reapOrphans, startReap } = await import('../src/sandbox/docker/reap.js');
+    const { reapEntryFolders, reapOrphans, startReap } = await import('../src/sandbox/docker/reap.js');
     const reaped = await reapOrphans(new Docker(), startReap(agent.limits.maxWallMs));
     if (reaped.removed.length > 0)
       logger.info({ removed: reaped.removed }, 'reaped sandboxes of dead workers');
+    const folders = await reapEntryFolders(new Docker());
+    if (folders.length > 0) logger.info({ removed: folders }, "reaped dead warm pools' entry folders");
     if (Object.keys(app.warmPool).length > 0) {
       // Started containers for jobs that need no setup (see PrepareInput.pool); filled in the
       // background: a job that comes first gets a cold start, as without a pool.

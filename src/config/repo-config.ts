@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { repositoryMcpConfig } from './mcp-config.js';
 import { repoPolicySchema } from '../publish/policy.js';
 import { HostAllowlist } from '../sandbox/egress/host-allowlist.js';
+import { SHELL_OWN } from '../sandbox/shell-names.js';
 import { deepFreeze } from './agent-env.js';
 
 /** Where a repository keeps its settings (read through Probot's config API, `_extends` supported). */
@@ -50,6 +51,7 @@ export function envNameProblem(name: string): string | null {
     return `${name} is set by the harness and cannot be changed`;
   }
   if (upper.startsWith('ISSUE_AGENT_')) return `${name}: ISSUE_AGENT_* names belong to the harness`;
+  if (SHELL_OWN.test(name)) return `${name} steers the harness's shells and cannot be set`;
   if (name.startsWith('LD_')) return `${name}: the dynamic loader's variables cannot be set`;
   if (upper.startsWith('GIT_') && !/^GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)$/.test(name)) {
     return `${name}: the harness runs git in the sandbox; only GIT_AUTHOR_* and GIT_COMMITTER_* may be set`;

@@ -431,6 +431,17 @@ export class HostGit {
       { token, remoteUrl: url },
     );
     await sealClone(mirror, url, true);
+    // Received over the network, the clone needs no full read of its own (mirror-check.ts): git
+    // hashed every object as index-pack stored it and checked that the branch's history is all
+    // there, and the host wrote every file just now. (A local path would be copied, not received.)
+    if (/^(https?|ssh):\/\//.test(url)) {
+      await this.inMirror(mirror, ['rev-parse', '--verify', `refs/heads/${branch}`])
+        .then(async (r) => {
+          await recordChecked(mirror, r.stdout.trim(), await objectsFingerprint(mirror));
+        })
+        // Bookkeeping: without the record the first clone reads the mirror in full, nothing else.
+        .catch(() => undefined);
+    }
   }
 
   private async cloneFromMirror(mirror: string, dir: string, url: string, branch: string): Promise<void> {

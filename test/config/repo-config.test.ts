@@ -120,6 +120,13 @@ test('variables that steer the shell, the loader, the proxy or the harness are r
     'ISSUE_AGENT_MODEL',
     'GIT_DIR',
     'GIT_CONFIG_PARAMETERS',
+    // The harness's shells: their own variables, the cwd they report, read's timeout, POSIX mode.
+    '__ia_n',
+    '__IA_CMD',
+    'PWD',
+    'OLDPWD',
+    'TMOUT',
+    'POSIXLY_CORRECT',
   ]) {
     const found = problems({ env: { [name]: 'x' } });
     assert.equal(found.length, 1, `${name}: ${found.join('; ')}`);

@@ -102,6 +102,12 @@ export interface ContainerSpecInput {
 /** The folder of RESTORE_MOUNT, and the name of the entry in it. */
 export const RESTORE_DIR = '/run/issue-agent-env';
 export const RESTORE_NAME = 'entry.tar';
+/**
+ * Host folders (in the worker's TMPDIR) of a warm pool: each container's own, holding the folder
+ * mounted at RESTORE_DIR; and an acquire's staging folder for the entry (warm-pool.ts, reap.ts).
+ */
+export const POOL_ENTRY_FOLDER = 'issue-agent-pool-entry-';
+export const ENTRY_STAGING_FOLDER = 'issue-agent-entry-';
 /** Where a cached environment's tar file is mounted (read-only) when one is restored. */
 export const RESTORE_MOUNT = `${RESTORE_DIR}/${RESTORE_NAME}`;
 /** Where the deployment's extra CA certificates are mounted (read-only) when it has some. */

@@ -9,6 +9,7 @@ import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { DISK_FULL, fullMount } from '../disk-full.js';
 import { harnessShell, type HarnessShell } from '../harness-shell.js';
+import { SHELL_OWN } from '../shell-names.js';
 import { ShellSession } from '../shell-session.js';
 import {
   SandboxError,
@@ -481,15 +482,20 @@ export class DockerSandbox implements Sandbox {
     this.assertUsable();
     const names = Object.keys(env);
     if (names.length === 0) return;
-    const bad = names.find((n) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(n));
-    if (bad !== undefined) throw new SandboxError('start_failed', `not a variable name: ${bad.slice(0, 60)}`);
+    const bad = names.find((n) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(n) || SHELL_OWN.test(n));
+    if (bad !== undefined) {
+      throw new SandboxError(
+        'start_failed',
+        `not a variable a job may set in a running shell: ${bad.slice(0, 60)}`,
+      );
+    }
     if (Object.values(env).some((v) => v.includes('\0'))) {
       throw new SandboxError('start_failed', 'a variable holds a NUL byte');
     }
     this.host.setEnv(env);
     this.jobEnv = { ...env };
     const stdin = Buffer.from(names.map((n) => `${n}=${env[n] ?? ''}\0`).join(''));
-    const script = exportScript(names.length);
+    const script = exportScript(stdin.length, names.length);
     const results = await Promise.all([
       this.session.exec(script, { timeoutMs: 30_000, stdin }),
       this.harness.exec(script, { timeoutMs: 30_000, stdin }),
@@ -1041,13 +1047,15 @@ const SWITCH_SCRIPT = [
 ].join(' && ');
 
 /**
- * Exports `count` variables read off the shell's input, each `NAME=value` ended by a NUL: `read`
- * takes the bytes as they are and `export` gets them as one word, so no value is ever parsed as
- * shell text. It reads exactly `count` records (no byte of the input may be left to the shell). A
- * name bash keeps read-only is skipped, as bash skips it in the environment it starts with.
+ * Exports the `count` variables of the next `bytes` bytes of the shell's input, each `NAME=value`
+ * ended by a NUL. `head -c` takes exactly those bytes before anything is exported, so no variable
+ * can change how much is read (and no byte of the input is left for the shell to run); `mapfile`
+ * and `export` take each record as one word, so no value is ever parsed as shell text. `command`
+ * keeps a refused export (a name bash keeps read-only, which it also skips in the environment it
+ * starts with) from ending the shell.
  */
-function exportScript(count: number): string {
-  return `__ia_n=${String(count)}; while [ "$__ia_n" -gt 0 ] && IFS= read -r -d '' __ia_kv; do export -- "$__ia_kv" 2>/dev/null; __ia_n=$((__ia_n - 1)); done; unset __ia_kv; [ "$__ia_n" -eq 0 ]`;
+function exportScript(bytes: number, count: number): string {
+  return `mapfile -d '' -t __ia_kvs < <(head -c ${String(bytes)}); for __ia_kv in "\${__ia_kvs[@]}"; do command export -- "$__ia_kv" 2>/dev/null; done; __ia_n=\${#__ia_kvs[@]}; unset __ia_kvs __ia_kv; [ "$__ia_n" -eq ${String(count)} ]`;
 }
 
 /** How the script of placeFiles says which step failed. */

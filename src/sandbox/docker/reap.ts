@@ -1,4 +1,8 @@
+import { lstat, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
+import { ENTRY_STAGING_FOLDER, POOL_ENTRY_FOLDER, RESTORE_DIR } from './container-spec.js';
 import { LABEL_OWNER, LABEL_SANDBOX, ownerId, ownerState } from './owner.js';
 
 export interface ReapOptions {
@@ -70,4 +74,42 @@ export async function reapOrphans(docker: Docker, options: ReapOptions = {}): Pr
  */
 export function startReap(maxWallMs: number): ReapOptions {
   return { olderThanMs: Math.max(24 * 60 * 60_000, 2 * maxWallMs) };
+}
+
+/**
+ * Removes the host folders a warm pool leaves when its worker dies (warm-pool.ts): a container's
+ * entry folder once no sandbox container mounts it, and an acquire's staging folder. Both may hold
+ * hard links to environment cache entries, which the cache no longer counts once it evicted them.
+ * Only folders of those names directly in `dir` (the worker's TMPDIR), older than `minAgeMs` (a
+ * worker sharing the folder may be making one's container right now), never a link; what is in
+ * them the host wrote, and sandboxes see them read-only.
+ */
+export async function reapEntryFolders(
+  docker: Docker,
+  options: { readonly dir?: string; readonly minAgeMs?: number } = {},
+): Promise<string[]> {
+  const dir = options.dir ?? tmpdir();
+  const minAgeMs = options.minAgeMs ?? 15 * 60_000;
+  const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_SANDBOX}=1`] } });
+  const mounted = new Set<string>();
+  for (const c of containers) {
+    for (const m of c.Mounts) if (m.Destination === RESTORE_DIR) mounted.add(dirname(m.Source));
+  }
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return removed;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    if (!name.startsWith(POOL_ENTRY_FOLDER) && !name.startsWith(ENTRY_STAGING_FOLDER)) continue;
+    const path = join(dir, name);
+    const st = await lstat(path).catch(() => null);
+    if (st === null || !st.isDirectory() || now - st.mtimeMs < minAgeMs || mounted.has(path)) continue;
+    await rm(path, { recursive: true, force: true });
+    removed.push(path);
+  }
+  return removed;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, fstat } from 'node:fs';
-import { chmod, link, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, link, lstat, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -9,7 +9,14 @@ import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { SandboxError } from '../sandbox.js';
-import { DEFAULT_LIMITS, RESTORE_NAME, containerSpec, type SandboxLimits } from './container-spec.js';
+import {
+  DEFAULT_LIMITS,
+  ENTRY_STAGING_FOLDER,
+  POOL_ENTRY_FOLDER,
+  RESTORE_NAME,
+  containerSpec,
+  type SandboxLimits,
+} from './container-spec.js';
 import {
   DockerSandbox,
   REFRESH_INDEX_SCRIPT,
@@ -369,7 +376,7 @@ export class WarmPool {
   }
 
   private async createWarm(image: string): Promise<WarmContainer> {
-    const own = await mkdtemp(join(tmpdir(), 'issue-agent-pool-entry-'));
+    const own = await mkdtemp(join(tmpdir(), POOL_ENTRY_FOLDER));
     const entryDir = join(own, 'entry');
     const cleanUp = (): Promise<void> => rm(own, { recursive: true, force: true });
     try {
@@ -433,15 +440,15 @@ async function sameFile(path: string, stream: Readable): Promise<boolean> {
   const fd = (stream as Readable & { fd?: unknown }).fd;
   if (typeof fd !== 'number') return false;
   try {
-    const [a, b] = await Promise.all([stat(path), promisify(fstat)(fd)]);
-    return a.dev === b.dev && a.ino === b.ino;
+    const [a, b] = await Promise.all([lstat(path), promisify(fstat)(fd)]);
+    return a.isFile() && a.dev === b.dev && a.ino === b.ino;
   } catch {
     return false;
   }
 }
 
 async function stageEntry(entry: EntryToRestore): Promise<StagedEntry> {
-  const dir = await mkdtemp(join(tmpdir(), 'issue-agent-entry-'));
+  const dir = await mkdtemp(join(tmpdir(), ENTRY_STAGING_FOLDER));
   const file = join(dir, RESTORE_NAME);
   try {
     let linked = false;

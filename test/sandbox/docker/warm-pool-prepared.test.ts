@@ -361,3 +361,41 @@ dockerTest(
     assert.deepEqual(await state(third), { head: c4, status: '' });
   },
 );
+
+dockerTest(
+  "a job's variables given to a started sandbox never run as shell text, and names the shells depend on are refused",
+  async (docker, t) => {
+    const { dir, commits } = await sourceRepo(t);
+    const sandbox = await DockerSandbox.create({
+      docker,
+      workspace: await jobWorkspace(t, dir, commits[0] ?? ''),
+      checkout: true,
+      jobId: 'env-attack',
+      image: IMAGE,
+      owner: testOwner('env-attack'),
+    });
+    t.after(() => sandbox.close());
+    // A name that ends the framework's own loop early, read's timeout cut mid-record, the cwd it
+    // reports: each would leave bytes of a later value for the shell to run. Refused, nothing set.
+    const payload = `\ntouch /tmp/ran-as-shell\n${'x'.repeat(8192)}\ntouch /tmp/ran-as-shell\n`;
+    for (const name of ['__ia_n', '__IA_KV', 'TMOUT', 'PWD', 'POSIXLY_CORRECT']) {
+      await assert.rejects(sandbox.useEnvironment({ [name]: '0', LATER: payload }), /not a variable a job/);
+    }
+    // Allowed names: values with newlines, quotes, `$(…)` and a record of a name bash keeps
+    // read-only (skipped, as a new shell skips it) arrive as they are, in both shells.
+    const tricky = `a'b"c $(touch /tmp/expanded) \`touch /tmp/expanded\` ;\n${payload}`;
+    await sandbox.useEnvironment({ UID: '0', EUID: '0', JOB_A: tricky, JOB_B: 'plain' });
+    const agent = await sandbox.exec('printf "%s|%s|%s" "$JOB_A" "$JOB_B" "$UID"', { timeoutMs: 10_000 });
+    assert.equal(agent.exitCode, 0, agent.output);
+    const uid = (await sandbox.exec('id -u', { timeoutMs: 10_000 })).output.trim();
+    assert.equal(agent.output, `${tricky}|plain|${uid}`);
+    const harness = await sandbox.harnessExec('printf "%s" "$JOB_A"', { timeoutMs: 10_000 });
+    assert.equal(harness.output, tricky);
+    const marks = await sandbox.exec('ls /tmp/ran-as-shell /tmp/expanded 2>&1; echo end', {
+      timeoutMs: 10_000,
+    });
+    assert.doesNotMatch(marks.output, /^\/tmp\/(ran-as-shell|expanded)$/m);
+    assert.match(marks.output, /end\n$/);
+  },
+  { attack: true },
+);

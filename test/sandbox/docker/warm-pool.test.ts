@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, symlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ownerId } from '../../../src/sandbox/docker/owner.js';
-import { reapOrphans } from '../../../src/sandbox/docker/reap.js';
+import { reapEntryFolders, reapOrphans } from '../../../src/sandbox/docker/reap.js';
 import { WarmPool } from '../../../src/sandbox/docker/warm-pool.js';
 import { dockerTest, labelledContainers, tempWorkspace, testOwner, waitFor } from './docker-test-support.js';
 
@@ -85,5 +85,54 @@ dockerTest(
     assert.notEqual(sandbox.containerId, waiting);
     const r = await sandbox.exec('cat input.txt', { timeoutMs: 10_000 });
     assert.equal(r.output, 'still here\n');
+  },
+);
+
+dockerTest(
+  "a dead pool's entry folders are removed at a worker's start; a live container's, a young one and a link are not",
+  async (docker, t) => {
+    const dir = await tempWorkspace(t, 'ia-entry-reap-');
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = dir;
+    t.after(() => {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+    });
+    const pool = new WarmPool({ docker, images: { [IMAGE]: 1 }, owner: testOwner('entry-reap') });
+    t.after(() => pool.close());
+    await pool.start();
+    const live = (await readdir(dir)).filter((n) => n.startsWith('issue-agent-pool-entry-'));
+    assert.equal(live.length, 1, 'the waiting container has its folder');
+    const old = new Date(Date.now() - 60 * 60_000);
+    const make = async (name: string, age: Date): Promise<void> => {
+      await mkdir(join(dir, name, 'entry'), { recursive: true });
+      await writeFile(join(dir, name, 'entry', 'entry.tar'), 'x');
+      await utimes(join(dir, name), age, age);
+    };
+    await make('issue-agent-pool-entry-dead01', old);
+    await make('issue-agent-entry-dead02', old);
+    await make('issue-agent-pool-entry-young3', new Date());
+    const elsewhere = await tempWorkspace(t, 'ia-entry-reap-target-');
+    await symlink(elsewhere, join(dir, 'issue-agent-pool-entry-link04'));
+    for (const n of live) await utimes(join(dir, n), old, old);
+
+    const removed = await reapEntryFolders(docker, { dir });
+    assert.deepEqual(removed.sort(), [
+      join(dir, 'issue-agent-entry-dead02'),
+      join(dir, 'issue-agent-pool-entry-dead01'),
+    ]);
+    const left = (await readdir(dir))
+      .filter((n) => n.startsWith('issue-agent-') && n.includes('entry-'))
+      .sort();
+    assert.deepEqual(
+      left,
+      [...live, 'issue-agent-pool-entry-link04', 'issue-agent-pool-entry-young3'].sort(),
+    );
+    await pool.close();
+    assert.deepEqual(
+      (await readdir(dir)).filter((n) => live.includes(n)),
+      [],
+      'a closed container takes its folder with it',
+    );
   },
 );
