@@ -235,19 +235,24 @@ export async function submitTrigger(
   const id = intakeJobId(trigger.deliveryId);
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const job = await intake.getJob(id);
-    if (job !== undefined) {
-      const state = await job.getState();
+    // The state is read before the job's record: a job that finishes between two reads of a
+    // record-then-state order reads as completed with the return value it did not have yet. BullMQ
+    // writes the record's result and moves the job to `completed` in one script, so a record read
+    // after `completed` was seen holds the result.
+    const state = await intake.getJobState(id);
+    if (state === 'completed' || state === 'failed') {
+      const job = await intake.getJob(id);
+      if (job === undefined)
+        throw new StartRunError(502, 'intake_failed', 'the request was removed before it was answered');
       if (state === 'completed') {
         const result: unknown = job.returnvalue;
         return result as IntakeResult;
       }
-      if (state === 'failed')
-        throw new StartRunError(
-          502,
-          'intake_failed',
-          `the request could not be processed: ${job.failedReason}`,
-        );
+      throw new StartRunError(
+        502,
+        'intake_failed',
+        `the request could not be processed: ${job.failedReason}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
