@@ -48,6 +48,26 @@ export interface AgentDeps {
    * the first model call, so the model and the trajectory see them.
    */
   readonly notices?: readonly { readonly code: 'mcp_unavailable'; readonly message: string }[] | undefined;
+  /**
+   * Where the verdict's final run happens. Absent: in the agent's own sandbox (through the harness
+   * shell). Present: in a sandbox this opens, which no agent process ever ran in, after the recorded
+   * change is applied there; see FreshVerifier.
+   */
+  readonly verifier?: FreshVerifier | undefined;
+}
+
+/**
+ * A source of sandboxes for the final run that the agent never touched. Everything the agent can
+ * change in its own sandbox without it showing in the change (its home and the npm or pip settings
+ * there, installed packages, the tools folder first on the tests' PATH, processes it left running)
+ * can make the tests there pass whatever the code does. A sandbox from `open` has only the base
+ * commit's files and the run's environment; the run applies the change it will publish (the last
+ * checkpoint's diff) and checks the result is the checkpoint's tree before testing it. The verdict
+ * is then a function of the base, the environment and the published change alone.
+ */
+export interface FreshVerifier {
+  /** A new sandbox holding `baseCommit`'s files and the run's environment; the run closes it. */
+  open(baseCommit: string): Promise<{ readonly sandbox: Sandbox; close(): Promise<void> }>;
 }
 
 export type Outcome = EventOf<'outcome'>;
@@ -391,8 +411,24 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       );
     }
     throwIfCancelled(deps.signal);
-    const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
-    const final = await append({ kind: 'test_run', phase: 'final', ...recordedRun(r, scrub) });
+    if (deps.verifier === undefined) {
+      const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
+      const final = await append({ kind: 'test_run', phase: 'final', ...recordedRun(r, scrub) });
+      return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);
+    }
+    const fresh = await finalRunInFresh(deps.verifier, base, lastTree, state.lastCheckpoint?.diff ?? null, {
+      limits,
+      signal: deps.signal,
+      logger: deps.logger,
+    });
+    if (!fresh.ok)
+      return await finishWith(append, { outcome: 'unverified', reason: fresh.reason }, summary, diffStat);
+    const final = await append({
+      kind: 'test_run',
+      phase: 'final',
+      ...recordedRun(fresh.run, scrub),
+      sandbox: 'fresh',
+    });
     return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);
   } catch (error) {
     const stop = toStop(error, deps.signal);
@@ -407,6 +443,61 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     return await finishWith(append, stop, reduceState(store.events).finishSummary, diffStat);
   } finally {
     steps.end();
+  }
+}
+
+/**
+ * The final run in a sandbox from `verifier`: the base commit there, the recorded change applied
+ * (from its diff: the tree object exists only in the agent's repository) and checked to give the
+ * checkpoint's tree, then the test command through the harness shell. Not ok, with the reason,
+ * when the change cannot be rebuilt there (a diff too large to record, or one that does not
+ * reproduce the tree): nothing else could be tested. A sandbox that cannot be made throws, as any
+ * sandbox failure does (the job's retry resumes here).
+ */
+async function finalRunInFresh(
+  verifier: FreshVerifier,
+  base: EventStore['base'],
+  tree: string,
+  diff: string | null,
+  options: {
+    readonly limits: Limits;
+    readonly signal: AbortSignal | undefined;
+    readonly logger: Logger | undefined;
+  },
+): Promise<
+  { readonly ok: true; readonly run: TestRunResult } | { readonly ok: false; readonly reason: string }
+> {
+  if (diff === null)
+    return {
+      ok: false,
+      reason:
+        'the change was too large to record, so it could not be rebuilt in a fresh sandbox and tested there',
+    };
+  const testCommand = base.testCommand;
+  if (testCommand === null) throw new Error('finalRunInFresh needs a test command');
+  const started = performance.now();
+  const fresh = await verifier.open(base.workspace.baseCommit);
+  try {
+    const git = await WorkspaceGit.open(fresh.sandbox);
+    try {
+      await git.restore(base.workspace.baseTree, tree, diff);
+    } catch (error) {
+      if (!(error instanceof WorkspaceGitError)) throw error;
+      return {
+        ok: false,
+        reason: `the change could not be rebuilt in a fresh sandbox to test it: ${error.message}`,
+      };
+    }
+    options.logger?.info(
+      { ms: Math.round(performance.now() - started) },
+      'the change rebuilt in a fresh sandbox',
+    );
+    return {
+      ok: true,
+      run: await runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness'),
+    };
+  } finally {
+    await fresh.close();
   }
 }
 

@@ -32,6 +32,13 @@ export interface AgentEnv {
    */
   readonly workspaceHistory: number | null;
   /**
+   * With the Docker sandbox, the verdict's final run is made in a second container the agent never
+   * ran in, on the base commit plus the published change (AgentDeps.verifier).
+   * `ISSUE_AGENT_VERIFY_FRESH=off` makes it in the agent's own container: one container less per
+   * job, and a verdict a hostile agent can forge. Absent: on.
+   */
+  readonly verifyFresh?: boolean;
+  /**
    * MCP servers every job gets (`ISSUE_AGENT_MCP_CONFIG`, JSON in the `mcpServers` shape), or null,
    * with the values of the variables its headers name (secrets: redacted wherever a job writes).
    */
@@ -161,6 +168,7 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
     },
     workspaceHistory: workspaceHistory(env.ISSUE_AGENT_WORKSPACE_HISTORY),
+    verifyFresh: onOff(env, 'ISSUE_AGENT_VERIFY_FRESH', true),
     mcp: readMcp(env),
     environment: readEnvironmentSettings(env, state),
   });
@@ -182,6 +190,14 @@ function readMcp(env: NodeJS.ProcessEnv): DeploymentMcp | null {
     throw new ConfigError(`ISSUE_AGENT_MCP_CONFIG names unset variables: ${expanded.missing.join(', ')}`);
   }
   return { config: expanded.config, secrets: expanded.secrets };
+}
+
+function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const v = nonEmpty(env[name])?.toLowerCase() ?? null;
+  if (v === null) return fallback;
+  if (v === 'on') return true;
+  if (v === 'off') return false;
+  throw new ConfigError(`${name} must be on or off`);
 }
 
 function workspaceHistory(v: string | undefined): number | null {

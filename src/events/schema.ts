@@ -240,6 +240,13 @@ export const eventSchemas = {
      * test command (see agent/baseline-cache.ts), and which run it came from.
      */
     reusedFrom: z.object({ conversationId: z.string(), ts: z.string() }).optional(),
+    /**
+     * `fresh`: a final run made in a sandbox no agent process ever ran in, on the base commit plus
+     * the recorded change (what is published), with the run's environment. Absent: the run was in
+     * the agent's own sandbox, where what the agent left outside the change (its home, running
+     * processes, installed packages) can shape the result.
+     */
+    sandbox: z.literal('fresh').optional(),
   }),
   model_response: z.object({
     ...common,

@@ -99,6 +99,12 @@ export function renderVerification(
       `The baseline was not run again: run ${codeSpan(reused.conversationId)} ran it at ${reused.ts} on the same base tree, environment and test command.`,
     );
   }
+  if (after?.sandbox === 'fresh') {
+    out.push(
+      '',
+      'The final run was made in a new sandbox that the agent never ran in, on the base commit plus exactly the change in this pull request.',
+    );
+  }
   out.push('');
   out.push('| | Before (baseline) | After (final) |');
   out.push('| --- | ---: | ---: |');

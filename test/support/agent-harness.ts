@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BaselineCache } from '../../src/agent/baseline-cache.js';
-import { runAgent, type Outcome } from '../../src/agent/run-agent.js';
+import { runAgent, type FreshVerifier, type Outcome } from '../../src/agent/run-agent.js';
 import { newBaseState } from '../../src/agent/new-run.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
@@ -39,6 +39,8 @@ export async function startHarness(options: {
   instructions?: BaseState['instructions'];
   /** Pre-flight triage on (the ask_for_clarification tool is offered). */
   triage?: boolean;
+  /** Where the final run happens (AgentDeps.verifier); default the run's own sandbox. */
+  verifier?: FreshVerifier;
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
@@ -74,7 +76,15 @@ export async function startHarness(options: {
     sandbox,
     model,
     run: (signal) =>
-      runAgent({ store, sandbox, model, prices: DEFAULT_PRICES, signal, baselines: options.baselines }),
+      runAgent({
+        store,
+        sandbox,
+        model,
+        prices: DEFAULT_PRICES,
+        signal,
+        baselines: options.baselines,
+        verifier: options.verifier,
+      }),
     close: async () => {
       await sandbox.close();
       await sim.close();

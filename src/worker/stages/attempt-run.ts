@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { Outcome } from '../../agent/run-agent.js';
+import type { FreshVerifier, Outcome } from '../../agent/run-agent.js';
 import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import { outcomeKind } from '../../events/schema.js';
@@ -19,7 +19,7 @@ import {
   type AttemptStanding,
 } from './attempts.js';
 import { inSpan } from '../../telemetry/tracing.js';
-import { prepareSandbox, recordJob, type IssueText } from './prepare.js';
+import { prepareSandbox, recordJob, type IssueText, type PrepareSandboxInput } from './prepare.js';
 import { runInSandbox } from './run.js';
 import type { JobContext, PullInfo, RepoInfo } from './types.js';
 
@@ -54,30 +54,50 @@ export async function runAttempt(
   input: AttemptInput,
 ): Promise<{ readonly store: EventStore; readonly outcome: Outcome }> {
   const { repo, pull, store } = input;
+  const prepareInput = {
+    jobId: ctx.jobId,
+    jobsDir: rt.jobsDir,
+    paths: ctx.paths,
+    git: ctx.git,
+    tokens: ctx.tokens,
+    repo,
+    branch: pull?.headRef ?? repo.default_branch,
+    baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
+    kind: rt.sandbox,
+    isolateLocal: rt.isolateLocal,
+    agent: rt.agent,
+    config: ctx.p.config,
+    mirror: mirrorFor(ctx, rt),
+    repoKey: `github:${ctx.p.repo.id}`,
+    followUp: pull !== null,
+    scrub: (text) => ctx.redactor().redact(text),
+    pool: rt.warmPool,
+    // Per installation: a prepared container never serves another installation's job.
+    poolRepository: `installation-${ctx.p.installationId}/repo-${ctx.p.repo.id}`,
+    logger: ctx.log,
+  } satisfies PrepareSandboxInput;
   const prepared = await inSpan('sandbox', { 'issue_agent.sandbox': rt.sandbox }, () =>
-    prepareSandbox({
-      jobId: ctx.jobId,
-      jobsDir: rt.jobsDir,
-      paths: ctx.paths,
-      git: ctx.git,
-      tokens: ctx.tokens,
-      repo,
-      branch: pull?.headRef ?? repo.default_branch,
-      baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
-      kind: rt.sandbox,
-      isolateLocal: rt.isolateLocal,
-      agent: rt.agent,
-      config: ctx.p.config,
-      mirror: mirrorFor(ctx, rt),
-      repoKey: `github:${ctx.p.repo.id}`,
-      followUp: pull !== null,
-      scrub: (text) => ctx.redactor().redact(text),
-      pool: rt.warmPool,
-      // Per installation: a prepared container never serves another installation's job.
-      poolRepository: `installation-${ctx.p.installationId}/repo-${ctx.p.repo.id}`,
-      logger: ctx.log,
-    }),
+    prepareSandbox(prepareInput),
   );
+  // The verdict's final run, with the Docker sandbox, is made in a second container prepared as
+  // the first was (same image, environment, cache entry or setup, history; labelled with the job,
+  // so it is reaped with it), on its own host folder for the `.git` it is given.
+  const verifier: FreshVerifier | undefined =
+    rt.sandbox === 'docker' && rt.agent.verifyFresh !== false
+      ? {
+          open: async (baseCommit) => {
+            const fresh = await inSpan('verification sandbox', {}, () =>
+              prepareSandbox({
+                ...prepareInput,
+                paths: { ...prepareInput.paths, workspace: `${prepareInput.paths.workspace}-verify` },
+                baseCommit,
+                logger: ctx.log.child({ sandboxFor: 'verdict' }),
+              }),
+            );
+            return { sandbox: fresh.sandbox, close: () => fresh.close() };
+          },
+        }
+      : undefined;
   try {
     const environment = prepared.environment ?? store?.base.environment ?? null;
     if (environment !== null)
@@ -97,6 +117,7 @@ export async function runAttempt(
       baseBranch: repo.default_branch,
       attempt: input.attempt,
       canContinue: rt.canContinue !== false,
+      verifier,
     });
   } finally {
     await prepared.close();

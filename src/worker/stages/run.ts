@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { FileBaselineStore } from '../baseline-store.js';
 import { newBaseState } from '../../agent/new-run.js';
-import { runAgent, type Outcome } from '../../agent/run-agent.js';
+import { runAgent, type FreshVerifier, type Outcome } from '../../agent/run-agent.js';
 import { fenceUntrusted, stripHiddenText } from '../../agent/untrusted-text.js';
 import type { AgentEnv } from '../../config/agent-env.js';
 import type { EventStore } from '../../events/event-store.js';
@@ -55,6 +55,8 @@ export interface RunInput {
   readonly attempt?: { readonly number: number; readonly of: number; readonly jobId: string } | undefined;
   /** The runtime can continue the conversation after an answer (see FixRuntime.canContinue). */
   readonly canContinue: boolean;
+  /** Where the verdict's final run happens, when not in `sandbox` (AgentDeps.verifier). */
+  readonly verifier?: FreshVerifier | undefined;
 }
 
 /**
@@ -156,6 +158,7 @@ export async function runInSandbox(
       // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
       // baseline. Only with the Docker sandbox: no sandbox process can reach the worker's disk there,
       // so no run can write the baseline a later run trusts.
+      verifier: input.verifier,
       baselines:
         s.base.sandbox === 'docker'
           ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
