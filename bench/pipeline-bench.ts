@@ -36,9 +36,15 @@ async function twoJobs(name: string, sourceDir: string, patch: string): Promise<
     sandbox: 'docker',
     // `BENCH_WARM_POOL`: the worker's ISSUE_AGENT_WARM_POOL (warm containers, and a prepared one per
     // repository for its next job), e.g. `issue-agent/node:22=1,issue-agent/base:latest=1`.
-    ...(process.env.BENCH_WARM_POOL === undefined
-      ? {}
-      : { env: { ISSUE_AGENT_WARM_POOL: process.env.BENCH_WARM_POOL } }),
+    // `BENCH_VERIFY_FRESH=off`: the verdict's final run in the agent's container (ISSUE_AGENT_VERIFY_FRESH).
+    env: {
+      ...(process.env.BENCH_WARM_POOL === undefined
+        ? {}
+        : { ISSUE_AGENT_WARM_POOL: process.env.BENCH_WARM_POOL }),
+      ...(process.env.BENCH_VERIFY_FRESH === undefined
+        ? {}
+        : { ISSUE_AGENT_VERIFY_FRESH: process.env.BENCH_VERIFY_FRESH }),
+    },
   });
   try {
     const out: JobTimeline[] = [];
@@ -89,7 +95,10 @@ async function twoJobs(name: string, sourceDir: string, patch: string): Promise<
 function rows(label: string, t: JobTimeline): string {
   const s = (a: number | null, b: number | null): string =>
     a === null || b === null ? '–' : `${((b - a) / 1000).toFixed(2)} s`;
-  return `| ${label} | ${s(t.labelled, t.commentCreated)} | ${s(t.commentCreated, t.baseState)} | ${s(t.baselineStart, t.agentStart)} | ${s(t.agentStart, t.lastEvent)} | ${s(t.lastEvent, t.prCreated)} | **${s(t.labelled, t.prCreated)}** | ${t.prCreated === null || t.agentStart === null || t.lastEvent === null ? '–' : `${((t.prCreated - t.labelled - (t.lastEvent - t.agentStart)) / 1000).toFixed(2)} s`} |`;
+  // "Agent" is its steps only: from its first event to the verdict's start (the fresh container,
+  // the change applied there and the final run are the pipeline's, and counted in the last column).
+  const agentEnd = t.verdictStart ?? t.lastEvent;
+  return `| ${label} | ${s(t.labelled, t.commentCreated)} | ${s(t.commentCreated, t.baseState)} | ${s(t.baselineStart, t.agentStart)} | ${s(t.agentStart, agentEnd)} | ${s(t.verdictStart, t.finalRunStart)} | ${s(t.finalRunStart, t.lastEvent)} | ${s(t.lastEvent, t.prCreated)} | **${s(t.labelled, t.prCreated)}** | ${t.prCreated === null || t.agentStart === null || agentEnd === null ? '–' : `${((t.prCreated - t.labelled - (agentEnd - t.agentStart)) / 1000).toFixed(2)} s`} |`;
 }
 
 export async function pipelineBench(): Promise<void> {
@@ -110,9 +119,9 @@ export async function pipelineBench(): Promise<void> {
       '\nLabel → pull request, per stage (Docker sandbox, zero-latency model, progress interval 0):\n',
     );
     console.log(
-      '| job | label → queued comment (intake) | → base state (queue, clone, workspace, sandbox) | baseline | agent | last event → PR | label → PR | label → PR minus agent |',
+      '| job | label → queued comment (intake) | → base state (queue, clone, workspace, sandbox) | baseline | agent | verdict sandbox | final run | last event → PR | label → PR | label → PR minus agent |',
     );
-    console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const [name, runs] of [
       ['small (node-calc)', smallRuns],
       ['large (20,000 files, 2,000 commits)', largeRuns],

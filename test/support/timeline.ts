@@ -19,6 +19,13 @@ export interface JobTimeline {
   readonly agentStart: number | null;
   /** The job's last event (its outcome). */
   readonly lastEvent: number | null;
+  /**
+   * The verdict began: the event before the final test run (the agent's last step is done). With
+   * the Docker worker it is made in a fresh container, whose preparation is in this stage.
+   */
+  readonly verdictStart: number | null;
+  /** The final test run started (its end minus its duration). */
+  readonly finalRunStart: number | null;
   /** The pull request was created (the POST's arrival). */
   readonly prCreated: number | null;
   /** The last edit of the progress comment. */
@@ -64,6 +71,9 @@ export function jobTimeline(input: {
   const baseline = events.find((e) => e.kind === 'test_run' && e.phase === 'baseline');
   const firstAgent = events.find((e) => e.kind !== 'test_run');
   const last = events.at(-1);
+  const finalAt = events.findIndex((e) => e.kind === 'test_run' && e.phase === 'final');
+  const final = finalAt < 0 ? undefined : events[finalAt];
+  const beforeFinal = finalAt < 1 ? undefined : events[finalAt - 1];
   return {
     labelled: input.labelled,
     commentCreated: created?.at ?? null,
@@ -71,6 +81,8 @@ export function jobTimeline(input: {
     baselineStart: baseline === undefined ? null : ms(baseline.ts) - (baseline.durationMs ?? 0),
     agentStart: firstAgent === undefined ? null : ms(firstAgent.ts),
     lastEvent: last === undefined ? null : ms(last.ts),
+    verdictStart: beforeFinal === undefined ? null : ms(beforeFinal.ts),
+    finalRunStart: final === undefined ? null : ms(final.ts) - (final.durationMs ?? 0),
     prCreated: pr?.at ?? null,
     lastCommentEdit: edits.at(-1)?.at ?? null,
     commentEdits: edits.length,
@@ -87,6 +99,7 @@ export function describeTimeline(t: JobTimeline): string {
     `  label → job's base state (clone, workspace, sandbox ready): ${s(t.labelled, t.baseState)}`,
     `  baseline test run: ${s(t.baselineStart, t.agentStart)}`,
     `  agent (first step → last event): ${s(t.agentStart, t.lastEvent)}`,
+    `    of which the verdict's sandbox (fresh container, change applied): ${s(t.verdictStart, t.finalRunStart)}`,
     `  last event → pull request created: ${s(t.lastEvent, t.prCreated)}`,
     `  progress comment: ${t.commentEdits} edits for ${t.events} events; last edit ${s(t.prCreated, t.lastCommentEdit)} after the PR`,
   ].join('\n');
