@@ -188,7 +188,9 @@ function runUnits(
           e.phase === 'baseline'
             ? 'Tests before any change (baseline)'
             : e.phase === 'final'
-              ? 'Tests after the change (final)'
+              ? e.sandbox === 'fresh'
+                ? 'Tests after the change (final, in a fresh sandbox)'
+                : 'Tests after the change (final)'
               : 'Tests';
         const result =
           e.killed !== null ? `killed (${e.killed})` : `exit ${e.exitCode === null ? '?' : e.exitCode}`;

@@ -98,6 +98,7 @@ dockerTest(
       assert.equal(pr.draft, true, 'an unproven change is a draft');
       assert.match(pr.body, /average rounds to the nearest hundredth/);
       assert.equal(final.sandbox, 'fresh', 'the final run was in a fresh container');
+      assert.match(pr.body, /The final run was made in a new sandbox that the agent never ran in/);
       // Neither container outlives the job.
       const left = await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
       assert.equal(left.length, 0);

@@ -249,11 +249,13 @@ function renderCall(call: ToolCall): HTMLElement {
   );
 }
 
-function testRunPhase(phase: EventOf<'test_run'>['phase']): string {
-  return phase === 'baseline'
+function testRunPhase(e: EventOf<'test_run'>): string {
+  return e.phase === 'baseline'
     ? 'Tests before any change (baseline)'
-    : phase === 'final'
-      ? 'Tests after the change (final)'
+    : e.phase === 'final'
+      ? e.sandbox === 'fresh'
+        ? 'Tests after the change (final, in a fresh sandbox)'
+        : 'Tests after the change (final)'
       : 'Tests';
 }
 
@@ -273,7 +275,7 @@ export function renderItem(item: StepItem): HTMLElement {
           'div',
           { class: 'call-line' },
           h('span', { class: 'arrow' }, '▸ '),
-          h('strong', null, testRunPhase(e.phase)),
+          h('strong', null, testRunPhase(e)),
           h('code', { class: 'arg' }, e.command),
           h('span', { class: `status ${ok ? 'ok' : 'err'}` }, result),
           h('span', null, counts(e.summary)),
