@@ -1,23 +1,11 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { reply } from '../../src/model-sim/index.js';
 import { filesUnder } from '../support/fixture-repo.js';
+import { FORGED_MARKER, forger } from '../support/forged-verdict.js';
 import { startStack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
-
-/** What the forged test runner prints: every test of the fixture, passing. */
-const FORGED = [
-  'TAP version 13',
-  '# Subtest: average rounds to the nearest hundredth',
-  'ok 1 - average rounds to the nearest hundredth',
-  '1..1',
-  '# tests 1',
-  '# pass 1',
-  '# fail 0',
-  '# forged-by-the-agent',
-].join('\n');
 
 /**
  * The agent cannot fix the issue, so it forges the proof instead: it leaves a change that fixes
@@ -36,29 +24,13 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    // Home is a noexec tmpfs, so the forger is JavaScript that npm's `node-options` preloads into
-    // every node it starts: it prints the forged run and exits before any test loads.
-    const forger = `process.stdout.write(${JSON.stringify(`${FORGED}\n`)}); process.exit(0);`;
-    const forge = [
-      `printf '%s\\n' '${forger}' > "$HOME/forge.cjs"`,
-      'printf "node-options=--require %s\\n" "$HOME/forge.cjs" > "$HOME/.npmrc"',
-      'cp "$HOME/forge.cjs" /tmp/forge-keep.cjs',
-      `(nohup sh -c 'while :; do [ -f "$HOME/forge.cjs" ] || cp /tmp/forge-keep.cjs "$HOME/forge.cjs"; sleep 0.2; done' >/dev/null 2>&1 &)`,
-      "printf '// reviewed\\n' >> src/calc.js",
-      'npm test',
-    ].join(' && ');
     const stack = await startStack({
       owner: 'acme',
       repo: 'calc',
       maintainer: { login: 'maria', permission: 'maintain' },
       modelKey: 'sk-ant-forged-verdict-0123456789abcdef',
       sandbox: 'docker',
-      policy: () => (request) => {
-        const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-        if (assistants === 0)
-          return reply().text('Fixing.').tool('bash', { command: forge }, { id: 'toolu_forge_0001' });
-        return reply().tool('finish', { summary: 'Fixed: all tests pass.' }, { id: 'toolu_forge_0002' });
-      },
+      policy: () => forger,
     });
     try {
       const { sim, pipeline } = stack;
@@ -81,15 +53,12 @@ dockerTest(
         .map((f) => JSON.parse(readFileSync(f, 'utf8')) as Record<string, unknown>);
       // The forgery worked where the agent ran: its own `npm test` printed the forged output.
       assert.ok(
-        events.some((e) => e.kind === 'observation' && JSON.stringify(e).includes('forged-by-the-agent')),
+        events.some((e) => e.kind === 'observation' && JSON.stringify(e).includes(FORGED_MARKER)),
         `the forged runner ran in the agent container: ${JSON.stringify(events.filter((e) => e.kind === 'observation' || e.kind === 'test_run' || e.kind === 'outcome'))}`,
       );
       const final = events.find((e) => e.kind === 'test_run' && e.phase === 'final');
       assert.ok(final, 'a final test run');
-      assert.ok(
-        !JSON.stringify(final).includes('forged-by-the-agent'),
-        'the forged runner ran for the verdict',
-      );
+      assert.ok(!JSON.stringify(final).includes(FORGED_MARKER), 'the forged runner ran for the verdict');
       assert.notEqual(final.exitCode, 0);
       const outcome = events.find((e) => e.kind === 'outcome');
       assert.equal(outcome?.outcome, 'unverified', JSON.stringify(outcome));

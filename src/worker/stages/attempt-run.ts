@@ -79,11 +79,15 @@ export async function runAttempt(
   const prepared = await inSpan('sandbox', { 'issue_agent.sandbox': rt.sandbox }, () =>
     prepareSandbox(prepareInput),
   );
-  // The verdict's final run, with the Docker sandbox, is made in a second container prepared as
-  // the first was (same image, environment, cache entry or setup, history; labelled with the job,
-  // so it is reaped with it), on its own host folder for the `.git` it is given.
+  // The verdict's final run is made in a second sandbox prepared as the first was: with Docker a
+  // container (same image, environment, cache entry or setup, history; labelled with the job, so
+  // it is reaped with it) on its own host folder for the `.git` it is given; with the isolated
+  // local sandbox (the Action) a second copy and a second setup in new namespaces, which also
+  // hide the agent's workspace. Never for the unconfined sandbox: nothing is isolated there.
+  const isolateLocal = rt.isolateLocal;
+  const verifiable = rt.sandbox === 'docker' || isolateLocal !== undefined;
   const verifier: FreshVerifier | undefined =
-    rt.sandbox === 'docker' && rt.agent.verifyFresh !== false
+    verifiable && rt.agent.verifyFresh !== false
       ? {
           open: async (baseCommit) => {
             const fresh = await inSpan('verification sandbox', {}, () =>
@@ -91,6 +95,14 @@ export async function runAttempt(
                 ...prepareInput,
                 paths: { ...prepareInput.paths, workspace: `${prepareInput.paths.workspace}-verify` },
                 baseCommit,
+                ...(isolateLocal === undefined
+                  ? {}
+                  : {
+                      isolateLocal: {
+                        ...isolateLocal,
+                        hide: [...isolateLocal.hide, prepareInput.paths.workspace],
+                      },
+                    }),
                 logger: ctx.log.child({ sandboxFor: 'verdict' }),
               }),
             );
