@@ -9,7 +9,8 @@ import type { AgentEvent, BaseState } from '../../src/events/schema.js';
 import { commitFiles, makeFixtureRepo, type FixtureName, type FixtureRepo } from './fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
 import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
-import { freePort, startRedis, type TestRedis } from './redis-server.js';
+import type { TestContext } from 'node:test';
+import { freePort, redisSkipReason, startRedis, type TestRedis } from './redis-server.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 /** Resolved here: the processes run in a scratch folder (no stray .env), where `tsx` is not resolvable. */
@@ -197,6 +198,8 @@ export interface Stack {
   readonly sim: GitHubSim;
   readonly model: ModelSimulator;
   readonly pipeline: Pipeline;
+  /** The repository and its maintainer, as given to startStack. */
+  readonly where: Pick<StackOptions, 'owner' | 'repo' | 'maintainer'>;
   /** Stops everything, newest first. */
   stop(): Promise<void>;
 }
@@ -266,11 +269,36 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       },
     });
     cleanups.push(() => pipeline.stop());
-    return { fixture, redis, sim, model, pipeline, stop };
+    const where = { owner: options.owner, repo: options.repo, maintainer: options.maintainer };
+    return { fixture, redis, sim, model, pipeline, where, stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/**
+ * startStack for a test that is not inside a Redis-gated suite: null, with the test skipped, when
+ * redis-server is missing (in CI, where ISSUE_AGENT_REQUIRE_REDIS=1, redisSkipReason throws instead).
+ */
+export async function stackOrSkip(t: TestContext, options: StackOptions): Promise<Stack | null> {
+  const skip = redisSkipReason();
+  if (skip !== false) {
+    t.skip(skip);
+    return null;
+  }
+  return startStack(options);
+}
+
+/** An issue opened by the stack's maintainer and labelled `agent` (a job starts); its number. */
+export async function labelledIssue(
+  stack: Stack,
+  issue: { readonly title: string; readonly body: string },
+): Promise<number> {
+  const { owner, repo, maintainer } = stack.where;
+  const n = stack.sim.createIssue(owner, repo, { ...issue, author: maintainer.login }).number;
+  await stack.sim.label(owner, repo, n, 'agent', maintainer.login);
+  return n;
 }
 
 /** A finished or running job's recorded run: its base state and events, from the worker's job folder. */
