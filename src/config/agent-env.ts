@@ -32,10 +32,11 @@ export interface AgentEnv {
    */
   readonly workspaceHistory: number | null;
   /**
-   * With the Docker sandbox, the verdict's final run is made in a second container the agent never
-   * ran in, on the base commit plus the published change (AgentDeps.verifier).
-   * `ISSUE_AGENT_VERIFY_FRESH=off` makes it in the agent's own container: one container less per
-   * job, and a verdict a hostile agent can forge. Absent: on.
+   * With the Docker sandbox and the isolated local one, the verdict's final run is made in a second
+   * sandbox the agent never ran in, on the base commit plus the published change
+   * (AgentDeps.verifier). `ISSUE_AGENT_VERIFY_FRESH=off` makes it in the agent's own sandbox: one
+   * sandbox (and, without a cache hit, one setup) less per job, and a verdict a hostile agent can
+   * forge. Absent: on.
    */
   readonly verifyFresh?: boolean;
   /**
