@@ -99,7 +99,7 @@ export function describeTimeline(t: JobTimeline): string {
     `  label → job's base state (clone, workspace, sandbox ready): ${s(t.labelled, t.baseState)}`,
     `  baseline test run: ${s(t.baselineStart, t.agentStart)}`,
     `  agent (first step → last event): ${s(t.agentStart, t.lastEvent)}`,
-    `    of which the verdict's sandbox (fresh container, change applied): ${s(t.verdictStart, t.finalRunStart)}`,
+    `    of which the verdict's preparation (last checkpoint; a fresh sandbox with the change applied): ${s(t.verdictStart, t.finalRunStart)}`,
     `  last event → pull request created: ${s(t.lastEvent, t.prCreated)}`,
     `  progress comment: ${t.commentEdits} edits for ${t.events} events; last edit ${s(t.prCreated, t.lastCommentEdit)} after the PR`,
   ].join('\n');
