@@ -48,10 +48,40 @@ export function isReadOnlyCommand(command: string): boolean {
     if (cmd === undefined || cmd === '') return false;
     if (cmd === 'git') {
       if (sub === undefined || !GIT_READERS.has(sub)) return false;
-      continue;
+    } else if (!READERS.has(cmd)) {
+      return false;
     }
-    if (cmd === 'sort' && words.some((w) => w === '-o' || w.startsWith('--output'))) return false;
-    if (!READERS.has(cmd)) return false;
+    if (writes(cmd, words.slice(1))) return false;
   }
   return true;
+}
+
+/**
+ * The options and forms by which a reader writes a file or runs another program: `env CMD`, `sort -o`,
+ * `sort --compress-program`, `tree -o`, `uniq IN OUT`, `rg --pre`, `file -C`, and git's `--output`,
+ * `-O`/`--open-files-in-pager` and `--ext-diff`.
+ */
+function writes(cmd: string, args: readonly string[]): boolean {
+  const has = (...prefixes: string[]): boolean =>
+    args.some((a) => prefixes.some((p) => a === p || (p.startsWith('--') && a.startsWith(p))));
+  switch (cmd) {
+    case 'env':
+      return args.length > 0;
+    case 'sort':
+      return has('-o', '--output', '--compress-program') || args.some((a) => /^-[a-zA-Z]*o/.test(a));
+    case 'tree':
+      return has('-o');
+    case 'uniq':
+      return args.filter((a) => !a.startsWith('-')).length > 1;
+    case 'rg':
+      return has('--pre');
+    case 'file':
+      return has('-C', '--compile');
+    case 'git':
+      return (
+        has('--output', '-O', '--open-files-in-pager', '--ext-diff') || args.some((a) => a.startsWith('-O'))
+      );
+    default:
+      return false;
+  }
 }

@@ -19,6 +19,7 @@ import { delegateInput } from './tools/schemas.js';
 import { explore, EXPLORE_MAX_STEPS } from './explore.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
+import { isWholeSuite, reusableBaseline, reusedTestRun } from './baseline-answer.js';
 import { verdict } from './testing/verdict.js';
 import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
 import { checkSyntaxCached } from './syntax-check.js';
@@ -186,6 +187,13 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     return { ...out, durationMs: performance.now() - started };
   };
 
+  // An unfiltered run_tests while nothing can have changed since the baseline (baseline-answer.ts).
+  const reusableRun = (input: unknown): EventOf<'test_run'> | null => {
+    if (!tools.has('run_tests') || !isWholeSuite(input)) return null;
+    const baseline = reusableBaseline(store.events);
+    return baseline !== null && baseline.command === ctx.testCommand ? baseline : null;
+  };
+
   const steps = new StepSpans();
   try {
     if (store.events.length > 0) {
@@ -241,6 +249,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       for (const use of state.pendingToolUses) {
         throwIfCancelled(deps.signal);
         await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
+        const reuse = use.name === 'run_tests' ? reusableRun(use.input) : null;
         const result = waiting
           ? {
               content:
@@ -251,17 +260,19 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
             }
           : use.name === 'delegate' && tools.has('delegate')
             ? await delegate(use)
-            : use.name === askTool.name && lastTree !== base.workspace.baseTree
-              ? {
-                  content:
-                    'Not asked: you have already changed files. A question comes before any change; finish the work, or undo your changes first.',
-                  isError: true,
-                  mutates: false,
-                  durationMs: 0,
-                }
-              : await steps.child(`tool ${use.name}`, { 'issue_agent.tool': use.name }, () =>
-                  runToolCall(tools, use.name, use.input, ctx),
-                );
+            : reuse !== null
+              ? reusedTestRun(reuse, limits)
+              : use.name === askTool.name && lastTree !== base.workspace.baseTree
+                ? {
+                    content:
+                      'Not asked: you have already changed files. A question comes before any change; finish the work, or undo your changes first.',
+                    isError: true,
+                    mutates: false,
+                    durationMs: 0,
+                  }
+                : await steps.child(`tool ${use.name}`, { 'issue_agent.tool': use.name }, () =>
+                    runToolCall(tools, use.name, use.input, ctx),
+                  );
         let fullContentFile: string | undefined;
         if (result.fullOutputPath !== undefined) {
           fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);

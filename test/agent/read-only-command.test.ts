@@ -10,6 +10,9 @@ test('plain reads skip the checkpoint', () => {
     'git diff',
     'git log --oneline | wc -l',
     'true',
+    'uniq -c words.txt',
+    'sort -n sizes.txt',
+    'rg -n foo src',
   ]) {
     assert.equal(isReadOnlyCommand(c), true, c);
   }
@@ -32,6 +35,17 @@ test('anything that could write is a possible change', () => {
     'tee file',
     'ls\nrm x',
     'find . -delete',
+    // Readers that write a file or run another program.
+    'env rm -rf src',
+    'sort -no out in',
+    'sort --compress-program=./x in',
+    'tree -o out.txt',
+    'uniq in.txt out.txt',
+    'rg --pre ./run foo',
+    'file -C -m magic',
+    'git diff --output=patch.txt',
+    'git grep -Ovim foo',
+    'git diff --ext-diff',
   ]) {
     assert.equal(isReadOnlyCommand(c), false, c);
   }
