@@ -18,6 +18,11 @@ export interface ShellHost {
   killDescendants(shellPid: number): Promise<void>;
   /** Resident memory of the shell's descendants, when the backend can measure it. */
   descendantsRssBytes?(shellPid: number): Promise<number>;
+  /**
+   * How often the memory watchdog measures, when the backend wants it less often than the default
+   * (200 ms) because a measurement is costly.
+   */
+  readonly memoryPollMs?: number;
 }
 
 export interface ShellSessionOptions {
@@ -83,7 +88,7 @@ export class ShellSession {
     this.cwd = options.workdir;
     this.killGraceMs = options.killGraceMs ?? 2000;
     this.startTimeoutMs = options.startTimeoutMs ?? 15_000;
-    this.memoryPollMs = options.memoryPollMs ?? 200;
+    this.memoryPollMs = options.memoryPollMs ?? host.memoryPollMs ?? 200;
   }
 
   get pid(): number {

@@ -66,6 +66,13 @@ export interface DockerShellHostOptions {
  * A new exec is made only when the shell must be replaced (it exited or was killed).
  */
 export class DockerShellHost implements ShellHost {
+  /**
+   * Each measurement is a `docker exec` of the helper, about 0.2 s of CPU (engine, shim and runc;
+   * measured on 2 cores): every 200 ms it kept a core busy while tests ran, more than most test
+   * runs cost themselves. The container's own memory limit stays the hard bound (its OOM kill is
+   * reported as `memory` too); the watchdog only gives a test run above the test limit a clear stop.
+   */
+  readonly memoryPollMs = 1000;
   private readonly transports = new Set<DockerShellTransport>();
   private disposed = false;
   private env: readonly string[] = [];
