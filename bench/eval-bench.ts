@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- --eval` (issue 16): the eval harness's own cost. The 8 fixture tasks (Python and
- * JavaScript, test/support/eval-tasks.ts) with the oracle in Docker, at concurrency 1 and at 2, each
+ * JavaScript, test/support/eval-tasks.ts) with the oracle in Docker (or BENCH_EVAL_SANDBOX), at concurrency 1 and 2, each
  * into a fresh output folder: wall time of the whole eval, and per task the median of its wall time
  * minus the time its tests ran (baseline, the agent's test runs, grading), which is the harness:
  * checkout, sandbox, environment, agent loop, grading's own work.
@@ -25,6 +25,9 @@ function cpuTicks(): { readonly busy: number; readonly total: number } {
 export function evalBench(): void {
   const set = buildTaskSet();
   const cli = resolve('bin/issue-agent.js');
+  // The Docker sandbox by default (the must-show's); BENCH_EVAL_SANDBOX=local for the CLI's default.
+  const sandbox = process.env.BENCH_EVAL_SANDBOX ?? 'docker';
+  console.log(`eval bench: the ${sandbox} sandbox`);
   try {
     const rows: string[] = [];
     const walls: Record<number, number> = {};
@@ -41,7 +44,7 @@ export function evalBench(): void {
           '--model',
           'oracle',
           '--sandbox',
-          'docker',
+          sandbox,
           '--concurrency',
           String(concurrency),
           '--out',

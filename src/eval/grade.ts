@@ -5,7 +5,7 @@ import type { AgentEnv } from '../config/agent-env.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { shellQuote } from '../sandbox/shell-session.js';
 import { openWorkspace, type CliSandbox } from '../cli/workspace.js';
-import { checkoutAt, patchPaths } from './checkout.js';
+import { checkoutAt, patchPaths, type Checkout } from './checkout.js';
 import type { EvalTask } from './tasks.js';
 import {
   parsePytest,
@@ -130,25 +130,30 @@ export interface SandboxPlace {
   readonly signal?: AbortSignal | undefined;
 }
 
+/** A new sandbox over a fresh checkout at a base commit, its environment prepared, nothing run in it yet. */
+export interface TestPlace {
+  readonly sandbox: Sandbox;
+  close(): Promise<void>;
+}
+
 /**
- * Runs `commands` in a new sandbox made from `repo` at `base`, with `patch` applied, then the files
- * the test patch touches put back to the base commit and the test patch applied (SWE-bench's
- * order). The environment is made from the base commit (its config, its lockfile), as SWE-bench
- * builds its image before any patch; the patches are applied inside the sandbox, so nothing in
- * them (a link, a path) is ever followed on the host.
+ * Makes the sandbox `runTestsAt` tests in: a checkout of `repo` at `base` (or `checkout`, one this
+ * process made at `base` and no sandbox has seen) and a new sandbox of the place's kind over it,
+ * with the environment prepared from the base commit (its config, its lockfile), as SWE-bench builds
+ * its image before any patch. An eval opens it while the agent still works, so grading does not
+ * wait for a container: nothing of the agent's ever reaches it (another container, or another
+ * confined copy), and the patches only go in after the agent's sandbox is closed.
  */
-export async function runTestsAt(
+export async function openTestPlace(
   options: SandboxPlace & {
     /** The repository the checkout is cloned from (a local path). */
     readonly repo: string;
     readonly base: string;
-    readonly patch: string | null;
-    readonly testPatch: string;
-    readonly commands: readonly TestCommand[];
+    readonly checkout?: Checkout | undefined;
   },
-): Promise<TestRun> {
+): Promise<TestPlace> {
   // Made where the workspace's copy goes: the sandbox uses it as is, with no second copy.
-  const checkout = await checkoutAt(options.repo, options.base, options.key);
+  const checkout = options.checkout ?? (await checkoutAt(options.repo, options.base, options.key));
   try {
     const ws = await openWorkspace(
       checkout.dir,
@@ -159,61 +164,92 @@ export async function runTestsAt(
       options.setup,
       { hide: options.hide, mask: options.mask ?? [], cacheKey: options.cacheKey, ownCopy: checkout },
     );
-    try {
-      const sandbox = ws.sandbox;
-      const apply = (patch: string): Promise<{ ok: boolean; output: string }> =>
-        patch.trim() === ''
-          ? Promise.resolve({ ok: true, output: '' })
-          : sandbox
-              // The harness shell's stdin stays open: the script reads exactly the patch's bytes.
-              .harnessExec(
-                `head -c ${Buffer.byteLength(patch)} | git -c core.hooksPath=/dev/null apply --whitespace=nowarn -`,
-                { timeoutMs: 60_000, stdin: Buffer.from(patch) },
-              )
-              .then((r) => ({ ok: r.exitCode === 0, output: r.output.trim().slice(0, 1000) }));
-      const change = await apply(options.patch ?? '');
-      if (!change.ok) return { kind: 'patch_failed', output: change.output };
-      // As SWE-bench before its test patch: the files it touches back to the base commit.
-      const reset = patchPaths(options.testPatch)
-        .map((path) => shellQuote(path))
-        .map(
-          (q) =>
-            `if git cat-file -e HEAD:${q} 2>/dev/null; then git checkout -q HEAD -- ${q}; else rm -rf -- ${q}; fi`,
-        )
-        .join('\n');
-      if (reset !== '') {
-        // In a subshell: `set -e` must not stay in the harness's shell.
-        const r = await sandbox.harnessExec(`(\nset -e\n${reset}\n)`, { timeoutMs: 60_000 });
-        if (r.exitCode !== 0) {
-          return {
-            kind: 'harness_failed',
-            stage: 'reset',
-            reason: `could not reset the test files: ${r.output.trim().slice(0, 500)}`,
-          };
+    return {
+      sandbox: ws.sandbox,
+      close: async () => {
+        try {
+          await ws.close();
+        } finally {
+          await checkout.cleanup();
         }
-      }
-      const tests = await apply(options.testPatch);
-      if (!tests.ok)
+      },
+    };
+  } catch (error) {
+    await checkout.cleanup();
+    throw error;
+  }
+}
+
+/**
+ * Runs `commands` in a new sandbox made from `repo` at `base` (or `place`, opened for it by
+ * openTestPlace), with `patch` applied, then the files the test patch touches put back to the base
+ * commit and the test patch applied (SWE-bench's order). The patches are applied inside the sandbox,
+ * so nothing in them (a link, a path) is ever followed on the host. The place is closed after.
+ */
+export async function runTestsAt(
+  options: SandboxPlace & {
+    /** The repository the checkout is cloned from (a local path). */
+    readonly repo: string;
+    readonly base: string;
+    readonly patch: string | null;
+    readonly testPatch: string;
+    readonly commands: readonly TestCommand[];
+    readonly place?: Promise<TestPlace> | undefined;
+  },
+): Promise<TestRun> {
+  const place = await (options.place ?? openTestPlace(options));
+  try {
+    const sandbox = place.sandbox;
+    const apply = (patch: string): Promise<{ ok: boolean; output: string }> =>
+      patch.trim() === ''
+        ? Promise.resolve({ ok: true, output: '' })
+        : sandbox
+            // The harness shell's stdin stays open: the script reads exactly the patch's bytes.
+            .harnessExec(
+              `head -c ${Buffer.byteLength(patch)} | git -c core.hooksPath=/dev/null apply --whitespace=nowarn -`,
+              { timeoutMs: 60_000, stdin: Buffer.from(patch) },
+            )
+            .then((r) => ({ ok: r.exitCode === 0, output: r.output.trim().slice(0, 1000) }));
+    const change = await apply(options.patch ?? '');
+    if (!change.ok) return { kind: 'patch_failed', output: change.output };
+    // As SWE-bench before its test patch: the files it touches back to the base commit.
+    const reset = patchPaths(options.testPatch)
+      .map((path) => shellQuote(path))
+      .map(
+        (q) =>
+          `if git cat-file -e HEAD:${q} 2>/dev/null; then git checkout -q HEAD -- ${q}; else rm -rf -- ${q}; fi`,
+      )
+      .join('\n');
+    if (reset !== '') {
+      // In a subshell: `set -e` must not stay in the harness's shell.
+      const r = await sandbox.harnessExec(`(\nset -e\n${reset}\n)`, { timeoutMs: 60_000 });
+      if (r.exitCode !== 0) {
         return {
           kind: 'harness_failed',
-          stage: 'test_patch',
-          reason: `the test patch does not apply: ${tests.output}`,
+          stage: 'reset',
+          reason: `could not reset the test files: ${r.output.trim().slice(0, 500)}`,
         };
-      const results: TestResults = new Map();
-      let testMs = 0;
-      let output = '';
-      for (const c of options.commands) {
-        const r = await run(sandbox, c.command, options.signal);
-        testMs += r.durationMs;
-        output += `$ ${c.command}\n${r.output}\n`;
-        c.parse(r.output, results);
       }
-      return { kind: 'ran', results, output, testMs };
-    } finally {
-      await ws.close();
     }
+    const tests = await apply(options.testPatch);
+    if (!tests.ok)
+      return {
+        kind: 'harness_failed',
+        stage: 'test_patch',
+        reason: `the test patch does not apply: ${tests.output}`,
+      };
+    const results: TestResults = new Map();
+    let testMs = 0;
+    let output = '';
+    for (const c of options.commands) {
+      const r = await run(sandbox, c.command, options.signal);
+      testMs += r.durationMs;
+      output += `$ ${c.command}\n${r.output}\n`;
+      c.parse(r.output, results);
+    }
+    return { kind: 'ran', results, output, testMs };
   } finally {
-    await checkout.cleanup();
+    await place.close();
   }
 }
 
@@ -225,6 +261,8 @@ export async function grade(
     /** The model's patch (the agent's final diff), or null when it produced none. */
     readonly patch: string | null;
     readonly logger: Logger;
+    /** The sandbox to grade in, opened ahead by openTestPlace; default: opened here. Always closed. */
+    readonly place?: Promise<TestPlace> | undefined;
   },
 ): Promise<Grade> {
   const started = performance.now();
@@ -246,6 +284,7 @@ export async function grade(
   try {
     commands = testCommands(task);
   } catch (error) {
+    await options.place?.then((p) => p.close()).catch(() => undefined);
     return result({ status: 'error', patchApplied: false, reason: (error as Error).message });
   }
   const ran = await runTestsAt({

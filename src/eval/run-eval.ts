@@ -1,21 +1,21 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { newBaseState } from '../agent/new-run.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
-import type { Usage } from '../events/schema.js';
+import type { AgentEvent, Usage } from '../events/schema.js';
 import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/index.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { openWorkspace, recordedKind, runInWorkspace, type CliSandbox } from '../cli/workspace.js';
 import { taskFromText } from '../cli/task-text.js';
-import { checkoutAt } from './checkout.js';
+import { checkoutAt, copyCheckout, type Checkout } from './checkout.js';
 import { fetchRepository } from './fetch-repo.js';
-import { grade, testCommands, type Grade } from './grade.js';
+import { grade, openTestPlace, testCommands, type Grade, type TestPlace } from './grade.js';
 import type { EvalTask } from './tasks.js';
 
 /**
@@ -277,70 +277,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
     .digest('hex')
     .slice(0, 20)}`;
   const logger = options.logger.child({ task: attemptName(task, attempt) });
-  // A run that finished but was not graded (the process died in between) goes straight to grading.
-  if (store === null || reduceState(store.events).outcome === null) {
-    let sim: ModelSimulator | null = null;
-    const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
-    if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
-    if (options.model === 'oracle')
-      sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
-    try {
-      const model = new AnthropicModel({
-        apiKey,
-        model: store?.base.model ?? options.env.model,
-        baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
-        maxAttempts: options.env.modelMaxAttempts,
-        baseBackoffMs: options.env.modelRetryBaseMs,
-      });
-      // Made where the workspace's copy goes (stable per task, so a resumed run sees the same path).
-      const checkout = await checkoutAt(repo, task.base_commit, key);
-      try {
-        const ws = await openWorkspace(checkout.dir, options.kind, options.env, folder, key, options.setup, {
-          hide,
-          mask,
-          cacheKey,
-          ownCopy: checkout,
-        });
-        try {
-          if (store === null) {
-            const base = await newBaseState({
-              task: { ...taskFromText(task.problem_statement), source: task.instance_id },
-              sandbox: ws.sandbox,
-              model: model.name,
-              limits: options.env.limits,
-              conversationId: key,
-              workspacePath: repo,
-              sandboxLabel: recordedKind(ws.sandbox.kind, options.kind === 'local'),
-              environment: ws.environment,
-              instructions: { ref: 'the base commit', commit: task.base_commit, files: [...ws.instructions] },
-            });
-            store = FileEventStore.create(trajectory, base);
-          }
-          await runInWorkspace(store, ws, model, options.env, { signal: options.signal, logger });
-        } finally {
-          await ws.close();
-        }
-      } finally {
-        await checkout.cleanup();
-      }
-    } finally {
-      await sim?.close();
-    }
-  }
-  const state = reduceState(store.events);
-  const outcome = state.outcome;
-  if (outcome === null || outcome.outcome === 'cancelled' || options.signal.aborted)
-    return { kind: 'interrupted' };
-  const last = state.lastCheckpoint;
-  const changed = last !== null && last.tree !== store.base.workspace.baseTree;
-  if (changed && last.diff === null) {
-    return fail('the change was too large to record as a diff, so it cannot be graded');
-  }
-  const patch = changed ? last.diff : null;
-  const graded = await grade({
-    task,
-    repo,
-    patch,
+  const place = {
     kind: options.kind,
     env: options.env,
     setup: options.setup,
@@ -349,37 +286,159 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
     hide,
     mask,
     cacheKey,
-    logger,
     signal: options.signal,
-  });
-  // Read again: grading may have been interrupted (TypeScript keeps the narrowing from above).
-  if (isAborted(options.signal)) return { kind: 'interrupted' };
-  const agentTests = store.events.reduce(
-    (ms, e) => ms + (e.kind === 'test_run' && e.reusedFrom === undefined ? e.durationMs : 0),
+  };
+  // Grading's sandbox, opened while the agent works (see openTestPlace); owned here until grading
+  // takes it, closed here on every other way out.
+  let grading: Promise<TestPlace> | null = null;
+  try {
+    // A run that finished but was not graded (the process died in between) goes straight to grading.
+    if (store === null || reduceState(store.events).outcome === null) {
+      let sim: ModelSimulator | null = null;
+      const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
+      if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
+      if (options.model === 'oracle')
+        sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
+      try {
+        const model = new AnthropicModel({
+          apiKey,
+          model: store?.base.model ?? options.env.model,
+          baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
+          maxAttempts: options.env.modelMaxAttempts,
+          baseBackoffMs: options.env.modelRetryBaseMs,
+        });
+        // Made where the workspace's copy goes (stable per task, so a resumed run sees the same path),
+        // and grading's copied from it before any sandbox has seen it.
+        const checkout = await checkoutAt(repo, task.base_commit, key);
+        let gradingCopy: Checkout | null = null;
+        try {
+          gradingCopy = await copyCheckout(checkout, place.key);
+          const ws = await openWorkspace(
+            checkout.dir,
+            options.kind,
+            options.env,
+            folder,
+            key,
+            options.setup,
+            {
+              // Each of the two sandboxes hides the other's copy (both are in a private temp folder
+              // that a local sandbox's own /tmp covers anyway).
+              hide: [...hide, dirname(gradingCopy.dir)],
+              mask,
+              cacheKey,
+              ownCopy: checkout,
+            },
+          );
+          try {
+            // After the agent's workspace is open: its environment is in the cache by now.
+            grading = openTestPlace({
+              ...place,
+              hide: [...hide, dirname(checkout.dir)],
+              repo,
+              base: task.base_commit,
+              checkout: gradingCopy,
+            });
+            gradingCopy = null;
+            // Awaited by grading, or by the finally below; never an unhandled rejection meanwhile.
+            grading.catch(() => undefined);
+            if (store === null) {
+              const base = await newBaseState({
+                task: { ...taskFromText(task.problem_statement), source: task.instance_id },
+                sandbox: ws.sandbox,
+                model: model.name,
+                limits: options.env.limits,
+                conversationId: key,
+                workspacePath: repo,
+                sandboxLabel: recordedKind(ws.sandbox.kind, options.kind === 'local'),
+                environment: ws.environment,
+                instructions: {
+                  ref: 'the base commit',
+                  commit: task.base_commit,
+                  files: [...ws.instructions],
+                },
+              });
+              store = FileEventStore.create(trajectory, base);
+            }
+            await runInWorkspace(store, ws, model, options.env, { signal: options.signal, logger });
+          } finally {
+            await ws.close();
+          }
+        } finally {
+          await gradingCopy?.cleanup();
+          await checkout.cleanup();
+        }
+      } finally {
+        await sim?.close();
+      }
+    }
+    const state = reduceState(store.events);
+    const outcome = state.outcome;
+    if (outcome === null || outcome.outcome === 'cancelled' || options.signal.aborted)
+      return { kind: 'interrupted' };
+    const last = state.lastCheckpoint;
+    const changed = last !== null && last.tree !== store.base.workspace.baseTree;
+    if (changed && last.diff === null) {
+      return fail('the change was too large to record as a diff, so it cannot be graded');
+    }
+    const patch = changed ? last.diff : null;
+    const ahead = grading;
+    grading = null;
+    const graded = await grade({ ...place, task, repo, patch, logger, place: ahead ?? undefined });
+    // Read again: grading may have been interrupted (TypeScript keeps the narrowing from above).
+    if (isAborted(options.signal)) return { kind: 'interrupted' };
+    const agentTests = testTime(store.events);
+    return {
+      kind: 'done',
+      earlier: false,
+      result: {
+        instance_id: task.instance_id,
+        attempt,
+        resolved: graded.status === 'resolved',
+        outcome: outcome.outcome,
+        outcomeReason: outcome.reason,
+        grade: graded,
+        model: options.model === 'oracle' ? 'oracle' : store.base.model,
+        usage: state.usage,
+        tokens: totalTokens(state.usage),
+        usd: state.usd,
+        steps: state.steps,
+        agentMs: state.elapsedMs,
+        wallMs: performance.now() - started,
+        testMs: agentTests + graded.testMs,
+        patch,
+        trajectory,
+      },
+    };
+  } finally {
+    // Not graded (interrupted, or the change could not be): the sandbox opened for it goes.
+    if (grading !== null) {
+      await grading
+        .then(
+          (p) => p.close(),
+          () => undefined,
+        )
+        .catch((error: unknown) => {
+          logger.warn({ err: error }, "could not close grading's sandbox");
+        });
+    }
+  }
+}
+
+/**
+ * The time a task's run spent in test runs: the harness's (baseline, final) and the agent's own
+ * `run_tests` calls, which run the same suite (one answered with the baseline's result took none).
+ * Everything else in a task's wall time is the harness's own cost (the report's "harness" column).
+ */
+export function testTime(events: readonly AgentEvent[]): number {
+  return events.reduce(
+    (ms, e) =>
+      ms +
+      ((e.kind === 'test_run' && e.reusedFrom === undefined) ||
+      (e.kind === 'observation' && e.tool === 'run_tests')
+        ? e.durationMs
+        : 0),
     0,
   );
-  return {
-    kind: 'done',
-    earlier: false,
-    result: {
-      instance_id: task.instance_id,
-      attempt,
-      resolved: graded.status === 'resolved',
-      outcome: outcome.outcome,
-      outcomeReason: outcome.reason,
-      grade: graded,
-      model: options.model === 'oracle' ? 'oracle' : store.base.model,
-      usage: state.usage,
-      tokens: totalTokens(state.usage),
-      usd: state.usd,
-      steps: state.steps,
-      agentMs: state.elapsedMs,
-      wallMs: performance.now() - started,
-      testMs: agentTests + graded.testMs,
-      patch,
-      trajectory,
-    },
-  };
 }
 
 /** Clones being fetched or fetched in this process, by repository: each is fetched once. */

@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { reduceState, totalTokens } from '../../src/events/reduce-state.js';
 import type { EvalSummary } from '../../src/eval/report.js';
-import type { TaskResult } from '../../src/eval/run-eval.js';
+import { testTime, type TaskResult } from '../../src/eval/run-eval.js';
 import { cliEnv, runCli, startCli } from '../support/cli.js';
 import { buildTaskSet } from '../support/eval-tasks.js';
 import { startGitHubSimulator } from '../support/github-sim/index.js';
@@ -29,7 +29,8 @@ function assertAgreesWithLogs(out: string): void {
   let usd = 0;
   let steps = 0;
   for (const r of results) {
-    const state = reduceState(FileEventStore.open(r.trajectory).events);
+    const events = FileEventStore.open(r.trajectory).events;
+    const state = reduceState(events);
     assert.equal(r.tokens, totalTokens(state.usage), r.instance_id);
     assert.deepEqual(r.usage, state.usage, r.instance_id);
     assert.equal(r.usd, state.usd, r.instance_id);
@@ -37,6 +38,8 @@ function assertAgreesWithLogs(out: string): void {
     assert.equal(r.agentMs, state.elapsedMs, r.instance_id);
     assert.equal(r.outcome, state.outcome?.outcome, r.instance_id);
     assert.ok(r.wallMs >= r.testMs && r.wallMs > 0, r.instance_id);
+    // Test time: the log's test runs (the agent's run_tests included) and grading's.
+    assert.ok(Math.abs(r.testMs - testTime(events) - (r.grade?.testMs ?? 0)) < 1e-6, r.instance_id);
     tokens += r.tokens;
     usd += r.usd;
     steps += r.steps;

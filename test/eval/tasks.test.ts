@@ -140,7 +140,7 @@ test('the paths a patch touches', () => {
   );
 });
 
-test('a checkout at the base commit holds nothing later: no branch, tag or object of the fix', async () => {
+test('a checkout at the base commit holds nothing later: no branch, tag or object of the fix, fetched or cloned', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ia-eval-history-'));
   const git = (...args: string[]): string =>
     execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@e', ...args], {
@@ -160,24 +160,28 @@ test('a checkout at the base commit holds nothing later: no branch, tag or objec
     git('commit', '-qam', 'the fix');
     git('tag', 'v2');
     const fix = git('rev-parse', 'HEAD').trim();
-    // Made at the place of a workspace copy (the sandbox works in it as is).
-    const checkout = await checkoutAt(dir, base, 'tasks-test-checkout');
-    try {
-      const inCopy = (...args: string[]): string =>
-        execFileSync('git', args, { cwd: checkout.dir, encoding: 'utf8' });
-      assert.match(checkout.dir, /cli-tasks-test-checkout\/repo$/);
-      // Its own object store: no file shared (hardlinked) with the source repository's.
-      const files = (d: string): string[] =>
-        readdirSync(d, { withFileTypes: true }).flatMap((e) =>
-          e.isDirectory() ? files(join(d, e.name)) : [join(d, e.name)],
-        );
-      for (const f of files(join(checkout.dir, '.git', 'objects'))) assert.equal(statSync(f).nlink, 1, f);
-      assert.equal(inCopy('log', '--all', '--format=%s').trim(), 'base');
-      assert.equal(inCopy('for-each-ref', '--format=%(refname)').trim(), 'refs/heads/eval-base');
-      assert.throws(() => inCopy('cat-file', '-e', fix), 'the fix commit is not in the checkout');
-      assert.doesNotMatch(inCopy('rev-list', '--all', '--objects'), new RegExp(fix));
-    } finally {
-      await checkout.cleanup();
+    // Made at the place of a workspace copy (the sandbox works in it as is). By its full id (the
+    // commit alone is fetched) and by a revision (a fetch cannot name it: the clone is pruned).
+    for (const at of [base, 'main~1']) {
+      const checkout = await checkoutAt(dir, at, 'tasks-test-checkout');
+      try {
+        const inCopy = (...args: string[]): string =>
+          execFileSync('git', args, { cwd: checkout.dir, encoding: 'utf8' });
+        assert.match(checkout.dir, /cli-tasks-test-checkout\/repo$/);
+        // Its own object store: no file shared (hardlinked) with the source repository's.
+        const files = (d: string): string[] =>
+          readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+            e.isDirectory() ? files(join(d, e.name)) : [join(d, e.name)],
+          );
+        for (const f of files(join(checkout.dir, '.git', 'objects'))) assert.equal(statSync(f).nlink, 1, f);
+        assert.equal(inCopy('log', '--all', '--format=%s').trim(), 'base');
+        assert.equal(inCopy('for-each-ref', '--format=%(refname)').trim(), 'refs/heads/eval-base');
+        assert.throws(() => inCopy('cat-file', '-e', fix), 'the fix commit is not in the checkout');
+        assert.doesNotMatch(inCopy('rev-list', '--all', '--objects'), new RegExp(fix));
+        assert.equal(inCopy('rev-parse', 'HEAD').trim(), base, at);
+      } finally {
+        await checkout.cleanup();
+      }
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
