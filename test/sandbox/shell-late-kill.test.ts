@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { localShellHost } from '../../src/sandbox/local/local-sandbox.js';
+import Docker from 'dockerode';
+import { DockerShellHost } from '../../src/sandbox/docker/docker-shell.js';
 import { ShellSession, type ShellHost } from '../../src/sandbox/shell-session.js';
 
 /**
@@ -43,4 +45,48 @@ test('a late memory-watchdog reading does not kill the next command', async (t) 
   assert.equal(next.killed, null);
   assert.equal(next.exitCode, 0);
   assert.equal(next.output, 'survived\n');
+});
+
+/**
+ * A host whose measurement is costly (Docker's is an exec, about 0.2 s of CPU) sets how often the
+ * watchdog measures; a command shorter than that interval is never measured.
+ */
+test('the memory watchdog measures as often as the host asks, and the Docker host asks once a second', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ia-poll-'));
+  t.after(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const inner = localShellHost(dir, { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir });
+  const readings = async (memoryPollMs: number | undefined): Promise<number> => {
+    let n = 0;
+    const host: ShellHost = {
+      spawn: () => inner.spawn(),
+      killDescendants: (pid) => inner.killDescendants(pid),
+      descendantsRssBytes: () => {
+        n += 1;
+        return Promise.resolve(0);
+      },
+      ...(memoryPollMs === undefined ? {} : { memoryPollMs }),
+    };
+    const session = new ShellSession(host, {
+      workdir: dir,
+      stateFile: join(dir, '.state'),
+      capture: { headBytes: 65536, tailBytes: 65536, spillDir: dir },
+    });
+    await session.start();
+    try {
+      const r = await session.exec('sleep 0.7', { timeoutMs: 5000, memoryLimitBytes: 1 << 30 });
+      assert.equal(r.exitCode, 0);
+    } finally {
+      session.close();
+    }
+    return n;
+  };
+  assert.ok((await readings(undefined)) >= 2, 'every 200 ms by default');
+  assert.equal(await readings(1000), 0, 'none within the first second');
+  assert.equal(
+    new DockerShellHost(new Docker(), new Docker().getContainer('none'), { user: '1:1', workdir: '/' })
+      .memoryPollMs,
+    1000,
+  );
 });
