@@ -824,3 +824,48 @@ describe('user namespaces denied and no sudo', { skip: emulation }, () => {
     }
   });
 });
+
+/**
+ * Every host mount, not only the root's, is made read-only in the sandbox: a mount of its own
+ * (here a world-writable tmpfs the test mounts, so only as root) gets no file from inside, and the
+ * sandbox starts although the host's mount table lists paths the sandbox no longer reaches as
+ * mount points (its private /tmp covers the host's mounts under it).
+ */
+it(
+  'a host folder that is a mount of its own is read-only inside too',
+  {
+    skip:
+      skip !== false
+        ? skip
+        : process.getuid?.() !== 0
+          ? 'mounting a test folder needs root'
+          : PRIVATE_FIXTURES
+            ? 'the fixtures are in an area the sandbox replaces'
+            : false,
+  },
+  async () => {
+    const f = fixture();
+    const mnt = join(f.root, 'own-mount');
+    mkdirSync(mnt);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'mode=1777,size=1m', 'ia-test-own-mount', mnt]);
+    try {
+      const sandbox = await LocalSandbox.create({
+        workspace: f.workspace,
+        path: SANDBOX_PATH,
+        isolate: { hide: [] },
+      });
+      try {
+        const r = await sandbox.exec(`(touch ${mnt}/planted) 2>/dev/null || echo ro-mount; cat a.txt`, {
+          timeoutMs: 10_000,
+        });
+        assert.equal(r.output, 'ro-mount\nhello\n');
+      } finally {
+        await sandbox.close();
+      }
+      assert.deepEqual(readdirSync(mnt), []);
+    } finally {
+      execFileSync('umount', [mnt]);
+      rmSync(f.root, { recursive: true, force: true });
+    }
+  },
+);

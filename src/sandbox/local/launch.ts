@@ -218,7 +218,7 @@ if mount -t sysfs -o ro,nosuid,nodev,noexec ia-sysfs /sys 2>/dev/null; then fres
 # they are. Skipped: the namespace's own /proc and what it covers, the private areas and what they
 # cover, the writable folders; a mount whose path now leads elsewhere (covered) needs nothing.
 while IFS=' ' read -r _ _ _ _ mp _; do
-  mp=$(printf '%b' "\${mp//\\\\/\\\\0}")
+  printf -v mp '%b' "\${mp//\\\\/\\\\0}"
   skip=0
   for k in /proc "\${fresh[@]}" "\${masked[@]}"; do
     case $mp in "$k" | "$k"/*) skip=1 ;; esac
@@ -226,9 +226,10 @@ while IFS=' ' read -r _ _ _ _ mp _; do
   for w in "\${W[@]}"; do [ "$mp" = "$w" ] && skip=1; done
   [ "$skip" = 1 ] && continue
   [ -e "$mp" ] || continue
-  mountpoint -q -- "$mp" || continue
-  # A mount whose folder was removed on the host meanwhile (a container that stopped: its overlay
-  # folder is deleted) cannot be reached by any path any more: nothing to make read-only.
+  # Tried without asking first whether the path is still a mount point (a process each, for every
+  # mount of the host): a remount of a path that is not one fails, and only then is it asked. A
+  # path no longer a mount point (covered, or its folder removed on the host meanwhile: a container
+  # that stopped) cannot reach that mount any more: nothing to make read-only.
   if ! err=$(mount -o remount,bind,ro -- "$mp" 2>&1); then
     if [ -e "$mp" ] && mountpoint -q -- "$mp"; then fail "could not make $mp read-only: $err"; fi
   fi
