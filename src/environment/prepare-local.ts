@@ -221,8 +221,24 @@ async function runnerRuntimes(plan: EnvironmentPlan, path: string): Promise<Envi
 
 const execFileAsync = promisify(execFile);
 
+/**
+ * Versions asked at most once a minute: an eval asks for two sandboxes per task, and each ask is a
+ * Python or Node start; a long-lived worker still notices a tool upgraded under it.
+ */
+const versions = new Map<string, { readonly at: number; readonly version: Promise<string | null> }>();
+const VERSION_TTL_MS = 60_000;
+
 /** The first line a tool prints for its version, or null. A child of its own, never a wait on the event loop. */
-async function toolVersion(tool: string, args: readonly string[], path: string): Promise<string | null> {
+function toolVersion(tool: string, args: readonly string[], path: string): Promise<string | null> {
+  const key = JSON.stringify([tool, args, path]);
+  const known = versions.get(key);
+  if (known !== undefined && Date.now() - known.at < VERSION_TTL_MS) return known.version;
+  const version = askVersion(tool, args, path);
+  versions.set(key, { at: Date.now(), version });
+  return version;
+}
+
+async function askVersion(tool: string, args: readonly string[], path: string): Promise<string | null> {
   try {
     const { stdout } = await execFileAsync(tool, [...args], {
       env: { PATH: path },
