@@ -113,6 +113,8 @@ const FORK_FAILURE = /Resource temporarily unavailable|Cannot fork|can't fork|fo
  * fails on the path that does not exist and prints the other.
  */
 const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/pids/pids.events'];
+const PIDS_READ_TRIES = 3;
+const PIDS_READ_RETRY_MS = 300;
 
 /**
  * One hardened container per job (see container-spec.ts): non-root, no network interface in any phase,
@@ -809,16 +811,32 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
-  /** The cgroup's pids.events `max` counter, or why it could not be read. */
+  /**
+   * The cgroup's pids.events `max` counter, or why it could not be read. An exec that could not even
+   * start (the engine reports that in the exec's output, or it times out) is tried again a little
+   * later: a fork bomb's population comes and goes as its shells back off, and one failed start
+   * whose message names no fork failure must not decide. `cat` that ran and found no counter file
+   * (a kernel without it) is not tried again.
+   */
   private async readPidsMaxEvents(): Promise<number | { forkRefused: boolean }> {
-    try {
-      const r = await runOneOff(this.docker, this.container, PIDS_EVENTS_READ, { timeoutMs: 5000 });
-      const m = /^max (\d+)$/m.exec(r.stdout);
-      if (m?.[1] !== undefined) return Number(m[1]);
-      return { forkRefused: FORK_FAILURE.test(r.stderr) };
-    } catch (error) {
-      return { forkRefused: FORK_FAILURE.test(errorMessage(error)) };
+    let forkRefused = false;
+    for (let attempt = 1; attempt <= PIDS_READ_TRIES; attempt++) {
+      let started = true;
+      try {
+        const r = await runOneOff(this.docker, this.container, PIDS_EVENTS_READ, { timeoutMs: 5000 });
+        const m = /^max (\d+)$/m.exec(r.stdout);
+        if (m?.[1] !== undefined) return Number(m[1]);
+        forkRefused = FORK_FAILURE.test(r.stderr) || FORK_FAILURE.test(r.stdout);
+        // 126/127 and above: the engine or runc could not start `cat` at all.
+        started = r.exitCode !== null && r.exitCode < 126;
+      } catch (error) {
+        forkRefused = FORK_FAILURE.test(errorMessage(error));
+        started = false;
+      }
+      if (forkRefused || started) break;
+      if (attempt < PIDS_READ_TRIES) await delay(PIDS_READ_RETRY_MS);
     }
+    return { forkRefused };
   }
 
   /** The cgroup's count of OOM kills (cgroup v1 memory.oom_control or v2 memory.events). */
