@@ -827,10 +827,11 @@ describe('user namespaces denied and no sudo', { skip: emulation }, () => {
 
 /**
  * Every host mount, not only the root's, is made read-only in the sandbox: a mount of its own
- * (here a world-writable tmpfs the test mounts, so only as root) gets no file from inside, and the
- * sandbox starts although the host's mount table lists paths the sandbox no longer reaches as
- * mount points (its private /tmp covers the host's mounts under it).
+ * (here a world-writable tmpfs the test mounts, so only as root, under /mnt: outside the areas the
+ * sandbox replaces, wherever the checkout is) gets no file from inside, and the sandbox starts
+ * although the host's mount table lists paths it no longer reaches as mount points.
  */
+const OWN_MOUNT_PARENT = '/mnt';
 it(
   'a host folder that is a mount of its own is read-only inside too',
   {
@@ -839,14 +840,13 @@ it(
         ? skip
         : process.getuid?.() !== 0
           ? 'mounting a test folder needs root'
-          : PRIVATE_FIXTURES
-            ? 'the fixtures are in an area the sandbox replaces'
+          : !existsSync(OWN_MOUNT_PARENT)
+            ? `no ${OWN_MOUNT_PARENT} to mount a test folder in`
             : false,
   },
   async () => {
     const f = fixture();
-    const mnt = join(f.root, 'own-mount');
-    mkdirSync(mnt);
+    const mnt = mkdtempSync(join(OWN_MOUNT_PARENT, 'ia-own-mount-'));
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'mode=1777,size=1m', 'ia-test-own-mount', mnt]);
     try {
       const sandbox = await LocalSandbox.create({
@@ -865,6 +865,7 @@ it(
       assert.deepEqual(readdirSync(mnt), []);
     } finally {
       execFileSync('umount', [mnt]);
+      rmSync(mnt, { recursive: true, force: true });
       rmSync(f.root, { recursive: true, force: true });
     }
   },
