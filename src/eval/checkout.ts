@@ -105,7 +105,7 @@ async function cloneAndPrune(repo: string, commit: string, dir: string): Promise
  * process: `from` must be one checkoutAt just made, which no sandbox has seen yet (so nothing in it
  * is a sandbox's link). Links are copied as links. One clone per task instead of two.
  */
-export async function copyCheckout(from: Checkout, key: string): Promise<Checkout> {
+export async function secondCheckout(from: Checkout, key: string): Promise<Checkout> {
   const place = await copyPlace(key);
   try {
     await cp(from.dir, place.dir, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });

@@ -13,7 +13,7 @@ import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/i
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { openWorkspace, recordedKind, runInWorkspace, type CliSandbox } from '../cli/workspace.js';
 import { taskFromText } from '../cli/task-text.js';
-import { checkoutAt, copyCheckout, type Checkout } from './checkout.js';
+import { checkoutAt, secondCheckout, type Checkout } from './checkout.js';
 import { fetchRepository } from './fetch-repo.js';
 import { grade, openTestPlace, testCommands, type Grade, type TestPlace } from './grade.js';
 import type { EvalTask } from './tasks.js';
@@ -312,7 +312,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
         const checkout = await checkoutAt(repo, task.base_commit, key);
         let gradingCopy: Checkout | null = null;
         try {
-          gradingCopy = await copyCheckout(checkout, place.key);
+          gradingCopy = await secondCheckout(checkout, place.key);
           const ws = await openWorkspace(
             checkout.dir,
             options.kind,
