@@ -104,6 +104,7 @@ export async function startMcpServers(
           mcpTool(started.client, name, 'url' in server ? new URL(server.url).host : null, t, {
             callTimeoutMs: options.callTimeoutMs ?? CALL_TIMEOUT_MS,
             hide,
+            dropped: started.dropped,
           }),
         );
       }
@@ -181,9 +182,15 @@ async function startOne(
   server: McpServerConfig,
   egress: HostEgress | null,
   timeoutMs: number,
-): Promise<{ readonly client: Client; readonly tools: readonly ListedTool[] }> {
+): Promise<{
+  readonly client: Client;
+  readonly tools: readonly ListedTool[];
+  /** Why the server was dropped while running, or null. */
+  readonly dropped: () => string | null;
+}> {
   let transport: Transport;
   let stderrTail = (): string => '';
+  let dropped = (): string | null => null;
   if ('url' in server) {
     if (egress === null) throw new Error('no egress for remote servers');
     transport = new StreamableHTTPClientTransport(new URL(server.url), {
@@ -198,8 +205,10 @@ async function startOne(
       );
     }
     const process = await sandbox.openProcess([server.command, ...server.args], { env: server.env });
-    transport = new SandboxStdioTransport(process);
+    const stdio = new SandboxStdioTransport(process);
+    transport = stdio;
     stderrTail = () => process.stderrTail();
+    dropped = () => stdio.droppedFor;
   }
   const client = new Client({ name: 'issue-agent', version: '1' });
   const timeout = <T>(p: Promise<T>, what: string): Promise<T> =>
@@ -216,6 +225,7 @@ async function startOne(
     const listed = await timeout(client.listTools(undefined, { timeout: timeoutMs }), 'listing its tools');
     return {
       client,
+      dropped,
       tools: listed.tools.map((t) => ({
         name: t.name,
         description: t.description,
@@ -237,9 +247,13 @@ function mcpTool(
   server: string,
   remoteHost: string | null,
   t: ListedTool,
-  options: { readonly callTimeoutMs: number; readonly hide: (text: string) => string },
+  options: {
+    readonly callTimeoutMs: number;
+    readonly hide: (text: string) => string;
+    readonly dropped: () => string | null;
+  },
 ): Tool {
-  const { callTimeoutMs, hide } = options;
+  const { callTimeoutMs, hide, dropped } = options;
   const description = hide((t.description ?? '').replace(/\s+/g, ' ').trim()).slice(0, MAX_DESCRIPTION);
   const where = remoteHost === null ? 'it runs in the sandbox' : `a remote server at ${remoteHost}`;
   return defineTool({
@@ -268,7 +282,7 @@ function mcpTool(
         return {
           content: truncateMiddle(
             hide(
-              `The MCP tool ${server}/${t.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+              `The MCP tool ${server}/${t.name} failed: ${dropped() ?? (error instanceof Error ? error.message : String(error))}`,
             ),
             MAX_WARNING_CHARS,
           ),
