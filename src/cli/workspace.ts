@@ -116,6 +116,8 @@ export async function openWorkspace(
      * place copyPlace gives): used as the workspace's copy instead of copying it again.
      */
     readonly ownCopy?: CheckoutCopy;
+    /** Only the harness runs commands in this sandbox (eval grading): its agent shell starts lazily. */
+    readonly lazyAgentShell?: boolean;
   } = {},
 ): Promise<CliWorkspace> {
   let copy: CheckoutCopy;
@@ -182,6 +184,7 @@ export async function openWorkspace(
             settings,
             limits: env.sandboxLimits,
             mayStoreCache: true,
+            lazyAgentShell: more.lazyAgentShell,
             scrub,
             logger,
           })
@@ -205,6 +208,7 @@ export async function openWorkspace(
               mask: more.mask ?? [],
               workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
             },
+            lazyAgentShell: more.lazyAgentShell,
             scrub,
             logger,
           });

@@ -26,6 +26,8 @@ export interface PrepareLocalInput {
     readonly mask?: readonly string[];
     readonly workspaceBytes?: number;
   };
+  /** Nothing but the harness runs commands in it (eval grading): see DockerSandboxOptions.lazyAgentShell. */
+  readonly lazyAgentShell?: boolean | undefined;
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;
@@ -156,6 +158,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
         ...(agentHosts.length > 0 ? { ...localProxyEnv(), ...mirrorEnv } : {}),
       },
       setup: spec,
+      lazyAgentShell: input.lazyAgentShell,
     });
   } catch (error) {
     if (egress !== null) await egress.close();

@@ -49,6 +49,8 @@ export interface PrepareInput {
    * the job neither takes one nor leaves one prepared.
    */
   readonly poolRepository?: string | undefined;
+  /** Nothing but the harness runs commands in it (eval grading): see DockerSandboxOptions.lazyAgentShell. */
+  readonly lazyAgentShell?: boolean | undefined;
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;
@@ -246,6 +248,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
         ...(agentHosts.length > 0 ? { ...proxyEnv(withCa), ...mirrorEnv } : {}),
       },
       setup,
+      lazyAgentShell: input.lazyAgentShell,
       ...(log === undefined ? {} : { logger: log }),
     });
   // A started container serves a job whose environment needs no command and no network: nothing

@@ -162,7 +162,14 @@ export async function openTestPlace(
       options.folder,
       options.key,
       options.setup,
-      { hide: options.hide, mask: options.mask ?? [], cacheKey: options.cacheKey, ownCopy: checkout },
+      {
+        hide: options.hide,
+        mask: options.mask ?? [],
+        cacheKey: options.cacheKey,
+        ownCopy: checkout,
+        // Grading runs everything through the harness shell.
+        lazyAgentShell: true,
+      },
     );
     return {
       sandbox: ws.sandbox,

@@ -43,6 +43,9 @@ const SECRET = 'c2VjcmV0';
 const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const opts = { timeoutMs: 20_000 };
 const isRoot = process.getuid?.() === 0;
+/** How many bash processes the sandbox's process namespace holds. */
+const COUNT_BASH =
+  'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = bash ] && n=$((n+1)); done; echo $n';
 const support = await isolationSupport();
 // CI (ISSUE_AGENT_REQUIRE_DOCKER=1) must have a way to isolate; elsewhere a host without one skips.
 const skip =
@@ -404,6 +407,28 @@ describe('LocalSandbox with isolate', { skip }, () => {
 
   it('keeps exported variables and the directory between commands', async () => {
     await sandbox.exec('export FOO=bar; mkdir -p sub && cd sub', opts);
+    assert.equal((await sandbox.exec('echo "$FOO $(basename "$PWD")"', opts)).output, 'bar sub\n');
+  });
+});
+
+describe('LocalSandbox with isolate and a lazy agent shell', { skip }, () => {
+  it("runs only the harness's shell until the agent's first command starts its own, which keeps state as before", async (t) => {
+    const f = fixture();
+    const sandbox = await LocalSandbox.create({
+      workspace: f.workspace,
+      path: SANDBOX_PATH,
+      isolate: { hide: f.hide },
+      lazyAgentShell: true,
+    });
+    t.after(async () => {
+      await sandbox.close();
+      rmSync(f.root, { recursive: true, force: true });
+    });
+    const shells = async (): Promise<number> =>
+      Number((await sandbox.harnessExec(COUNT_BASH, opts)).output.trim());
+    const before = await shells();
+    await sandbox.exec('export FOO=bar; mkdir -p sub && cd sub', opts);
+    assert.equal(await shells(), before + 1, "the agent's shell started with its first command");
     assert.equal((await sandbox.exec('echo "$FOO $(basename "$PWD")"', opts)).output, 'bar sub\n');
   });
 });

@@ -79,6 +79,11 @@ export interface DockerSandboxOptions {
   readonly startTimeoutMs?: number | undefined;
   /** Parent of the host scratch directory (spilled output). Default: os.tmpdir(). */
   readonly scratchParent?: string | undefined;
+  /**
+   * The agent's shell starts at its first command instead of with the sandbox, for a sandbox only the
+   * harness uses (eval grading): one process start fewer. Commands behave the same either way.
+   */
+  readonly lazyAgentShell?: boolean | undefined;
   readonly logger?: Logger | undefined;
 }
 
@@ -95,6 +100,8 @@ export interface AdoptParams {
   readonly logger?: Logger | undefined;
   /** Runs after the container is removed (e.g. the pool moves the workspace back). */
   readonly afterClose?: (() => Promise<void>) | undefined;
+  /** See DockerSandboxOptions.lazyAgentShell. */
+  readonly lazyAgentShell?: boolean | undefined;
 }
 
 const STATE_SETTLE_POLLS = 10;
@@ -239,6 +246,7 @@ export class DockerSandbox implements Sandbox {
         startTimeoutMs: options.startTimeoutMs,
         scratchParent: options.scratchParent,
         logger: options.logger,
+        lazyAgentShell: options.lazyAgentShell,
       });
     if (
       setup !== undefined &&
@@ -340,7 +348,8 @@ export class DockerSandbox implements Sandbox {
         params.afterClose,
       );
       try {
-        await Promise.all([session.start(), harness.start()]);
+        // A lazy agent shell is started by its first command (ShellSession starts one when none runs).
+        await Promise.all([params.lazyAgentShell === true ? undefined : session.start(), harness.start()]);
       } catch (error) {
         host.dispose();
         session.close();

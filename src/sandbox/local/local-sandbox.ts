@@ -51,6 +51,11 @@ export interface LocalSandboxOptions {
     readonly workspaceBytes?: number;
   };
   /**
+   * The agent's shell starts at its first command instead of with the sandbox, for a sandbox only the
+   * harness uses (eval grading), as DockerSandboxOptions.lazyAgentShell: one process start fewer. Commands behave the same either way.
+   */
+  readonly lazyAgentShell?: boolean | undefined;
+  /**
    * A setup phase to run in the isolated sandbox before its shells start (see setup-phase.ts).
    * Needs `isolate`: an unconfined shell has no namespaces to confine setup to.
    */
@@ -225,7 +230,8 @@ export class LocalSandbox implements Sandbox {
     });
     const harness = harnessShell(host, { workdir: workspace, spillDir: spill });
     try {
-      await session.start();
+      // A lazy agent shell is started by its first command (ShellSession starts one when none runs).
+      if (options.lazyAgentShell !== true) await session.start();
       await harness.start();
     } catch (error) {
       session.close();

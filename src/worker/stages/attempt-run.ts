@@ -95,6 +95,8 @@ export async function runAttempt(
                 ...prepareInput,
                 paths: { ...prepareInput.paths, workspace: `${prepareInput.paths.workspace}-verify` },
                 baseCommit,
+                // The final run and the change's rebuild go through the harness shell alone.
+                lazyAgentShell: true,
                 ...(isolateLocal === undefined
                   ? {}
                   : {

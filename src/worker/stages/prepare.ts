@@ -140,6 +140,8 @@ export interface PrepareSandboxInput {
   readonly pool?: SandboxPool | undefined;
   /** Names the repository, per installation, for the warm pool's prepared containers. */
   readonly poolRepository?: string | undefined;
+  /** Only the harness runs commands in it (the verdict's sandbox): see DockerSandboxOptions.lazyAgentShell. */
+  readonly lazyAgentShell?: boolean | undefined;
   readonly logger?: Logger | undefined;
 }
 
@@ -211,6 +213,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       scrub: input.scrub,
       pool: input.pool,
       poolRepository: input.poolRepository,
+      lazyAgentShell: input.lazyAgentShell,
       logger: input.logger,
     });
     const close = async (): Promise<void> => {
@@ -248,6 +251,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
         mask: input.isolateLocal.mask ?? [],
         workspaceBytes: input.agent.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
       },
+      lazyAgentShell: input.lazyAgentShell,
       scrub: input.scrub,
       logger: input.logger,
     });

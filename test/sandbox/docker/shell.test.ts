@@ -135,3 +135,33 @@ dockerTest(
     assert.doesNotMatch(r.output, /^(NO_COLOR|FORCE_COLOR|CLICOLOR|CLICOLOR_FORCE)=/m);
   },
 );
+
+dockerTest(
+  "lazy agent shell: only the harness's shell runs until the agent's first command starts its own",
+  async (docker, t) => {
+    const workspace = await tempWorkspace(t);
+    const sandbox = await DockerSandbox.create({
+      docker,
+      workspace,
+      jobId: 'shell-lazy',
+      image: 'issue-agent/base:latest',
+      owner: testOwner('shell'),
+      lazyAgentShell: true,
+    });
+    t.after(() => sandbox.close());
+    const shells = async (): Promise<number> =>
+      Number(
+        (
+          await sandbox.harnessExec(
+            'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = bash ] && n=$((n+1)); done; echo $n',
+            { timeoutMs: 10_000 },
+          )
+        ).output.trim(),
+      );
+    assert.equal(await shells(), 1, "the harness's shell alone");
+    const first = await sandbox.exec('export X=1; cd /tmp', { timeoutMs: 10_000 });
+    assert.equal(first.exitCode, 0, first.output);
+    assert.equal(await shells(), 2);
+    assert.equal((await sandbox.exec('echo "$X $PWD"', { timeoutMs: 10_000 })).output, '1 /tmp\n');
+  },
+);
