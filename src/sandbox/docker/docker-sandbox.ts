@@ -39,6 +39,7 @@ import {
   type SandboxLimits,
 } from './container-spec.js';
 import { DockerShellHost, errorMessage } from './docker-shell.js';
+import { HostCgroup } from './host-cgroup.js';
 import { ownerId } from './owner.js';
 import { reapOrphans, type ReapOptions, type ReapResult } from './reap.js';
 import { AGENT_GID, AGENT_UID } from './agent-user.js';
@@ -115,9 +116,10 @@ const STATE_SETTLE_INTERVAL_MS = 200;
 const FORK_FAILURE = /Resource temporarily unavailable|Cannot fork|can't fork|fork failed|EAGAIN/i;
 /**
  * The pids controller's event file: its `max` line counts forks refused because of the limit, for
- * the whole life of the container's cgroup (cgroup v2 path first, then v1). Read with `cat` as the
- * exec's own process, so the read needs no fork inside a container whose pids are exhausted; cat
- * fails on the path that does not exist and prints the other.
+ * the whole life of the container's cgroup (cgroup v2 path first, then v1). Read from the host's
+ * cgroup file system where it shows the container (host-cgroup.ts); otherwise with `cat` as an
+ * exec's own process, which fails on the path that does not exist and prints the other. That exec
+ * must join the container's cgroup, so while the limit is hit it often cannot start at all.
  */
 const PIDS_EVENTS_READ = ['cat', '/sys/fs/cgroup/pids.events', '/sys/fs/cgroup/pids/pids.events'];
 const PIDS_READ_TRIES = 3;
@@ -142,6 +144,8 @@ export class DockerSandbox implements Sandbox {
   private oomKills = 0;
   /** The cgroup's count of forks refused by the pids limit, as of the last reading. */
   private pidsMaxEvents = 0;
+  /** The container's cgroup counters as the host sees them, when it does (host-cgroup.ts). */
+  private readonly hostCgroup: HostCgroup;
   /** What the setup phase did, when the sandbox had one. */
   setupReport: SetupReport | null = null;
   /** The job's variables given after the container started (useEnvironment), for every new process. */
@@ -159,7 +163,9 @@ export class DockerSandbox implements Sandbox {
     private readonly scratch: string,
     private logger: Logger | undefined,
     private afterClose: (() => Promise<void>) | undefined,
-  ) {}
+  ) {
+    this.hostCgroup = new HostCgroup(container.id);
+  }
 
   get jobId(): string {
     return this.job;
@@ -828,6 +834,9 @@ export class DockerSandbox implements Sandbox {
    * (a kernel without it) is not tried again.
    */
   private async readPidsMaxEvents(): Promise<number | { forkRefused: boolean }> {
+    // From the host first: no process has to start in a container whose process table is full.
+    const host = await this.hostCgroup.counter('pids', 'pids.events', 'max');
+    if (host !== null) return host;
     let forkRefused = false;
     for (let attempt = 1; attempt <= PIDS_READ_TRIES; attempt++) {
       let started = true;
@@ -850,6 +859,10 @@ export class DockerSandbox implements Sandbox {
 
   /** The cgroup's count of OOM kills (cgroup v1 memory.oom_control or v2 memory.events). */
   private async readOomKills(): Promise<number | null> {
+    const host =
+      (await this.hostCgroup.counter('memory', 'memory.events', 'oom_kill')) ??
+      (await this.hostCgroup.counter('memory', 'memory.oom_control', 'oom_kill'));
+    if (host !== null) return host;
     try {
       const r = await runOneOff(
         this.docker,
