@@ -97,6 +97,8 @@ export interface ContainerSpecInput {
   readonly restoreDir?: string | undefined;
   /** The deployment's extra CA certificates (see ca-file.ts), mounted read-only at CA_MOUNT. */
   readonly caFile?: string | undefined;
+  /** The hosts table (ca-file.ts hostsMountFile), mounted read-only at /etc/hosts. */
+  readonly hostsFile: string;
 }
 
 /** The folder of RESTORE_MOUNT, and the name of the entry in it. */
@@ -134,6 +136,13 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     Cmd: ['infinity'],
     Env: sandboxEnv(input.env),
     Labels: labels,
+    // Networking disabled as well as NetworkMode none: the container still gets a network namespace
+    // of its own holding only loopback (the OCI default runc creates; checked by the escape tests),
+    // but the engine sets up no libnetwork sandbox for it, so no `libnetwork-setkey` hook re-executes
+    // dockerd for every container start: 0.64 → 0.34 s of CPU and 530 → 275 ms per container here.
+    // The engine then writes no /etc/hosts or /etc/resolv.conf: the hosts table is mounted (hostsFile),
+    // and a resolver with no server fails at once (the network is none either way).
+    NetworkDisabled: true,
     Tty: false,
     OpenStdin: false,
     AttachStdin: false,
@@ -168,6 +177,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
         ...(input.caFile === undefined
           ? []
           : [{ Type: 'bind' as const, Source: input.caFile, Target: CA_MOUNT, ReadOnly: true }]),
+        { Type: 'bind' as const, Source: input.hostsFile, Target: '/etc/hosts', ReadOnly: true },
       ],
       Tmpfs: {
         [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0755`,

@@ -20,7 +20,7 @@ import {
   type Sandbox,
   type SandboxProcess,
 } from '../sandbox.js';
-import { caMountFile } from './ca-file.js';
+import { caMountFile, hostsMountFile } from './ca-file.js';
 import { chooseImage } from './choose-image.js';
 import { runOneOff } from './container-exec.js';
 import {
@@ -218,6 +218,7 @@ export class DockerSandbox implements Sandbox {
           gid: AGENT_GID,
           limits,
           labels: { job: options.jobId, owner: options.owner ?? ownerId() },
+          hostsFile: await hostsMountFile(),
           env: options.env,
           ...(setup?.egressDir === undefined ? {} : { egressDir: setup.egressDir }),
           ...(setup?.restoreFile === undefined ? {} : { restoreFile: setup.restoreFile }),

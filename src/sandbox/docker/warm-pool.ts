@@ -25,6 +25,7 @@ import {
   type WorkspaceArchive,
 } from './docker-sandbox.js';
 import { AGENT_GID, AGENT_UID } from './agent-user.js';
+import { hostsMountFile } from './ca-file.js';
 import { errorMessage } from './docker-shell.js';
 import { ownerId } from './owner.js';
 
@@ -398,6 +399,7 @@ export class WarmPool {
           gid: AGENT_GID,
           limits: this.limits,
           labels: { job: 'pool', owner: this.owner, pool: image },
+          hostsFile: await hostsMountFile(),
           env: this.options.env,
           restoreDir: entryDir,
         }),

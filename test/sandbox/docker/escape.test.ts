@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { existsSync, readlinkSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { SandboxError } from '../../../src/sandbox/sandbox.js';
@@ -36,13 +37,26 @@ async function sandboxFor(
 
 escapeAttempt('escape: no network interface but lo', async (docker, t) => {
   const sandbox = await sandboxFor(docker, t);
-  const r = await sandbox.exec('ls /sys/class/net; cat /proc/net/route | tail -n +2 | wc -l', {
-    timeoutMs: 10_000,
-  });
-  assert.deepEqual(r.output.trim().split('\n'), ['lo', '0']);
+  const r = await sandbox.exec(
+    'ls /sys/class/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "; cat /proc/net/route | tail -n +2 | wc -l; cat /sys/class/net/lo/flags; getent hosts localhost',
+    { timeoutMs: 10_000 },
+  );
+  // Loopback alone, up (flags: IFF_UP | IFF_LOOPBACK), no route; localhost resolves (the image's
+  // hosts file: with networking disabled the engine writes none).
+  const [net, dev, routes, flags, localhost] = r.output.trim().split('\n');
+  assert.deepEqual([net, dev, routes, flags], ['lo', 'lo', '0', '0x9']);
+  assert.match(localhost ?? '', /^(::1|127\.0\.0\.1)\s+localhost\b/);
   const info = await docker.getContainer(sandbox.containerId).inspect();
   assert.equal(info.HostConfig.NetworkMode, 'none');
-  assert.deepEqual(Object.keys(info.NetworkSettings.Networks), ['none']);
+  assert.equal((info.Config as { NetworkDisabled?: boolean }).NetworkDisabled, true);
+  // A network namespace of its own, not the host's (networking disabled must not mean "shared").
+  // Checked where the engine runs on this host (CI's does), through the container's init process.
+  const pid = info.State.Pid;
+  if (existsSync(`/proc/${pid}/ns/net`)) {
+    assert.notEqual(readlinkSync(`/proc/${pid}/ns/net`), readlinkSync('/proc/self/ns/net'));
+  } else {
+    assert.notEqual(process.env.ISSUE_AGENT_REQUIRE_DOCKER, '1', "CI's engine runs on this host");
+  }
 });
 
 escapeAttempt("escape: the host's 127.0.0.1 listener is unreachable", async (docker, t) => {
@@ -110,9 +124,9 @@ escapeAttempt(
     assert.match(r.output, / on \/ type overlay \(ro,/);
     const info = await docker.getContainer(sandbox.containerId).inspect();
     assert.deepEqual(
-      info.Mounts.filter((m) => m.Type === 'bind' || m.Type === 'volume'),
-      [],
-      'no host path and no volume: the workspace is a tmpfs',
+      info.Mounts.filter((m) => m.Type === 'bind' || m.Type === 'volume').map((m) => [m.Destination, m.RW]),
+      [['/etc/hosts', false]],
+      'no host path but the read-only hosts table, and no volume: the workspace is a tmpfs',
     );
     assert.match(r.output, /^tmpfs on \/workspace type tmpfs \(rw,nosuid,nodev,/m);
     assert.equal(info.HostConfig.ReadonlyRootfs, true);

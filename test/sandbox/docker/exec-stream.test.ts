@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { containerSpec, DEFAULT_LIMITS } from '../../../src/sandbox/docker/container-spec.js';
+import { hostsMountFile } from '../../../src/sandbox/docker/ca-file.js';
 import { execStream } from '../../../src/sandbox/docker/setup-phase.js';
 import { dockerTest, testOwner } from './docker-test-support.js';
 
@@ -22,6 +23,7 @@ dockerTest(
         gid: 1000,
         limits: DEFAULT_LIMITS,
         labels: { job: 'exec-stream', owner: testOwner('exec-stream') },
+        hostsFile: await hostsMountFile(),
       }),
     );
     t.after(() => container.remove({ force: true }));

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { readdir } from 'node:fs/promises';
 import { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { containerSpec, DEFAULT_LIMITS } from '../../../src/sandbox/docker/container-spec.js';
+import { hostsMountFile } from '../../../src/sandbox/docker/ca-file.js';
 import { LABEL_OWNER, LABEL_SANDBOX, ownerId } from '../../../src/sandbox/docker/owner.js';
 import { reapOrphans } from '../../../src/sandbox/docker/reap.js';
 import { SandboxError } from '../../../src/sandbox/sandbox.js';
@@ -86,6 +87,7 @@ dockerTest(
           gid: 1000,
           limits: DEFAULT_LIMITS,
           labels: { job, owner },
+          hostsFile: await hostsMountFile(),
         }),
       );
       await c.start();
