@@ -250,6 +250,8 @@ async function main(): Promise<void> {
   if (process.argv.includes('--mirror')) await (await import('./mirror-bench.js')).mirrorBench();
   if (process.argv.includes('--explore')) await (await import('./explore-bench.js')).exploreBench();
   if (process.argv.includes('--eval')) (await import('./eval-bench.js')).evalBench();
+  if (process.argv.includes('--container-start'))
+    await (await import('./container-start-bench.js')).containerStartBench();
   if (process.argv.includes('--store')) await (await import('./store-bench.js')).storeBench();
   if (process.argv.includes('--throughput')) await (await import('./throughput-bench.js')).throughputBench();
   if (process.argv.includes('--environment'))
