@@ -52,7 +52,8 @@ export interface LocalSandboxOptions {
   };
   /**
    * The agent's shell starts at its first command instead of with the sandbox, for a sandbox only the
-   * harness uses (eval grading), as DockerSandboxOptions.lazyAgentShell: one process start fewer. Commands behave the same either way.
+   * harness uses (eval grading), as DockerSandboxOptions.lazyAgentShell: one process start fewer.
+   * Commands behave the same either way.
    */
   readonly lazyAgentShell?: boolean | undefined;
   /**
