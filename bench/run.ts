@@ -252,6 +252,8 @@ async function main(): Promise<void> {
   if (process.argv.includes('--eval')) (await import('./eval-bench.js')).evalBench();
   if (process.argv.includes('--container-start'))
     await (await import('./container-start-bench.js')).containerStartBench();
+  if (process.argv.includes('--machine-scaling'))
+    await (await import('./machine-scaling-bench.js')).machineScalingBench();
   if (process.argv.includes('--store')) await (await import('./store-bench.js')).storeBench();
   if (process.argv.includes('--throughput')) await (await import('./throughput-bench.js')).throughputBench();
   if (process.argv.includes('--environment'))
