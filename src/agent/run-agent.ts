@@ -20,7 +20,8 @@ import { explore, EXPLORE_MAX_STEPS } from './explore.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { isWholeSuite, reusableBaseline, reusedTestRun } from './baseline-answer.js';
-import { verdict } from './testing/verdict.js';
+import { verdict, wouldResolve } from './testing/verdict.js';
+import { isTestPath } from './testing/test-paths.js';
 import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
 import { checkSyntaxCached } from './syntax-check.js';
 
@@ -422,25 +423,73 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       );
     }
     throwIfCancelled(deps.signal);
+    const testCommand = base.testCommand;
+    // The change's test files, when the final run would resolve it: run once more on the code
+    // before the change, so a test that passes without the change's code is not taken as proof.
+    const testFilesToCheck = async (final: EventOf<'test_run'>): Promise<string[]> =>
+      wouldResolve(state.baseline, final)
+        ? (await git.changedFiles(base.workspace.baseTree, lastTree)).filter(isTestPath)
+        : [];
     if (deps.verifier === undefined) {
-      const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
-      const final = await append({ kind: 'test_run', phase: 'final', ...recordedRun(r, scrub) });
-      return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);
+      const r = await runTestCommand(sandbox, testCommand, limits, deps.signal, 'harness');
+      const final = (await append({
+        kind: 'test_run',
+        phase: 'final',
+        ...recordedRun(r, scrub),
+      })) as EventOf<'test_run'>;
+      const paths = await testFilesToCheck(final);
+      let withoutFix: EventOf<'test_run'> | undefined;
+      if (paths.length > 0) {
+        // In the agent's own sandbox (no fresh one here): its workspace is put back afterwards and
+        // checked to be the change's tree again.
+        await git.checkoutOnly(base.workspace.baseTree, lastTree, paths);
+        try {
+          const w = await runTestCommand(sandbox, testCommand, limits, deps.signal, 'harness');
+          withoutFix = (await append({
+            kind: 'test_run',
+            phase: 'without_fix',
+            ...recordedRun(w, scrub),
+          })) as EventOf<'test_run'>;
+        } finally {
+          await git.restore(base.workspace.baseTree, lastTree, state.lastCheckpoint?.diff ?? null);
+        }
+      }
+      return await finishWith(append, judge(state.baseline, final, withoutFix), summary, diffStat);
     }
+    const recorded: { final: EventOf<'test_run'> | null } = { final: null };
     const fresh = await finalRunInFresh(deps.verifier, base, lastTree, state.lastCheckpoint?.diff ?? null, {
       limits,
       signal: deps.signal,
       logger: deps.logger,
+      recordFinal: async (run) => {
+        const final = (await append({
+          kind: 'test_run',
+          phase: 'final',
+          ...recordedRun(run, scrub),
+          sandbox: 'fresh',
+        })) as EventOf<'test_run'>;
+        recorded.final = final;
+        return await testFilesToCheck(final);
+      },
     });
-    if (!fresh.ok)
-      return await finishWith(append, { outcome: 'unverified', reason: fresh.reason }, summary, diffStat);
-    const final = await append({
-      kind: 'test_run',
-      phase: 'final',
-      ...recordedRun(fresh.run, scrub),
-      sandbox: 'fresh',
-    });
-    return await finishWith(append, judge(state.baseline, final as EventOf<'test_run'>), summary, diffStat);
+    const final = recorded.final;
+    if (!fresh.ok || final === null)
+      return await finishWith(
+        append,
+        { outcome: 'unverified', reason: fresh.ok ? 'no final run was recorded' : fresh.reason },
+        summary,
+        diffStat,
+      );
+    const withoutFix =
+      fresh.withoutFix === null
+        ? undefined
+        : ((await append({
+            kind: 'test_run',
+            phase: 'without_fix',
+            ...recordedRun(fresh.withoutFix, scrub),
+            sandbox: 'fresh',
+          })) as EventOf<'test_run'>);
+    return await finishWith(append, judge(state.baseline, final, withoutFix), summary, diffStat);
   } catch (error) {
     const stop = toStop(error, deps.signal);
     if (stop === null) throw error;
@@ -460,10 +509,11 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
 /**
  * The final run in a sandbox from `verifier`: the base commit there, the recorded change applied
  * (from its diff: the tree object exists only in the agent's repository) and checked to give the
- * checkpoint's tree, then the test command through the harness shell. Not ok, with the reason,
- * when the change cannot be rebuilt there (a diff too large to record, or one that does not
- * reproduce the tree): nothing else could be tested. A sandbox that cannot be made throws, as any
- * sandbox failure does (the job's retry resumes here).
+ * checkpoint's tree, then the test command through the harness shell. `recordFinal` records that
+ * run and names the change's test files to run again on the code before the change, in the same
+ * sandbox (none: no such run). Not ok, with the reason, when the change cannot be rebuilt there (a
+ * diff too large to record, or one that does not reproduce the tree): nothing else could be tested.
+ * A sandbox that cannot be made throws, as any sandbox failure does (the job's retry resumes here).
  */
 async function finalRunInFresh(
   verifier: FreshVerifier,
@@ -474,9 +524,11 @@ async function finalRunInFresh(
     readonly limits: Limits;
     readonly signal: AbortSignal | undefined;
     readonly logger: Logger | undefined;
+    readonly recordFinal: (run: TestRunResult) => Promise<readonly string[]>;
   },
 ): Promise<
-  { readonly ok: true; readonly run: TestRunResult } | { readonly ok: false; readonly reason: string }
+  | { readonly ok: true; readonly withoutFix: TestRunResult | null }
+  | { readonly ok: false; readonly reason: string }
 > {
   if (diff === null)
     return {
@@ -503,9 +555,13 @@ async function finalRunInFresh(
       { ms: Math.round(performance.now() - started) },
       'the change rebuilt in a fresh sandbox',
     );
+    const run = await runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness');
+    const paths = await options.recordFinal(run);
+    if (paths.length === 0) return { ok: true, withoutFix: null };
+    await git.checkoutOnly(base.workspace.baseTree, tree, paths);
     return {
       ok: true,
-      run: await runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness'),
+      withoutFix: await runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness'),
     };
   } finally {
     await fresh.close();
@@ -517,8 +573,12 @@ async function finalRunInFresh(
  * per test when both runs name tests, by exit code otherwise, and never `resolved` when the
  * baseline could not run (cause `environment`).
  */
-export function judge(baseline: EventOf<'test_run'> | null, final: EventOf<'test_run'>): Stop {
-  const v = verdict(baseline, final);
+export function judge(
+  baseline: EventOf<'test_run'> | null,
+  final: EventOf<'test_run'>,
+  withoutFix?: EventOf<'test_run'>,
+): Stop {
+  const v = verdict(baseline, final, withoutFix);
   return { outcome: v.outcome, reason: v.reason, ...(v.cause === undefined ? {} : { cause: v.cause }) };
 }
 

@@ -127,6 +127,25 @@ export class WorkspaceGit {
     return 'diff';
   }
 
+  /**
+   * Makes the working tree the base tree with only `paths` taken from `tree` (the change's test files
+   * on the code before it). The paths are data from a diff in the sandbox: they travel on stdin as
+   * NUL-separated literal pathspecs, never in the command text. Undo with `restore`.
+   */
+  async checkoutOnly(baseTree: string, tree: string, paths: readonly string[]): Promise<void> {
+    const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
+    await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
+    if (paths.length === 0) return;
+    const list = Buffer.from(paths.map((p) => `${p}\0`).join(''), 'utf8');
+    const r = await this.sandbox.harnessExec(
+      // `cat` drains what git left unread, so no byte of the list is ever read as shell input.
+      `head -c ${list.length} | { (cd ${shellQuote(this.sandbox.workdir)} && ${idx} GIT_LITERAL_PATHSPECS=1 ${GIT} checkout ${tree} --pathspec-from-file=- --pathspec-file-nul); __ia_s=$?; cat >/dev/null; exit $__ia_s; }`,
+      { timeoutMs: 60_000, stdin: list },
+    );
+    if (r.exitCode !== 0)
+      throw new WorkspaceGitError(`could not check out the change's test files: ${r.output.slice(0, 500)}`);
+  }
+
   private async expectTree(tree: string, how: string): Promise<void> {
     const rebuilt = await this.snapshot();
     if (rebuilt !== tree)

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Logger } from 'pino';
+import { isTestPath } from '../agent/testing/test-paths.js';
 import { tokenClient, type GitHubClient } from '../github/app-client.js';
 import { HostGit } from '../github/host-git.js';
 import { fetchRepository } from './fetch-repo.js';
@@ -154,14 +155,6 @@ export function closingReferences(
     if (n !== undefined && Number(n) > 0) found.add(Number(n));
   }
   return [...found];
-}
-
-/** Whether a changed path is part of the tests (SWE-bench's split: test folders and test files). */
-export function isTestPath(path: string): boolean {
-  const parts = path.split('/');
-  const file = parts.at(-1) ?? '';
-  if (parts.slice(0, -1).some((d) => /^(?:tests?|__tests__|testing|specs?|e2e)$/i.test(d))) return true;
-  return /^(?:test_.*\.py|.*_test\.(?:py|go)|conftest\.py|.*\.(?:test|spec)\.[cm]?[jt]sx?)$/i.test(file);
 }
 
 /** The test files of a test patch that a test runner runs (not fixtures, data or helpers). */

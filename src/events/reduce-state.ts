@@ -10,6 +10,8 @@ export interface RunState {
   readonly elapsedMs: number;
   readonly baseline: EventOf<'test_run'> | null;
   readonly finalTest: EventOf<'test_run'> | null;
+  /** The change's test files run on the code before it, after the final run (see testing/verdict.ts). */
+  readonly withoutFix: EventOf<'test_run'> | null;
   readonly lastCheckpoint: EventOf<'checkpoint'> | null;
   readonly lastCondensation: EventOf<'condensation'> | null;
   /** tool_use blocks of the last model turn that have no observation yet (a crash mid-step). */
@@ -40,6 +42,7 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
   let segmentEnd = 0;
   let baseline: EventOf<'test_run'> | null = null;
   let finalTest: EventOf<'test_run'> | null = null;
+  let withoutFix: EventOf<'test_run'> | null = null;
   let lastCheckpoint: EventOf<'checkpoint'> | null = null;
   let lastCondensation: EventOf<'condensation'> | null = null;
   let pending: ToolUseBlock[] = [];
@@ -94,7 +97,11 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
         break;
       case 'test_run':
         if (e.phase === 'baseline') baseline = e;
-        if (e.phase === 'final') finalTest = e;
+        if (e.phase === 'final') {
+          finalTest = e;
+          withoutFix = null;
+        }
+        if (e.phase === 'without_fix') withoutFix = e;
         break;
       case 'checkpoint':
         lastCheckpoint = e;
@@ -122,6 +129,7 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
     elapsedMs,
     baseline,
     finalTest,
+    withoutFix,
     lastCheckpoint,
     lastCondensation,
     pendingToolUses: pending,

@@ -227,7 +227,12 @@ export const eventSchemas = {
   test_run: z.object({
     ...common,
     kind: z.literal('test_run'),
-    phase: z.enum(['baseline', 'agent', 'final']),
+    /**
+     * `without_fix`: after a final run that would resolve the change, the change's test files alone
+     * on the code before it, in the same sandbox as the final run; tests that pass there are not
+     * proof (testing/verdict.ts).
+     */
+    phase: z.enum(['baseline', 'agent', 'final', 'without_fix']),
     command: z.string(),
     exitCode: z.number().int().nullable(),
     killed: z.enum(['timeout', 'memory', 'cancelled']).nullable(),

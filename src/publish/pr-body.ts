@@ -358,6 +358,8 @@ function renderHead(
       ? 'No tests were run: no test command is known for this repository, so the change is not proven by tests.'
       : 'No test run was recorded: the run ended before the tests ran.';
   const verification = renderVerification(before, after, {
+    // From the run whose final run is shown: the two belong together.
+    withoutFix: [...views].reverse().find((v) => v.state.finalTest !== null)?.state.withoutFix ?? null,
     noTestsReason: noTests,
     maxRows: caps.rows,
     maxNameChars: caps.name,

@@ -191,7 +191,9 @@ function runUnits(
               ? e.sandbox === 'fresh'
                 ? 'Tests after the change (final, in a fresh sandbox)'
                 : 'Tests after the change (final)'
-              : 'Tests';
+              : e.phase === 'without_fix'
+                ? "The change's test files on the code before it (without the fix)"
+                : 'Tests';
         const result =
           e.killed !== null ? `killed (${e.killed})` : `exit ${e.exitCode === null ? '?' : e.exitCode}`;
         const parts = [

@@ -43,6 +43,8 @@ export interface VerificationOptions {
    * smaller, so a tight budget quotes less).
    */
   readonly maxOutputLines?: number;
+  /** The change's test files run on the code before it, after the final run (testing/verdict.ts). */
+  readonly withoutFix?: TestRun | null;
 }
 
 /** Test names in the verdict line before "and N more". */
@@ -213,7 +215,15 @@ function renderVerdict(
   }
   if (after === null || beforeProblem !== null || afterProblem !== null) return out;
 
-  const c = verdict(before, after).comparison;
+  const withoutFix = options.withoutFix ?? undefined;
+  const v = verdict(before, after, withoutFix);
+  const c = v.comparison;
+  if (withoutFix !== undefined) {
+    if (out.length > 0) out.push('');
+    out.push(
+      `The change's test files were also run on the code before it (${resultCell(withoutFix).replace(/^\S+ /, '')}): a test that passes there passes without the change's code and is not counted as proof.`,
+    );
+  }
   if (!c.perTest) return out;
   const names = (list: readonly string[]): string => {
     const take = Math.min(list.length, MAX_VERDICT_NAMES, maxRows);
@@ -226,6 +236,9 @@ function renderVerdict(
   if (c.regressed.length > 0) said.push(`❌ **Passing before, failing now:** ${names(c.regressed)}.`);
   if (c.preExisting.length > 0) {
     said.push(`**Failing before and after, not caused by this change:** ${names(c.preExisting)}.`);
+  }
+  if (v.passWithoutFix.length > 0) {
+    said.push(`⚠️ **Passing without the change's code too, so not proof:** ${names(v.passWithoutFix)}.`);
   }
   if (said.length > 0) {
     if (out.length > 0) out.push('');

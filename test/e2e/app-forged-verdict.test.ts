@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { FORGED_MARKER, forger } from '../support/forged-verdict.js';
+import { FORGED_MARKER, forger, SHELLS_MARKER } from '../support/forged-verdict.js';
 import { labelledIssue, readJobRun, stackOrSkip } from '../support/pipeline.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
@@ -12,7 +12,9 @@ import { dockerTest } from '../sandbox/docker/docker-test-support.js';
  * In the agent's own container every later `npm test`, the harness's too, runs that script. The
  * verdict's final run happens in a container the agent never ran in, on the base commit plus the
  * change that is published, so the forgery reaches nothing: the PR is a draft, unverified, and
- * the final run names the still-failing test.
+ * the final run names the still-failing test. The change's own new test file, which passes whatever
+ * the code does, is not taken as proof (it passes without the change's code too), and it also shows
+ * that the verdict's sandbox started no shell but the harness's.
  */
 dockerTest(
   'a hostile agent forges passing tests in its own container (npm node-options in its home, a process left running): the verdict comes from a fresh container and the PR is unverified',
@@ -49,6 +51,9 @@ dockerTest(
       assert.ok(final?.kind === 'test_run', 'a final run');
       assert.ok(!final.output.includes(FORGED_MARKER), 'the forged runner ran for the verdict');
       assert.notEqual(final.exitCode, 0);
+      // The verdict's sandbox runs everything through the harness's shell: no agent shell is
+      // started there (the change's own test file counts the sandbox's shells).
+      assert.match(final.output, new RegExp(`${SHELLS_MARKER}1\\b`), final.output);
       const outcome = events.find((e) => e.kind === 'outcome');
       assert.equal(
         outcome?.kind === 'outcome' ? outcome.outcome : null,
@@ -61,6 +66,12 @@ dockerTest(
       assert.match(pr.body, /average rounds to the nearest hundredth/);
       assert.equal(final.sandbox, 'fresh', 'the final run was in a fresh container');
       assert.match(pr.body, /The final run was made in a new sandbox that the agent never ran in/);
+      // The change's new test passes, but it passes without the change's code too (its test files
+      // alone on the base, in the same fresh container): it is not taken as proof.
+      const without = events.find((e) => e.kind === 'test_run' && e.phase === 'without_fix');
+      assert.ok(without?.kind === 'test_run' && without.sandbox === 'fresh', 'a without_fix run, fresh');
+      assert.match(JSON.stringify(outcome), /also pass without it/);
+      assert.match(pr.body, /Passing without the change's code too, so not proof/);
       // Neither container outlives the job.
       const left = await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
       assert.equal(left.length, 0);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { closingReferences, isTestPath, judge, runnableTestFiles } from '../../src/eval/from-repo.js';
+import { isTestPath } from '../../src/agent/testing/test-paths.js';
+import { closingReferences, judge, runnableTestFiles } from '../../src/eval/from-repo.js';
 import type { TestRun } from '../../src/eval/grade.js';
 import type { TestStatus } from '../../src/eval/test-results.js';
 

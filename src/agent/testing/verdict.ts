@@ -2,8 +2,8 @@
  * The verdict of principle 6: from the baseline run (before any edit) and the final run (after the
  * change, both run by the harness), is the change proven by the repository's own tests?
  *
- * Pure: it reads two `test_run` events and nothing else, so a resumed run, a renderer and a test all
- * reach the same verdict from the same log.
+ * Pure: it reads the `test_run` events (two, or three with `without_fix`) and nothing else, so a
+ * resumed run, a renderer and a test all reach the same verdict from the same log.
  *
  * Rules, in order:
  * 1. A run that could not run (`environmentProblem`) is not a run whose tests fail. The final run
@@ -17,6 +17,11 @@
  *    no regression, no new test failing, a final run that did not fail without naming a failure, and
  *    proof: a test failing before and passing now, or a new passing test (new only counts when the
  *    baseline finished and its name lists are whole).
+ *    When the change also changed test files, a third run decides which of those tests are proof:
+ *    the change's test files alone on the code before it (`without_fix`). A test that passes there
+ *    passes without the change's code (a trivial new test, or a failing test edited until it passes)
+ *    and proves nothing. One that fails there, or is missing from a run that finished and failed (a
+ *    test file that cannot load without the code it tests), is proof.
  * 3. Otherwise the exit codes decide, as before per-test names existed, and the reason says so.
  */
 import type { EventOf } from '../../events/schema.js';
@@ -45,6 +50,11 @@ export interface TestComparison {
 
 export interface Verdict {
   readonly outcome: 'resolved' | 'unverified';
+  /**
+   * Of the tests that would prove the change (fixed and new passing), those that also pass without
+   * the change's code, in the `without_fix` run: not proof. Empty when there was no such run.
+   */
+  readonly passWithoutFix: string[];
   readonly reason: string;
   /** `environment` when a run could not run at all: the test setup is broken, not the tests. */
   readonly cause?: 'environment';
@@ -233,11 +243,11 @@ export function listNames(list: readonly string[], max = MAX_NAMED): string {
 }
 
 /** The verdict with its comparison: see the rules at the top of this file. */
-export function verdict(baseline: TestRun | null, final: TestRun): Verdict {
+export function verdict(baseline: TestRun | null, final: TestRun, withoutFix?: TestRun): Verdict {
   const comparison = compareRuns(baseline, final);
   const baselineProblem = baseline === null ? null : environmentProblem(baseline);
   const finalProblem = environmentProblem(final);
-  const problems = { comparison, baselineProblem, finalProblem };
+  const problems = { comparison, baselineProblem, finalProblem, passWithoutFix: [] };
   const after = describeTestRun(final);
 
   if (finalProblem !== null) {
@@ -263,15 +273,25 @@ export function verdict(baseline: TestRun | null, final: TestRun): Verdict {
       ...problems,
     };
   }
-  if (comparison.perTest && baseline !== null) return byTest(baseline, final, comparison, problems);
-  return { ...byExitCode(baseline, final, after), ...problems };
+  if (comparison.perTest && baseline !== null)
+    return byTest(baseline, final, comparison, problems, withoutFix);
+  const byCode = byExitCode(baseline, final, after);
+  if (byCode.outcome === 'resolved' && withoutFix !== undefined && passes(withoutFix)) {
+    return {
+      outcome: 'unverified',
+      reason: `the tests pass without the change's code too (its test files run on the code before it: ${describeTestRun(withoutFix)}), so they do not show that the change fixes anything (judged by exit code, because the test runner did not name individual tests)`,
+      ...problems,
+    };
+  }
+  return { ...byCode, ...problems };
 }
 
 function byTest(
   baseline: TestRun,
   final: TestRun,
   c: TestComparison,
-  problems: Pick<Verdict, 'comparison' | 'baselineProblem' | 'finalProblem'>,
+  problems: Pick<Verdict, 'comparison' | 'baselineProblem' | 'finalProblem' | 'passWithoutFix'>,
+  withoutFix: TestRun | undefined,
 ): Verdict {
   const after = describeTestRun(final);
   const preExisting =
@@ -306,7 +326,18 @@ function byTest(
     );
   }
   const newIsNew = fullyNamed(baseline);
-  const proof = newIsNew ? [...c.fixed, ...c.newPassing] : c.fixed;
+  const candidates = newIsNew ? [...c.fixed, ...c.newPassing] : c.fixed;
+  const without = withoutFix === undefined ? null : provesWithout(withoutFix);
+  const passWithoutFix = without === null ? [] : candidates.filter((n) => !without(n));
+  const proof = without === null ? candidates : candidates.filter(without);
+  if (proof.length === 0 && passWithoutFix.length > 0) {
+    return {
+      ...unverified(
+        `the tests that would prove the change also pass without it (the change's test files run on the code before it), so they do not show that the change fixes anything: ${listNames(passWithoutFix)}`,
+      ),
+      passWithoutFix,
+    };
+  }
   if (proof.length === 0) {
     const why =
       c.newPassing.length > 0
@@ -314,16 +345,54 @@ function byTest(
         : 'no test that failed before passes now and no new test passes, so no test demonstrates the fix';
     return unverified(why);
   }
+  const proven = new Set(proof);
+  const fixed = c.fixed.filter((n) => proven.has(n));
+  const added = newIsNew ? c.newPassing.filter((n) => proven.has(n)) : [];
   const shown: string[] = [];
-  if (c.fixed.length > 0) shown.push(`tests that failed before pass now: ${listNames(c.fixed)}`);
-  if (c.newPassing.length > 0 && newIsNew) {
-    shown.push(`new passing tests: ${listNames(c.newPassing)}`);
-  }
+  if (fixed.length > 0) shown.push(`tests that failed before pass now: ${listNames(fixed)}`);
+  if (added.length > 0) shown.push(`new passing tests: ${listNames(added)}`);
+  if (without !== null)
+    shown.push('each fails without the change (its test files run on the code before it)');
+  const notProof =
+    passWithoutFix.length > 0
+      ? `; passing without the change too, so not counted as proof: ${listNames(passWithoutFix)}`
+      : '';
   return {
     outcome: 'resolved',
-    reason: `no test that passed before fails now, and ${shown.join('; ')}${preExisting} (${after})`,
+    reason: `no test that passed before fails now, and ${shown.join('; ')}${notProof}${preExisting} (${after})`,
     ...problems,
+    passWithoutFix,
   };
+}
+
+/**
+ * Which tests the `without_fix` run shows failing without the change's code: those it reports
+ * failing, and those it does not report at all when it finished and failed (a test file that
+ * cannot load without the code it tests fails as a whole, under the file's name or none). A run
+ * that was stopped shows only what it reported.
+ */
+function provesWithout(run: TestRun): (name: string) => boolean {
+  const failed = new Set(run.summary.failedNames);
+  const passed = new Set(run.summary.passedNames);
+  const failedWhole = run.killed === null && run.exitCode !== null && run.exitCode !== 0;
+  return (n) => failed.has(n) || (!passed.has(n) && failedWhole && namesWhole(run));
+}
+
+/** Name lists that stop at the parser's cap cannot show a test missing from them. */
+function namesWhole(run: TestRun): boolean {
+  return run.summary.passedNames.length < NAME_CAP && run.summary.failedNames.length < NAME_CAP;
+}
+
+function passes(run: TestRun): boolean {
+  return run.killed === null && run.exitCode === 0;
+}
+
+/**
+ * Whether the verdict would be `resolved` from the baseline and the final run alone: then, when the
+ * change also changed test files, the `without_fix` run must be made before the verdict is given.
+ */
+export function wouldResolve(baseline: TestRun | null, final: TestRun): boolean {
+  return verdict(baseline, final).outcome === 'resolved';
 }
 
 /** The rule for runners that do not name tests: the final run must exit 0. */

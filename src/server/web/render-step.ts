@@ -256,7 +256,9 @@ function testRunPhase(e: EventOf<'test_run'>): string {
       ? e.sandbox === 'fresh'
         ? 'Tests after the change (final, in a fresh sandbox)'
         : 'Tests after the change (final)'
-      : 'Tests';
+      : e.phase === 'without_fix'
+        ? "The change's test files on the code before it (without the fix)"
+        : 'Tests';
 }
 
 export function renderItem(item: StepItem): HTMLElement {

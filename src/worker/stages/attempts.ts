@@ -1,5 +1,5 @@
 import type { Outcome } from '../../agent/run-agent.js';
-import { compareRuns } from '../../agent/testing/verdict.js';
+import { verdict } from '../../agent/testing/verdict.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { AgentEvent, BaseState } from '../../events/schema.js';
 import type { AttemptTableRow } from '../../publish/pr-body.js';
@@ -28,7 +28,8 @@ export function standingOf(
 ): AttemptStanding {
   const state = reduceState(store.events);
   const final = state.finalTest;
-  const c = final === null ? null : compareRuns(state.baseline, final);
+  const v = final === null ? null : verdict(state.baseline, final, state.withoutFix ?? undefined);
+  const c = v?.comparison ?? null;
   const checkpoint = state.lastCheckpoint;
   const changed = checkpoint !== null && checkpoint.tree !== store.base.workspace.baseTree;
   return {
@@ -36,7 +37,8 @@ export function standingOf(
     runId,
     outcome: outcome.outcome,
     reason: outcome.reason,
-    newlyPassing: c === null ? 0 : c.fixed.length + c.newPassing.length,
+    // Tests that pass without the change's code too are not counted: they show nothing.
+    newlyPassing: c === null ? 0 : c.fixed.length + c.newPassing.length - (v?.passWithoutFix.length ?? 0),
     failing: final === null ? null : final.summary.failed,
     changedLines: changed && checkpoint.diff !== null ? diffLines(checkpoint.diff) : null,
     filesChanged: changed ? checkpoint.filesChanged : 0,

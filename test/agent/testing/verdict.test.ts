@@ -283,3 +283,84 @@ describe('a broken environment', () => {
     assert.equal(environmentProblem(run('baseline', { exitCode: 0 })), null);
   });
 });
+
+describe("the change's tests run without its code (without_fix)", () => {
+  const withoutFix = (o: Parameters<typeof run>[1]): TestRun => ({
+    ...run('final', o),
+    phase: 'without_fix',
+  });
+
+  test('a trivial new test that passes without the change is not proof, and a still-failing test stays named', () => {
+    const before = run('baseline', { passed: ['a'], failed: ['average rounds'] });
+    const after = run('final', { passed: ['a', 'counts shells'], failed: ['average rounds'] });
+    // Without the run, the new passing test would be taken as proof.
+    assert.equal(verdict(before, after).outcome, 'resolved');
+    const v = verdict(
+      before,
+      after,
+      withoutFix({ passed: ['a', 'counts shells'], failed: ['average rounds'] }),
+    );
+    assert.equal(v.outcome, 'unverified');
+    assert.deepEqual(v.passWithoutFix, ['counts shells']);
+    assert.match(v.reason, /also pass without it .*: counts shells/);
+    assert.match(v.reason, /failing before and after, not caused by this change: average rounds/);
+  });
+
+  test("a failing test edited until it passes is not proof: it passes without the change's code", () => {
+    const before = run('baseline', { passed: ['a'], failed: ['average rounds'] });
+    const after = run('final', { passed: ['a', 'average rounds'] });
+    const v = verdict(before, after, withoutFix({ passed: ['a', 'average rounds'] }));
+    assert.equal(v.outcome, 'unverified');
+    assert.deepEqual(v.passWithoutFix, ['average rounds']);
+  });
+
+  test('a new test that fails without the change is proof, and the reason says it was checked', () => {
+    const before = run('baseline', { passed: ['a'] });
+    const after = run('final', { passed: ['a', 'handles empty input'] });
+    const v = verdict(before, after, withoutFix({ passed: ['a'], failed: ['handles empty input'] }));
+    assert.equal(v.outcome, 'resolved');
+    assert.deepEqual(v.passWithoutFix, []);
+    assert.match(v.reason, /new passing tests: handles empty input; each fails without the change/);
+  });
+
+  test('a new test file that cannot load without the code it tests is proof (missing from a run that failed)', () => {
+    const before = run('baseline', { passed: ['a'] });
+    const after = run('final', { passed: ['a', 'parses dates'] });
+    const v = verdict(
+      before,
+      after,
+      withoutFix({ passed: ['a'], failed: ['tests/test_dates.py'], exitCode: 2 }),
+    );
+    assert.equal(v.outcome, 'resolved', v.reason);
+  });
+
+  test('missing from a stopped run, or from a run that passed, shows nothing', () => {
+    const before = run('baseline', { passed: ['a'] });
+    const after = run('final', { passed: ['a', 'parses dates'] });
+    const stopped = verdict(before, after, withoutFix({ passed: ['a'], exitCode: null, killed: 'timeout' }));
+    assert.equal(stopped.outcome, 'unverified');
+    const passed = verdict(before, after, withoutFix({ passed: ['a'], exitCode: 0 }));
+    assert.equal(passed.outcome, 'unverified');
+    assert.deepEqual(passed.passWithoutFix, ['parses dates']);
+  });
+
+  test('only the tests that fail without the change count; the rest are named as not proof', () => {
+    const before = run('baseline', { passed: ['a'], failed: ['x'] });
+    const after = run('final', { passed: ['a', 'x', 'trivial'] });
+    const v = verdict(before, after, withoutFix({ passed: ['a', 'trivial'], failed: ['x'] }));
+    assert.equal(v.outcome, 'resolved');
+    assert.match(v.reason, /tests that failed before pass now: x; each fails without the change/);
+    assert.match(v.reason, /passing without the change too, so not counted as proof: trivial/);
+  });
+
+  test("judged by exit code: a suite that passes with the change's test files alone is not proof", () => {
+    const before = run('baseline', { exitCode: 1, counts: { passed: 3, failed: 1 }, runner: 'unknown' });
+    const after = run('final', { exitCode: 0, counts: { passed: 4, failed: 0 }, runner: 'unknown' });
+    assert.equal(verdict(before, after).outcome, 'resolved');
+    assert.equal(
+      verdict(before, after, withoutFix({ exitCode: 0, runner: 'unknown' })).outcome,
+      'unverified',
+    );
+    assert.equal(verdict(before, after, withoutFix({ exitCode: 1, runner: 'unknown' })).outcome, 'resolved');
+  });
+});

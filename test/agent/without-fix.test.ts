@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import type { FreshVerifier } from '../../src/agent/run-agent.js';
+import type { EventOf } from '../../src/events/schema.js';
+import { reduceState } from '../../src/events/reduce-state.js';
+import { reply, type Policy } from '../../src/model-sim/index.js';
+import { renderVerification } from '../../src/publish/verification.js';
+import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
+import { startHarness, type Harness } from '../support/agent-harness.js';
+
+/**
+ * A change whose only evidence is tests that pass without its code proves nothing: the final run
+ * that would resolve it is followed by a run of the change's test files alone on the code before
+ * it (`without_fix`), and a test that passes there is not proof. The fixture (node-calc) has one
+ * failing test, "average rounds to the nearest hundredth".
+ */
+
+const FAILING = 'average rounds to the nearest hundredth';
+
+/** The agent runs `command`, then finishes claiming success. */
+function agent(command: string): Policy {
+  return (request) => {
+    const turns = request.messages.filter((m) => m.role === 'assistant').length;
+    if (turns === 0) return reply().tool('bash', { command }, { id: 'toolu_wf_0001' });
+    return reply().tool('finish', { summary: 'Fixed: all tests pass.' }, { id: 'toolu_wf_0002' });
+  };
+}
+
+/** A new test file that passes whatever the code does. */
+const TRIVIAL = `cat > test/trivial.test.js <<'EOF'
+import { test } from 'node:test';
+test('the calculator module exists', () => {});
+EOF
+printf '// reviewed\\n' >> src/calc.js`;
+
+/** The failing test edited to expect what the bug gives (1.66 and 0.37, Math.floor's answers). */
+const EDIT_THE_TEST = `sed -i 's/2\\]), 1\\.67/2]), 1.66/; s/25\\]), 0\\.38/25]), 0.37/' test/calc.test.js`;
+
+/** The real fix (the fixture's patch) and a new test of the module it adds. */
+const fixWithTest = (patch: string): string => `git apply <<'PATCH'
+${patch}
+PATCH
+cat > test/round.test.js <<'EOF'
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { roundTo } from '../src/round.js';
+test('roundTo rounds halves away from zero', () => {
+  assert.equal(roundTo(-2.5, 0), -3);
+  assert.equal(roundTo(1.005, 1), 1);
+});
+EOF`;
+
+function cloningVerifier(t: TestContext, origin: () => string): FreshVerifier {
+  return {
+    open: async (baseCommit: string) => {
+      const dir = mkdtempSync(join(tmpdir(), 'ia-fresh-'));
+      t.after(() => {
+        rmSync(dir, { recursive: true, force: true });
+      });
+      execFileSync('git', ['clone', '-q', '--no-checkout', origin(), dir]);
+      execFileSync('git', ['-C', dir, 'checkout', '-q', '--detach', baseCommit]);
+      const sandbox = await LocalSandbox.create({
+        workspace: dir,
+        path: process.env.PATH ?? '/usr/bin:/bin',
+      });
+      return { sandbox, close: () => sandbox.close() };
+    },
+  };
+}
+
+function runOf(h: Harness, phase: EventOf<'test_run'>['phase']): EventOf<'test_run'> | undefined {
+  return h.store.events.find((e): e is EventOf<'test_run'> => e.kind === 'test_run' && e.phase === phase);
+}
+
+describe("the change's tests run without its code", () => {
+  it('a trivial new test and no fix: unverified, the failing test named, and the workspace is the change again', async (t) => {
+    const h = await startHarness({ policy: agent(TRIVIAL), testCommand: 'npm test' });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.match(outcome.reason, /also pass without it .*the calculator module exists/);
+    assert.match(
+      outcome.reason,
+      new RegExp(`failing before and after, not caused by this change: ${FAILING}`),
+    );
+    const without = runOf(h, 'without_fix');
+    assert.ok(without, 'a without_fix run');
+    assert.ok(without.summary.passedNames.includes('the calculator module exists'));
+    // Run in the agent's own sandbox, which is put back to the change afterwards.
+    assert.ok(existsSync(join(h.repo.dir, 'test', 'trivial.test.js')));
+    assert.match(readFileSync(join(h.repo.dir, 'src', 'calc.js'), 'utf8'), /\/\/ reviewed\n$/);
+    const state = reduceState(h.store.events);
+    assert.equal(state.withoutFix?.id, without.id);
+    const body = renderVerification(state.baseline, state.finalTest, { withoutFix: state.withoutFix });
+    assert.match(
+      body,
+      /Passing without the change's code too, so not proof:\*\* `the calculator module exists`/,
+    );
+  });
+
+  it('the failing test edited until it passes: unverified, because it passes on the code before the change', async (t) => {
+    const h = await startHarness({ policy: agent(EDIT_THE_TEST), testCommand: 'npm test' });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    const final = runOf(h, 'final');
+    assert.equal(final?.exitCode, 0, 'the edited suite passes');
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.match(outcome.reason, new RegExp(`also pass without it .*${FAILING}`));
+  });
+
+  it('the real fix with a new test that cannot load without it: resolved, in a fresh sandbox', async (t) => {
+    const h: Harness = await startHarness({
+      policy: (request, ctx) => agent(fixWithTest(h.repo.patch))(request, ctx),
+      testCommand: 'npm test',
+      verifier: cloningVerifier(t, () => h.repo.dir),
+    });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.equal(outcome.outcome, 'resolved', outcome.reason);
+    assert.match(outcome.reason, /each fails without the change/);
+    const without = runOf(h, 'without_fix');
+    assert.equal(without?.sandbox, 'fresh');
+    assert.notEqual(without.exitCode, 0);
+    assert.ok(!without.summary.passedNames.includes('roundTo rounds halves away from zero'));
+  });
+
+  it('a trivial new test with a fresh sandbox: unverified there too', async (t) => {
+    const h: Harness = await startHarness({
+      policy: agent(TRIVIAL),
+      testCommand: 'npm test',
+      verifier: cloningVerifier(t, () => h.repo.dir),
+    });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.equal(runOf(h, 'without_fix')?.sandbox, 'fresh');
+  });
+
+  it('a fix that changes no test file needs no third run', async (t) => {
+    const h: Harness = await startHarness({
+      policy: (request, ctx) => agent(`git apply <<'PATCH'\n${h.repo.patch}\nPATCH`)(request, ctx),
+      testCommand: 'npm test',
+    });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.equal(outcome.outcome, 'resolved', outcome.reason);
+    assert.equal(runOf(h, 'without_fix'), undefined);
+  });
+});
