@@ -30,11 +30,15 @@ function agent(command: string): Policy {
   };
 }
 
-/** A new test file that passes whatever the code does. */
+/**
+ * New test files that pass whatever the code does; the second's name is shell syntax, which must
+ * reach git as a path (on stdin), never as a command.
+ */
 const TRIVIAL = `cat > test/trivial.test.js <<'EOF'
 import { test } from 'node:test';
 test('the calculator module exists', () => {});
 EOF
+cp test/trivial.test.js 'test/$(touch HACKED) x.test.js'
 printf '// reviewed\\n' >> src/calc.js`;
 
 /** The failing test edited to expect what the bug gives (1.66 and 0.37, Math.floor's answers). */
@@ -92,6 +96,8 @@ describe("the change's tests run without its code", () => {
     assert.ok(without.summary.passedNames.includes('the calculator module exists'));
     // Run in the agent's own sandbox, which is put back to the change afterwards.
     assert.ok(existsSync(join(h.repo.dir, 'test', 'trivial.test.js')));
+    assert.ok(existsSync(join(h.repo.dir, 'test', '$(touch HACKED) x.test.js')));
+    assert.ok(!existsSync(join(h.repo.dir, 'HACKED')), 'a path ran as a command');
     assert.match(readFileSync(join(h.repo.dir, 'src', 'calc.js'), 'utf8'), /\/\/ reviewed\n$/);
     const state = reduceState(h.store.events);
     assert.equal(state.withoutFix?.id, without.id);
