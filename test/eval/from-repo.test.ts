@@ -36,6 +36,7 @@ void test('test paths and the test files a runner runs', () => {
     'src/__tests__/a.js',
     'calc_test.py',
     'conftest.py',
+    'polls/tests.py',
     'lib/x.test.ts',
     'e2e/flow.js',
     'test/fixtures/data.json',

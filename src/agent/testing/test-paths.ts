@@ -8,5 +8,7 @@ export function isTestPath(path: string): boolean {
   const parts = path.split('/');
   const file = parts.at(-1) ?? '';
   if (parts.slice(0, -1).some((d) => /^(?:tests?|__tests__|testing|specs?|e2e)$/i.test(d))) return true;
-  return /^(?:test_.*\.py|.*_test\.(?:py|go)|conftest\.py|.*\.(?:test|spec)\.[cm]?[jt]sx?)$/i.test(file);
+  return /^(?:test_.*\.py|.*_test\.(?:py|go)|tests?\.py|conftest\.py|.*\.(?:test|spec)\.[cm]?[jt]sx?)$/i.test(
+    file,
+  );
 }

@@ -693,7 +693,8 @@ export class DockerSandbox implements Sandbox {
     if (!suspicious) return result;
     const state = await this.containerState();
     if (state !== 'running') throw await this.fail(new SandboxError(state.code, state.message));
-    if (await this.pidsExhausted()) throw await this.failPidsExhausted(null);
+    const exhausted = await this.pidsExhausted();
+    if (exhausted !== null) throw await this.failPidsExhausted(exhausted, null);
     if (DISK_FULL.test(result.output)) {
       const full = await this.diskFull();
       if (full !== null) throw await this.failDiskLimit(`${full} is full`);
@@ -723,17 +724,18 @@ export class DockerSandbox implements Sandbox {
       this.logger?.warn({ code: failure.code }, failure.message);
       return failure;
     }
-    if (await this.pidsExhausted()) return this.failPidsExhausted(cause);
+    const exhausted = await this.pidsExhausted();
+    if (exhausted !== null) return this.failPidsExhausted(exhausted, cause);
     if (cause instanceof SandboxError) return cause;
     return new SandboxError('shell_died', `the sandbox shell failed: ${errorMessage(cause)}`, { cause });
   }
 
   /** The pids limit was hit: the sandbox's terminal error. */
-  private async failPidsExhausted(cause: unknown): Promise<SandboxError> {
+  private async failPidsExhausted(evidence: string, cause: unknown): Promise<SandboxError> {
     if (this.failure !== null) return this.failure;
     const failure = new SandboxError(
       'pids_exhausted',
-      `the container reached its process limit (${this.limits.pids}); a fork bomb or runaway process tree`,
+      `the container reached its process limit (${this.limits.pids}; ${evidence}); a fork bomb or runaway process tree`,
       { cause },
     );
     this.failure = failure;
@@ -807,23 +809,24 @@ export class DockerSandbox implements Sandbox {
    * count churns (its processes exit and respawn, are killed with the command) and a sample of the
    * current count can land anywhere below the limit, while a command that merely ran many processes
    * below the limit never moves the counter. Only where the counter cannot be read does this fall
-   * back to sampling the current count.
+   * back to sampling the current count. The answer is the evidence (it ends the failure's message),
+   * or null when the limit was not hit.
    */
-  private async pidsExhausted(): Promise<boolean> {
+  private async pidsExhausted(): Promise<string | null> {
     const events = await this.readPidsMaxEvents();
-    if (typeof events === 'number') {
-      const hit = events > this.pidsMaxEvents;
-      this.pidsMaxEvents = Math.max(events, this.pidsMaxEvents);
-      return hit;
+    if ('count' in events) {
+      const hit = events.count > this.pidsMaxEvents;
+      this.pidsMaxEvents = Math.max(events.count, this.pidsMaxEvents);
+      return hit ? `the kernel refused a fork: the cgroup's pids.events, read ${events.from}` : null;
     }
     // The helper itself could not fork into the container: its process table is full.
-    if (events.forkRefused) return true;
+    if (events.forkRefused) return 'a process could not be started in it';
     try {
       const stats = await this.container.stats({ stream: false, 'one-shot': true });
       const current = stats.pids_stats?.current ?? 0;
-      return current >= this.limits.pids - 2;
+      return current >= this.limits.pids - 2 ? `${current} processes were running` : null;
     } catch {
-      return false;
+      return null;
     }
   }
 
@@ -834,17 +837,19 @@ export class DockerSandbox implements Sandbox {
    * whose message names no fork failure must not decide. `cat` that ran and found no counter file
    * (a kernel without it) is not tried again.
    */
-  private async readPidsMaxEvents(): Promise<number | { forkRefused: boolean }> {
+  private async readPidsMaxEvents(): Promise<
+    { count: number; from: 'from the host' | 'in the container' } | { forkRefused: boolean }
+  > {
     // From the host first: no process has to start in a container whose process table is full.
     const host = await this.hostCgroup.counter('pids', 'pids.events', 'max');
-    if (host !== null) return host;
+    if (host !== null) return { count: host, from: 'from the host' };
     let forkRefused = false;
     for (let attempt = 1; attempt <= PIDS_READ_TRIES; attempt++) {
       let started = true;
       try {
         const r = await runOneOff(this.docker, this.container, PIDS_EVENTS_READ, { timeoutMs: 5000 });
         const m = /^max (\d+)$/m.exec(r.stdout);
-        if (m?.[1] !== undefined) return Number(m[1]);
+        if (m?.[1] !== undefined) return { count: Number(m[1]), from: 'in the container' };
         forkRefused = FORK_FAILURE.test(r.stderr) || FORK_FAILURE.test(r.stdout);
         // 126/127 and above: the engine or runc could not start `cat` at all.
         started = r.exitCode !== null && r.exitCode < 126;
