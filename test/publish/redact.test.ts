@@ -186,3 +186,22 @@ test('a known secret that contains another is redacted whole, in any order given
     assert.equal(new Redactor(secrets).containsKnownSecret(`x${inner}x`), true);
   }
 });
+
+test('two known secrets that overlap in the text go whole: no piece of either is left', () => {
+  // One's end is the other's start: redacting one first used to leave the rest of the other.
+  const a = 'first-secret-0123-shared-part';
+  const b = 'shared-part-4567-second-secret';
+  for (const secrets of [
+    [a, b],
+    [b, a],
+  ]) {
+    const r = new Redactor(secrets);
+    assert.equal(r.redact(`x first-secret-0123-shared-part-4567-second-secret y`), `x ${REDACTED} y`);
+  }
+  // Occurrences of one secret that overlap each other ("abab" twice in "ababab").
+  const periodic = 'k3y-k3y-k3y-k3y';
+  assert.equal(new Redactor([periodic]).redact(`<${periodic}-k3y>`), `<${REDACTED}>`);
+  // Secrets side by side become one mark; apart, two.
+  assert.equal(new Redactor([a, b]).redact(`${a}${b}`), REDACTED);
+  assert.equal(new Redactor([a, b]).redact(`${a} ${b}`), `${REDACTED} ${REDACTED}`);
+});
