@@ -237,6 +237,11 @@ function renderVerdict(
   if (c.preExisting.length > 0) {
     said.push(`**Failing before and after, not caused by this change:** ${names(c.preExisting)}.`);
   }
+  if (c.vanished.length > 0) {
+    said.push(
+      `⚠️ **Failing before, not reported after (removed, renamed or skipped):** ${names(c.vanished)}.`,
+    );
+  }
   if (v.passWithoutFix.length > 0) {
     said.push(`⚠️ **Passing without the change's code too, so not proof:** ${names(v.passWithoutFix)}.`);
   }

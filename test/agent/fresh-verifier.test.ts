@@ -13,11 +13,13 @@ import { startHarness, type Harness } from '../support/agent-harness.js';
 
 /**
  * The forgery a hostile agent can leave in its own sandbox outside the change: a file its workspace
- * git is told to ignore (so no checkpoint or diff holds it) that the test command consults. Here
+ * git is told to ignore (so no checkpoint or diff holds it) that the test command consults, which
+ * then prints the failing test passing, by name. Here
  * the test command is written to make that dependence plain; in a real sandbox it is a home
  * `.npmrc`, an edited installed package or a tool first on PATH (test/e2e/app-forged-verdict).
  */
-const TEST_COMMAND = 'test -f forged.flag && echo "forged: all pass" || npm test';
+const TEST_COMMAND =
+  "test -f forged.flag && printf 'TAP version 13\\nok 1 - average rounds to the nearest hundredth\\n1..1\\n# pass 1\\n# fail 0\\n# forged: all pass\\n' || npm test";
 
 const forger: Policy = (request) => {
   const turns = request.messages.filter((m) => m.role === 'assistant').length;

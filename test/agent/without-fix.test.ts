@@ -146,6 +146,42 @@ describe("the change's tests run without its code", () => {
     assert.equal(runOf(h, 'without_fix')?.sandbox, 'fresh');
   });
 
+  it('the failing test deleted, and a new module with a test that fails without it: unverified, the deleted test named', async (t) => {
+    // The new test is real proof of the new module, but the issue's failing test is gone.
+    const h = await startHarness({
+      policy: agent(`git rm -q test/calc.test.js && mkdir -p test
+printf 'export const twice = (x) => 2 * x;\\n' > src/twice.js
+cat > test/twice.test.js <<'EOF'
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { twice } from '../src/twice.js';
+test('twice doubles', () => assert.equal(twice(2), 4));
+EOF`),
+      testCommand: 'npm test',
+    });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.match(
+      outcome.reason,
+      new RegExp(`removed, renamed or skipped\\), so the change does not show them fixed: .*${FAILING}`),
+    );
+    const state = reduceState(h.store.events);
+    assert.match(
+      renderVerification(state.baseline, state.finalTest, { withoutFix: state.withoutFix }),
+      /Failing before, not reported after \(removed, renamed or skipped\):\*\* .*average rounds to the nearest hundredth/,
+    );
+  });
+
+  it('every test file deleted: the final run runs no test and passes, which proves nothing', async (t) => {
+    const h = await startHarness({ policy: agent('git rm -q -r test'), testCommand: 'npm test' });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.equal(runOf(h, 'final')?.exitCode, 0, 'node --test with no test file exits 0');
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.match(outcome.reason, /ran no test: the tests were removed or not found/);
+  });
+
   it('a fix that changes no test file needs no third run', async (t) => {
     const h: Harness = await startHarness({
       policy: (request, ctx) => agent(`git apply <<'PATCH'\n${h.repo.patch}\nPATCH`)(request, ctx),

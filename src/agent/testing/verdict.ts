@@ -13,16 +13,19 @@
  * 2. Both runs name tests: compared test by test. Passing before and failing now is a regression;
  *    passing before and not reported now counts as one when the final run did not finish (a run that
  *    finished did not run it: renamed or removed; and a name past the parser's cap proves nothing).
- *    Failing before and after is pre-existing: reported, not held against the change. Resolved needs
- *    no regression, no new test failing, a final run that did not fail without naming a failure, and
- *    proof: a test failing before and passing now, or a new passing test (new only counts when the
- *    baseline finished and its name lists are whole).
+ *    Failing before and after is pre-existing: reported, not held against the change. Failing before
+ *    and not reported by a final run that named all its tests was removed, renamed or skipped: never
+ *    resolved. Resolved needs no regression, no new test failing, a final run that did not fail
+ *    without naming a failure, and proof: a test failing before and passing now, or a new passing
+ *    test (new only counts when the baseline finished and its name lists are whole).
  *    When the change also changed test files, a third run decides which of those tests are proof:
  *    the change's test files alone on the code before it (`without_fix`). A test that passes there
  *    passes without the change's code (a trivial new test, or a failing test edited until it passes)
  *    and proves nothing. One that fails there, or is missing from a run that finished and failed (a
  *    test file that cannot load without the code it tests), is proof.
- * 3. Otherwise the exit codes decide, as before per-test names existed, and the reason says so.
+ * 3. A final run that ran no test (counts of zero), or that names none where the baseline named
+ *    some, proves nothing: unverified, whatever its exit code (every test file removed).
+ * 4. Otherwise the exit codes decide, as before per-test names existed, and the reason says so.
  */
 import type { EventOf } from '../../events/schema.js';
 import { describeTestRun } from '../run-test-command.js';
@@ -46,6 +49,8 @@ export interface TestComparison {
   readonly newFailing: string[];
   /** Passing at baseline, not reported now. */
   readonly missing: string[];
+  /** Failing at baseline, not reported now: removed, renamed or skipped. */
+  readonly vanished: string[];
 }
 
 export interface Verdict {
@@ -206,6 +211,7 @@ export function compareRuns(baseline: TestRun | null, final: TestRun): TestCompa
     preExisting: [],
     newFailing: [],
     missing: [],
+    vanished: [],
   };
   if (baseline === null || names(baseline) === 0 || names(final) === 0) return empty;
   // A name in both lists (a retried test) counts as failed, as the parser reports it.
@@ -232,6 +238,7 @@ export function compareRuns(baseline: TestRun | null, final: TestRun): TestCompa
     else if (b === 'fail' && a === 'fail') c.preExisting.push(name);
     else if (b === 'absent' && a === 'fail') c.newFailing.push(name);
     else if (b === 'pass' && a === 'absent') c.missing.push(name);
+    else if (b === 'fail' && a === 'absent') c.vanished.push(name);
   }
   return c;
 }
@@ -270,6 +277,17 @@ export function verdict(baseline: TestRun | null, final: TestRun, withoutFix?: T
       outcome: 'unverified',
       cause: 'environment',
       reason: `the test environment is broken: the baseline test run could not run (${baselineProblem}), so a final run that ${final.exitCode === 0 && final.killed === null ? 'passes' : 'fails'} does not show what the change did (${after})`,
+      ...problems,
+    };
+  }
+  // A final run that ran no test proves nothing, whatever its exit code: every test file removed, or
+  // none found. So does one that names no test where the baseline named some.
+  const ranNone = final.summary.passed === 0 && (final.summary.failed ?? 0) === 0;
+  const namedNone = baseline !== null && names(baseline) > 0 && names(final) === 0 && finished(final);
+  if (ranNone || namedNone) {
+    return {
+      outcome: 'unverified',
+      reason: `the final test run ${ranNone ? 'ran no test' : `names no test, though the baseline named ${names(baseline ?? final)}`}: the tests were removed or not found, so nothing shows the change works (${after})`,
       ...problems,
     };
   }
@@ -319,6 +337,14 @@ function byTest(
   }
   if (c.newFailing.length > 0) {
     return unverified(`new tests fail: ${listNames(c.newFailing)}`);
+  }
+  // A failing test that the final run no longer reports was removed, renamed or skipped: whatever
+  // else passes, the failure it showed is not shown fixed (a run that named only part of its tests
+  // cannot tell).
+  if (c.vanished.length > 0 && fullyNamed(final)) {
+    return unverified(
+      `tests that failed before are not reported by the final run (removed, renamed or skipped), so the change does not show them fixed: ${listNames(c.vanished)}`,
+    );
   }
   if (final.exitCode !== 0 && final.summary.failedNames.length === 0) {
     return unverified(

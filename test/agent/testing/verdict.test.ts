@@ -101,6 +101,45 @@ describe('per-test verdict', () => {
     assert.match(v.reason, /no test demonstrates the fix/);
   });
 
+  test('a failing test the final run no longer reports (removed, renamed or skipped) keeps the change unverified', () => {
+    const before = run('baseline', { passed: ['a'], failed: ['average rounds'] });
+    const after = run('final', { passed: ['a', 'roundTo exists'] });
+    const v = verdict(before, after);
+    assert.equal(v.outcome, 'unverified');
+    assert.deepEqual(v.comparison.vanished, ['average rounds']);
+    assert.match(v.reason, /not reported by the final run \(removed, renamed or skipped\).*: average rounds/);
+    // A final run that named only part of its tests cannot tell.
+    const capped = run('final', {
+      passed: Array.from({ length: NAME_CAP }, (_, i) => `t${i}`),
+      counts: { passed: NAME_CAP + 5, failed: 0 },
+    });
+    assert.equal(
+      verdict(run('baseline', { passed: ['t0'], failed: ['average rounds'] }), capped).comparison.vanished
+        .length,
+      1,
+    );
+    assert.doesNotMatch(
+      verdict(run('baseline', { passed: ['t0'], failed: ['average rounds'] }), capped).reason,
+      /removed, renamed or skipped/,
+    );
+  });
+
+  test('a final run that ran no test, or names none where the baseline named some, proves nothing', () => {
+    const before = run('baseline', { passed: ['a'], failed: ['x'] });
+    const none = verdict(before, run('final', { exitCode: 0, counts: { passed: 0, failed: 0 } }));
+    assert.equal(none.outcome, 'unverified');
+    assert.match(none.reason, /ran no test/);
+    const unnamed = verdict(before, run('final', { exitCode: 0, counts: { passed: 3, failed: 0 } }));
+    assert.equal(unnamed.outcome, 'unverified');
+    assert.match(unnamed.reason, /names no test, though the baseline named 2/);
+    // By exit code, with counts: a suite that ran nothing is no fix either.
+    const counted = run('baseline', { exitCode: 1, counts: { passed: 3, failed: 1 }, runner: 'unknown' });
+    assert.equal(
+      verdict(counted, run('final', { exitCode: 0, counts: { passed: 0, failed: 0 } })).outcome,
+      'unverified',
+    );
+  });
+
   test('a new test that fails keeps the change unverified', () => {
     const v = verdict(
       run('baseline', { passed: ['a'], failed: ['x'] }),
