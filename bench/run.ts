@@ -254,6 +254,7 @@ async function main(): Promise<void> {
     await (await import('./container-start-bench.js')).containerStartBench();
   if (process.argv.includes('--machine-scaling'))
     await (await import('./machine-scaling-bench.js')).machineScalingBench();
+  if (process.argv.includes('--redact')) (await import('./redact-bench.js')).redactBench();
   if (process.argv.includes('--store')) await (await import('./store-bench.js')).storeBench();
   if (process.argv.includes('--throughput')) await (await import('./throughput-bench.js')).throughputBench();
   if (process.argv.includes('--environment'))

@@ -176,9 +176,10 @@ export class Redactor {
    * One expression per known form. Each is matched against the original text, and every match's
    * span is redacted, overlapping spans merged into one: two secrets that overlap in the text
    * (one's end is the other's start), a secret containing another, and a secret's occurrences that
-   * overlap each other all go whole. Not one alternation of them all: V8 takes about half a second to compile an
-   * alternation of a private key's joiner-tolerant forms, every time the set changes (every job's
-   * token), with the event loop blocked; each form alone compiles in milliseconds (a long one once).
+   * overlap each other all go whole. Not one alternation of them all: V8 takes about half a second
+   * to compile an alternation of a private key's joiner-tolerant forms, every time the set changes
+   * (every job's token), with the event loop blocked; each form alone compiles in milliseconds (a
+   * long one once).
    */
   private readonly known: readonly RegExp[];
 

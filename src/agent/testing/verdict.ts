@@ -283,11 +283,13 @@ export function verdict(baseline: TestRun | null, final: TestRun, withoutFix?: T
   // A final run that ran no test proves nothing, whatever its exit code: every test file removed, or
   // none found. So does one that names no test where the baseline named some.
   const ranNone = final.summary.passed === 0 && (final.summary.failed ?? 0) === 0;
-  const namedNone = baseline !== null && names(baseline) > 0 && names(final) === 0 && finished(final);
+  const baselineNames = baseline === null ? 0 : names(baseline);
+  const namedNone = baselineNames > 0 && names(final) === 0 && finished(final);
   if (ranNone || namedNone) {
+    const what = ranNone ? 'ran no test' : `names no test, though the baseline named ${baselineNames}`;
     return {
       outcome: 'unverified',
-      reason: `the final test run ${ranNone ? 'ran no test' : `names no test, though the baseline named ${names(baseline ?? final)}`}: the tests were removed or not found, so nothing shows the change works (${after})`,
+      reason: `the final test run ${what}: the tests were removed or not found, so nothing shows the change works (${after})`,
       ...problems,
     };
   }
