@@ -40,6 +40,7 @@ import { FixRunError, runFix, type FixJobResult } from '../worker/fix-run.js';
 import { ActionInputError, readInputs, readRunner, type ActionInputs, type RunnerContext } from './inputs.js';
 import { environmentEnv, setupSecretValues } from './environment-env.js';
 import { fileCommandPaths, runnerHidePaths } from './isolation.js';
+import { detectRunnerLayout, runnerProcess } from './runner-layout.js';
 import { RunnerIo } from './runner-io.js';
 
 /** The account a workflow's GITHUB_TOKEN acts as. */
@@ -243,6 +244,13 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
   // hides only that attempt's folders from the sandbox. Best-of-N is the App's.
   const job = { ...built, config: { ...built.config, attempts: 1 } };
   const jobsDir = join(inputs.workDir ?? join(runner.runnerTemp, 'issue-agent'), 'jobs');
+  // Where the runner keeps its files, before anything is written: a layout the isolated sandbox
+  // cannot hide refuses the job (RunnerLayoutError, reported on the issue by the failure path).
+  const layout = inputs.sandbox === 'local' ? detectRunnerLayout(env, runnerProcess()) : null;
+  if (layout !== null) logger.info({ runner: layout }, 'runner layout');
+  // The jobs folder first, with the folders above it that are missing, passable but not listable by
+  // others: the sandbox's user (nobody, when the runner runs as root) walks down it to the workspace.
+  mkdirSync(jobsDir, { recursive: true, mode: 0o711 });
   // The host's clones and their seals (beside the jobs folder): hidden as a whole from the local
   // sandbox. Created now, because only paths that exist can be covered.
   const pristine = pristineRoot(jobsDir);
@@ -258,6 +266,19 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
     // `setup` input; the repository's `.github/issue-agent.yml` says what to run.
     ...environmentEnv(env, inputs.setup),
   });
+  const isolateLocal =
+    inputs.sandbox === 'local'
+      ? {
+          hide: runnerHidePaths({
+            home: nonEmpty(env.HOME),
+            jobsDir,
+            layout,
+            checkout: nonEmpty(env.GITHUB_WORKSPACE),
+            path: agent.sandboxPath,
+            extra: [pristine, ...fileCommandPaths(env)],
+          }),
+        }
+      : null;
   let cancelledBy: string | null = null;
   signal?.addEventListener('abort', () => {
     cancelledBy = 'the workflow run being cancelled';
@@ -284,21 +305,7 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
             baseBackoffMs: agent.modelRetryBaseMs,
           }),
         sandbox: inputs.sandbox === 'docker' ? 'docker' : 'local',
-        ...(inputs.sandbox === 'local'
-          ? {
-              isolateLocal: {
-                hide: runnerHidePaths({
-                  home: nonEmpty(env.HOME),
-                  jobsDir,
-                  extra: [
-                    pristine,
-                    ...fileCommandPaths(env),
-                    ...(nonEmpty(env.GITHUB_WORKSPACE) === null ? [] : [env.GITHUB_WORKSPACE ?? '']),
-                  ],
-                }),
-              },
-            }
-          : {}),
+        ...(isolateLocal === null ? {} : { isolateLocal }),
         runLink: runsUrl,
         trajectoryLink: () =>
           `the workflow run's summary and its \`issue-agent-trajectory\` artifact: ${runsUrl}`,

@@ -43,9 +43,11 @@ describe('what the namespaced sandbox hides on a runner', () => {
     const hidden = runnerHidePaths({
       home,
       jobsDir: jobs,
+      layout: null,
+      checkout: join(home, 'work/calc/calc'),
+      path: '/usr/bin:/bin',
       extra: [
         ...fileCommandPaths({ GITHUB_ENV: join(home, 'work/_temp/_runner_file_commands/set_env_1') }),
-        join(home, 'work/calc/calc'),
         join(home, 'work'), // on the way to the jobs: never hidden
         '/nonexistent/x',
       ],
@@ -69,6 +71,9 @@ describe('what the namespaced sandbox hides on a runner', () => {
     const hidden = runnerHidePaths({
       home,
       jobsDir: '/srv/jobs',
+      layout: null,
+      checkout: null,
+      path: '/usr/bin:/bin',
       extra: [join(home, '.docker'), '/srv/keys'],
     });
     assert.deepEqual(hidden, [home, join(home, '.docker')].filter((p) => existsSync(p)).sort());
@@ -118,7 +123,10 @@ describe(
         ...runnerHidePaths({
           home,
           jobsDir: jobs,
-          extra: [...fileCommandPaths({ GITHUB_ENV: setEnv }), join(home, 'work/calc/calc')],
+          layout: null,
+          checkout: join(home, 'work/calc/calc'),
+          path: '/usr/bin:/bin',
+          extra: fileCommandPaths({ GITHUB_ENV: setEnv }),
         }),
       ];
       host = localShellHost(ws, { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp/home' }, { hide });

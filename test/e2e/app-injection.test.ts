@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { attackTest } from '../security/support.js';
 import { execFile } from 'node:child_process';
 import { Octokit } from '@octokit/rest';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { parse as parseYaml } from 'yaml';
+import { emulateRunner } from '../support/action-runner.js';
 import { FIXTURES } from '../support/fixture-repo.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { oracle, reply, type ModelSimulator } from '../../src/model-sim/index.js';
@@ -297,9 +298,6 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
     const workflowPayload = { ...payload };
     delete workflowPayload.installation;
     writeFileSync(join(temp, 'event.json'), JSON.stringify(workflowPayload));
-    mkdirSync(join(temp, 'file-commands'));
-    writeFileSync(join(temp, 'file-commands', 'output'), '');
-    writeFileSync(join(temp, 'file-commands', 'summary'), '');
     const spec = parseYaml(readFileSync(join(ROOT, 'action.yml'), 'utf8')) as {
       inputs: Record<string, { default?: string }>;
     };
@@ -315,10 +313,8 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
       GITHUB_SERVER_URL: sim.url,
       GITHUB_RUN_ID: String(Date.now()),
       GITHUB_RUN_ATTEMPT: '1',
-      GITHUB_WORKSPACE: join(temp, 'workspace'),
-      RUNNER_TEMP: join(temp, 'runner-temp'),
-      GITHUB_OUTPUT: join(temp, 'file-commands', 'output'),
-      GITHUB_STEP_SUMMARY: join(temp, 'file-commands', 'summary'),
+      // A runner the isolated sandbox recognises (its root, work folder and file commands).
+      ...emulateRunner({ base: temp, repo: REPO, canary: 'runner-canary-injection' }).env,
       ...Object.fromEntries(
         Object.entries(spec.inputs).map(([name, input]) => [
           `INPUT_${name.toUpperCase()}`,
