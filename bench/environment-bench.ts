@@ -311,6 +311,7 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
     npmRegistry: null,
     pipIndexUrl: null,
     setupSecrets: {},
+    grants: null,
     cacheDir,
     cacheMaxBytes: 2 * 1024 ** 3,
     setupTimeoutMs: 10 * 60_000,
@@ -334,8 +335,8 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
       } else await rm(full, { force: true });
     };
   try {
-    const npmPlan = await planEnvironment(hostProbe(npmRepo), {});
-    const noDepsPlan = await planEnvironment(hostProbe(noDepsRepo), {});
+    const npmPlan = await planEnvironment(hostProbe(npmRepo), {}, { kind: 'own-checkout' });
+    const noDepsPlan = await planEnvironment(hostProbe(noDepsRepo), {}, { kind: 'own-checkout' });
     if (npmPlan.setup.commands.length === 0) throw new Error('the npm fixture planned no setup');
     if (noDepsPlan.setup.commands.length !== 0) throw new Error('the no-dependency fixture planned setup');
     const stored: StoredEntry[] = [];

@@ -28,7 +28,9 @@ async function main(): Promise<void> {
   // A TMPDIR on a volume (compose.yaml) may not exist yet; sandboxes get bind mounts of what is made there.
   mkdirSync(tmpdir(), { recursive: true, mode: 0o700 });
   const app = readAppEnv();
-  const agent = readAgentEnv();
+  // One worker serves every repository the App is installed on: setup secrets and extra egress
+  // hosts reach only the repositories the deployment granted them to (config/grants.ts).
+  const agent = readAgentEnv(process.env, { scoped: true });
   const apiKey = agent.anthropicApiKey;
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });

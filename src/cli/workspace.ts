@@ -5,6 +5,7 @@ import { startMcpServers } from '../agent/mcp/servers.js';
 import { runAgent, type Outcome } from '../agent/run-agent.js';
 import { defaultTools } from '../agent/tools/index.js';
 import type { AgentEnv } from '../config/agent-env.js';
+import { ungranted } from '../config/grants.js';
 import { mergeMcp, type McpConfig } from '../config/mcp-config.js';
 import {
   parseRepoConfig,
@@ -62,6 +63,13 @@ export interface CliWorkspace {
   readonly mcp: McpConfig;
   /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
   readonly environment: EnvironmentRecord | null;
+  /**
+   * The deployment's setup secrets (ISSUE_AGENT_SETUP_SECRET_*): redacted from everything the run
+   * records, like the setup's own output (runInWorkspace). Setup code could have left one behind in
+   * a form the setup phase's scan does not know; the model may still print a copy the repository
+   * holds.
+   */
+  readonly setupSecrets: readonly string[];
   close(): Promise<void>;
 }
 
@@ -134,14 +142,25 @@ export async function openWorkspace(
   const closeCopy = (): Promise<void> => copy.cleanup();
   try {
     const config = await checkoutConfig(copy.dir);
+    // A worker's settings narrowed to one repository (an App's evaluation): the checkout's config
+    // may ask only for what that repository was granted (config/grants.ts).
+    const grants = env.environment.grants;
+    if (grants !== null) {
+      const problems = ungranted(config, grants, 'this repository');
+      if (problems.length > 0) throw new SetupError(`${REPO_CONFIG_PATH}: ${problems.join('; ')}`);
+    }
     const mcp = mergeMcp(env.mcp?.config ?? null, config.mcp);
-    const instructions = await collectInstructions(probeInstructionSource(hostProbe(copy.dir)));
     const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && setup };
+    const setupSecrets = Object.values(settings.setupSecrets);
     const redactor = new Redactor([
-      ...Object.values(settings.setupSecrets),
+      ...setupSecrets,
       ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
     ]);
     const scrub = (text: string): string => redactor.redact(text);
+    // Recorded in the base state and shown to the model: instruction files pass the redactor too.
+    const instructions = redactor.redactDeep(
+      await collectInstructions(probeInstructionSource(hostProbe(copy.dir))),
+    );
     if (kind === 'unconfined') {
       const sandbox = await createSandbox({
         kind: 'local',
@@ -156,6 +175,7 @@ export async function openWorkspace(
         sandbox,
         mcp,
         environment: null,
+        setupSecrets,
         close: async () => {
           await sandbox.close();
           await closeCopy();
@@ -163,7 +183,7 @@ export async function openWorkspace(
       };
     }
     // The copy was made by this process and no sandbox process has seen it: reading it is safe.
-    const plan = await planEnvironment(hostProbe(copy.dir), config);
+    const plan = await planEnvironment(hostProbe(copy.dir), config, { kind: 'own-checkout' });
     if (settings.setupEnabled && plan.setup.commands.length > 0) {
       process.stderr.write(
         `setup: ${plan.setup.commands.map((c) => c.command).join(' && ')} (${plan.setup.reason})\n`,
@@ -218,6 +238,7 @@ export async function openWorkspace(
       mcp,
       sandbox: prepared.sandbox,
       environment: prepared.record,
+      setupSecrets,
       close: async () => {
         await prepared.sandbox.close();
         await prepared.close();
@@ -242,8 +263,8 @@ export async function openWorkspace(
 
 /**
  * The agent's run in a workspace: its MCP servers started (a warning each for one that is not
- * available) and closed after; known secrets (the model key, MCP header values) redacted from
- * everything the run records.
+ * available) and closed after; known secrets (the model key, MCP header values, the setup secrets)
+ * redacted from everything the run records.
  */
 export async function runInWorkspace(
   store: FileEventStore,
@@ -259,6 +280,7 @@ export async function runInWorkspace(
   const redactor = new Redactor([
     ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
     ...(env.mcp?.secrets ?? []),
+    ...ws.setupSecrets,
   ]);
   const mcp = await startMcpServers(ws.sandbox, ws.mcp, {
     allowCidrs: env.environment.allowCidrs,

@@ -2,6 +2,14 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
+import {
+  GrantError,
+  HOST_GRANTS_VARIABLE,
+  parseHostGrants,
+  parseRepoPatterns,
+  SECRET_GRANT_SUFFIX,
+  type RepositoryGrants,
+} from './grants.js';
 import { expandDeploymentMcp, mcpConfig, type McpConfig } from './mcp-config.js';
 import type { Limits } from '../events/schema.js';
 import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
@@ -68,6 +76,12 @@ export interface EnvironmentSettings {
   readonly pipIndexUrl: string | null;
   /** Secrets a repository may name in `setupSecrets` (from `ISSUE_AGENT_SETUP_SECRET_<NAME>`). */
   readonly setupSecrets: Readonly<Record<string, string>>;
+  /**
+   * Which repositories may use which setup secret and add which egress host (see grants.ts), for
+   * the App's workers; null where the one repository a run is for may use all of them (the Action,
+   * the CLI).
+   */
+  readonly grants: RepositoryGrants | null;
   /** Where prepared environments are kept (null: caching off), and their total size cap. */
   readonly cacheDir: string | null;
   readonly cacheMaxBytes: number;
@@ -122,7 +136,19 @@ export function deepFreeze<T>(value: T): T {
 }
 
 /** Parses the environment once into a frozen object; tests pass their own env. */
-export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
+export interface ReadAgentEnvOptions {
+  /**
+   * Setup secrets and a repository's extra egress hosts are granted per repository (the App's
+   * workers, which serve every repository the App is installed on): `_REPOS` variables and
+   * ISSUE_AGENT_EGRESS_REPO_HOSTS are read and every job is checked against them. Default: false.
+   */
+  readonly scoped?: boolean;
+}
+
+export function readAgentEnv(
+  env: NodeJS.ProcessEnv = process.env,
+  options: ReadAgentEnvOptions = {},
+): AgentEnv {
   let prices: PriceTable = DEFAULT_PRICES;
   if (env.ISSUE_AGENT_PRICES !== undefined && env.ISSUE_AGENT_PRICES !== '') {
     let json: unknown;
@@ -171,7 +197,7 @@ export function readAgentEnv(env: NodeJS.ProcessEnv = process.env): AgentEnv {
     workspaceHistory: workspaceHistory(env.ISSUE_AGENT_WORKSPACE_HISTORY),
     verifyFresh: onOff(env, 'ISSUE_AGENT_VERIFY_FRESH', true),
     mcp: readMcp(env),
-    environment: readEnvironmentSettings(env, state),
+    environment: readEnvironmentSettings(env, state, options.scoped === true),
   });
 }
 
@@ -232,7 +258,11 @@ function url(env: NodeJS.ProcessEnv, name: string): string | null {
   return v;
 }
 
-function readEnvironmentSettings(env: NodeJS.ProcessEnv, state: string): EnvironmentSettings {
+function readEnvironmentSettings(
+  env: NodeJS.ProcessEnv,
+  state: string,
+  scoped: boolean,
+): EnvironmentSettings {
   const setup = (nonEmpty(env.ISSUE_AGENT_SETUP) ?? 'on').toLowerCase();
   if (!['on', 'off'].includes(setup)) throw new ConfigError('ISSUE_AGENT_SETUP must be on or off');
   const caPath = nonEmpty(env.ISSUE_AGENT_EXTRA_CA_CERTS);
@@ -249,11 +279,7 @@ function readEnvironmentSettings(env: NodeJS.ProcessEnv, state: string): Environ
       throw new ConfigError(`ISSUE_AGENT_EXTRA_CA_CERTS: ${caPath} holds no PEM certificate`);
     }
   }
-  const setupSecrets: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) {
-    const m = /^ISSUE_AGENT_SETUP_SECRET_([A-Za-z_][A-Za-z0-9_]*)$/.exec(k);
-    if (m?.[1] !== undefined && v !== undefined && v !== '') setupSecrets[m[1]] = v;
-  }
+  const { setupSecrets, grants } = readSetupSecrets(env, scoped);
   const cache = (nonEmpty(env.ISSUE_AGENT_ENV_CACHE) ?? 'on').toLowerCase();
   if (!['on', 'off'].includes(cache)) throw new ConfigError('ISSUE_AGENT_ENV_CACHE must be on or off');
   return {
@@ -264,6 +290,7 @@ function readEnvironmentSettings(env: NodeJS.ProcessEnv, state: string): Environ
     npmRegistry: url(env, 'ISSUE_AGENT_NPM_REGISTRY'),
     pipIndexUrl: url(env, 'ISSUE_AGENT_PIP_INDEX_URL'),
     setupSecrets,
+    grants,
     cacheDir:
       cache === 'off'
         ? null
@@ -271,6 +298,43 @@ function readEnvironmentSettings(env: NodeJS.ProcessEnv, state: string): Environ
     cacheMaxBytes: mib(num(env, 'ISSUE_AGENT_ENV_CACHE_MB')) ?? 10 * 1024 ** 3,
     setupTimeoutMs: seconds(num(env, 'ISSUE_AGENT_SETUP_TIMEOUT_S')) ?? 15 * 60_000,
   };
+}
+
+/**
+ * `ISSUE_AGENT_SETUP_SECRET_<NAME>` and, when scoped, who may use each: a name ending in `_REPOS`
+ * is the grant of the secret before it (so no secret's own name ends so), and
+ * ISSUE_AGENT_EGRESS_REPO_HOSTS the hosts repositories may add. Unscoped, grants are not read.
+ */
+function readSetupSecrets(
+  env: NodeJS.ProcessEnv,
+  scoped: boolean,
+): { setupSecrets: Record<string, string>; grants: RepositoryGrants | null } {
+  const setupSecrets: Record<string, string> = {};
+  const secretGrants: Record<string, string[]> = {};
+  const grantTexts: [string, string][] = [];
+  for (const [k, v] of Object.entries(env)) {
+    const m = /^ISSUE_AGENT_SETUP_SECRET_([A-Za-z_][A-Za-z0-9_]*)$/.exec(k);
+    if (m?.[1] === undefined || v === undefined || v === '') continue;
+    if (m[1].endsWith(SECRET_GRANT_SUFFIX)) grantTexts.push([m[1].slice(0, -SECRET_GRANT_SUFFIX.length), v]);
+    else setupSecrets[m[1]] = v;
+  }
+  if (!scoped) return { setupSecrets, grants: null };
+  try {
+    for (const [name, text] of grantTexts) {
+      const variable = `ISSUE_AGENT_SETUP_SECRET_${name}${SECRET_GRANT_SUFFIX}`;
+      if (setupSecrets[name] === undefined) {
+        throw new GrantError(`${variable} grants ISSUE_AGENT_SETUP_SECRET_${name}, which is not set`);
+      }
+      secretGrants[name] = parseRepoPatterns(text, variable);
+    }
+    return {
+      setupSecrets,
+      grants: { secrets: secretGrants, hosts: parseHostGrants(env[HOST_GRANTS_VARIABLE]) },
+    };
+  } catch (error) {
+    if (error instanceof GrantError) throw new ConfigError(error.message);
+    throw error;
+  }
 }
 
 function optionalBytes<K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> {

@@ -56,6 +56,35 @@ function installTool(spec: string): SetupCommand {
   };
 }
 
+/**
+ * Setup as it runs on a tree that is not trusted (see setup-trust.ts): install scripts off where the
+ * package manager has a switch. The commands this file writes get the flag (a command line outranks
+ * any `.npmrc` or `.yarnrc` in the tree); every command, a configured one included, gets the
+ * variables. Yarn berry has no flag, only `enableScripts`; `YARN_IGNORE_SCRIPTS` is yarn classic's
+ * alone (berry refuses to start on it). pip has no such switch: building a local project runs its
+ * code, which is why such a tree never gets the secrets (projectCodeSetupRuns).
+ */
+export function withoutInstallScripts(
+  ecosystem: SetupEcosystem | null,
+  commands: readonly SetupCommand[],
+): { readonly commands: SetupCommand[]; readonly env: Record<string, string> } {
+  const flagged = commands.map((c) => {
+    const m = OWN_INSTALL.exec(c.command);
+    return m === null ? c : { ...c, command: `${m[1] ?? ''} --ignore-scripts${m[2] ?? ''}` };
+  });
+  const env: Record<string, string> =
+    ecosystem === 'python' ? {} : { npm_config_ignore_scripts: 'true', YARN_ENABLE_SCRIPTS: 'false' };
+  if (ecosystem === 'yarn-classic') {
+    env.YARN_IGNORE_SCRIPTS = 'true';
+    delete env.YARN_ENABLE_SCRIPTS;
+  }
+  return { commands: flagged, env };
+}
+
+/** The installs this file writes that take `--ignore-scripts`: npm ci, a tool's install, pnpm and yarn classic. */
+const OWN_INSTALL =
+  /^(npm ci|npm install --global --prefix \S+|\S*\/pnpm install|\S*\/yarn install(?= --frozen-lockfile))(\s.*)?$/;
+
 const NPM_REGISTRY = 'registry.npmjs.org';
 const YARN_REGISTRY = 'registry.yarnpkg.com';
 const PYPI_HOSTS = ['pypi.org', 'files.pythonhosted.org'] as const;

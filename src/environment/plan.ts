@@ -1,8 +1,9 @@
 import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
 import { REPO_CONFIG_PATH } from '../config/repo-config.js';
 import type { EnvironmentRecord } from '../events/schema.js';
-import { detectSetup } from './detect-setup.js';
+import { detectSetup, withoutInstallScripts } from './detect-setup.js';
 import { detectRuntime } from './runtime.js';
+import { decideSetupTrust, type SetupTrust, type TreeOrigin } from './setup-trust.js';
 
 /** The environment keys of `.github/issue-agent.yml` (see repo-config.ts). */
 export interface RepoEnvironmentConfig {
@@ -39,6 +40,18 @@ export interface EnvironmentPlan {
   readonly agentAllowHosts: readonly string[];
   readonly secretNames: readonly string[];
   readonly cache: boolean;
+  /**
+   * Whether setup may have the setup secrets (see setup-trust.ts), and what it runs when not.
+   */
+  readonly trust: SetupTrust & {
+    /**
+     * What setup runs on a tree that is not trusted: `setup.commands` with install scripts off.
+     * Absent: `setup.commands` as planned (which also key the environment cache either way).
+     */
+    readonly commands?: readonly { readonly command: string; readonly reason: string }[] | undefined;
+    /** Variables every setup command gets beyond `env` (install scripts off), none when trusted. */
+    readonly setupEnv: Readonly<Record<string, string>>;
+  };
 }
 
 /** Files that decide a configured setup's result when detection names none. */
@@ -58,11 +71,14 @@ const COMMON_INPUTS = [
 
 /**
  * The plan from the repository's files and its config: a configured `setup:` wins over detection
- * (`setup: []` turns setup off), a configured `runtime:`/`image:` over detected versions.
+ * (`setup: []` turns setup off), a configured `runtime:`/`image:` over detected versions. `origin`
+ * says where the tree stands against the base branch, which decides whether setup may have the
+ * setup secrets (plan.trust).
  */
 export async function planEnvironment(
   probe: WorkspaceProbe,
   config: RepoEnvironmentConfig,
+  origin: TreeOrigin,
 ): Promise<EnvironmentPlan> {
   const runtime = await detectRuntime(
     probe,
@@ -101,6 +117,15 @@ export async function planEnvironment(
       testEnv: detected.testEnv,
     };
   }
+  const decided = await decideSetupTrust(
+    origin,
+    { ...setup, ...(detected === null ? {} : { ecosystem: detected.ecosystem }) },
+    probe,
+  );
+  const off =
+    !decided.trusted && setup.commands.length > 0
+      ? withoutInstallScripts(detected?.ecosystem ?? null, setup.commands)
+      : null;
   // The image must hold the tools of the setup that was chosen: a repository with a package.json but
   // Python tests (detected as Python) needs the Python image, not the Node one the runtime picked.
   const image =
@@ -123,6 +148,10 @@ export async function planEnvironment(
     agentAllowHosts: [...(config.network?.agent ?? [])],
     secretNames: [...(config.setupSecrets ?? [])],
     cache: config.cache ?? true,
+    trust: {
+      ...decided,
+      ...(off === null ? { setupEnv: {} } : { commands: off.commands, setupEnv: off.env }),
+    },
   };
 }
 

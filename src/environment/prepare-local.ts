@@ -8,6 +8,7 @@ import { LocalSandbox, LocalSetupFailedError, type LocalSetupSpec } from '../san
 import { localProxyEnv } from '../sandbox/local/setup-phase.js';
 import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import { EnvironmentSetupError } from './errors.js';
+import { setupSecretsOf, untrustedSetupNote } from './setup-trust.js';
 import type { EnvironmentPlan } from './plan.js';
 import { DEFAULT_PATH, SANDBOX_WORKSPACE } from './detect-setup.js';
 
@@ -65,11 +66,12 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
   const started = Date.now();
   const { plan, settings } = input;
   const log = input.logger;
-  const secretNames = plan.secretNames.filter((n) => settings.setupSecrets[n] !== undefined);
-  const missingSecrets = plan.secretNames.filter((n) => settings.setupSecrets[n] === undefined);
-  const secrets: Record<string, string> = {};
-  for (const n of secretNames) secrets[n] = settings.setupSecrets[n] ?? '';
-  const toRun = settings.setupEnabled ? plan.setup.commands : [];
+  // Secrets only for a tree whose setup is the maintainers' (setup-trust.ts).
+  const granted = setupSecretsOf(plan, settings.setupSecrets);
+  const secretNames = granted.given;
+  const missingSecrets = granted.missing;
+  const secrets = granted.values;
+  const toRun = settings.setupEnabled ? (plan.trust.commands ?? plan.setup.commands) : [];
   const testEnv = localTestEnv(plan.setup.testEnv, input.workspace, input.path);
 
   const mirrors = mirrorsOf(settings);
@@ -99,7 +101,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
           : plan.setup.reason,
         ...(missingSecrets.length > 0 ? [`setup secrets not provided: ${missingSecrets.join(', ')}`] : []),
       ].join('; '),
-      commands: plan.setup.commands.map((c) => {
+      commands: (plan.trust.commands ?? plan.setup.commands).map((c) => {
         const r = results.find((x) => x.command === c.command);
         return {
           command: input.scrub(c.command),
@@ -113,6 +115,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
       }),
       testEnv: { ...testEnv },
       secrets: secretNames,
+      ...(plan.setup.commands.length > 0 ? { trust: granted.record } : {}),
       cache: { status: 'disabled', key: null, note: 'the local sandbox keeps no environment cache' },
       durationMs: Date.now() - started,
     },
@@ -131,6 +134,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
       ...testEnv,
       ...localProxyEnv(),
       ...mirrorEnv,
+      ...plan.trust.setupEnv,
       ...secrets,
     },
     secretValues: Object.values(secrets),
@@ -163,9 +167,14 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
   } catch (error) {
     if (egress !== null) await egress.close();
     if (error instanceof LocalSetupFailedError) {
-      throw new EnvironmentSetupError(input.scrub(error.message), record(error.results), error.transient, {
-        cause: error,
-      });
+      throw new EnvironmentSetupError(
+        input.scrub(error.message + untrustedSetupNote(granted.record)),
+        record(error.results),
+        error.transient,
+        {
+          cause: error,
+        },
+      );
     }
     throw error;
   }

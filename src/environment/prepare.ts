@@ -11,6 +11,7 @@ import { proxyEnv, type SetupCommandResult } from '../sandbox/docker/setup-phase
 import type { SandboxLimits } from '../sandbox/docker/container-spec.js';
 import { EnvironmentCache } from './env-cache.js';
 import { EnvironmentSetupError } from './errors.js';
+import { setupSecretsOf, untrustedSetupNote } from './setup-trust.js';
 
 export { EnvironmentSetupError };
 import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
@@ -105,30 +106,38 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
   const { plan, settings } = input;
   const log = input.logger;
   const docker = input.docker;
-  const secretNames = plan.secretNames.filter((n) => settings.setupSecrets[n] !== undefined);
-  const missingSecrets = plan.secretNames.filter((n) => settings.setupSecrets[n] === undefined);
-  const secrets: Record<string, string> = {};
-  for (const n of secretNames) secrets[n] = settings.setupSecrets[n] ?? '';
+  // Secrets only for a tree whose setup is the maintainers' (setup-trust.ts).
+  const granted = setupSecretsOf(plan, settings.setupSecrets);
+  const secretNames = granted.given;
+  const missingSecrets = granted.missing;
+  const secrets = granted.values;
 
   const cache =
     plan.cache && settings.cacheDir !== null
       ? new EnvironmentCache(settings.cacheDir, settings.cacheMaxBytes)
       : null;
-  const commands = settings.setupEnabled ? plan.setup.commands : [];
+  // What runs (with install scripts off on a tree that is not trusted), and what keys the cache
+  // (as planned, so such a round finds the entry its base branch's job stored).
+  const planned = settings.setupEnabled ? plan.setup.commands : [];
+  const commands = settings.setupEnabled ? (plan.trust.commands ?? plan.setup.commands) : [];
   let key: string | null = null;
-  if (cache !== null && commands.length > 0) {
+  if (cache !== null && planned.length > 0) {
     key = EnvironmentCache.key(input.repoKey, {
       image: await imageId(docker, plan.image),
       runtimes: plan.runtimes.map((r) => `${r.language}@${r.version}`),
-      commands: commands.map((c) => c.command),
+      commands: planned.map((c) => c.command),
       env: plan.env,
       testEnv: plan.setup.testEnv,
-      secrets: secretNames,
+      // The names setup would get on a trusted tree: an untrusted round reads the entry its base
+      // branch's job stored (it never stores one of its own).
+      secrets: [...granted.given, ...granted.withheld],
       mirrors: [settings.npmRegistry, settings.pipIndexUrl],
       inputs: await hashInputs(input.probe, plan.setup.inputs),
     });
   }
   const hit = cache !== null && key !== null ? await cache.open(input.repoKey, key) : null;
+  // What setup without the maintainers' inputs made must never reach another job.
+  const mayStore = input.mayStoreCache && plan.trust.trusted;
   const toRun = hit === null ? commands : [];
 
   const withCa = settings.extraCaPem !== null;
@@ -162,7 +171,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
           : !settings.setupEnabled && plan.setup.commands.length > 0
             ? `${plan.setup.reason}; setup is turned off for this deployment (ISSUE_AGENT_SETUP=off)`
             : plan.setup.reason,
-      commands: plan.setup.commands.map((c) => {
+      commands: (plan.trust.commands ?? plan.setup.commands).map((c) => {
         const r = results.find((x) => x.command === c.command);
         return {
           command: input.scrub(c.command),
@@ -176,6 +185,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       }),
       testEnv: { ...plan.setup.testEnv },
       secrets: secretNames,
+      ...(plan.setup.commands.length > 0 ? { trust: granted.record } : {}),
       cache: cacheStatus,
       durationMs: Date.now() - started,
     },
@@ -205,6 +215,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       ...plan.setup.testEnv,
       ...proxyEnv(withCa),
       ...mirrorEnv,
+      ...plan.trust.setupEnv,
       ...secrets,
     },
     secretValues: Object.values(secrets),
@@ -218,7 +229,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     onCommand: (r, attempt) => {
       attempts.set(r.command, attempt);
     },
-    ...(cache !== null && key !== null && hit === null && input.mayStoreCache
+    ...(cache !== null && key !== null && hit === null && mayStore
       ? {
           capture: async (pack: Parameters<NonNullable<DockerSetupSpec['capture']>>[0]) => {
             const size = await cache.store(input.repoKey, key, pack);
@@ -230,8 +241,14 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
         }
       : {}),
   };
-  if (cache !== null && key !== null && hit === null && !input.mayStoreCache) {
-    stored = { status: 'not-stored', key, note: 'a follow-up round never writes the cache' };
+  if (cache !== null && key !== null && hit === null && !mayStore) {
+    stored = {
+      status: 'not-stored',
+      key,
+      note: input.mayStoreCache
+        ? 'setup on a tree that is not the base branch’s never writes the cache'
+        : 'a follow-up round never writes the cache',
+    };
   }
 
   const create = (setup: DockerSetupSpec): Promise<DockerSandbox> =>
@@ -294,7 +311,8 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     if (egress !== null) await egress.close();
     if (error instanceof SetupFailedError) {
       throw new EnvironmentSetupError(
-        input.scrub(error.message),
+        // On a tree that is not trusted, the message says what setup went without, and why.
+        input.scrub(error.message + untrustedSetupNote(granted.record)),
         record(error.results, stored),
         // No `cause`: it carries the same message, which pino's error serializer would repeat.
         error.transient,

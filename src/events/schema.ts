@@ -145,6 +145,20 @@ export const environmentRecord = z.object({
     testEnv: z.record(z.string(), z.string()),
     /** Names of setup secrets provided (never their values). */
     secrets: z.array(z.string()),
+    /**
+     * Whether setup ran as the maintainers committed it (environment/setup-trust.ts): with the
+     * setup secrets and install scripts, or without them and why. Absent in runs recorded before.
+     */
+    trust: z
+      .object({
+        trusted: z.boolean(),
+        reason: z.string(),
+        /** Setup secrets the repository names that this setup was not given. */
+        withheld: z.array(z.string()),
+        /** Install scripts were turned off (flags and variables). */
+        scriptsOff: z.boolean(),
+      })
+      .optional(),
     cache: z.object({
       status: z.enum(['hit', 'stored', 'miss', 'disabled', 'not-stored']),
       key: z.string().nullable(),

@@ -786,6 +786,33 @@ export class HostGit {
     return out;
   }
 
+  /** Whether `commit` is `tip` or one of its ancestors (both must be in the clone). */
+  async isAncestor(dir: string, commit: string, tip: string): Promise<boolean> {
+    // The commits of `commit`'s history that `tip` lacks: none exactly when it is an ancestor.
+    const r = await this.inPristine(dir, ['rev-list', '--count', `${tip}..${commit}`, '--']);
+    return r.stdout.trim() === '0';
+  }
+
+  /**
+   * The paths whose content, mode or presence differs between the trees of `from` and `to`, with
+   * renames split into their two paths (both sides count as changed). Paths are data (NUL-split),
+   * never parsed as anything else.
+   */
+  async changedPaths(dir: string, from: string, to: string): Promise<string[]> {
+    const r = await this.inPristine(dir, [
+      'diff',
+      '--no-ext-diff',
+      '--no-textconv',
+      '--no-renames',
+      '--name-only',
+      '-z',
+      from,
+      to,
+      '--',
+    ]);
+    return r.stdout.split('\0').filter((p) => p !== '');
+  }
+
   async revParse(dir: string, rev: string): Promise<string> {
     return (await this.inPristine(dir, ['rev-parse', '--verify', `${rev}^{commit}`])).stdout.trim();
   }

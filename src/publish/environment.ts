@@ -41,6 +41,8 @@ export function describeEnvironment(rec: EnvironmentRecord, redact: Redact = (t)
       `setup ${ran.map((c) => codeSpan(truncateEnd(redact(c.command), 120))).join(', ')} (${neutralizeInline(truncateEnd(redact(setup.reason), 300))}) in ${formatDuration(setup.durationMs)}`,
     );
   }
+  const untrusted = untrustedLine(rec, redact);
+  if (untrusted !== null && setup.cache.status !== 'hit') parts.push(untrusted);
   const denied = rec.egress.setup?.denied ?? [];
   if (denied.length > 0) {
     parts.push(
@@ -51,6 +53,23 @@ export function describeEnvironment(rec: EnvironmentRecord, redact: Redact = (t)
     );
   }
   return parts.join(' · ');
+}
+
+/**
+ * What setup went without on a tree that is not trusted (environment/setup-trust.ts), and why, in
+ * one clause; null when it ran as committed.
+ */
+function untrustedLine(rec: EnvironmentRecord, redact: Redact): string | null {
+  const trust = rec.setup.trust;
+  if (trust === undefined || trust.trusted) return null;
+  const what = [
+    ...(trust.withheld.length > 0
+      ? [`without the setup secrets ${trust.withheld.map((n) => codeSpan(n)).join(', ')}`]
+      : []),
+    ...(trust.scriptsOff ? ['with install scripts off'] : []),
+  ];
+  if (what.length === 0) return null;
+  return `setup ran ${what.join(' and ')}: ${neutralizeInline(truncateEnd(redact(trust.reason), 400))}`;
 }
 
 /** The output of the setup command that failed (or the last one), for a failure's details. */
@@ -102,6 +121,12 @@ export function renderEnvironment(rec: EnvironmentRecord, redact: Redact = (t) =
   );
   if (setup.secrets.length > 0)
     out.push(`Setup secrets provided: ${setup.secrets.map((s) => codeSpan(s)).join(', ')} (setup only).`);
+  const untrusted = untrustedLine(rec, redact);
+  if (untrusted !== null && setup.cache.status !== 'hit') {
+    out.push(
+      `${untrusted.charAt(0).toUpperCase()}${untrusted.slice(1)}. Only setup whose inputs are the base branch's gets the setup secrets and runs install scripts.`,
+    );
+  }
   const eg = rec.egress.setup;
   if (eg !== null) {
     const hostList = (hosts: readonly string[]): string =>

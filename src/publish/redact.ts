@@ -1,11 +1,13 @@
+import { secretForms } from '../secrets/forms.js';
+
 /**
  * Removes credentials from text before it is posted on GitHub.
  *
  * Two layers, both always applied:
- * 1. Known secrets (the installation token, the model key, anything else the caller holds), in the
- *    forms they show up in logs: as is, URL-encoded, JSON-escaped, and base64 (standard and URL-safe
- *    alphabets, at each of the three byte alignments, so a secret inside a longer encoded string —
- *    `Authorization: Basic base64("x-access-token:" + token)` — is found too).
+ * 1. Known secrets (the installation token, the model key, the setup secrets, anything else the
+ *    caller holds), in every form secrets/forms.ts lists: as is and reversed, URL-encoded,
+ *    JSON-escaped, hex, and base64 and base32 at each byte alignment (so a secret inside a longer
+ *    encoded string — `Authorization: Basic base64("x-access-token:" + token)` — is found too).
  * 2. Patterns for credentials the bot must never post even when it does not know them: GitHub tokens,
  *    Anthropic keys, Authorization header values, private key blocks, passwords in URLs.
  *
@@ -14,10 +16,13 @@
  *   and no real credential is that short.
  * - Patterns err towards redacting too much (e.g. a private key without its END line is redacted up
  *   to the last line that looks like key material).
- * - Known secrets are matched with zero-width joiners allowed between their characters (what the
- *   neutralisers insert), so neutralised text can still be redacted; other insertions are not undone.
+ * - Known secrets are matched with zero-width joiners allowed anywhere between their characters (what
+ *   the neutralisers insert), so neutralised text can still be redacted; other insertions are not
+ *   undone.
  * - Redact before truncating: a secret cut in half by a truncation no longer matches anything.
  *   Callers in this folder redact the raw text first and the assembled page again at the end.
+ * - No list of forms is complete (an encoding is one line of code): this is the second line behind
+ *   keeping secrets away from code that could encode them, never the first.
  */
 
 export const REDACTED = '[REDACTED]';
@@ -43,37 +48,8 @@ const END_KEY = /-----END [A-Z0-9 ]*PRIVATE KEY-----/g;
 const PEM_LINE = /^[\t ]*(?:[A-Za-z0-9+/=]+|[A-Za-z][A-Za-z-]*:[^\n]*)?[\t ]*$/;
 const BASE64_LINE = /^[\t ]*[A-Za-z0-9+/=]+[\t ]*$/;
 
-function escapeRegExp(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
-/**
- * A pattern for `secret` that also matches it with zero-width joiners between its characters: the
- * neutralisers in markdown.ts and publishable.ts put one after `@`, `<` or `#` and into links, and text
- * that was neutralised before it is redacted must not hide a secret that holds such a character.
- */
-function joinerTolerant(secret: string): string {
-  // Code points: a joiner is never put inside a surrogate pair.
-  return Array.from(secret).map(escapeRegExp).join('\u200D?');
-}
-
-/**
- * The part of base64(padding + secret) that depends on the secret's bytes only, for each of the three
- * alignments the secret can have inside a longer encoded string.
- */
-function base64Forms(secret: string): string[] {
-  const bytes = Buffer.from(secret, 'utf8');
-  const forms: string[] = [];
-  for (let k = 0; k < 3; k++) {
-    const encoded = Buffer.concat([Buffer.alloc(k), bytes]).toString('base64');
-    // Character i of base64 covers bits [6i, 6i+6); the secret covers bits [8k, 8(k+n)).
-    const start = Math.ceil((8 * k) / 6);
-    const end = Math.floor((8 * (k + bytes.length)) / 6);
-    const core = encoded.slice(start, end);
-    forms.push(core, core.replace(/\+/g, '-').replace(/\//g, '_'));
-  }
-  return forms;
-}
+/** What the neutralisers in markdown.ts and publishable.ts insert after `@`, `<` or `#` and into links. */
+const JOINER = '\u200D';
 
 function lineStart(text: string, i: number): number {
   return text.lastIndexOf('\n', i - 1) + 1;
@@ -146,63 +122,92 @@ function isPlainObject(v: object): v is Record<string, unknown> {
 }
 
 /**
- * Compiled forms of long secrets (the App's private key), shared by every Redactor of the process:
- * a worker makes one per job and per recorded text, and these are the same each time. Short ones
- * (tokens, keys) compile in well under a millisecond and are not kept, so no past job's token stays
- * in memory here. Bounded: the least recently used go first.
+ * The text without its joiners, and where a character of that in the text is. A text without joiners
+ * (the usual case) is used as it is.
  */
-const NEEDLE_CACHE = new Map<string, RegExp>();
-const NEEDLE_CACHE_MAX = 64;
-const CACHED_NEEDLE_MIN_LENGTH = 200;
-
-function needleRegExp(needle: string): RegExp {
-  if (needle.length < CACHED_NEEDLE_MIN_LENGTH) return new RegExp(joinerTolerant(needle), 'g');
-  let re = NEEDLE_CACHE.get(needle);
-  if (re === undefined) {
-    re = new RegExp(joinerTolerant(needle), 'g');
-    if (NEEDLE_CACHE.size >= NEEDLE_CACHE_MAX) {
-      const [oldest] = NEEDLE_CACHE.keys();
-      if (oldest !== undefined) NEEDLE_CACHE.delete(oldest);
-    }
-  } else {
-    NEEDLE_CACHE.delete(needle);
+function withoutJoiners(text: string): { readonly hay: string; readonly toText: (i: number) => number } {
+  let j = text.indexOf(JOINER);
+  if (j === -1) return { hay: text, toText: (i) => i };
+  // For the n-th joiner, the index without joiners of the first character after it: non-decreasing.
+  const after: number[] = [];
+  while (j !== -1) {
+    after.push(j - after.length);
+    j = text.indexOf(JOINER, j + 1);
   }
-  NEEDLE_CACHE.set(needle, re);
-  return re;
+  return {
+    hay: text.replaceAll(JOINER, ''),
+    // The index plus the number of joiners before that character (found by binary search).
+    toText: (i) => {
+      let lo = 0;
+      let hi = after.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if ((after[mid] ?? Infinity) <= i) lo = mid + 1;
+        else hi = mid;
+      }
+      return i + lo;
+    },
+  };
+}
+
+/**
+ * The needles of long secrets (the App's private key), shared by every Redactor of the process: a
+ * worker makes one per job and per recorded text, and these are the same each time. Short ones
+ * (tokens, keys) take microseconds and are not kept, so no past job's token stays in memory here.
+ * Bounded: the least recently used go first.
+ */
+const FORMS_CACHE = new Map<string, readonly string[]>();
+const FORMS_CACHE_MAX = 64;
+const CACHED_SECRET_MIN_LENGTH = 200;
+
+/** The forms of a secret as needles: without joiners (see withoutJoiners), none too short. */
+function needlesOf(secret: string): readonly string[] {
+  const cached = FORMS_CACHE.get(secret);
+  if (cached !== undefined) {
+    FORMS_CACHE.delete(secret);
+    FORMS_CACHE.set(secret, cached);
+    return cached;
+  }
+  const needles = secretForms(secret, MIN_SECRET_LENGTH)
+    .map((form) => form.split(JOINER).join(''))
+    .filter((needle) => needle.length >= MIN_SECRET_LENGTH);
+  if (secret.length >= CACHED_SECRET_MIN_LENGTH) {
+    if (FORMS_CACHE.size >= FORMS_CACHE_MAX) {
+      const [oldest] = FORMS_CACHE.keys();
+      if (oldest !== undefined) FORMS_CACHE.delete(oldest);
+    }
+    FORMS_CACHE.set(secret, needles);
+  }
+  return needles;
 }
 
 export class Redactor {
   /**
-   * One expression per known form. Each is matched against the original text, and every match's
-   * span is redacted, overlapping spans merged into one: two secrets that overlap in the text
-   * (one's end is the other's start), a secret containing another, and a secret's occurrences that
-   * overlap each other all go whole. Not one alternation of them all: V8 takes about half a second
-   * to compile an alternation of a private key's joiner-tolerant forms, every time the set changes
-   * (every job's token), with the event loop blocked; each form alone compiles in milliseconds (a
-   * long one once).
+   * Every form of every known secret (secrets/forms.ts), without joiners. Each is looked for with
+   * indexOf in the text with its joiners taken out, and every occurrence's span in the original
+   * text is redacted, overlapping spans merged into one: two secrets that overlap in the text (one's
+   * end is the other's start), a secret containing another, and a secret's occurrences that overlap
+   * each other all go whole; the joiners inside a span go with it. Plain string search, not one
+   * regular expression per form: a secret has about 40 forms, and indexOf (Boyer-Moore-Horspool in
+   * V8) scans clean text several times faster than an expression that allows a joiner between every
+   * two characters, with nothing to compile (a private key's forms are kilobytes long).
    */
-  private readonly known: readonly RegExp[];
+  private readonly needles: readonly string[];
 
   constructor(secrets: readonly string[]) {
     const needles = new Set<string>();
     for (const secret of secrets) {
       if (secret.length < MIN_SECRET_LENGTH) continue;
-      needles.add(secret);
-      needles.add(encodeURIComponent(secret));
-      needles.add(JSON.stringify(secret).slice(1, -1));
-      for (const form of base64Forms(secret)) if (form.length >= MIN_SECRET_LENGTH) needles.add(form);
+      for (const needle of needlesOf(secret)) needles.add(needle);
     }
-    this.known = [...needles].sort((a, b) => b.length - a.length).map(needleRegExp);
+    this.needles = [...needles];
   }
 
   /** Whether the text holds one of the secrets this redactor was given (in any encoded form it knows). */
   containsKnownSecret(text: string): boolean {
-    return this.known.some((re) => {
-      re.lastIndex = 0;
-      const found = re.test(text);
-      re.lastIndex = 0;
-      return found;
-    });
+    if (this.needles.length === 0) return false;
+    const { hay } = withoutJoiners(text);
+    return this.needles.some((needle) => hay.includes(needle));
   }
 
   redact(text: string): string {
@@ -220,15 +225,15 @@ export class Redactor {
   }
 
   private redactKnown(text: string): string {
+    if (this.needles.length === 0) return text;
+    const { hay, toText } = withoutJoiners(text);
     const spans: [number, number][] = [];
-    for (const re of this.known) {
-      re.lastIndex = 0;
-      for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-        spans.push([m.index, m.index + m[0].length]);
-        // The next occurrence may start inside this one ("abab" twice in "ababab").
-        re.lastIndex = m.index + 1;
+    for (const needle of this.needles) {
+      // The next occurrence may start inside this one ("abab" twice in "ababab").
+      for (let i = hay.indexOf(needle); i !== -1; i = hay.indexOf(needle, i + 1)) {
+        // The joiners inside an occurrence go with it.
+        spans.push([toText(i), toText(i + needle.length - 1) + 1]);
       }
-      re.lastIndex = 0;
     }
     if (spans.length === 0) return text;
     spans.sort((a, b) => a[0] - b[0]);

@@ -1,3 +1,4 @@
+import { grantedTo } from '../config/grants.js';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
@@ -97,6 +98,8 @@ export async function runEvaluateJob(
   }, 2000);
   const kind = ctx.sandbox;
   const model = request.model === 'oracle' ? 'oracle' : ctx.agent.model;
+  // The tasks' setups get only what this repository was granted (config/grants.ts).
+  const env = { ...ctx.agent, environment: grantedTo(ctx.agent.environment, repo) };
   const result = (outcome: FixJobResult['outcome']): FixJobResult => ({
     outcome,
     pullRequest: null,
@@ -120,7 +123,7 @@ export async function runEvaluateJob(
         testCommand: null,
         out,
         kind,
-        env: ctx.agent,
+        env,
         setup: true,
         hide: ctx.isolation?.hide ?? [],
         mask: ctx.isolation?.mask ?? [],
@@ -156,7 +159,7 @@ export async function runEvaluateJob(
       attempts: 1,
       kind,
       setup: true,
-      env: ctx.agent,
+      env,
       model: request.model,
       reposDir: null,
       tasksFile: built.file,

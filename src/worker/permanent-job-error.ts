@@ -1,4 +1,4 @@
 /** A failure no retry can fix (refused by policy, not the App's PR, branch moved under us…). */
 export class PermanentJobError extends Error {
-  override readonly name = 'PermanentJobError';
+  override readonly name: string = 'PermanentJobError';
 }

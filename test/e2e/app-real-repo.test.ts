@@ -163,6 +163,7 @@ dockerTest(
       env: {
         ...(await registryDeploymentEnv()),
         ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN: CODEGEN_CANARY,
+        ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN_REPOS: 'acme/*',
         // A job with setup takes a container of its own; a cache hit takes a warm one (.nvmrc: 20).
         ISSUE_AGENT_WARM_POOL: 'issue-agent/node:20=1',
       },

@@ -1,10 +1,19 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { test } from 'node:test';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import { oracle, startModelSimulator, type ModelSimulator } from '../../src/model-sim/index.js';
+import {
+  oracle,
+  reply,
+  scripted,
+  startModelSimulator,
+  type ModelSimulator,
+} from '../../src/model-sim/index.js';
+import { isolationSupport } from '../../src/sandbox/local/launch.js';
+import { secretForms } from '../../src/secrets/forms.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
 import { commitFiles, gitOutput, makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
@@ -113,4 +122,89 @@ dockerTest(
     assert.match(invalid.stderr, /\.github\/issue-agent\.yml is invalid:\n {2}- setup: /);
   },
   { timeout: 600_000 },
+);
+
+const isolation = await isolationSupport();
+
+/** Every file under `dir`, as text. */
+function filesUnder(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) {
+      const path = join(entry.parentPath, entry.name);
+      out.set(path, readFileSync(path, 'utf8'));
+    }
+  }
+  return out;
+}
+
+test(
+  'CLI: a setup secret printed in any form (by setup, by a command the agent runs) never reaches the trajectory',
+  { skip: isolation.ok ? false : `no isolation here: ${isolation.reason}`, timeout: 120_000 },
+  async (t) => {
+    const secret = 'npm_cliSetupSecret_0123456789abcdef';
+    const repo = makeFixtureRepo('node-calc');
+    t.after(() => {
+      repo.cleanup();
+    });
+    // The repository holds the secret in a disguise no scan knows (XOR), and a script that prints
+    // it reversed, in hex, base64 and base32: what the scan cannot catch, the redactor must.
+    const xored = [...Buffer.from(secret)].map((b) => b ^ 0x5a);
+    commitFiles(repo.dir, {
+      'tools/show.py': [
+        'import base64',
+        `s = bytes(b ^ 0x5a for b in ${JSON.stringify(xored)})`,
+        'r = s[::-1]',
+        'print("reversed", r.decode())',
+        'print("hex", s.hex(), r.hex().upper())',
+        'print("base64", base64.b64encode(b"k=" + s).decode(), base64.urlsafe_b64encode(b"x" + r).decode())',
+        'print("base32", base64.b32encode(b"ab" + s).decode(), base64.b32encode(r).decode().lower())',
+        '',
+      ].join('\n'),
+      '.github/issue-agent.yml': [
+        'setupSecrets: [NPM_TOKEN]',
+        'setup:',
+        '  - \'printf "%s\\n" "$NPM_TOKEN" | rev; printf "%s" "$NPM_TOKEN" | base64; echo setup-printed\'',
+        '',
+      ].join('\n'),
+    });
+    const sim = await startModelSimulator({
+      apiKey: KEY,
+      policy: scripted([
+        reply().tool('bash', { command: 'python3 tools/show.py' }),
+        reply().tool('finish', { summary: 'printed what the repository holds' }),
+      ]),
+    });
+    t.after(() => sim.close());
+    const work = mkdtempSync(join(tmpdir(), 'ia-cli-secret-'));
+    t.after(() => {
+      rmSync(work, { recursive: true, force: true });
+    });
+    const out = join(work, 'run');
+    const r = await runCli(
+      ['resolve', repo.dir, '--task', 'Print the notes', '--out', out, '--json', '--sandbox', 'local'],
+      cliEnv({
+        ANTHROPIC_API_KEY: KEY,
+        ANTHROPIC_BASE_URL: sim.url,
+        ISSUE_AGENT_SETUP_SECRET_NPM_TOKEN: secret,
+      }),
+    );
+    assert.ok(r.code !== null, r.stderr);
+    const files = filesUnder(out);
+    const base = files.get(join(out, 'base_state.json')) ?? '';
+    // Setup ran with the secret and printed it; the agent's command printed every form.
+    assert.match(base, /setup-printed/, base);
+    const observation = [...files.entries()].find(
+      ([p, text]) => p.includes('observation') && text.includes('reversed'),
+    );
+    assert.ok(observation !== undefined, [...files.keys()].join('\n'));
+    assert.match(observation[1], /reversed \[REDACTED\]/);
+    assert.match(observation[1], /hex \[REDACTED\] \[REDACTED\]/);
+    files.set("the CLI's output", r.stdout + r.stderr);
+    for (const [path, text] of files) {
+      for (const form of [secret, ...secretForms(secret)]) {
+        assert.ok(!text.includes(form), `${path} holds a form of the secret: ${form}`);
+      }
+    }
+  },
 );

@@ -15,10 +15,21 @@ import {
   type PreparedEnvironment,
 } from '../../src/environment/prepare.js';
 import { registryDeployment } from '../support/egress-env.js';
-import { dockerTest, testOwner } from '../sandbox/docker/docker-test-support.js';
+import {
+  dockerTest,
+  labelledContainers,
+  tempWorkspace,
+  testOwner,
+} from '../sandbox/docker/docker-test-support.js';
+import { DockerSandbox, SetupFailedError } from '../../src/sandbox/docker/docker-sandbox.js';
+import { reverse, secretForms } from '../../src/secrets/forms.js';
+import { IPC_LEFT_COMMAND, ipcLeakCommand, LEAK_ENCODINGS, leakCommand } from '../support/secret-leaks.js';
 import { WarmPool } from '../../src/sandbox/docker/warm-pool.js';
 import { LABEL_POOL } from '../../src/sandbox/docker/owner.js';
 import { EnvironmentCache } from '../../src/environment/env-cache.js';
+
+/** A tree of the base branch: setup may have its secrets (see setup-trust.ts). */
+const BASE = { kind: 'base', ref: 'main' } as const;
 
 const run = promisify(execFile);
 
@@ -90,6 +101,7 @@ function plan(over: Partial<EnvironmentPlan> & { commands?: string[] } = {}): En
     agentAllowHosts: [],
     secretNames: [],
     cache: true,
+    trust: { trusted: true, reason: 'a test plan', setupEnv: {} },
     ...rest,
   };
 }
@@ -109,6 +121,7 @@ async function settings(
     npmRegistry: null,
     pipIndexUrl: null,
     setupSecrets: {},
+    grants: null,
     cacheDir,
     cacheMaxBytes: 1024 ** 3,
     setupTimeoutMs: 5 * 60_000,
@@ -251,17 +264,118 @@ dockerTest(
       prepare(
         t,
         workspace,
-        plan({ secretNames: ['NPM_TOKEN'], commands: ['echo "$NPM_TOKEN" > .npmrc-copy'] }),
+        plan({
+          secretNames: ['NPM_TOKEN'],
+          commands: [
+            // A copy, and a file named by the reversed value: the message names the file, never the value.
+            `echo "$NPM_TOKEN" > .npmrc-copy; python3 -c 'import os; open("/tmp/" + os.environ["NPM_TOKEN"][::-1], "w")'`,
+          ],
+        }),
         s,
       ),
       (error: unknown) => {
         assert.ok(error instanceof EnvironmentSetupError);
         assert.match(error.message, /setup secret/);
+        assert.match(error.message, /\/workspace\/\.npmrc-copy/);
+        assert.match(error.message, /\/tmp\/\[a setup secret\] \(its name\)/);
         assert.ok(!error.message.includes(canary));
+        assert.ok(!error.message.includes(reverse(canary)));
         assert.equal(error.transient, false);
         return true;
       },
     );
+  },
+  { timeout: 120_000, attack: true },
+);
+
+/** A sandbox with a setup phase that runs `command` with the canary in $LEAK_TOKEN (no network). */
+async function sandboxWithSetup(
+  t: TestContext,
+  canary: string,
+  command: string,
+  owner = testOwner('leak'),
+): Promise<DockerSandbox> {
+  const workspace = await tempWorkspace(t, 'ia-leak-');
+  await writeFile(join(workspace, 'README.md'), 'a repository\n');
+  const sandbox = await DockerSandbox.create({
+    workspace,
+    jobId: `leak-${Math.random().toString(36).slice(2, 8)}`,
+    image: 'issue-agent/base',
+    owner,
+    setup: {
+      commands: [command],
+      env: { LEAK_TOKEN: canary },
+      secretValues: [canary],
+      timeoutMs: 60_000,
+      outputs: [],
+    },
+  });
+  t.after(() => sandbox.close());
+  return sandbox;
+}
+
+dockerTest(
+  'environment: a setup secret left reversed, in hex, base64 or base32, in the workspace, HOME, /tmp or /dev/shm, as a name, a link target, an extended attribute, a queue or an unreadable file: each copy alone is found',
+  async (docker, t) => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
+    const places = ['/workspace', '$HOME', '/tmp', '/dev/shm'];
+    const command = leakCommand('LEAK_TOKEN', places, {
+      name: '/tmp',
+      folder: '$HOME',
+      link: '/workspace/leak-link',
+      literal: '/dev/shm/leak-literal',
+      hidden: '/tmp/leak-hidden',
+      locked: '$HOME/leak-locked',
+      xattr: '/tmp/leak-xattr',
+      mqueue: true,
+    });
+    const owner = testOwner('leak');
+    let holders: readonly string[] = [];
+    await assert.rejects(sandboxWithSetup(t, canary, command, owner), (error: unknown) => {
+      assert.ok(error instanceof SetupFailedError, String(error));
+      assert.equal(error.results[0]?.exitCode, 0, error.results[0]?.output);
+      holders = error.holders;
+      return true;
+    });
+    // Each copy is a file of its own: the scan names each, so each alone is found.
+    const expected = [
+      ...places.flatMap((p) =>
+        Object.keys(LEAK_ENCODINGS).map((f) => `${p.replace('$HOME', '/home/agent')}/${f}`),
+      ),
+      '/dev/shm/leak-literal',
+      '/tmp/leak-xattr (an extended attribute)',
+      '/tmp/[a setup secret] (its name)',
+      '/home/agent/[a setup secret] (its name)',
+      '/dev/mqueue/[a setup secret] (its name)',
+      '/workspace/leak-link -> /nowhere/',
+      '/tmp/leak-hidden (not readable by the sandbox user)',
+      '/home/agent/leak-locked (not readable by the sandbox user)',
+    ];
+    for (const place of expected) {
+      assert.ok(
+        holders.some((h) => h === place || h.startsWith(place.endsWith('/') ? place : `${place} `)),
+        `${place} is named:\n${holders.join('\n')}`,
+      );
+    }
+    assert.equal(holders.length, expected.length, holders.join('\n'));
+    for (const h of holders) {
+      for (const form of secretForms(canary)) assert.ok(!h.includes(form), `no value in ${h}`);
+    }
+    assert.deepEqual(await labelledContainers(docker, owner), [], 'the container is gone');
+  },
+  { timeout: 120_000, attack: true },
+);
+
+dockerTest(
+  'environment: System V shared memory, message queues and semaphores, and POSIX message queues setup made (holding the secret) do not reach the agent phase',
+  async (_docker, t) => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}-secret`;
+    const sandbox = await sandboxWithSetup(t, canary, ipcLeakCommand('LEAK_TOKEN'));
+    assert.match(sandbox.setupReport?.results[0]?.output ?? '', /ipc-made/);
+    const left = (await sandbox.exec(IPC_LEFT_COMMAND, { timeoutMs: 30_000 })).output;
+    assert.doesNotMatch(left, /^(shm|msg|sem|mqueue): /m, left);
+    assert.match(left, /^shmget-by-key: -1$/m, left);
+    assert.match(left, /^mq_open-by-name: -1$/m, left);
   },
   { timeout: 120_000, attack: true },
 );
@@ -525,7 +639,7 @@ dockerTest(
       return dir;
     };
     const workspace = await make();
-    const planned = await planEnvironment(hostProbe(workspace), {});
+    const planned = await planEnvironment(hostProbe(workspace), {}, BASE);
     assert.equal(planned.setup.commands.length, 2, JSON.stringify(planned.setup.commands));
     const s = await settings(t);
     const first = await prepare(t, workspace, planned, s);
@@ -572,7 +686,7 @@ dockerTest(
       '-qam',
       'yarn',
     ]);
-    const planned = await planEnvironment(hostProbe(workspace), {});
+    const planned = await planEnvironment(hostProbe(workspace), {}, BASE);
     const env = await prepare(t, workspace, planned, await settings(t));
     assert.deepEqual(
       env.record.setup.commands.map((c) => c.exitCode),
@@ -635,7 +749,7 @@ dockerTest(
       return workspace;
     };
     const workspace = await make();
-    const planned = await planEnvironment(hostProbe(workspace), {});
+    const planned = await planEnvironment(hostProbe(workspace), {}, BASE);
     assert.equal(planned.setup.commands.length, 2, JSON.stringify(planned.setup.commands));
     const s = await settings(t);
     const env = await prepare(t, workspace, planned, s);

@@ -31,7 +31,7 @@ dockerTest(
     t.after(() => rm(cacheDir, { recursive: true, force: true }));
 
     const probe = hostProbe(fixture.dir);
-    const plan = await planEnvironment(probe, {});
+    const plan = await planEnvironment(probe, {}, { kind: 'base', ref: 'main' });
     assert.match(plan.image, /^issue-agent\/python:/);
     assert.deepEqual(
       plan.setup.commands.map((c) => c.command),
@@ -48,6 +48,7 @@ dockerTest(
       npmRegistry: null,
       pipIndexUrl: index.url,
       setupSecrets: {},
+      grants: null,
       cacheDir,
       cacheMaxBytes: 1024 ** 3,
       setupTimeoutMs: 5 * 60_000,

@@ -176,6 +176,7 @@ function npmPlan(): EnvironmentPlan {
     secretNames: [],
     // Every run installs through the proxy: that is what the test checks.
     cache: false,
+    trust: { trusted: true, reason: 'a test plan', setupEnv: {} },
   };
 }
 
@@ -197,6 +198,7 @@ async function prepare(t: TestContext, workspace: string): Promise<PreparedEnvir
       npmRegistry: null,
       pipIndexUrl: null,
       setupSecrets: {},
+      grants: null,
       cacheDir,
       cacheMaxBytes: 1024 ** 3,
       setupTimeoutMs: 3 * 60_000,

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { REDACTED, Redactor } from '../../src/publish/redact.js';
+import { base32 } from '../../src/secrets/forms.js';
 
 const none = new Redactor([]);
 
@@ -204,4 +205,34 @@ test('two known secrets that overlap in the text go whole: no piece of either is
   // Secrets side by side become one mark; apart, two.
   assert.equal(new Redactor([a, b]).redact(`${a}${b}`), REDACTED);
   assert.equal(new Redactor([a, b]).redact(`${a} ${b}`), `${REDACTED} ${REDACTED}`);
+});
+
+test('a known secret reversed, in hex or in base32 (inside a longer encoded string too) is redacted', () => {
+  const secret = 'npm_SetupSecret0123456789';
+  const r = new Redactor([secret]);
+  const reversed = Array.from(secret).reverse().join('');
+  const hex = Buffer.from(secret).toString('hex');
+  const revHex = Buffer.from(reversed).toString('hex').toUpperCase();
+  const b32 = base32(Buffer.from(`x${secret}yz`));
+  const revB32 = base32(Buffer.from(`ab${reversed}`)).toLowerCase();
+  const revB64 = Buffer.from(`k=${reversed}`).toString('base64');
+  for (const [name, copy] of Object.entries({ reversed, hex, revHex, b32, revB32, revB64 })) {
+    const out = r.redact(`cat leak.txt\n${copy}\ndone`);
+    assert.ok(out.includes(REDACTED), `${name}: ${out}`);
+    // What is left of an encoded string is the few characters that mix in its neighbours' bytes.
+    assert.ok(out.length <= `cat leak.txt\n\ndone`.length + REDACTED.length + 8, `${name}: ${out}`);
+    assert.equal(r.containsKnownSecret(`+${copy}`), true, name);
+    // Neutralised text (a joiner after each character) too.
+    const joined = Array.from(copy).join('\u200D');
+    assert.ok(r.redact(`<${joined}>`).includes(REDACTED), `${name} with joiners`);
+  }
+  assert.equal(r.redact('cat leak.txt\nnothing here\n'), 'cat leak.txt\nnothing here\n');
+});
+
+test('joiners around and inside a secret: the span redacted is the secret with its inner joiners, nothing else', () => {
+  const secret = 'joined-secret-value';
+  const r = new Redactor([secret]);
+  const joined = `a\u200D\u200D${Array.from(secret).join('\u200D\u200D')}\u200Db`;
+  assert.equal(r.redact(joined), `a\u200D\u200D${REDACTED}\u200Db`);
+  assert.equal(r.redact(`\u200D${secret}`), `\u200D${REDACTED}`);
 });

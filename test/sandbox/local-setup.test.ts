@@ -14,11 +14,24 @@ import {
   localTestEnv,
 } from '../../src/environment/prepare-local.js';
 import { isolationSupport } from '../../src/sandbox/local/launch.js';
+import { LocalSandbox, LocalSetupFailedError } from '../../src/sandbox/local/local-sandbox.js';
+import { reverse, secretForms } from '../../src/secrets/forms.js';
+import {
+  IPC_LEFT_COMMAND,
+  ipcLeakCommand,
+  KEYRING_LEFT_COMMAND,
+  keyringLeakCommand,
+  LEAK_ENCODINGS,
+  leakCommand,
+} from '../support/secret-leaks.js';
 import { registryDeployment } from '../support/egress-env.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
 import { buildWheels, startPackageIndex } from '../support/pypi-index.js';
 import { hostProbe } from '../../src/environment/host-probe.js';
 import { planEnvironment } from '../../src/environment/plan.js';
+
+/** A tree of the base branch: setup may have its secrets (see setup-trust.ts). */
+const BASE = { kind: 'base', ref: 'main' } as const;
 
 /**
  * The setup phase of the isolated local sandbox (the Action's default), end to end: npm ci of a
@@ -96,6 +109,7 @@ function plan(commands: readonly string[], over: Partial<EnvironmentPlan> = {}):
     agentAllowHosts: [],
     secretNames: ['CANARY_TOKEN'],
     cache: true,
+    trust: { trusted: true, reason: 'a test plan', setupEnv: {} },
     ...over,
   };
 }
@@ -110,6 +124,7 @@ async function settings(over: Partial<EnvironmentSettings> = {}): Promise<Enviro
     npmRegistry: null,
     pipIndexUrl: null,
     setupSecrets: { CANARY_TOKEN: CANARY },
+    grants: null,
     cacheDir: null,
     cacheMaxBytes: 0,
     setupTimeoutMs: 5 * 60_000,
@@ -160,7 +175,7 @@ describe('the isolated local sandbox: setup phase', { skip }, () => {
     t.after(() => {
       fixture.cleanup();
     });
-    const plan = await planEnvironment(hostProbe(fixture.dir), {});
+    const plan = await planEnvironment(hostProbe(fixture.dir), {}, BASE);
     const env = await prepare(
       t,
       fixture.dir,
@@ -286,15 +301,166 @@ describe('the isolated local sandbox: setup phase', { skip }, () => {
   it('a setup secret written to a file fails setup, and the record names neither the secret nor its value', async (t) => {
     const workspace = await repo(t);
     await assert.rejects(
-      prepare(t, workspace, plan(['echo "token=$CANARY_TOKEN" > leaked.txt']), await settings()),
+      prepare(
+        t,
+        workspace,
+        plan([
+          // A copy, and a file named by the reversed value: the message names both, never the value.
+          `echo "token=$CANARY_TOKEN" > leaked.txt; python3 -c 'import os; open(os.environ["TMPDIR"] + "/" + os.environ["CANARY_TOKEN"][::-1], "w")'`,
+        ]),
+        await settings(),
+      ),
       (error: unknown) => {
         assert.ok(error instanceof EnvironmentSetupError, String(error));
         assert.match(error.message, /leaked\.txt/);
+        assert.match(error.message, /\/\[a setup secret\] \(its name\)/);
         assert.match(error.message, /setup secret must not outlive setup/);
         assert.doesNotMatch(JSON.stringify(error.record), new RegExp(CANARY));
+        assert.ok(!error.message.includes(reverse(CANARY)));
         return true;
       },
     );
+  });
+
+  it('a setup secret left reversed, in hex, base64 or base32, in the workspace, HOME, TMPDIR, /tmp, /var/tmp or /dev/shm, as a name, a link target, an extended attribute, a queue or an unreadable file: each copy alone is found', async (t) => {
+    const workspace = await repo(t);
+    const places = ['$PWD', '$HOME', '$TMPDIR', '/tmp', '/var/tmp', '/dev/shm'];
+    const command = leakCommand('CANARY_TOKEN', places, {
+      name: '/tmp',
+      folder: '$HOME',
+      link: '$PWD/leak-link',
+      literal: '/dev/shm/leak-literal',
+      hidden: '$TMPDIR/leak-hidden',
+      locked: '$HOME/leak-locked',
+      xattr: '/tmp/leak-xattr',
+      mqueue: true,
+    });
+    let holders: readonly string[] = [];
+    let output = '';
+    await assert.rejects(
+      LocalSandbox.create({
+        workspace,
+        path: SANDBOX_PATH,
+        isolate: { hide: [], workspaceBytes: 64 * 1024 * 1024 },
+        setup: {
+          commands: [`echo "places: $PWD $HOME $TMPDIR"; ${command}`],
+          env: { CANARY_TOKEN: CANARY },
+          secretValues: [CANARY],
+          timeoutMs: 60_000,
+          outputs: [],
+        },
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof LocalSetupFailedError, String(error));
+        output = error.results[0]?.output ?? '';
+        assert.equal(error.results[0]?.exitCode, 0, output);
+        holders = error.holders;
+        return true;
+      },
+    );
+    const [pwd, home, tmp] = /^places: (\S+) (\S+) (\S+)$/m.exec(output)?.slice(1) ?? [];
+    assert.ok(pwd !== undefined && home !== undefined && tmp !== undefined, output);
+    const expand = (p: string): string =>
+      p.replace('$PWD', pwd).replace('$HOME', home).replace('$TMPDIR', tmp);
+    // Each copy is a file of its own: the scan names each, so each alone is found.
+    const expected = [
+      ...places.flatMap((p) => Object.keys(LEAK_ENCODINGS).map((f) => `${expand(p)}/${f}`)),
+      '/dev/shm/leak-literal',
+      '/tmp/leak-xattr (an extended attribute)',
+      '/tmp/[a setup secret] (its name)',
+      `${home}/[a setup secret] (its name)`,
+      `${pwd}/leak-link -> /nowhere/`,
+      `${tmp}/leak-hidden (not readable by the sandbox user)`,
+      `${home}/leak-locked (not readable by the sandbox user)`,
+    ];
+    for (const place of expected) {
+      assert.ok(
+        holders.some((h) => h === place || h.startsWith(place.endsWith('/') ? place : `${place} `)),
+        `${place} is named:\n${holders.join('\n')}`,
+      );
+    }
+    assert.ok(
+      holders.some((h) => /^\/(dev|run)\/mqueue\/\[a setup secret\] \(its name\)$/.test(h)),
+      `the queue is named:\n${holders.join('\n')}`,
+    );
+    assert.equal(holders.length, expected.length + 1, holders.join('\n'));
+    for (const h of holders) {
+      for (const form of secretForms(CANARY)) assert.ok(!h.includes(form), `no value in ${h}`);
+    }
+  });
+
+  it('System V shared memory, message queues and semaphores, and POSIX message queues setup made (holding the secret) do not reach the agent phase', async (t) => {
+    const workspace = await repo(t);
+    const sandbox = await LocalSandbox.create({
+      workspace,
+      path: SANDBOX_PATH,
+      isolate: { hide: [], workspaceBytes: 64 * 1024 * 1024 },
+      setup: {
+        commands: [ipcLeakCommand('CANARY_TOKEN')],
+        env: { CANARY_TOKEN: CANARY },
+        secretValues: [CANARY],
+        timeoutMs: 60_000,
+        outputs: [],
+      },
+    });
+    t.after(() => sandbox.close());
+    assert.match(sandbox.setupReport?.results[0]?.output ?? '', /ipc-made/);
+    const left = (await sandbox.exec(IPC_LEFT_COMMAND, { timeoutMs: 30_000 })).output;
+    assert.doesNotMatch(left, /^(shm|msg|sem|mqueue): /m, left);
+    assert.match(left, /^shmget-by-key: -1$/m, left);
+    assert.match(left, /^mq_open-by-name: -1$/m, left);
+  });
+
+  it("keys setup put in the kernel's keyrings (user and session, holding the secret) cannot be read in the agent phase", async (t) => {
+    const workspace = await repo(t);
+    const sandbox = await LocalSandbox.create({
+      workspace,
+      path: SANDBOX_PATH,
+      isolate: { hide: [], workspaceBytes: 64 * 1024 * 1024 },
+      setup: {
+        commands: [keyringLeakCommand('CANARY_TOKEN')],
+        env: { CANARY_TOKEN: CANARY },
+        secretValues: [CANARY],
+        timeoutMs: 60_000,
+        outputs: [],
+      },
+    });
+    t.after(() => sandbox.close());
+    assert.match(sandbox.setupReport?.results[0]?.output ?? '', /keys-made/);
+    const left = (await sandbox.exec(KEYRING_LEFT_COMMAND, { timeoutMs: 30_000 })).output;
+    assert.match(left, /keyring-checked/, left);
+    assert.doesNotMatch(left, /readable:/, left);
+    assert.ok(!left.includes(CANARY));
+  });
+
+  it('on a tree that is not trusted: no setup secret, install scripts off, and a failure says why', async (t) => {
+    const workspace = await repo(t);
+    const reason = 'the workspace changes what setup runs against the base branch `main` (package.json)';
+    const command = 'echo "token=${CANARY_TOKEN:-none} scripts=$npm_config_ignore_scripts"; exit 5';
+    const untrusted = plan([command], {
+      trust: {
+        trusted: false,
+        reason,
+        commands: [{ command, reason: 'test' }],
+        setupEnv: { npm_config_ignore_scripts: 'true' },
+      },
+    });
+    await assert.rejects(prepare(t, workspace, untrusted, await settings()), (error: unknown) => {
+      assert.ok(error instanceof EnvironmentSetupError, String(error));
+      assert.equal(
+        error.message,
+        `the setup command \`${command}\` exited with 5 (setup ran without the setup secrets (CANARY_TOKEN) and with install scripts off: ${reason})`,
+      );
+      assert.equal(error.record.setup.commands[0]?.output.trim(), 'token=none scripts=true');
+      assert.deepEqual(error.record.setup.secrets, []);
+      assert.deepEqual(error.record.setup.trust, {
+        trusted: false,
+        reason,
+        withheld: ['CANARY_TOKEN'],
+        scriptsOff: true,
+      });
+      return true;
+    });
   });
 
   it('a failing command fails setup with its output; a setup that is off runs nothing', async (t) => {

@@ -942,6 +942,8 @@ export class SetupFailedError extends SandboxError {
     readonly results: readonly SetupCommandResult[],
     /** The last failure looked like the network: a later retry may succeed. */
     readonly transient: boolean,
+    /** Where setup left a setup secret, when that is why (untrusted text; the values hidden). */
+    readonly holders: readonly string[] = [],
   ) {
     super('start_failed', message);
   }
@@ -1005,18 +1007,21 @@ async function runSetupPhase(
     }
   }
   // Nothing setup started survives into the agent phase: not a forwarder, not a daemon, not a
-  // process holding a setup secret in its environment.
+  // process holding a setup secret in its environment, not a shared memory segment or a message
+  // queue (which outlive their processes); and no setup secret is left in a file.
   await phase.sweep();
   if (spec.secretValues.length > 0) {
     const holders = await phase.filesContaining(spec.secretValues);
     if (holders.length > 0) {
       throw new SetupFailedError(
-        `setup left a setup secret in ${holders.length} file(s) (${holders.slice(0, 3).join(', ')}); a setup secret must not outlive setup`,
+        `setup left a setup secret in ${holders.length} place(s) (${holders.slice(0, 3).join(', ')}); a setup secret must not outlive setup`,
         results,
         false,
+        holders,
       );
     }
   }
+  await phase.removeIpc();
   await phase.exclude(spec.outputs);
   let captureError: string | null = null;
   if (spec.capture !== undefined && results.length > 0) {

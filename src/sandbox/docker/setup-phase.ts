@@ -12,6 +12,8 @@ import {
 
 export { EGRESS_MOUNT };
 import { errorMessage } from './docker-shell.js';
+import { IPC_CLEANUP_SCRIPT } from '../../secrets/ipc-cleanup.js';
+import { hideNeedles, scanHolders, scanNeedles, SCAN_FOUND, SECRET_SCAN_SCRIPT } from '../../secrets/scan.js';
 
 /**
  * The setup phase of a Docker sandbox: everything that happens in the container after its start
@@ -479,35 +481,58 @@ export class SetupPhase {
   }
 
   /**
-   * Files under the workspace, HOME or /tmp that contain one of the values (fixed strings, read
-   * from stdin, never from a command line). Returns their paths (untrusted text).
+   * The places a setup process could leave data that outlives it, where the scan looks: the
+   * sandbox user can write nowhere else (the root file system is read-only; checked with the
+   * container spec). System V IPC and the queues' contents are not files: removeIpc deals with them.
+   */
+  static readonly SCANNED = [CONTAINER_WORKDIR, CONTAINER_HOME, '/tmp', '/dev/shm', '/dev/mqueue'];
+
+  /**
+   * The places that hold one of the values in any form secrets/forms.ts lists: a file's content, a
+   * file or folder name, a link's target, and files the sandbox user cannot read (see
+   * secrets/scan.ts), under SCANNED. The values travel on stdin, never on a command line. Returns
+   * the places (untrusted text, the values hidden in them); empty when none holds one. Throws when
+   * a file could not be read: the scan fails closed.
    */
   async filesContaining(values: readonly string[]): Promise<string[]> {
-    const needles = values.flatMap((v) => v.split('\n')).filter((v) => v.length >= 4);
+    const needles = scanNeedles(values);
     if (needles.length === 0) return [];
     const input = new PassThrough();
     input.end(`${needles.join('\n')}\n`);
     const r = await execStream(
       this.docker,
       this.container,
-      [
-        '/bin/sh',
-        '-c',
-        'printf R; cat > /tmp/.ia-needles && grep -rlF -f /tmp/.ia-needles -- "$@" 2>/dev/null; s=$?; rm -f /tmp/.ia-needles; [ $s -le 1 ]',
-        'ia-scan',
-        CONTAINER_WORKDIR,
-        CONTAINER_HOME,
-        '/tmp',
-      ],
+      ['/bin/bash', '-c', `printf R; ${SECRET_SCAN_SCRIPT}`, 'ia-scan', 'strict', ...SetupPhase.SCANNED],
       { user: this.user, timeoutMs: 5 * 60_000, input },
+    );
+    if (r.exitCode === 0) return [];
+    if (r.exitCode !== SCAN_FOUND) {
+      throw new SandboxError(
+        'start_failed',
+        `could not check the sandbox for setup secrets: ${hideNeedles(r.output, needles).slice(0, 300)}`,
+      );
+    }
+    const holders = scanHolders(r.output, needles);
+    return holders.length > 0 ? holders : ['a place the scan could not name'];
+  }
+
+  /**
+   * Removes every IPC object left in the container's IPC namespace (see secrets/ipc-cleanup.ts):
+   * after the sweep, so nothing setup made in shared memory or a message queue reaches the agent.
+   */
+  async removeIpc(): Promise<void> {
+    const r = await execStream(
+      this.docker,
+      this.container,
+      ['/bin/bash', '-c', IPC_CLEANUP_SCRIPT, 'ia-ipc-cleanup', '/dev/mqueue'],
+      { user: this.user, timeoutMs: 30_000 },
     );
     if (r.exitCode !== 0) {
       throw new SandboxError(
         'start_failed',
-        `could not check the sandbox for setup secrets: ${r.output.slice(0, 300)}`,
+        `could not remove what setup left in shared memory and message queues: ${r.output.trim().slice(0, 300)}`,
       );
     }
-    return r.output.split('\n').filter((l) => l !== '' && l !== '/tmp/.ia-needles');
   }
 
   /**

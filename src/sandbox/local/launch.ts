@@ -19,6 +19,8 @@ import { descendantsOf } from './proc-tree.js';
  *  - fresh, private tmpfs on /tmp, /var/tmp, /dev/shm and /run (so no host socket under /run, e.g.
  *    Docker's or the user's D-Bus, can be reached), and the shell's HOME and TMPDIR as private
  *    folders owned by the sandbox user;
+ *  - the POSIX message queues of its own IPC namespace at /dev/mqueue (or /run/mqueue, see
+ *    LOCAL_MQUEUE_DIRS);
  *  - its own /proc (no host process is visible) and, where the kernel lets the init mount one, its
  *    own /sys; a network namespace with only `lo`.
  * The shell runs as an unprivileged user with no capabilities in any namespace that owns those
@@ -73,6 +75,14 @@ export interface SandboxUser {
 
 /** Where an isolated sandbox sees the egress proxy's socket folder (Confinement.egressDir). */
 export const LOCAL_EGRESS_MOUNT = '/run/issue-agent-egress';
+
+/**
+ * Where an isolated sandbox sees the POSIX message queues of its own IPC namespace: a mqueue file
+ * system the init mounts at /dev/mqueue, or at /run/mqueue (in the private /run) on a host without
+ * that folder. A queue outlives the process that made it, and only a mount lists it (the setup
+ * phase empties it; see secrets/ipc-cleanup.ts).
+ */
+export const LOCAL_MQUEUE_DIRS = ['/dev/mqueue', '/run/mqueue'];
 
 /** The unprivileged user a root host runs the shell as, unless told otherwise: nobody/nogroup. */
 export const DEFAULT_SANDBOX_USER: SandboxUser = { uid: 65534, gid: 65534 };
@@ -213,6 +223,22 @@ for d in /tmp /var/tmp /dev/shm /run; do
   fresh+=("$d")
 done
 if mount -t sysfs -o ro,nosuid,nodev,noexec ia-sysfs /sys 2>/dev/null; then fresh+=(/sys); fi
+
+# The message queues of the sandbox's own IPC namespace, where they can be listed (and removed after
+# setup): over /dev/mqueue (the host's, of another namespace), or in the private /run. A kernel with
+# no mqueue file system has no POSIX message queues either.
+if grep -qw mqueue /proc/filesystems; then
+  mq=
+  if [ -d /dev/mqueue ] && [ ! -L /dev/mqueue ]; then
+    mq=/dev/mqueue
+  else
+    for k in "\${fresh[@]}"; do [ "$k" = /run ] && mq=/run/mqueue && mkdir -p /run/mqueue; done
+  fi
+  if [ -n "$mq" ]; then
+    mount -t mqueue -o nosuid,nodev,noexec ia-mqueue "$mq" || fail "could not mount the sandbox's message queues"
+    fresh+=("$mq")
+  fi
+fi
 
 # Everything else read-only. Only per-mount flags change (remount,bind): the host's mounts stay as
 # they are. Skipped: the namespace's own /proc and what it covers, the private areas and what they

@@ -15,6 +15,7 @@ import {
 } from '../sandbox.js';
 import {
   isolationSupport,
+  LOCAL_MQUEUE_DIRS,
   ShellLauncher,
   type LaunchedShell,
   type MechanismKind,
@@ -108,6 +109,8 @@ export class LocalSetupFailedError extends SandboxError {
     readonly results: readonly SetupCommandResult[],
     /** The last failure looked like the network: a later retry may succeed. */
     readonly transient: boolean,
+    /** Where setup left a setup secret, when that is why (untrusted text; the values hidden). */
+    readonly holders: readonly string[] = [],
   ) {
     super('start_failed', message);
   }
@@ -475,6 +478,8 @@ async function runLocalSetup(
   if (spec.caPem !== undefined) await phase.installCaBundle(spec.caPem);
   const results: SetupCommandResult[] = [];
   if (spec.commands.length > 0 && spec.egressDir !== undefined) await phase.startForwarder();
+  // The keys in the kernel's keyrings before setup: any other after it is setup's (and removed).
+  const keysBefore = spec.commands.length > 0 ? await phase.visibleKeys() : null;
   for (const command of spec.commands) {
     let r: SetupCommandResult;
     let attempt = 0;
@@ -498,10 +503,21 @@ async function runLocalSetup(
     }
   }
   // Nothing setup started survives into the agent phase: not the forwarder, not a daemon, not a
-  // process holding a setup secret in its environment.
+  // process holding a setup secret in its environment, not a shared memory segment or a message
+  // queue (which outlive their processes); and no setup secret is left in a file.
   await phase.sweep();
   if (spec.secretValues.length > 0) {
-    const dirs = [workspace, env.HOME, env.TMPDIR, '/tmp', '/var/tmp', '/dev/shm', '/run'];
+    // Every place the sandbox user can write (launch.ts): the rest of the host's tree is read-only.
+    const dirs = [
+      workspace,
+      env.HOME,
+      env.TMPDIR,
+      '/tmp',
+      '/var/tmp',
+      '/dev/shm',
+      '/run',
+      ...LOCAL_MQUEUE_DIRS,
+    ];
     const holders = await phase.secretHolders(
       spec.secretValues,
       dirs.filter((d): d is string => d !== undefined),
@@ -511,9 +527,12 @@ async function runLocalSetup(
         `setup left a setup secret in ${holders.length} place(s) (${holders.slice(0, 3).join(', ')}); a setup secret must not outlive setup`,
         results,
         false,
+        holders,
       );
     }
   }
+  await phase.removeIpc();
+  if (keysBefore !== null) await phase.removeNewKeys(keysBefore);
   await phase.finish(spec.outputs, [stateFile]);
   if (spec.agentEgress === true && spec.egressDir !== undefined) await phase.startForwarder();
   return { results };

@@ -1,8 +1,11 @@
+import { KEYRING_LIST_ARGS, keyringRemoveArgs } from '../../secrets/keyring-cleanup.js';
 import { dirname } from 'node:path';
 import type { SetupCommandResult } from '../docker/setup-phase.js';
 import { SandboxError } from '../sandbox.js';
 import { shellQuote } from '../shell-session.js';
-import { LOCAL_EGRESS_MOUNT, type LaunchedShell } from './launch.js';
+import { IPC_CLEANUP_SCRIPT } from '../../secrets/ipc-cleanup.js';
+import { hideNeedles, scanHolders, scanNeedles, SCAN_FOUND, SECRET_SCAN_SCRIPT } from '../../secrets/scan.js';
+import { LOCAL_EGRESS_MOUNT, LOCAL_MQUEUE_DIRS, type LaunchedShell } from './launch.js';
 
 export type { SetupCommandResult };
 
@@ -22,8 +25,11 @@ export type { SetupCommandResult };
  *  - the phase ends with the sweep: every process in the sandbox's PID namespace but its init and
  *    the holder (which the shells enter) is stopped and killed, until none is left; the sandbox's
  *    own /proc lists exactly the sandbox's processes, so nothing setup started can hide from it;
- *  - then the writable areas (workspace, HOME, TMPDIR, /tmp, /var/tmp, /dev/shm, /run) and the
- *    environment of every process left are searched for the secret values: a hit fails setup;
+ *  - then the writable areas (workspace, HOME, TMPDIR, /tmp, /var/tmp, /dev/shm, /run and the
+ *    sandbox's own message queue folder) and the environment of every process left are searched
+ *    for every form of the secret values (secrets/scan.ts): a hit fails setup;
+ *  - the IPC objects setup left (System V shared memory, message queues, semaphores; POSIX message
+ *    queues) are removed: the sandbox has an IPC namespace of its own, which outlives setup;
  *  - only then do the shells start, from the sandbox's plain environment.
  */
 
@@ -142,31 +148,6 @@ if [ \${#out[@]} -eq 0 ]; then
 fi
 printf 'processes survived the sweep: %s\\n' "\${out[*]}" >&2
 exit 3
-`;
-
-/**
- * The search for secret values left behind: standard input holds the values, one a line (read into
- * a variable that is never exported, so no process's environment holds them); prints each file under
- * the folders named as arguments that holds one, then `environ:<pid>` for each process whose
- * environment does. A file this user cannot read is one the agent (the same user) cannot read
- * either, so grep's read errors do not count.
- */
-const SCAN = `
-command -v grep >/dev/null || { echo 'grep is not installed' >&2; exit 4; }
-mapfile -t needles
-[ \${#needles[@]} -gt 0 ] || exit 0
-dirs=()
-for d in "$@"; do [ -d "$d" ] && dirs+=("$d"); done
-if [ \${#dirs[@]} -gt 0 ]; then
-  printf '%s\\n' "\${needles[@]}" | grep -rlsF -D skip -f - -- "\${dirs[@]}"
-fi
-for e in /proc/[0-9]*/environ; do
-  if printf '%s\\n' "\${needles[@]}" | grep -qsF -f - -- "$e"; then
-    p=\${e#/proc/}
-    printf 'environ:%s\\n' "\${p%/environ}"
-  fi
-done
-exit 0
 `;
 
 /** A one-off process's end. */
@@ -310,19 +291,66 @@ export class LocalSetupPhase {
   }
 
   /**
-   * Files under `dirs` and processes whose environment hold one of `values` (after the sweep: the
-   * processes left are the init and the holder). Paths are untrusted text.
+   * The places under `dirs` (a file's content, a name, a link's target, a file the sandbox user
+   * cannot read) and the processes whose environment hold one of `values` in any form
+   * secrets/forms.ts lists (see secrets/scan.ts), after the sweep: the processes left are the init
+   * and the holder. The values travel on stdin. Returns the places (untrusted text, the values
+   * hidden in them); empty when none holds one.
    */
   async secretHolders(values: readonly string[], dirs: readonly string[]): Promise<string[]> {
-    const needles = [...new Set(values.flatMap((v) => v.split('\n')).filter((v) => v.length >= 4))];
+    const needles = scanNeedles(values);
     if (needles.length === 0) return [];
-    const r = await this.runScript(SCAN, dirs, { input: `${needles.join('\n')}\n`, timeoutMs: 5 * 60_000 });
+    // `own`: a host folder (the workspace without a quota) may hold files of other users, which
+    // the sandbox user cannot read either.
+    const r = await this.runScript(SECRET_SCAN_SCRIPT, ['own', ...dirs], {
+      input: `${needles.join('\n')}\n`,
+      timeoutMs: 5 * 60_000,
+    });
+    if (r.exitCode === 0) return [];
+    if (r.exitCode !== SCAN_FOUND)
+      throw new SandboxError(
+        'start_failed',
+        `could not check the sandbox for setup secrets: ${hideNeedles(r.output, needles).slice(0, 300)}`,
+      );
+    const holders = scanHolders(r.output, needles);
+    return holders.length > 0 ? holders : ['a place the scan could not name'];
+  }
+
+  /**
+   * Removes every IPC object left in the sandbox's IPC namespace (see secrets/ipc-cleanup.ts), the
+   * POSIX message queues from the namespace's own mqueue mount (LOCAL_MQUEUE_DIRS).
+   */
+  /** The kernel keys the sandbox user can see now (see secrets/keyring-cleanup.ts). */
+  async visibleKeys(): Promise<string[]> {
+    const r = await this.runScript('exec python3 "$@"', KEYRING_LIST_ARGS, { timeoutMs: 30_000 });
     if (r.exitCode !== 0)
       throw new SandboxError(
         'start_failed',
-        `could not check the sandbox for setup secrets: ${r.output.slice(0, 300)}`,
+        `could not list the kernel keyrings: ${r.output.trim().slice(0, 300)}`,
       );
-    return [...new Set(r.output.split('\n').filter((l) => l !== ''))];
+    return r.output
+      .trim()
+      .split(/\s+/)
+      .filter((k) => /^[0-9a-f]+$/.test(k));
+  }
+
+  /** Invalidates the keys setup added to the kernel keyrings (any not in `before`); throws if one survives. */
+  async removeNewKeys(before: readonly string[]): Promise<void> {
+    const r = await this.runScript('exec python3 "$@"', keyringRemoveArgs(before), { timeoutMs: 30_000 });
+    if (r.exitCode !== 0)
+      throw new SandboxError(
+        'start_failed',
+        `could not remove what setup left in the kernel keyrings: ${r.output.trim().slice(0, 300)}`,
+      );
+  }
+
+  async removeIpc(): Promise<void> {
+    const r = await this.runScript(IPC_CLEANUP_SCRIPT, LOCAL_MQUEUE_DIRS, { timeoutMs: 30_000 });
+    if (r.exitCode !== 0)
+      throw new SandboxError(
+        'start_failed',
+        `could not remove what setup left in shared memory and message queues: ${r.output.trim().slice(0, 300)}`,
+      );
   }
 
   /**

@@ -61,6 +61,7 @@ export async function runAttempt(
     git: ctx.git,
     tokens: ctx.tokens,
     repo,
+    repository: `${ctx.p.repo.owner}/${ctx.p.repo.name}`,
     branch: pull?.headRef ?? repo.default_branch,
     baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
     kind: rt.sandbox,

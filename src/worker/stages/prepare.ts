@@ -3,10 +3,13 @@ import type { Logger } from 'pino';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { hostProbe } from '../../environment/host-probe.js';
 import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/plan.js';
+import type { TreeOrigin } from '../../environment/setup-trust.js';
 import type { SandboxPool } from '../../environment/prepare.js';
 import type { EnvironmentRecord } from '../../events/schema.js';
 import type { RunStorage } from '../../events/run-storage.js';
-import type { HostGit } from '../../github/host-git.js';
+import { HostGitError, type HostGit } from '../../github/host-git.js';
+import { grantedTo, ungranted } from '../../config/grants.js';
+import { REPO_CONFIG_PATH } from '../../config/repo-config.js';
 import { historyCacheDir } from '../../github/history-cache.js';
 import { mirrorRoot, pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
@@ -116,6 +119,8 @@ export interface PrepareSandboxInput {
   readonly git: HostGit;
   readonly tokens: TokenSource;
   readonly repo: RepoInfo;
+  /** `owner/name`: what the deployment's grants are checked against. */
+  readonly repository: string;
   /** The branch the pristine clone follows: the PR's head for a follow-up, else the base branch. */
   readonly branch: string;
   /** The repository's mirror on this host (pristine clones are made from it), or undefined. */
@@ -162,6 +167,14 @@ export interface PreparedSandbox {
  */
 export async function prepareSandbox(input: PrepareSandboxInput): Promise<PreparedSandbox> {
   const { git, paths, repo } = input;
+  // Before anything of the repository is fetched or run: what it asks of the deployment must be its.
+  const grants = input.agent.environment.grants;
+  if (grants !== null) {
+    const problems = ungranted(input.config, grants, input.repository);
+    if (problems.length > 0) throw new ConfigGrantError(problems);
+  }
+  // And from here on, nothing but what is granted to it is in reach.
+  const settings = grantedTo(input.agent.environment, input.repository);
   const made = await git.ensurePristine(paths.pristine, {
     url: repo.clone_url,
     branch: input.branch,
@@ -199,7 +212,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     // Loaded only here: the Action and the CLI's local sandbox never need the Docker client.
     const { prepareEnvironment } = await import('../../environment/prepare.js');
     const probe = git.treeProbe(paths.pristine, baseCommit);
-    const plan = await planEnvironment(probe, input.config);
+    const plan = await planEnvironment(probe, input.config, await treeOrigin(input, baseCommit));
     const prepared = await prepareEnvironment({
       workspace: paths.workspace,
       checkout: true,
@@ -207,9 +220,10 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       jobId: input.jobId,
       repoKey: input.repoKey,
       plan,
-      settings: input.agent.environment,
+      settings,
       limits: input.agent.sandboxLimits,
-      mayStoreCache: !input.followUp,
+      // Only a tree whose setup ran as the maintainers committed it may serve other jobs.
+      mayStoreCache: !input.followUp && plan.trust.trusted,
       scrub: input.scrub,
       pool: input.pool,
       poolRepository: input.poolRepository,
@@ -235,11 +249,15 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     // The isolated local sandbox (the Action's default) has a setup phase of its own: the same plan,
     // the same egress proxy, inside the sandbox's namespaces (see environment/prepare-local.ts).
     const { prepareLocalEnvironment } = await import('../../environment/prepare-local.js');
-    const plan = await planEnvironment(hostProbe(paths.workspace), input.config);
+    const plan = await planEnvironment(
+      hostProbe(paths.workspace),
+      input.config,
+      await treeOrigin(input, baseCommit),
+    );
     const prepared = await prepareLocalEnvironment({
       workspace: paths.workspace,
       plan,
-      settings: input.agent.environment,
+      settings,
       path: input.agent.sandboxPath,
       isolate: {
         hide: [
@@ -269,4 +287,43 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     limits: input.agent.sandboxLimits,
   });
   return { sandbox, environment: null, close: () => sandbox.close() };
+}
+
+/**
+ * Where the job's commit stands against the base branch (`repo.default_branch`: the branch new pull
+ * requests target, whose config the job runs on): one of its commits, or the paths in which it
+ * differs from its tip. Decides whether setup may have the setup secrets (setup-trust.ts).
+ */
+async function treeOrigin(input: PrepareSandboxInput, commit: string): Promise<TreeOrigin> {
+  const { git, paths } = input;
+  const ref = input.repo.default_branch;
+  if (input.branch === ref) {
+    // The clone follows the base branch: its HEAD is the tip it fetched.
+    const tip = await git.revParse(paths.pristine, 'HEAD');
+    if (await git.isAncestor(paths.pristine, commit, tip)) return { kind: 'base', ref };
+  }
+  let tip: string;
+  try {
+    tip = await git.fetchBranch(paths.pristine, ref, (await input.tokens.get()).token);
+  } catch (error) {
+    if (error instanceof HostGitError && !error.transient) {
+      return { kind: 'unknown', why: `the base branch \`${ref}\` could not be fetched: ${error.message}` };
+    }
+    throw error;
+  }
+  if (await git.isAncestor(paths.pristine, commit, tip)) return { kind: 'base', ref };
+  return { kind: 'changed', ref, paths: await git.changedPaths(paths.pristine, tip, commit) };
+}
+
+/**
+ * The repository's config names a setup secret or an egress host the deployment did not grant to it
+ * (config/grants.ts): the job ends before anything runs, and the issue says what to change.
+ */
+export class ConfigGrantError extends PermanentJobError {
+  override readonly name: string = 'ConfigGrantError';
+  constructor(readonly problems: readonly string[]) {
+    super(
+      `${REPO_CONFIG_PATH} asks for what this deployment does not grant to this repository: ${problems.join('; ')}. Remove it from the config, or ask the deployment's administrators to grant it.`,
+    );
+  }
 }
