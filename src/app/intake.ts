@@ -29,7 +29,6 @@ import {
   asksNothingNew,
   buildEvaluateJob,
   buildFixJob,
-  isNotFound,
   matches,
   mayTrigger,
   notOursReply,
@@ -40,11 +39,12 @@ import {
   targetOf,
 } from './trigger-rules.js';
 import { capIssueBody, type Trigger } from './triggers.js';
-import { claimAnswer, clearQuestion, pendingQuestion } from './question.js';
+import { claimAnswer, clearQuestion, isAnswered, pendingQuestion } from './question.js';
 import { decideCiRound, redisCiLedger } from './ci-round.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { EVALUATE, EVALUATE_USAGE, mayEvaluate, parseEvaluate } from './evaluate-request.js';
-import { APPROVE, storeRequest, takeRequest } from './approval.js';
+import { APPROVE, storeRequest } from './approval.js';
+import { approvedQuote, takeApproval, waitingReply, type Approval } from './approve-request.js';
 import type { EvaluateRequest } from '../queue/payloads.js';
 
 export type Octokit = InstanceType<typeof ProbotOctokit>;
@@ -104,8 +104,8 @@ export async function processTrigger(
   trigger: Trigger,
   deps: IntakeDeps,
   attempt = 0,
-  /** An outsider's request a writer approved (`@agent approve`): who approved it. */
-  approvedBy: { readonly login: string; readonly id: number } | null = null,
+  /** An outsider's request (or answer) a writer approved (`@agent approve`): the approval. */
+  approval: Approval | null = null,
 ): Promise<IntakeResult> {
   const log = deps.logger.child({
     delivery: trigger.deliveryId,
@@ -170,104 +170,54 @@ export async function processTrigger(
     ci = decided.ci;
   }
   const mentioned = trigger.kind === 'ci_failure' ? { instruction: '' } : matches(trigger, config);
-  // An answer to the agent's question: the first comment on an issue whose last job ended
-  // `needs_info`, by the issue's author or someone who may start jobs (commands are not answers).
-  const answer =
-    trigger.kind === 'mention' &&
-    !trigger.issue.isPullRequest &&
-    trigger.issue.state === 'open' &&
-    trigger.comment !== undefined &&
-    approvedBy === null &&
-    (mentioned === null ||
-      (!STOP.test(mentioned.instruction) &&
-        !APPROVE.test(mentioned.instruction) &&
-        !EVALUATE.test(mentioned.instruction)))
-      ? await answerOf(trigger, config, octokit, deps, log)
-      : null;
+  const conversation = issueKey(trigger.repo.id, trigger.issue.number);
+  // An answer to the agent's question (question.ts); the issue author's, when they may not start
+  // jobs, is new instructions nobody who can has read: it waits for an approval like a request.
+  const answered = await answerFor(trigger, mentioned, approval, config, octokit, deps, log);
+  if (answered?.kind === 'needs_approval') return answerWaits(trigger, config, octokit, deps, answered.jobId);
+  const answer = answered;
   if (mentioned === null && answer === null) return ignored(log, 'not our label or handle');
   const ours = mentioned ?? { instruction: '' };
   const cancel = trigger.kind === 'unlabel' || (trigger.kind !== 'manual' && STOP.test(ours.instruction));
   if (trigger.issue.state !== 'open' && !cancel) return ignored(log, 'the issue or PR is closed');
 
   const who =
-    approvedBy === null && answer === null && ci === null
+    approval === null && answer === null && ci === null
       ? await mayTrigger(trigger, config, octokit, deps.botUserId)
       : ({ allowed: true } as const);
   if (who.allowed === 'self') return ignored(log, 'the App itself');
-  const conversation = issueKey(trigger.repo.id, trigger.issue.number);
   if (!who.allowed) {
     log.info({ sender: trigger.sender.login, reason: who.reason }, 'trigger refused');
-    // A person's request (not a bot's, not a stop, an approval or an evaluation) waits for someone who may approve it.
+    // A person's request, in a comment or a review comment (not a bot's, not a stop, an approval or
+    // an evaluation), waits for someone who may approve it (approve-request.ts).
     const person = trigger.sender.type !== 'Bot' && !trigger.sender.login.endsWith('[bot]');
     const waits =
       person &&
-      trigger.kind === 'mention' &&
+      (trigger.kind === 'mention' || trigger.kind === 'review_comment') &&
       !cancel &&
       !APPROVE.test(ours.instruction) &&
       !EVALUATE.test(ours.instruction) &&
       ours.instruction !== '';
-    if (waits) await storeRequest(deps.redis, prefix, conversation, trigger, config.approvalDays * 86_400);
+    if (waits)
+      await storeRequest(
+        deps.redis,
+        prefix,
+        conversation,
+        { trigger, answers: null },
+        config.approvalDays * 86_400,
+      );
     const key = `${prefix}:refused:${conversation}:${trigger.sender.id}`;
     if (await firstTime(deps.redis, key, 24 * 3600)) {
       const approve = waits
-        ? `\n\nA maintainer can approve this request by commenting \`${config.handle} approve\` here within ${config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`}; I will then work from it as it reads at that moment.`
+        ? `\n\n${waitingReply(config, trigger.kind === 'review_comment' ? 'review_comment' : 'request')}`
         : '';
       await comment(octokit, deps, where, trigger.issue.number, `${who.reply}${approve}`);
     }
     return { status: 'refused', reason: who.reason };
   }
-  // `@agent approve`: the request waiting here runs, once, as its comment reads now.
-  if (trigger.kind === 'mention' && approvedBy === null && APPROVE.test(ours.instruction)) {
-    const taken = await takeRequest(deps.redis, prefix, conversation, trigger.deliveryId);
-    if (taken.kind !== 'approved') {
-      await comment(
-        octokit,
-        deps,
-        where,
-        trigger.issue.number,
-        taken.kind === 'used'
-          ? 'That request was approved already: each request is approved once.'
-          : `Nothing here waits for approval (a request by someone who cannot start jobs waits ${config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`}; if there was one, it has expired).`,
-      );
-      return {
-        status: 'ignored',
-        reason: `approve: ${taken.kind === 'used' ? 'already approved' : 'no request'}`,
-      };
-    }
-    const request = taken.request;
-    const commentId = request.comment?.id;
-    let body: string | null = null;
-    if (commentId !== undefined) {
-      try {
-        body = (await octokit.rest.issues.getComment({ ...where, comment_id: commentId })).data.body ?? null;
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
-      }
-    }
-    if (commentId === undefined || body === null) {
-      await comment(
-        octokit,
-        deps,
-        where,
-        trigger.issue.number,
-        'The request to approve was deleted, so there is nothing to start.',
-      );
-      return { status: 'ignored', reason: 'approve: the request was deleted' };
-    }
-    log.info({ approvedBy: trigger.sender.login, requester: request.sender.login }, 'request approved');
-    return processTrigger(
-      {
-        ...request,
-        deliveryId: trigger.deliveryId,
-        receivedAt: trigger.receivedAt,
-        issue: trigger.issue,
-        comment: { id: commentId, body },
-      },
-      deps,
-      attempt,
-      { login: trigger.sender.login, id: trigger.sender.id },
-    );
-  }
+  // `@agent approve`: the request it covers runs, once, with the text it had at the approval.
+  if (trigger.kind === 'mention' && approval === null && APPROVE.test(ours.instruction))
+    return startApproved(trigger, config, octokit, deps, attempt, log);
   // `@agent evaluate …`: an admin's request, answered where it was asked.
   let evaluate: EvaluateRequest | null = null;
   if (trigger.kind === 'mention' && EVALUATE.test(ours.instruction)) {
@@ -356,6 +306,8 @@ export async function processTrigger(
     }
 
     const jobId = fixJobId(trigger.repo.id, target.number, trigger.deliveryId);
+    const approvedBy =
+      approval === null ? null : { ...approval.by, covers: { ...approval.covers }, at: approval.at };
     const job =
       evaluate === null
         ? ci !== null
@@ -365,7 +317,14 @@ export async function processTrigger(
             : {
                 // The answer continues the asking job's conversation; were its trajectory gone from
                 // the worker hosts, a new run still gets the answer, as an instruction.
-                ...buildFixJob(trigger, target, config, `Answer to the agent's question: ${answer.text}`, []),
+                ...buildFixJob(
+                  trigger,
+                  target,
+                  config,
+                  `Answer to the agent's question: ${answer.text}`,
+                  [],
+                  approvedBy,
+                ),
                 // The repository's settings, not any `(try N)` in the answer's text: an answer may
                 // come from an outsider, who cannot ask for more attempts.
                 config: { ...config },
@@ -373,7 +332,7 @@ export async function processTrigger(
               }
         : buildEvaluateJob(trigger, config, ours.instruction, evaluate);
 
-    const approval = {
+    const shown = {
       ...(approvedBy === null
         ? {}
         : { approval: { requestedBy: trigger.sender.login, approvedBy: approvedBy.login } }),
@@ -408,7 +367,7 @@ export async function processTrigger(
           const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
             kind: 'queued',
             jobId,
-            ...approval,
+            ...shown,
             position: null,
             ...(live === null ? {} : config.onBusy === 'replace' ? { replaces: live } : { after: live }),
           });
@@ -428,7 +387,7 @@ export async function processTrigger(
       const commentId = await progressComment(octokit, deps, where, target.number, jobId, attempt > 0, {
         kind: 'queued',
         jobId,
-        ...approval,
+        ...shown,
         position,
       });
       const added = await deps.fixQueue.add(
@@ -455,6 +414,43 @@ export async function processTrigger(
   };
   const result = await accept();
   await react(octokit, where, trigger);
+  return result;
+}
+
+/**
+ * `@agent approve` by someone who may: starts the request it covers (approve-request.ts) with the
+ * text it had at the approval, and quotes that text in the conversation; or says why nothing starts.
+ */
+async function startApproved(
+  trigger: Trigger,
+  config: RepoConfig,
+  octokit: Octokit,
+  deps: IntakeDeps,
+  attempt: number,
+  log: Logger,
+): Promise<IntakeResult> {
+  const prefix = deps.settings.prefix;
+  const where: Where = { owner: trigger.repo.owner, repo: trigger.repo.name };
+  const conversation = issueKey(trigger.repo.id, trigger.issue.number);
+  const taken = await takeApproval(trigger, config, octokit, { redis: deps.redis, prefix }, conversation);
+  if (taken.kind === 'refused') {
+    await comment(octokit, deps, where, trigger.issue.number, taken.reply);
+    return ignored(log, taken.reason);
+  }
+  log.info(
+    {
+      approvedBy: trigger.sender.login,
+      requester: taken.request.sender.login,
+      covers: taken.approval.covers,
+    },
+    'request approved',
+  );
+  const result = await processTrigger(taken.request, deps, attempt, taken.approval);
+  const started = result.status === 'queued' || result.status === 'queued_after';
+  if (started && (await firstTime(deps.redis, `${prefix}:approval-quote:${trigger.deliveryId}`, 24 * 3600))) {
+    const quote = approvedQuote(taken.request, taken.approval, taken.editedBefore);
+    await comment(octokit, deps, where, trigger.issue.number, quote);
+  }
   return result;
 }
 
@@ -565,10 +561,89 @@ function hash(text: string): string {
   return (h >>> 0).toString(36);
 }
 
+type Answered =
+  | { readonly kind: 'answer'; readonly jobId: string; readonly text: string }
+  /** The issue's author, who cannot start jobs, answered: it waits for an approval like a request. */
+  | { readonly kind: 'needs_approval'; readonly jobId: string };
+
+/** An answer's text as a job carries it: hidden text removed, capped like an issue's body. */
+function answerText(trigger: Trigger): string {
+  return capIssueBody(stripHiddenText(trigger.comment?.body ?? '')).trim();
+}
+
+/** An approved answer (its text as approved) to the question of `jobId`; null when it says nothing. */
+function approvedAnswer(trigger: Trigger, jobId: string): Answered | null {
+  const text = answerText(trigger);
+  return text === '' ? null : { kind: 'answer', jobId, text };
+}
+
+/**
+ * The answer a trigger gives to the agent's question, if any: the approved one, or the first comment
+ * on an issue whose last job ended `needs_info` (commands are not answers; see answerOf).
+ */
+async function answerFor(
+  trigger: Trigger,
+  mentioned: { readonly instruction: string } | null,
+  approval: Approval | null,
+  config: RepoConfig,
+  octokit: Octokit,
+  deps: IntakeDeps,
+  log: Logger,
+): Promise<Answered | null> {
+  if (approval !== null) return approval.answers === null ? null : approvedAnswer(trigger, approval.answers);
+  const candidate =
+    trigger.kind === 'mention' &&
+    !trigger.issue.isPullRequest &&
+    trigger.issue.state === 'open' &&
+    trigger.comment !== undefined &&
+    (mentioned === null ||
+      (!STOP.test(mentioned.instruction) &&
+        !APPROVE.test(mentioned.instruction) &&
+        !EVALUATE.test(mentioned.instruction)));
+  return candidate ? answerOf(trigger, config, octokit, deps, log) : null;
+}
+
+/** Keeps an answer waiting for approval (as approve-request.ts covers it) and says so, once per question. */
+async function answerWaits(
+  trigger: Trigger,
+  config: RepoConfig,
+  octokit: Octokit,
+  deps: IntakeDeps,
+  jobId: string,
+): Promise<IntakeResult> {
+  const prefix = deps.settings.prefix;
+  const conversation = issueKey(trigger.repo.id, trigger.issue.number);
+  await storeRequest(
+    deps.redis,
+    prefix,
+    conversation,
+    { trigger, answers: jobId },
+    config.approvalDays * 86_400,
+  );
+  if (
+    await firstTime(
+      deps.redis,
+      `${prefix}:refused-answer:${conversation}:${trigger.sender.id}:${jobId}`,
+      24 * 3600,
+    )
+  ) {
+    await comment(
+      octokit,
+      deps,
+      { owner: trigger.repo.owner, repo: trigger.repo.name },
+      trigger.issue.number,
+      `Thanks for the answer, @${trigger.sender.login}. An answer is an instruction to me, and only people who can start jobs in this repository give me those, so it needs a maintainer's approval first. ${waitingReply(config, 'answer')}`,
+    );
+  }
+  return { status: 'refused', reason: `an answer by ${trigger.sender.login} waits for approval` };
+}
+
 /**
  * The answer a comment gives to the agent's question waiting on its issue, or null: nothing waits,
- * the commenter is neither the issue's author nor allowed to start jobs, or another comment answered
- * first. The text is the comment as delivered (hidden text removed, capped like an issue's body).
+ * the commenter is neither the issue's author nor allowed to start jobs, another comment answered
+ * first, or it says nothing. An answer by someone allowed to start jobs counts at once; the issue
+ * author's, when they may not, needs an approval (`needs_approval`). The text is the comment as
+ * delivered (hidden text removed, capped like an issue's body).
  */
 async function answerOf(
   trigger: Trigger,
@@ -576,7 +651,7 @@ async function answerOf(
   octokit: Octokit,
   deps: IntakeDeps,
   log: Logger,
-): Promise<{ readonly jobId: string; readonly text: string } | null> {
+): Promise<Answered | null> {
   const prefix = deps.settings.prefix;
   const target = issueKey(trigger.repo.id, trigger.issue.number);
   const pending = await pendingQuestion(deps.redis, prefix, target);
@@ -586,18 +661,24 @@ async function answerOf(
     trigger.issue.authorId !== undefined &&
     trigger.issue.authorId === trigger.sender.id &&
     trigger.sender.type !== 'Bot';
-  if (!byAuthor) {
-    const who = await mayTrigger(trigger, config, octokit, deps.botUserId);
-    if (who.allowed !== true) {
-      log.info({ sender: trigger.sender.login }, 'a comment on a question by someone who may not answer it');
-      return null;
+  const who = await mayTrigger(trigger, config, octokit, deps.botUserId);
+  if (who.allowed !== true) {
+    if (
+      byAuthor &&
+      answerText(trigger) !== '' &&
+      !(await isAnswered(deps.redis, prefix, target, pending.jobId))
+    ) {
+      log.info({ asked: pending.jobId, by: trigger.sender.login }, 'an answer that waits for approval');
+      return { kind: 'needs_approval', jobId: pending.jobId };
     }
+    log.info({ sender: trigger.sender.login }, 'a comment on a question by someone who may not answer it');
+    return null;
   }
   if (!(await claimAnswer(deps.redis, prefix, target, pending.jobId, trigger.deliveryId))) return null;
-  const text = capIssueBody(stripHiddenText(trigger.comment?.body ?? '')).trim();
+  const text = answerText(trigger);
   if (text === '') return null;
   log.info({ asked: pending.jobId, by: trigger.sender.login }, 'an answer to the agent’s question');
-  return { jobId: pending.jobId, text };
+  return { kind: 'answer', jobId: pending.jobId, text };
 }
 
 /** How many attempts a queued or running job makes (the repository's count when it cannot be read). */

@@ -79,6 +79,16 @@ export async function claimAnswer(
   return (await redis.get(key)) === deliveryId;
 }
 
+/** Whether the question of `jobId` was answered already (by an answer that counted, or an approved one). */
+export async function isAnswered(
+  redis: Redis,
+  prefix: string,
+  target: string,
+  jobId: string,
+): Promise<boolean> {
+  return (await redis.exists(answeredKey(prefix, target, jobId))) === 1;
+}
+
 /** Ends the wait for an answer on `target`: a stop, an unlabel, or a new request there came. */
 export async function clearQuestion(redis: Redis, prefix: string, target: string): Promise<void> {
   await redis.del(questionKey(prefix, target));

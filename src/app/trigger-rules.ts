@@ -185,8 +185,8 @@ export function buildFixJob(
   config: RepoConfig,
   instruction: string,
   reviewComments: readonly ReviewContext[],
-  /** A writer who approved this outsider's request (`@agent approve`), or null. */
-  approvedBy: { readonly login: string; readonly id: number } | null = null,
+  /** A writer who approved this outsider's request (`@agent approve`), and what they approved; or null. */
+  approvedBy: NonNullable<FixJob['trigger']['approvedBy']> | null = null,
 ): FixJob {
   const replyTo =
     trigger.kind === 'review_comment' && trigger.comment !== undefined

@@ -58,8 +58,13 @@ export const triggerSchema = z.object({
   }),
   sender: z.object({ login: z.string().min(1), id: z.number().int().positive(), type: z.string() }),
   label: z.string().optional(),
-  /** The text that may hold the mention: a comment's or a review's body. */
-  comment: z.object({ id: z.number().int().positive(), body: z.string() }).optional(),
+  /**
+   * The text that may hold the mention: a comment's or a review's body, and when GitHub says it was
+   * created (a review: submitted); absent in triggers queued by versions that did not keep it.
+   */
+  comment: z
+    .object({ id: z.number().int().positive(), body: z.string(), createdAt: z.string().optional() })
+    .optional(),
   reviewComment: z
     .object({
       path: z.string(),
@@ -168,6 +173,7 @@ const commentPayload = z.object({
   comment: z.object({
     id: z.number().int().positive(),
     body: z.string().nullable(),
+    created_at: z.string().optional(),
     performed_via_github_app: viaApp,
   }),
   repository,
@@ -185,6 +191,7 @@ const reviewCommentPayload = z.object({
     original_line: z.number().int().nullable().optional(),
     diff_hunk: z.string(),
     in_reply_to_id: z.number().int().optional(),
+    created_at: z.string().optional(),
     performed_via_github_app: viaApp,
   }),
   repository,
@@ -194,7 +201,12 @@ const reviewCommentPayload = z.object({
 const reviewPayload = z.object({
   action: z.literal('submitted'),
   pull_request: pullRequest,
-  review: z.object({ id: z.number().int().positive(), body: z.string().nullable(), state: z.string() }),
+  review: z.object({
+    id: z.number().int().positive(),
+    body: z.string().nullable(),
+    state: z.string(),
+    submitted_at: z.string().nullable().optional(),
+  }),
   repository,
   sender: user,
   installation,
@@ -278,7 +290,7 @@ function parseAny(
         ...common(p.data),
         kind: 'mention',
         issue: issueOf(p.data.issue),
-        comment: { id: p.data.comment.id, body },
+        comment: { id: p.data.comment.id, body, ...createdAt(p.data.comment.created_at) },
       },
     };
   }
@@ -295,7 +307,7 @@ function parseAny(
         ...common(p.data),
         kind: 'review_comment',
         issue: pullOf(p.data.pull_request),
-        comment: { id: c.id, body: c.body },
+        comment: { id: c.id, body: c.body, ...createdAt(c.created_at) },
         reviewComment: {
           path: c.path,
           line: c.line ?? c.original_line ?? null,
@@ -316,7 +328,7 @@ function parseAny(
         ...common(p.data),
         kind: 'review',
         issue: pullOf(p.data.pull_request),
-        comment: { id: p.data.review.id, body },
+        comment: { id: p.data.review.id, body, ...createdAt(p.data.review.submitted_at) },
       },
     };
   }
@@ -382,6 +394,10 @@ function parseAny(
     };
   }
   return { ok: false, reason: `event ${event} is not handled` };
+}
+
+function createdAt(at: string | null | undefined): { createdAt?: string } {
+  return at === null || at === undefined ? {} : { createdAt: at };
 }
 
 function pullOf(p: z.infer<typeof pullRequest>): Trigger['issue'] {

@@ -70,8 +70,23 @@ export const fixJobSchema = z.object({
     deliveryId: z.string(),
     sender: z.object({ login: z.string(), id: z.number().int() }),
     commentId: z.number().int().positive().nullable(),
-    /** For an outsider's request started by `@agent approve`: who approved it. */
-    approvedBy: z.object({ login: z.string(), id: z.number().int() }).nullable().optional(),
+    /**
+     * For an outsider's request (or answer) started by `@agent approve`: who approved it, and what
+     * exactly: the request's comment and the sha256 of its text as approved (the text the job's
+     * instructions or answer carry), and when the approve comment was created. Absent `covers`
+     * and `at`: queued by a version that did not record them.
+     */
+    approvedBy: z
+      .object({
+        login: z.string(),
+        id: z.number().int(),
+        covers: z
+          .object({ commentId: z.number().int().positive(), digest: z.string().regex(/^[0-9a-f]{64}$/) })
+          .optional(),
+        at: z.string().optional(),
+      })
+      .nullable()
+      .optional(),
     /** Where the final answer goes: the PR conversation, or the review thread that asked. */
     replyTo: z
       .object({ kind: z.enum(['conversation', 'review_thread']), commentId: z.number().int().positive() })

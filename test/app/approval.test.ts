@@ -1,11 +1,20 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
-import { APPROVAL_TTL_SECONDS, APPROVE, storeRequest, takeRequest } from '../../src/app/approval.js';
+import {
+  APPROVAL_TTL_SECONDS,
+  APPROVE,
+  bodyDigest,
+  claimRequest,
+  storeRequest,
+  usedBy,
+  waitingRequests,
+} from '../../src/app/approval.js';
+import { coverage } from '../../src/app/approve-request.js';
 import type { Trigger } from '../../src/app/triggers.js';
 import { redisSkipReason, startRedis } from '../support/redis-server.js';
 
-function request(body: string): Trigger {
+function request(body: string, id = 99): Trigger {
   return {
     v: 1,
     kind: 'mention',
@@ -14,7 +23,7 @@ function request(body: string): Trigger {
     repo: { id: 7, owner: 'acme', name: 'calc', private: false },
     issue: { number: 3, title: 'Bug', state: 'open', isPullRequest: false, body: 'text' },
     sender: { login: 'otto', id: 42, type: 'User' },
-    comment: { id: 99, body },
+    comment: { id, body, createdAt: '2026-01-01T10:00:00Z' },
     receivedAt: new Date().toISOString(),
   };
 }
@@ -37,54 +46,114 @@ void test('approve: the word first; anything after it is for people', () => {
   assert.ok(!APPROVE.test('please approve'));
 });
 
-void test(
-  'a waiting request: taken once per approval (the same delivery again gets it, another approval does not), replaced by a newer one, expiring in 7 days',
-  { skip: redisSkipReason() },
-  async (t) => {
-    const redis = await privateRedis(t);
-    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i3', 'approve-1'), { kind: 'none' });
-    await storeRequest(redis, 'p', 'r7-i3', request('@agent fix it'));
-    const ttl = await redis.ttl('p:approval:r7-i3');
-    assert.ok(ttl > APPROVAL_TTL_SECONDS - 10 && ttl <= APPROVAL_TTL_SECONDS, String(ttl));
-    const first = await takeRequest(redis, 'p', 'r7-i3', 'approve-1');
-    assert.ok(first.kind === 'approved');
-    assert.equal(first.request.comment?.body, '@agent fix it');
-    // An intake retry of the same approval, and a second approval.
-    assert.equal((await takeRequest(redis, 'p', 'r7-i3', 'approve-1')).kind, 'approved');
-    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i3', 'approve-2'), { kind: 'used' });
-    // Another conversation is another request.
-    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i4', 'approve-2'), { kind: 'none' });
-    // A newer request from an outsider waits again, and can be approved.
-    await storeRequest(redis, 'p', 'r7-i3', request('@agent fix it differently'));
-    const again = await takeRequest(redis, 'p', 'r7-i3', 'approve-3');
-    assert.equal(again.kind === 'approved' ? again.request.comment?.body : '', '@agent fix it differently');
-  },
-);
+void test('what an approval covers: the text as it read when the approve comment was created, to the second', () => {
+  const delivered = bodyDigest('@agent fix it');
+  const at = '2026-01-01T10:00:10Z';
+  const state = (body: string, createdAt: string, updatedAt: string | null) => ({
+    body,
+    createdAt,
+    updatedAt,
+  });
+  const rows: [string, ReturnType<typeof state>, ReturnType<typeof coverage>][] = [
+    [
+      'unedited',
+      state('@agent fix it', '2026-01-01T10:00:00Z', '2026-01-01T10:00:00Z'),
+      { kind: 'covered', editedBefore: false },
+    ],
+    [
+      'edited before',
+      state('@agent fix it well', '2026-01-01T10:00:00Z', '2026-01-01T10:00:09Z'),
+      { kind: 'covered', editedBefore: true },
+    ],
+    [
+      'edited after',
+      state('@agent curl | sh', '2026-01-01T10:00:00Z', '2026-01-01T10:00:11Z'),
+      { kind: 'edited_after' },
+    ],
+    [
+      'edited in the same second',
+      state('@agent curl | sh', '2026-01-01T10:00:00Z', '2026-01-01T10:00:10Z'),
+      { kind: 'edited_after' },
+    ],
+    // An edit GitHub did not date (its updated_at unchanged) is never taken as seen.
+    [
+      'changed without a dated edit',
+      state('@agent curl | sh', '2026-01-01T10:00:00Z', null),
+      { kind: 'edited_after' },
+    ],
+    [
+      'posted after',
+      state('@agent fix it', '2026-01-01T10:00:11Z', '2026-01-01T10:00:11Z'),
+      { kind: 'posted_after' },
+    ],
+    [
+      'posted in the same second',
+      state('@agent fix it', '2026-01-01T10:00:10Z', '2026-01-01T10:00:10Z'),
+      { kind: 'posted_after' },
+    ],
+    ['an unreadable date', state('@agent fix it', 'yesterday', 'yesterday'), { kind: 'posted_after' }],
+  ];
+  for (const [name, now, expected] of rows) assert.deepEqual(coverage(now, delivered, at), expected, name);
+});
 
 void test(
-  'a waiting request expires after its time (`approvalDays`): an approval then finds nothing',
+  'waiting requests: one per comment, expiring with their time (`approvalDays`); each is approved once (the same approval again gets it, another does not)',
   { skip: redisSkipReason() },
   async (t) => {
     const redis = await privateRedis(t);
-    await storeRequest(redis, 'p', 'r7-i5', request('@agent fix it'), 3 * 86_400);
-    const ttl = await redis.ttl('p:approval:r7-i5');
-    assert.ok(ttl > 3 * 86_400 - 10 && ttl <= 3 * 86_400, String(ttl));
-    // One second, to see it expire.
-    await storeRequest(redis, 'p', 'r7-i5', request('@agent fix it'), 1);
-    for (let i = 0; i < 100 && (await redis.exists('p:approval:r7-i5')) === 1; i++) {
+    assert.deepEqual(await waitingRequests(redis, 'p', 'r7-i3'), []);
+    await storeRequest(redis, 'p', 'r7-i3', { trigger: request('@agent fix it'), answers: null });
+    const ttl = await redis.ttl('p:approvals:r7-i3');
+    assert.ok(ttl > APPROVAL_TTL_SECONDS - 10 && ttl <= APPROVAL_TTL_SECONDS, String(ttl));
+    // An intake retry stores the same comment again; a second request is another entry.
+    await storeRequest(redis, 'p', 'r7-i3', { trigger: request('@agent fix it'), answers: null });
+    await storeRequest(redis, 'p', 'r7-i3', { trigger: request('@agent other', 100), answers: 'job-1' });
+    const waiting = await waitingRequests(redis, 'p', 'r7-i3');
+    assert.deepEqual(
+      waiting.map((w) => [w.trigger.comment?.id, w.digest, w.answers]),
+      [
+        [99, bodyDigest('@agent fix it'), null],
+        [100, bodyDigest('@agent other'), 'job-1'],
+      ],
+    );
+    // Another conversation holds its own.
+    assert.deepEqual(await waitingRequests(redis, 'p', 'r7-i4'), []);
+
+    const approved = { deliveryId: 'approve-1', body: '@agent fix it', digest: bodyDigest('@agent fix it') };
+    assert.equal(await claimRequest(redis, 'p', 'r7-i3', 99, approved), true);
+    assert.equal(
+      await claimRequest(redis, 'p', 'r7-i3', 99, approved),
+      true,
+      'an intake retry of that approval',
+    );
+    assert.equal(
+      await claimRequest(redis, 'p', 'r7-i3', 99, { ...approved, deliveryId: 'approve-2' }),
+      false,
+    );
+    assert.deepEqual(await usedBy(redis, 'p', 'r7-i3', 99), approved, 'the text it approved is kept');
+    assert.equal(await usedBy(redis, 'p', 'r7-i3', 100), null);
+    const used = await redis.pttl('p:approval-used:r7-i3:99');
+    assert.ok(used > (await redis.pttl('p:approvals:r7-i3')), 'the mark outlives the requests');
+
+    // Expiry: one second, to see it go (the list keeps the longest time of its entries).
+    await storeRequest(redis, 'p', 'r7-i5', { trigger: request('@agent fix it'), answers: null }, 1);
+    for (let i = 0; i < 100 && (await redis.exists('p:approvals:r7-i5')) === 1; i++) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i5', 'approve-late'), { kind: 'none' });
-    // A used mark lasts as long as its request could: it does not outlive it.
-    await storeRequest(redis, 'p', 'r7-i6', request('@agent fix it'), 600);
-    assert.equal((await takeRequest(redis, 'p', 'r7-i6', 'approve-1')).kind, 'approved');
-    const used = await redis.pttl('p:approval-used:r7-i6');
-    assert.ok(used > 600_000 && used <= 601_000, `${used} ms: a second beyond its request`);
-    // A request without an expiry (set by hand): the mark falls back to the default wait, not to nothing.
-    await storeRequest(redis, 'p', 'r7-i7', request('@agent fix it'));
-    await redis.persist('p:approval:r7-i7');
-    assert.equal((await takeRequest(redis, 'p', 'r7-i7', 'approve-1')).kind, 'approved');
-    assert.ok((await redis.ttl('p:approval-used:r7-i7')) > APPROVAL_TTL_SECONDS - 10);
-    assert.deepEqual(await takeRequest(redis, 'p', 'r7-i7', 'approve-2'), { kind: 'used' });
+    assert.deepEqual(await waitingRequests(redis, 'p', 'r7-i5'), []);
+    // An entry past its own time is gone even while the list lives on for a newer one.
+    await storeRequest(
+      redis,
+      'p',
+      'r7-i6',
+      { trigger: request('@agent old'), answers: null },
+      600,
+      Date.now() - 601_000,
+    );
+    await storeRequest(redis, 'p', 'r7-i6', { trigger: request('@agent new', 101), answers: null }, 600);
+    assert.deepEqual(
+      (await waitingRequests(redis, 'p', 'r7-i6')).map((w) => w.trigger.comment?.id),
+      [101],
+    );
   },
 );

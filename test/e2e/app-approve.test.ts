@@ -10,9 +10,10 @@ const REPO = 'calc';
 
 /**
  * `@agent approve` through the whole App: an outsider's request waits for a maintainer; a reader
- * cannot approve it; a writer's approval starts it once, from the request's text at the approval
- * (an edit before it is what runs, an edit afterwards never reaches the model); approving again
- * starts nothing.
+ * cannot approve it; a writer's approval starts it once, from the request's text when the approve
+ * comment was created (an edit before it is what runs and is quoted back, an edit afterwards never
+ * reaches the model); approving again starts nothing. The races around the approval (an edit or a
+ * new request just after it, an outsider's answer later) are in test/app/approval-binding.test.ts.
  */
 test(
   'App: an outsider’s request is told how to be approved; a reader’s approve is refused; a writer’s runs it with the text as approved; a second approve starts nothing',
@@ -68,7 +69,9 @@ test(
     assert.doesNotMatch(bot()[1]?.body ?? '', /can approve this request/);
 
     // The outsider edits the request before anyone approves it: the approval takes it as it reads then.
+    // (GitHub dates comments in whole seconds: the approval comes a second later, not in the same one.)
     sim.editComment(OWNER, REPO, request, '@agent please fix the rounding (ORIGINAL-REQUEST)');
+    sim.advanceClock(1000);
 
     // A writer approves: the job starts (its progress comment), and only then the outsider edits.
     await sim.comment(OWNER, REPO, issue, 'maria', '@agent approve');
@@ -87,6 +90,10 @@ test(
     const progress = bot().find((c) => c.body.startsWith('<!-- issue-agent:progress'));
     assert.match(progress?.body ?? '', /requested by `otto`, approved by `maria`/);
     assert.match(sim.pulls(OWNER, REPO)[0]?.body ?? '', /Requested by `otto`.*approved by `maria`/);
+    // What was approved is quoted back, literally.
+    const quote = bot().find((c) => c.body.startsWith('Approved by `maria`'))?.body ?? '';
+    assert.match(quote, /```text\n@agent please fix the rounding \(ORIGINAL-REQUEST\)\n```/);
+    assert.match(quote, /it had been edited before that/);
     const jobId = /job=([A-Za-z0-9-]+)/.exec(progress?.body ?? '')?.[1] ?? '';
     const res = await fetch(`${pipeline.appUrl}/api/runs/${jobId}`, {
       headers: { authorization: `Bearer ${pipeline.adminToken}` },

@@ -98,8 +98,18 @@ test(
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.equal(progress().length, 1);
 
-    // The author answers, without mentioning the App: the same conversation continues.
+    // The author answers, without mentioning the App. otto cannot start jobs: the maintainer's label
+    // approved the issue's text, not an answer written later, so the answer waits for its own
+    // approval; once approved, the same conversation continues.
     await sim.comment(OWNER, REPO, issue, 'otto', 'Yes to both: round half away from zero (ANSWER-MARK).');
+    await sim.waitFor(
+      () => bot().some((c) => c.body.includes("needs a maintainer's approval")),
+      30_000,
+      () => `the approval request\n${pipeline.logs()}`,
+    );
+    assert.equal(progress().length, 1, 'an unapproved answer starts nothing');
+    sim.advanceClock(1000);
+    await sim.comment(OWNER, REPO, issue, 'maria', '@agent approve');
     await sim.waitFor(
       () => sim.pulls(OWNER, REPO).length === 1,
       180_000,

@@ -7,6 +7,7 @@ import { IncomingMessage } from 'node:http';
 import { Socket } from 'node:net';
 import { safeNext, SESSION_COOKIE, Sessions } from '../../src/server/auth.js';
 import type { RunSummary } from '../../src/server/runs.js';
+import { tallied } from '../support/attack-log.js';
 import { makeFixtureRepo, type FixtureRepo } from '../support/fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
 import {
@@ -22,12 +23,19 @@ import {
 
 type Started = Awaited<ReturnType<typeof startServer>>;
 
-/** Pulls `name=value` of each Set-Cookie header into a Cookie header value. */
+/**
+ * One probe of the run server's authorization battery (real OAuth sessions against the GitHub
+ * simulator): an attack, tallied with the attack suite, that passes when the server refuses it.
+ */
+function probe(name: string, fn: () => Promise<void>): Promise<void> {
+  return tallied(`run server authorization: ${name}`, fn);
+}
 
 /**
  * Must-show 2: nothing is readable without a valid token or session, and a person signed in with
  * GitHub (the real OAuth web flow against the GitHub simulator) sees only runs of repositories their
- * own token can read.
+ * own token can read. The probes of the authorization battery (other repositories' runs, cancel and
+ * start, cross-site requests, `next=` redirects, callback replay, login CSRF) are tallied as attacks.
  */
 describe('run server: authentication and per-user access', () => {
   let workDir: string;
@@ -178,6 +186,15 @@ describe('run server: authentication and per-user access', () => {
 
   /** The browser's part of the web flow: login → GitHub's authorize page → callback. */
   const signIn = (login: string, next: string) => signInWithGitHub(server.url, sim, login, next);
+  const status = async (method: string, path: string, headers: Record<string, string>, body?: string) =>
+    (
+      await fetch(`${server.url}${path}`, {
+        method,
+        headers,
+        redirect: 'manual',
+        ...(body === undefined ? {} : { body }),
+      })
+    ).status;
 
   it('2. a user signed in with GitHub sees only runs of repositories they can read (404 elsewhere)', async () => {
     const { cookie, location } = await signIn('maria', '/runs/run-calc');
@@ -187,37 +204,61 @@ describe('run server: authentication and per-user access', () => {
     assert.equal(me.login, 'maria');
     assert.equal(me.admin, false);
     assert.doesNotMatch(JSON.stringify(me), /ghu_/, 'the user token stays on the server');
-    const list = (await (await fetch(`${server.url}/api/runs`, { headers })).json()) as {
-      runs: RunSummary[];
-    };
-    assert.deepEqual(
-      list.runs.map((r) => r.id),
-      ['run-calc'],
-    );
     assert.equal((await fetch(`${server.url}/api/runs/run-calc`, { headers })).status, 200);
-    for (const path of ['', '/events', '/stream']) {
-      const res = await fetch(`${server.url}/api/runs/run-vault${path}`, { headers });
-      assert.equal(res.status, 404, `run-vault${path}`);
-    }
-    assert.equal(
-      (await fetch(`${server.url}/api/runs/run-vault/cancel`, { method: 'POST', headers })).status,
-      404,
+    await probe("another repository's run, its events and its stream", async () => {
+      for (const path of ['', '/events', '/stream'])
+        assert.equal(await status('GET', `/api/runs/run-vault${path}`, headers), 404, `run-vault${path}`);
+    });
+    await probe("another repository's trajectory file", async () => {
+      assert.equal(await status('GET', '/issue-agent/runs/run-vault/trajectory.json', headers), 404);
+    });
+    await probe('a run of an earlier repository of the same name (deleted or renamed away)', async () => {
+      for (const path of ['', '/events', '/stream'])
+        assert.equal(
+          await status('GET', `/api/runs/run-old-calc${path}`, headers),
+          404,
+          `run-old-calc${path}`,
+        );
+    });
+    await probe("the runs list leaves other repositories' runs out", async () => {
+      const list = (await (await fetch(`${server.url}/api/runs`, { headers })).json()) as {
+        runs: RunSummary[];
+      };
+      assert.deepEqual(
+        list.runs.map((r) => r.id),
+        ['run-calc'],
+      );
+    });
+    await probe("the live runs list leaves other repositories' runs out", async () => {
+      const c = new AbortController();
+      const res = await fetch(`${server.url}/api/runs/stream`, { headers, signal: c.signal });
+      const got = await readSse(res, (m) => m.length >= 1, c);
+      assert.deepEqual(
+        got.map((m) => (JSON.parse(m.data) as RunSummary).id),
+        ['run-calc'],
+      );
+    });
+    await probe("cancelling another repository's run", async () => {
+      assert.equal(await status('POST', '/api/runs/run-vault/cancel', headers), 404);
+    });
+    await probe(
+      "starting a run in another repository (even one the user's token can see nothing of)",
+      async () => {
+        const start = (repo: string) =>
+          status(
+            'POST',
+            '/api/runs',
+            { ...headers, 'content-type': 'application/json' },
+            JSON.stringify({ repo, issue: 2 }),
+          );
+        assert.equal(await start('acme/vault'), 404);
+        assert.equal(await start('acme/no-such-repo'), 404);
+      },
     );
-    assert.equal(
-      (await fetch(`${server.url}/issue-agent/runs/run-vault/trajectory.json`, { headers })).status,
-      404,
-    );
-    // The live list leaves it out too.
-    const c = new AbortController();
-    const res = await fetch(`${server.url}/api/runs/stream`, { headers, signal: c.signal });
-    const got = await readSse(res, (m) => m.length >= 1, c);
-    assert.deepEqual(
-      got.map((m) => (JSON.parse(m.data) as RunSummary).id),
-      ['run-calc'],
-    );
-    // Admin-only routes stay closed to a person.
-    assert.equal((await fetch(`${server.url}/metrics`, { headers })).status, 401);
-    assert.equal((await fetch(`${server.url}/admin/queues`, { headers })).status, 403);
+    await probe('a person on the admin-only routes (metrics, bull-board)', async () => {
+      assert.equal(await status('GET', '/metrics', headers), 401);
+      assert.equal(await status('GET', '/admin/queues', headers), 403);
+    });
     assert.deepEqual(sim.violations, []);
     assert.deepEqual(sim.responseViolations, []);
   });
@@ -225,23 +266,50 @@ describe('run server: authentication and per-user access', () => {
   it('a reader cannot cancel or start runs (403); someone with no access gets 404', async () => {
     const { cookie } = await signIn('bob', '/');
     const headers = { cookie, 'content-type': 'application/json' };
-    assert.equal((await fetch(`${server.url}/api/runs/run-calc`, { headers })).status, 200);
-    assert.equal(
-      (await fetch(`${server.url}/api/runs/run-calc/cancel`, { method: 'POST', headers })).status,
-      403,
-    );
-    const start = await fetch(`${server.url}/api/runs`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ repo: 'acme/calc', issue: 1 }),
+    assert.equal(await status('GET', '/api/runs/run-calc', headers), 200);
+    await probe('a reader cancels a run of a repository they can only read', async () => {
+      assert.equal(await status('POST', '/api/runs/run-calc/cancel', headers), 403);
     });
-    assert.equal(start.status, 403);
-    const hidden = await fetch(`${server.url}/api/runs`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ repo: 'acme/vault', issue: 1 }),
+    await probe('a reader starts a run in a repository they can only read', async () => {
+      const body = JSON.stringify({ repo: 'acme/calc', issue: 1 });
+      assert.equal(await status('POST', '/api/runs', headers, body), 403);
     });
-    assert.equal(hidden.status, 404);
+    await probe('someone without access starts a run there', async () => {
+      const body = JSON.stringify({ repo: 'acme/vault', issue: 1 });
+      assert.equal(await status('POST', '/api/runs', headers, body), 404);
+    });
+  });
+
+  it('a signed-in writer’s session does not carry a request from another site', async () => {
+    const { cookie } = await signIn('maria', '/');
+    const json = { cookie, 'content-type': 'application/json' };
+    const start = JSON.stringify({ repo: 'acme/calc', issue: 1 });
+    await probe('a cross-site cancel (Origin of another site)', async () => {
+      assert.equal(
+        await status('POST', '/api/runs/run-calc/cancel', { cookie, origin: 'https://evil.example' }),
+        403,
+      );
+    });
+    await probe('a cross-site cancel (Sec-Fetch-Site: cross-site, no Origin)', async () => {
+      assert.equal(
+        await status('POST', '/api/runs/run-calc/cancel', { cookie, 'sec-fetch-site': 'cross-site' }),
+        403,
+      );
+    });
+    await probe('a cross-site start from an opaque origin (Origin: null, a sandboxed frame)', async () => {
+      assert.equal(await status('POST', '/api/runs', { ...json, origin: 'null' }, start), 403);
+    });
+    await probe('a cross-site start as a simple form post (text/plain, no preflight)', async () => {
+      const form = { cookie, 'content-type': 'text/plain', origin: 'https://evil.example' };
+      assert.equal(await status('POST', '/api/runs', form, start), 403);
+    });
+    await probe('a cross-site start from a look-alike host (same name as a prefix)', async () => {
+      const host = new URL(server.url).host;
+      assert.equal(
+        await status('POST', '/api/runs', { ...json, origin: `http://${host}.evil.example` }, start),
+        403,
+      );
+    });
   });
 
   it('refuses a callback whose state is not this browser’s, or is used twice', async () => {
@@ -257,29 +325,76 @@ describe('run server: authentication and per-user access', () => {
         redirect: 'manual',
         ...(cookie === undefined ? {} : { headers: { cookie } }),
       });
-    // No cookie (another browser), a different state, a state of another login attempt.
-    assert.equal((await callback(`code=${code}&state=${state}`)).status, 400);
-    assert.equal((await callback(`code=${code}&state=x${state}`, stateCookie)).status, 400);
-    const other = cookiesOf(await fetch(`${server.url}/auth/github/login`, { redirect: 'manual' }));
-    assert.equal((await callback(`code=${code}&state=${state}`, other)).status, 400);
+    await probe('a callback from another browser (no state cookie)', async () => {
+      assert.equal((await callback(`code=${code}&state=${state}`)).status, 400);
+    });
+    await probe('a callback with a state this browser did not start', async () => {
+      assert.equal((await callback(`code=${code}&state=x${state}`, stateCookie)).status, 400);
+    });
+    await probe("a callback with the state of this browser's other sign-in", async () => {
+      const other = cookiesOf(await fetch(`${server.url}/auth/github/login`, { redirect: 'manual' }));
+      assert.equal((await callback(`code=${code}&state=${state}`, other)).status, 400);
+    });
     // The right pair (none of the tries above matched it, so it is unspent) works once; a replay fails.
     assert.equal((await callback(`code=${code}&state=${state}`, stateCookie)).status, 302);
-    assert.equal((await callback(`code=${code}&state=${state}`, stateCookie)).status, 400);
+    await probe('a callback replayed', async () => {
+      const again = await callback(`code=${code}&state=${state}`, stateCookie);
+      assert.equal(again.status, 400);
+      assert.doesNotMatch(again.headers.getSetCookie().join('\n'), /ia_session=[^;]/);
+    });
+    await probe('a spent code with a fresh state of this browser', async () => {
+      const fresh = await fetch(`${server.url}/auth/github/login?next=/`, { redirect: 'manual' });
+      const freshState = new URL(fresh.headers.get('location') ?? '').searchParams.get('state') ?? '';
+      const res = await callback(`code=${code}&state=${freshState}`, cookiesOf(fresh));
+      assert.notEqual(res.status, 302);
+      assert.doesNotMatch(res.headers.getSetCookie().join('\n'), /ia_session=[^;]/);
+    });
+  });
+
+  it('login CSRF: an attacker’s sign-in cannot be finished in someone else’s browser', async () => {
+    await probe(
+      "the attacker's code and state, delivered to a victim's browser in the middle of its own sign-in",
+      async () => {
+        // The attacker signs in as themselves up to GitHub's redirect, and stops there.
+        const theirs = await fetch(`${server.url}/auth/github/login?next=/`, { redirect: 'manual' });
+        sim.oauth.authorizeAs('bob');
+        const approved = new URL(
+          (await fetch(theirs.headers.get('location') ?? '', { redirect: 'manual' })).headers.get(
+            'location',
+          ) ?? '',
+        );
+        // The victim has started a sign-in of their own (their browser holds its state cookie).
+        const victim = cookiesOf(
+          await fetch(`${server.url}/auth/github/login?next=/`, { redirect: 'manual' }),
+        );
+        const res = await fetch(`${server.url}/auth/github/callback${approved.search}`, {
+          redirect: 'manual',
+          headers: { cookie: victim },
+        });
+        assert.equal(res.status, 400);
+        assert.doesNotMatch(res.headers.getSetCookie().join('\n'), /ia_session=[^;]/);
+      },
+    );
   });
 
   it('never redirects off-site after sign-in', async () => {
-    for (const next of [
-      '//evil.example/x',
-      'https://evil.example/',
-      '/\\evil.example',
-      'javascript:alert(1)',
+    const offSite: readonly (readonly [string, readonly string[]])[] = [
+      ['a protocol-relative `next`', ['//evil.example/x']],
+      ['an absolute `next`', ['https://evil.example/', 'javascript:alert(1)']],
+      ['a backslash `next` (browsers read `/\\` as `//`)', ['/\\evil.example']],
       // Normalised into `//evil.example` by URL parsing: the result is checked, not only the input.
-      '/.//evil.example',
-      '/..//evil.example',
-      '/%2e//evil.example',
-    ]) {
-      const { location } = await signIn('maria', next);
-      assert.equal(location, '/', next);
+      [
+        'a `next` that normalises to another host',
+        ['/.//evil.example', '/..//evil.example', '/%2e//evil.example'],
+      ],
+    ];
+    for (const [name, nexts] of offSite) {
+      await probe(`a sign-in redirect to another site: ${name}`, async () => {
+        for (const next of nexts) {
+          const { location } = await signIn('maria', next);
+          assert.equal(location, '/', next);
+        }
+      });
     }
     assert.equal(safeNext('/runs/abc?x=1#y'), '/runs/abc?x=1#y');
     assert.equal(safeNext('//evil'), '/');

@@ -9,7 +9,10 @@ const EVENTS_PER_READ = 500;
 /**
  * A run's events and the live views: pages of events (`after`, `limit`), a run's live stream
  * (resumable from `Last-Event-ID`, ends with `end` once the run is finished and every event was
- * sent), and the stream of run summaries for the list. A stream closes when its session ends.
+ * sent), and the stream of run summaries for the list. A stream closes when its session ends. Access
+ * is asked again as the other routes ask it (ServerContext.access, cached per session for
+ * `accessCacheMs`): the list leaves out runs of repositories the reader lost, and a run's stream
+ * closes before it sends anything more once its reader may no longer see the run.
  */
 export function streamRoutes(ctx: ServerContext): Route[] {
   const { index, json, log, redactor, sessions, streams } = ctx;
@@ -85,7 +88,13 @@ export function streamRoutes(ctx: ServerContext): Route[] {
         let busy = false;
         let again = false;
         const pumpOnce = async (): Promise<void> => {
-          if (!sessions.isLive(p)) {
+          // Asked before anything is read, so nothing is sent past the reader's access.
+          const known = index.get(id);
+          const visible =
+            known !== undefined &&
+            sessions.isLive(p) &&
+            (await ctx.access(p, known.repo, ctx.repoIdOf(id))) !== 'none';
+          if (!visible) {
             sse.close();
             return;
           }

@@ -999,6 +999,17 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
       );
     },
   },
+  'pulls/get-review-comment': {
+    auth: 'installation',
+    needs: PULLS_READ,
+    run(ctx, host) {
+      const repo = repoOf(ctx, host);
+      const comment = host.world.reviewComments.get(numberParam(ctx, 'comment_id'));
+      const issue = comment === undefined ? undefined : repo.issues.get(comment.issueNumber);
+      if (comment?.repo !== repo || issue === undefined) throw notFound();
+      return ok(host.wire.reviewComment(issue, comment));
+    },
+  },
   'pulls/create-reply-for-review-comment': {
     auth: 'installation',
     needs: PULLS_WRITE,

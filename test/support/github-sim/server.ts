@@ -379,9 +379,13 @@ class Simulator implements GitHubSim {
     return issueSnapshot(issue);
   }
 
+  advanceClock(ms: number): void {
+    this.world.advanceClock(ms);
+  }
+
   editComment(owner: string, repo: string, commentId: number, body: string): void {
     const record = this.world.requireRepo(owner, repo);
-    const comment = this.world.comments.get(commentId);
+    const comment = this.world.comments.get(commentId) ?? this.world.reviewComments.get(commentId);
     if (comment?.repo !== record) throw new Error(`github-sim: no comment ${commentId} in ${owner}/${repo}`);
     this.world.editComment(comment, body);
   }

@@ -189,6 +189,18 @@ export class World {
   readonly reviewComments = new Map<number, ReviewCommentRecord>();
   readonly checkRuns = new Map<number, CheckRunRecord>();
   private readonly sequences = new Map<string, number>();
+  /** How far the comment clock runs ahead of the real one (GitHubSim.advanceClock). */
+  private clockOffsetMs = 0;
+
+  /** The time comments are created and edited at: GitHub's whole seconds, on the simulator's clock. */
+  now(): string {
+    return isoNow(Date.now() + this.clockOffsetMs);
+  }
+
+  advanceClock(ms: number): void {
+    if (!(ms >= 0)) throw new Error('github-sim: the clock only moves forward');
+    this.clockOffsetMs += ms;
+  }
 
   nextId(
     kind:
@@ -282,7 +294,7 @@ export class World {
   }
 
   addComment(issue: IssueRecord, user: UserRecord, body: string): CommentRecord {
-    const now = isoNow();
+    const now = this.now();
     const comment: CommentRecord = {
       id: this.nextId('comment'),
       repo: issue.repo,
@@ -303,7 +315,7 @@ export class World {
   editComment(comment: CommentRecord, body: string): void {
     comment.body = body;
     comment.edits.push(body);
-    comment.updatedAt = isoNow();
+    comment.updatedAt = this.now();
   }
 
   deleteComment(comment: CommentRecord): void {
@@ -345,7 +357,7 @@ export class World {
   ): ReviewCommentRecord {
     const pull = issue.pull;
     if (pull === null) throw new Error(`github-sim: #${issue.number} is not a pull request`);
-    const now = isoNow();
+    const now = this.now();
     const review: ReviewRecord = {
       id: this.nextId('review'),
       user,

@@ -426,8 +426,14 @@ export interface GitHubSim {
     author: string,
     body: string,
   ): Promise<{ commentId: number; delivery: DeliveryResult }>;
-  /** Edits a conversation comment as its author would (no webhook is sent). */
+  /** Edits a conversation or review comment as its author would (no webhook is sent). */
   editComment(owner: string, repo: string, commentId: number, body: string): void;
+  /**
+   * Moves the clock that dates comments (created_at, updated_at; a review comment's review) forward
+   * by `ms`. GitHub dates them in whole seconds; a test that needs two of them in a known order
+   * moves the clock rather than waiting for the seconds to pass.
+   */
+  advanceClock(ms: number): void;
   /** Labels the issue and delivers issues.labeled (pull_request.labeled for a pull request, as GitHub does). */
   label(owner: string, repo: string, issue: number, label: string, sender: string): Promise<DeliveryResult>;
   /** Faults are matched in the order injected and answered before routing and authentication. */
