@@ -30,7 +30,7 @@ import { Redactor } from './redact.js';
 
 export { findProgressMarker } from './markers.js';
 
-interface ProgressCommon {
+export interface ProgressCommon {
   readonly jobId: string;
   /** Where to follow the job (logs, a run page): a URL is linked, other text shown as is. */
   readonly runLink?: string;
@@ -40,7 +40,12 @@ interface ProgressCommon {
    */
   readonly environment?: string;
   /** An outsider's request a maintainer approved (`@agent approve`): shown under every state. */
-  readonly approval?: { readonly requestedBy: string; readonly approvedBy: string };
+  readonly approval?: {
+    readonly requestedBy: string;
+    readonly approvedBy: string;
+    /** The request the approval covers (its comment and the digest of its text when approved). */
+    readonly covers?: { readonly commentId: number; readonly digest: string } | undefined;
+  };
   /** An automatic round fixing the App's PR's failing CI: which, of at most how many. */
   readonly ciRound?: {
     readonly round: number;
@@ -248,7 +253,11 @@ export function renderProgress(
   if (p.approval !== undefined) {
     // Logins without `@`: the footer names people, it does not notify them on every edit.
     footer.push(
-      `requested by ${codeSpan(truncateEnd(p.approval.requestedBy, 100))}, approved by ${codeSpan(truncateEnd(p.approval.approvedBy, 100))}`,
+      `requested by ${codeSpan(truncateEnd(p.approval.requestedBy, 100))}, approved by ${codeSpan(truncateEnd(p.approval.approvedBy, 100))}${
+        p.approval.covers === undefined
+          ? ''
+          : ` (comment ${p.approval.covers.commentId} as it read then, sha256 ${codeSpan(p.approval.covers.digest.slice(0, 12))})`
+      }`,
     );
   }
   if (p.runLink !== undefined) {

@@ -216,7 +216,11 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     rt.progressIntervalMs,
     p.trigger.approvedBy == null
       ? undefined
-      : { requestedBy: p.trigger.sender.login, approvedBy: p.trigger.approvedBy.login },
+      : {
+          requestedBy: p.trigger.sender.login,
+          approvedBy: p.trigger.approvedBy.login,
+          covers: p.trigger.approvedBy.covers,
+        },
     p.ci == null
       ? undefined
       : {

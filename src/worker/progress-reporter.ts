@@ -7,6 +7,7 @@ import {
   findProgressMarker,
   renderProgress,
   type AttemptProgress,
+  type ProgressCommon,
   type ProgressState,
 } from '../publish/progress.js';
 import type { Redactor } from '../publish/redact.js';
@@ -62,7 +63,7 @@ export class ProgressReporter {
     private readonly botLogin: string,
     private readonly intervalMs = 5000,
     /** An approved outsider's request: who asked and who approved, shown with every state. */
-    private readonly approval?: { readonly requestedBy: string; readonly approvedBy: string },
+    private readonly approval?: ProgressCommon['approval'],
     /** An automatic CI fix round: which, of at most how many. */
     private readonly ciRound?: ProgressState['ciRound'],
     /** True once another worker runs the job: its comment is that worker's to write. */

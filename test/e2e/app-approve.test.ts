@@ -88,7 +88,12 @@ test(
     );
     // Who asked and who approved, on the progress comment, the PR and the run view.
     const progress = bot().find((c) => c.body.startsWith('<!-- issue-agent:progress'));
-    assert.match(progress?.body ?? '', /requested by `otto`, approved by `maria`/);
+    assert.match(
+      progress?.body ?? '',
+      new RegExp(
+        `requested by \`otto\`, approved by \`maria\` \\(comment ${request} as it read then, sha256 \`[0-9a-f]{12}\`\\)`,
+      ),
+    );
     assert.match(sim.pulls(OWNER, REPO)[0]?.body ?? '', /Requested by `otto`.*approved by `maria`/);
     // What was approved is quoted back, literally.
     const quote = bot().find((c) => c.body.startsWith('Approved by `maria`'))?.body ?? '';
