@@ -8,6 +8,11 @@ export const HARNESS_CAPTURE = { headBytes: 6 * 1024 * 1024, tailBytes: 1024 * 1
  * The harness's own persistent shell in a sandbox (see Sandbox.harnessExec). A harness command that
  * had to be killed may have left bytes of its stdin unread, which the shell would go on to read as
  * commands: such a shell is replaced before the next harness command.
+ *
+ * Where the backend runs it out of the agent's reach (another user in Docker, a process namespace of
+ * its own in the isolated local sandbox), the shell also sweeps (ShellSessionOptions.sweep): a
+ * harness command runs code the agent wrote (its tests, a git filter it configured), and nothing
+ * that code starts may outlive the command to meddle with the next one.
  */
 export class HarnessShell {
   private session: ShellSession;
@@ -50,6 +55,8 @@ export function harnessShell(
     readonly workdir: string;
     readonly spillDir: string;
     readonly startTimeoutMs?: number | undefined;
+    /** See ShellSessionOptions.sweep: only where the shell is alone as its user or in its namespace. */
+    readonly sweep: boolean;
   },
 ): HarnessShell {
   return new HarnessShell(
@@ -58,6 +65,7 @@ export function harnessShell(
         workdir: options.workdir,
         stateFile: '/dev/null',
         capture: { ...HARNESS_CAPTURE, spillDir: options.spillDir },
+        sweep: options.sweep,
         ...(options.startTimeoutMs === undefined ? {} : { startTimeoutMs: options.startTimeoutMs }),
       }),
   );

@@ -27,11 +27,11 @@ const OP_TIMEOUT_MS = 60_000;
 
 /**
  * File access for the tools and the harness, carried out INSIDE the sandbox by the sandbox's own
- * harness shell, as the sandbox user. The host never opens, stats, creates or removes a path in the
- * workspace by name: a process the agent left running can swap any component for a link at any
- * moment, and on the host that would reach host files. Inside the sandbox the same swap reaches
- * only what the sandbox user can reach anyway, so the checks below (a path must resolve inside the
- * workspace) are for the model's benefit, not the boundary.
+ * harness shell (Sandbox.harnessExec), as a sandbox user. The host never opens, stats, creates or
+ * removes a path in the workspace by name: a process the agent left running can swap any component
+ * for a link at any moment, and on the host that would reach host files. Inside the sandbox the
+ * same swap reaches only what the sandbox's users can reach anyway, so the checks below (a path
+ * must resolve inside the workspace) are for the model's benefit, not the boundary.
  *
  * Untrusted values never become shell text: each operation calls a constant shell function (only
  * integers the host computed are passed), and the path and the content travel on stdin — the path

@@ -3,13 +3,18 @@ import type { Readable, Writable } from 'node:stream';
 /**
  * The seam between the agent loop and wherever commands run. The loop cannot tell a local child
  * process from a Docker container: both run one persistent bash per sandbox for the agent's
- * commands and a second one for the harness (file tools, checkpoints, detection).
+ * commands and a second one for the harness (file tools, checkpoints, detection, the verdict's
+ * test runs).
  *
  * The boundary this seam keeps: the workspace belongs to the sandbox. Nothing outside it is given a
  * host path of the workspace, so no host process can open, stat, create or remove a file in it by
  * name (a process left running in the sandbox could swap any component for a link between a check
- * and a use). Every file operation runs inside, as the sandbox user (see SandboxFiles), and
+ * and a use). Every file operation runs inside, as a sandbox user (see SandboxFiles), and
  * everything that comes out — command output, file content, diffs — is untrusted data.
+ *
+ * And inside, the harness runs where the agent cannot reach: no process of the agent's (its shell,
+ * anything it left running) can write to, trace, read (`/proc/<pid>/fd`, `environ`, `mem`) or
+ * signal a process of the harness's (see harnessExec).
  */
 
 export interface ExecOptions {
@@ -85,9 +90,16 @@ export interface Sandbox {
   exec(command: string, options: ExecOptions): Promise<ExecResult>;
   /**
    * Runs a harness command (constant script text; untrusted data only on `stdin`, which the script
-   * must consume exactly) in the harness's own shell: same user, limits and view as the agent's
-   * shell, but never shared with the agent's commands, so `cd`, `exit`, functions or traps the agent
-   * set cannot change what a file operation does. It starts in `workdir`.
+   * must consume exactly) in the harness's own shell: same files, limits and network as the
+   * agent's shell, but never shared with the agent's commands, so `cd`, `exit`, functions or traps
+   * the agent set cannot change what a file operation does. It starts in `workdir`.
+   *
+   * Where the sandbox isolates (Docker, the isolated local sandbox), the harness's processes are
+   * out of the agent's reach: another user (Docker) or another process namespace (local), so no
+   * process of the agent can type into the harness's shell, trace it, read its /proc entries or
+   * signal it. The command itself may run code the agent wrote (its tests, a git filter): the shell
+   * is non-dumpable (out of reach of its own commands too) and kills whatever a command left
+   * running before it reports back (ShellSessionOptions.sweep), so no command reaches the next.
    */
   harnessExec(command: string, options: HarnessExecOptions): Promise<ExecResult>;
   /**

@@ -37,6 +37,13 @@ export interface ShellSessionOptions {
   readonly startTimeoutMs?: number;
   /** Poll interval of the memory watchdog. */
   readonly memoryPollMs?: number;
+  /**
+   * When the shell starts and after every command, before it reports back, kill every other
+   * process it may signal (`kill -KILL -1`, one system call, so no process forks its way out): only
+   * for a shell that is alone as its user or the init of a process namespace of its own (the
+   * harness's, see Sandbox.harnessExec), where that is exactly what its last command left running.
+   */
+  readonly sweep?: boolean;
 }
 
 /** Quotes a string as one bash word. */
@@ -93,6 +100,10 @@ export class ShellSession {
 
   get pid(): number {
     return this.shellPid;
+  }
+
+  private get sweepLine(): string {
+    return this.options.sweep === true ? 'kill -KILL -1 2>/dev/null; ' : '';
   }
 
   async start(): Promise<void> {
@@ -168,7 +179,7 @@ export class ShellSession {
       : `cd -- ${shellQuote(this.options.workdir)}\n`;
     transport.write(
       `exec 2>&1; set +o history +o errexit +o nounset 2>/dev/null; PS1=''; PS2=''; PROMPT_COMMAND=''\n${restoreLines}` +
-        `printf '\\n__IA_READY_${nonce}_%d\\n' "$$"\n`,
+        `${this.sweepLine}printf '\\n__IA_READY_${nonce}_%d\\n' "$$"\n`,
     );
 
     const pid = await new Promise<number>((resolve, reject) => {
@@ -269,7 +280,7 @@ export class ShellSession {
       // `disown -a`: background jobs the command left are forgotten by the shell (they keep running,
       // and are still killed with the sandbox), so no "Killed" notice about them can land in a later
       // command's output, whenever bash gets round to reaping them.
-      `__ia_ec=$?; disown -a 2>/dev/null; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
+      `__ia_ec=$?; ${this.sweepLine}disown -a 2>/dev/null; export -p >${shellQuote(this.options.stateFile)} 2>/dev/null; ` +
         `printf '\\n__IA_DONE_${nonce}_%d_%s__IA_END_${nonce}\\n' "$__ia_ec" "$PWD"\n`,
     );
 

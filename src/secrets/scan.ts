@@ -88,6 +88,12 @@ def xattrs(path, b):
             continue
         if hit(os.fsencode(name) + b'\0' + value):
             return record(b'X', b)
+def read_only(path):
+    # Nothing can have been written there, nor made readable again (the harness's unreadable bash).
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 stack = []
 def visit(path, st):
     b = os.fsencode(path)
@@ -103,7 +109,7 @@ def visit(path, st):
     if hit(b):
         record(b'N', b)
     folder = stat.S_ISDIR(st.st_mode)
-    if st.st_uid == me and (not st.st_mode & stat.S_IRUSR or (folder and not st.st_mode & stat.S_IXUSR)):
+    if st.st_uid == me and (not st.st_mode & stat.S_IRUSR or (folder and not st.st_mode & stat.S_IXUSR)) and not read_only(path):
         record(b'U', b)
         state['unreadable'] = True
     xattrs(path, b)
@@ -139,7 +145,8 @@ sys.exit(0)
  * in the folders is the sandbox user's, as in a container) or `own` (a host folder may hold others'
  * files, which the user cannot read either), then the folders. In both, a file or folder of the
  * user's that it cannot read is a holder: it may hold a value, and the user may make it readable
- * again (the errors reading it then stop nothing). Standard input: the needles, one a line. Prints
+ * again (the errors reading it then stop nothing); but not on a read-only mount, where no value can
+ * have been written and nothing can be made readable. Standard input: the needles, one a line. Prints
  * NUL-terminated records, a letter then a path: `C` content, `N` name, `L` a link
  * (`path -> target`), `X` an extended attribute, `U` not readable, `E` a pid whose environment holds
  * one. Exit 0: nothing found; SCAN_FOUND: something found (the records say what); else the scan

@@ -38,10 +38,11 @@ dockerTest(
     });
     try {
       const r = await place.sandbox.harnessExec(
-        'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = bash ] && n=$((n+1)); done; echo $n',
+        // The agent's shells are `bash`; the harness's runs its own copy (`harness-bash`).
+        'a=0; h=0; for f in /proc/[0-9]*/comm; do c=$(cat "$f" 2>/dev/null); [ "$c" = bash ] && a=$((a+1)); [ "$c" = harness-bash ] && h=$((h+1)); done; echo "$a $h"',
         { timeoutMs: 10_000 },
       );
-      assert.equal(r.output.trim(), '1');
+      assert.equal(r.output.trim(), '0 1');
     } finally {
       await place.close();
     }

@@ -17,7 +17,9 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { isolationSupport, type MechanismKind } from '../../src/sandbox/local/launch.js';
+import { isolationSupport, LOCAL_HARNESS_BASH, type MechanismKind } from '../../src/sandbox/local/launch.js';
+import { descendantsOf } from '../../src/sandbox/local/proc-tree.js';
+import { FORGED_NPM, probeCommand, reachCommand, typeInto } from '../security/harness-attacks.js';
 import { canIsolate, LocalSandbox, localShellHost } from '../../src/sandbox/local/local-sandbox.js';
 import { ShellSession } from '../../src/sandbox/shell-session.js';
 import { hostArtifacts } from '../support/host-artifacts.js';
@@ -43,9 +45,6 @@ const SECRET = 'c2VjcmV0';
 const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const opts = { timeoutMs: 20_000 };
 const isRoot = process.getuid?.() === 0;
-/** How many bash processes the sandbox's process namespace holds. */
-const COUNT_BASH =
-  'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = bash ] && n=$((n+1)); done; echo $n';
 const support = await isolationSupport();
 // CI (ISSUE_AGENT_REQUIRE_DOCKER=1) must have a way to isolate; elsewhere a host without one skips.
 const skip =
@@ -336,6 +335,36 @@ for (const mechanism of mechanisms) {
         assert.equal(r.output, 'refused\n');
     });
 
+    attackTest(
+      "cannot reach a harness shell's processes, nor type into it, nor leave it a process",
+      async () => {
+        const harness = new ShellSession(host.harness, {
+          workdir: f.workspace,
+          stateFile: '/dev/null',
+          capture: { headBytes: 64 * 1024, tailBytes: 64 * 1024, spillDir: f.root },
+          sweep: true,
+        });
+        try {
+          await harness.start();
+          const tag = Math.random().toString(36).slice(2, 10);
+          const probe = harness.exec(probeCommand(tag), { timeoutMs: 30_000 });
+          const reach = await session.exec(reachCommand(tag), opts);
+          assert.equal((await probe).exitCode, 0);
+          assert.match(reach.output, /^probes 0 targets 0$/m, 'the harness is out of sight');
+          assert.doesNotMatch(reach.output, /reached/, reach.output);
+          const typed = await session.exec(typeInto(FORGED_NPM), opts);
+          assert.equal(typed.exitCode, 0, typed.output);
+          // A harness command's own leftovers are gone when it reports back: nothing of it can
+          // meddle with the next one.
+          await harness.exec('(setsid sleep 300 >/dev/null 2>&1 &); sleep 300 &', opts);
+          const after = await harness.exec('declare -F; alias; ps -e -o comm= | sort | uniq -c', opts);
+          assert.doesNotMatch(after.output, /npm|sleep/, after.output);
+        } finally {
+          harness.close();
+        }
+      },
+    );
+
     it('kills a timed-out command inside and nothing on the host; memory is read by host pid', async () => {
       const r = await session.exec('sleep 300', { timeoutMs: 500 });
       assert.equal(r.killed, 'timeout');
@@ -424,11 +453,33 @@ describe('LocalSandbox with isolate and a lazy agent shell', { skip }, () => {
       await sandbox.close();
       rmSync(f.root, { recursive: true, force: true });
     });
-    const shells = async (): Promise<number> =>
-      Number((await sandbox.harnessExec(COUNT_BASH, opts)).output.trim());
-    const before = await shells();
+    // Counted on the host: the agent's side and the harness's see none of each other's processes.
+    // An agent's shell is a plain `bash --noprofile --norc` below this process (the harness's runs
+    // its unreadable copy, LOCAL_HARNESS_BASH).
+    const shells = async (): Promise<number> => {
+      let n = 0;
+      for (const pid of await descendantsOf(process.pid)) {
+        const argv = (() => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
+          } catch {
+            return [];
+          }
+        })();
+        if (
+          argv.length === 4 &&
+          argv[1] === '--noprofile' &&
+          argv[2] === '--norc' &&
+          argv[0] !== LOCAL_HARNESS_BASH
+        )
+          n += 1;
+      }
+      return n;
+    };
+    await sandbox.harnessExec('true', opts);
+    assert.equal(await shells(), 0, "no agent's shell before its first command");
     await sandbox.exec('export FOO=bar; mkdir -p sub && cd sub', opts);
-    assert.equal(await shells(), before + 1, "the agent's shell started with its first command");
+    assert.equal(await shells(), 1, "the agent's shell started with its first command");
     assert.equal((await sandbox.exec('echo "$FOO $(basename "$PWD")"', opts)).output, 'bar sub\n');
   });
 });

@@ -125,6 +125,7 @@ async function settings(over: Partial<EnvironmentSettings> = {}): Promise<Enviro
     pipIndexUrl: null,
     setupSecrets: { CANARY_TOKEN: CANARY },
     grants: null,
+    cacheUnpinnedMs: 24 * 3_600_000,
     cacheDir: null,
     cacheMaxBytes: 0,
     setupTimeoutMs: 5 * 60_000,

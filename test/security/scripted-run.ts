@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runAgent, type Outcome } from '../../src/agent/run-agent.js';
+import { runAgent, type FreshVerifier, type Outcome } from '../../src/agent/run-agent.js';
 import { newBaseState } from '../../src/agent/new-run.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
@@ -33,6 +33,12 @@ export async function runScripted(
   sandbox: Sandbox,
   steps: readonly ScriptStep[],
   limits: Partial<Limits> = {},
+  options: {
+    /** The verdict's test command (default `true`). */
+    readonly testCommand?: string;
+    /** Where the final run happens (AgentDeps.verifier); default the run's own sandbox. */
+    readonly verifier?: FreshVerifier;
+  } = {},
 ): Promise<ScriptedRun> {
   const sim = await startModelSimulator({ policy: scripted(steps), apiKey: KEY });
   const model = new AnthropicModel({
@@ -51,10 +57,16 @@ export async function runScripted(
       sandbox,
       model: model.name,
       limits: { ...DEFAULT_LIMITS, ...limits },
-      testCommand: 'true',
+      testCommand: options.testCommand ?? 'true',
     });
     store = FileEventStore.create(join(dir, 'run'), base);
-    outcome = await runAgent({ store, sandbox, model, prices: DEFAULT_PRICES });
+    outcome = await runAgent({
+      store,
+      sandbox,
+      model,
+      prices: DEFAULT_PRICES,
+      ...(options.verifier === undefined ? {} : { verifier: options.verifier }),
+    });
   } catch (error) {
     // A failed start must not leave the simulator listening: the test process would never exit.
     await sim.close();

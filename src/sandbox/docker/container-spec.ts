@@ -180,9 +180,13 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
         { Type: 'bind' as const, Source: input.hostsFile, Target: '/etc/hosts', ReadOnly: true },
       ],
       Tmpfs: {
-        [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0755`,
+        // Group-writable: the harness's user (agent-user.ts) is in the agent's group, and writes
+        // the workspace (file operations, checkpoints, its test runs) and HOME (its test runs).
+        // The engine copies the image's folder (its mode too) into a tmpfs: the base image's
+        // folders have the same modes.
+        [CONTAINER_WORKDIR]: `rw,nosuid,nodev,exec,size=${limits.workspaceBytes},uid=${input.uid},gid=${input.gid},mode=0775`,
         '/tmp': `rw,nosuid,nodev,size=${limits.tmpBytes},mode=1777`,
-        [CONTAINER_HOME]: `rw,nosuid,nodev,size=${limits.homeBytes},uid=${input.uid},gid=${input.gid},mode=0700`,
+        [CONTAINER_HOME]: `rw,nosuid,nodev,size=${limits.homeBytes},uid=${input.uid},gid=${input.gid},mode=0770`,
       },
       Memory: limits.memoryBytes,
       MemorySwap: limits.memoryBytes,

@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdtemp, realpath, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
@@ -42,7 +42,7 @@ import { DockerShellHost, errorMessage } from './docker-shell.js';
 import { HostCgroup } from './host-cgroup.js';
 import { ownerId } from './owner.js';
 import { reapOrphans, type ReapOptions, type ReapResult } from './reap.js';
-import { AGENT_GID, AGENT_UID } from './agent-user.js';
+import { AGENT_GID, AGENT_UID, HARNESS_BASH, HARNESS_UID } from './agent-user.js';
 
 export interface DockerSandboxOptions {
   /**
@@ -131,9 +131,13 @@ const PIDS_READ_RETRY_MS = 300;
  * mounts, memory (no swap), CPU and pids limits, no host path but the egress proxy's socket folder
  * (read-only, when there is a setup phase), no host environment.
  *
- * Commands go through one persistent bash per container (ShellSession over DockerShellHost). A
- * container that died (killed, OOM) or whose pids are exhausted by a fork bomb turns into a
- * SandboxError with a typed code; the sandbox stays broken and close() still cleans up.
+ * The agent's commands go through one persistent bash per container (ShellSession over
+ * DockerShellHost) as the image's `agent`; the harness's through a second one as the image's
+ * `harness` (agent-user.ts), which no process of the agent can trace, signal or read, started from a
+ * bash it cannot read itself (so it is non-dumpable) and which kills whatever a harness command
+ * left running before it reports back. A container that died (killed, OOM) or whose pids are
+ * exhausted by a fork bomb turns into a SandboxError with a typed code; the sandbox stays broken
+ * and close() still cleans up.
  */
 export class DockerSandbox implements Sandbox {
   readonly kind = 'docker';
@@ -157,9 +161,12 @@ export class DockerSandbox implements Sandbox {
     readonly image: string,
     private job: string,
     private readonly limits: Required<SandboxLimits>,
-    private readonly host: DockerShellHost,
+    /** The agent's shells' host (the agent's user) and the harness's (the harness's user). */
+    private readonly hosts: { readonly agent: DockerShellHost; readonly harness: DockerShellHost },
     private readonly session: ShellSession,
     private readonly harness: HarnessShell,
+    /** The agent's shell starts with its first command (DockerSandboxOptions.lazyAgentShell). */
+    private readonly lazyAgentShell: boolean,
     private readonly scratch: string,
     private logger: Logger | undefined,
     private afterClose: (() => Promise<void>) | undefined,
@@ -261,7 +268,7 @@ export class DockerSandbox implements Sandbox {
       (setup.restore === undefined || setup.restoreFile !== undefined)
     ) {
       // No command of the repository runs (a cache hit, or nothing to set up): nothing to sweep, so
-      // the shells start first and the files arrive through the harness shell in one command.
+      // the shells start first and the files arrive through a shell in one command (placeFiles).
       const sandbox = await attach();
       const placing = performance.now();
       try {
@@ -324,22 +331,32 @@ export class DockerSandbox implements Sandbox {
     let scratch: string | null = null;
     try {
       scratch = await mkdtemp(join(params.scratchParent ?? tmpdir(), 'issue-agent-docker-'));
-      const host = new DockerShellHost(docker, container, {
-        user: CONTAINER_USER,
-        workdir: CONTAINER_WORKDIR,
-      });
+      const hosts = {
+        agent: new DockerShellHost(docker, container, { user: CONTAINER_USER, workdir: CONTAINER_WORKDIR }),
+        // Another user than the agent's (agent-user.ts): nothing the agent runs can reach the
+        // harness's processes. Its own name, so per-user paths (pytest's /tmp/pytest-of-<user>)
+        // of its test runs and the agent's do not collide.
+        harness: new DockerShellHost(docker, container, {
+          user: HARNESS_USER,
+          workdir: CONTAINER_WORKDIR,
+          bash: HARNESS_BASH,
+          env: { USER: 'harness', LOGNAME: 'harness' },
+        }),
+      };
       const captureBytes = params.captureBytes ?? 256 * 1024;
-      const session = new ShellSession(host, {
+      const session = new ShellSession(hosts.agent, {
         workdir: CONTAINER_WORKDIR,
         // In the container's tmpfs: the host never reads it.
         stateFile: '/tmp/.issue-agent-shell-state.sh',
         capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: scratch },
         ...(params.startTimeoutMs === undefined ? {} : { startTimeoutMs: params.startTimeoutMs }),
       });
-      const harness = harnessShell(host, {
+      const harness = harnessShell(hosts.harness, {
         workdir: CONTAINER_WORKDIR,
         spillDir: scratch,
         startTimeoutMs: params.startTimeoutMs,
+        // The harness's user has no process but the harness shell between commands.
+        sweep: true,
       });
       const sandbox = new DockerSandbox(
         docker,
@@ -347,9 +364,10 @@ export class DockerSandbox implements Sandbox {
         params.image,
         params.jobId,
         params.limits,
-        host,
+        hosts,
         session,
         harness,
+        params.lazyAgentShell === true,
         scratch,
         params.logger?.child({ jobId: params.jobId, container: container.id.slice(0, 12) }),
         params.afterClose,
@@ -358,7 +376,8 @@ export class DockerSandbox implements Sandbox {
         // A lazy agent shell is started by its first command (ShellSession starts one when none runs).
         await Promise.all([params.lazyAgentShell === true ? undefined : session.start(), harness.start()]);
       } catch (error) {
-        host.dispose();
+        hosts.agent.dispose();
+        hosts.harness.dispose();
         session.close();
         harness.close();
         throw error;
@@ -510,7 +529,8 @@ export class DockerSandbox implements Sandbox {
     if (Object.values(env).some((v) => v.includes('\0'))) {
       throw new SandboxError('start_failed', 'a variable holds a NUL byte');
     }
-    this.host.setEnv(env);
+    this.hosts.agent.setEnv(env);
+    this.hosts.harness.setEnv(env);
     this.jobEnv = { ...env };
     const stdin = Buffer.from(names.map((n) => `${n}=${env[n] ?? ''}\0`).join(''));
     const script = exportScript(stdin.length, names.length);
@@ -528,8 +548,8 @@ export class DockerSandbox implements Sandbox {
   }
 
   /**
-   * The files of a sandbox in which no setup command runs, placed by one command of the harness
-   * shell (an exec costs the engine a process start, about 35 ms of a 2-core machine, and they do
+   * The files of a sandbox in which no setup command runs, placed by one command of a shell already
+   * attached (an exec costs the engine a process start, about 35 ms of a 2-core machine, and they do
    * not overlap: the machine's CPU is the limit): the repository's copy, the cached environment
    * from its read-only mount (unpacked beside the copy unless the repository holds one of its
    * paths, when the entry must win and goes after), the CA certificates from their mount, and the
@@ -594,7 +614,11 @@ export class DockerSandbox implements Sandbox {
         `if [ -d .git ]; then mkdir -p .git/info && printf '/%s\\n' ${options.exclude.map((p) => `'${p}'`).join(' ')} >> .git/info/exclude || exit ${PLACE_EXIT.exclude}; fi`,
       );
     }
-    const r = await this.harness.exec(`(\n${lines.join('\n')}\n)`, {
+    // The agent's files are the agent's user's: placed by its shell, before any command of it ran
+    // (it could chmod nothing the harness placed). Where that shell starts only with a first
+    // command (a sandbox only the harness uses), the harness's shell places them instead.
+    const placer = this.lazyAgentShell ? this.harness : this.session;
+    const r = await placer.exec(`(\n${lines.join('\n')}\n)`, {
       timeoutMs: 10 * 60_000,
       ...(archive === null ? {} : { stdin: archive }),
     });
@@ -653,7 +677,8 @@ export class DockerSandbox implements Sandbox {
 
   private async doClose(): Promise<void> {
     this.closed = true;
-    this.host.dispose();
+    this.hosts.agent.dispose();
+    this.hosts.harness.dispose();
     this.session.close();
     this.harness.close();
     try {
@@ -931,7 +956,7 @@ export interface SetupReport {
   readonly results: readonly SetupCommandResult[];
   /** Set when the capture callback failed (the job goes on without caching). */
   readonly captureError: string | null;
-  /** With no setup command: how long the harness shell took to place the files (placeFiles). */
+  /** With no setup command: how long placing the files took (placeFiles). */
   readonly placeMs?: number;
 }
 
@@ -1063,7 +1088,7 @@ export interface WorkspaceArchive {
 
 /**
  * The host directory as an archive for placeFiles, or null when it is too large to pass through the
- * harness shell (the caller then gives the directory, which streams).
+ * shells (the caller then gives the directory, which streams).
  */
 export async function packWorkspace(hostDir: string): Promise<WorkspaceArchive | null> {
   const archive = await packSmall(hostDir, SHELL_COPY_MAX_BYTES);
@@ -1135,12 +1160,40 @@ async function assertEngine(docker: Docker): Promise<void> {
   }
 }
 
-/** Repositories whose archive is at most this big are copied over the harness shell. */
+/**
+ * `tar` on the host, packing a directory the host made before any sandbox existed, to stdout. Its
+ * entries are the directory's entries, not the directory itself (`.`): unpacking `.` would set the
+ * mode of the workspace's root, which only its owner may do, and the harness's user unpacks too (a
+ * sandbox whose agent shell is lazy). Their group may do what their owner may (unpacked under umask
+ * 0002): the harness's user (agent-user.ts) shares the workspace through the agent's group. The
+ * names travel on tar's stdin (GNU tar), never on a command line.
+ */
+async function hostTar(hostDir: string): Promise<ChildProcessWithoutNullStreams> {
+  const names = await readdir(hostDir);
+  const tar = spawn('tar', [
+    '-c',
+    '-f',
+    '-',
+    '--mode=g=u',
+    '-C',
+    hostDir,
+    '--null',
+    '--verbatim-files-from',
+    '-T',
+    '-',
+  ]);
+  tar.stdin.on('error', () => undefined);
+  tar.stdin.end(names.map((n) => `${n}\0`).join(''));
+  return tar;
+}
+
+/** Repositories whose archive is at most this big are copied over a shell already attached. */
 const SHELL_COPY_MAX_BYTES = 32 * 1024 * 1024;
 
 /** The tar archive of a directory, or null when it is larger than `max` (or tar failed). */
 async function packSmall(hostDir: string, max: number): Promise<Buffer | null> {
-  const tar = spawn('tar', ['-c', '-f', '-', '-C', hostDir, '.'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const tar = await hostTar(hostDir);
+  tar.stderr.resume();
   const chunks: Buffer[] = [];
   const state = { size: 0, tooBig: false };
   tar.stdout.on('data', (c: Buffer) => {
@@ -1175,7 +1228,7 @@ interface CopyResult {
  * inside, so the files belong to the sandbox from the start.
  */
 async function streamTree(docker: Docker, container: Docker.Container, hostDir: string): Promise<CopyResult> {
-  const tar = spawn('tar', ['-c', '-f', '-', '-C', hostDir, '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const tar = await hostTar(hostDir);
   // Read at once into a buffer stream (backpressure still holds tar back): a child's stdout left
   // unread while the exec starts was seen to lose its data.
   const body = new PassThrough();
@@ -1197,7 +1250,7 @@ async function streamTree(docker: Docker, container: Docker.Container, hostDir: 
       [
         '/bin/sh',
         '-c',
-        'printf R; exec tar -x -f - -C "$1" --no-same-owner --no-overwrite-dir',
+        'printf R; umask 0002; exec tar -x -f - -C "$1" --no-same-owner --no-overwrite-dir',
         'ia-copy-in',
         CONTAINER_WORKDIR,
       ],
@@ -1211,6 +1264,8 @@ async function streamTree(docker: Docker, container: Docker.Container, hostDir: 
 
 /** The image's non-root `agent`, owner of the workspace tmpfs. */
 const CONTAINER_USER = `${AGENT_UID}:${AGENT_GID}`;
+/** The image's `harness`, in the agent's group (agent-user.ts). */
+const HARNESS_USER = `${HARNESS_UID}:${AGENT_GID}`;
 
 export function containerName(jobId: string): string {
   const slug = jobId

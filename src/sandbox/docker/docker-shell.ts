@@ -52,10 +52,14 @@ done
 `;
 
 export interface DockerShellHostOptions {
-  /** `uid:gid` the shell runs as. */
+  /** `uid:gid` the shell (and the helpers that kill or measure its commands) run as. */
   readonly user: string;
   /** Where the shell starts. */
   readonly workdir: string;
+  /** The bash to run (the shell and the helpers). Default /bin/bash. */
+  readonly bash?: string;
+  /** Variables of this host's shells on top of the container's and the job's (setEnv). */
+  readonly env?: Readonly<Record<string, string>>;
   /** Bound on each helper exec (kill, rss). */
   readonly helperTimeoutMs?: number;
 }
@@ -81,14 +85,16 @@ export class DockerShellHost implements ShellHost {
     private readonly docker: Docker,
     private readonly container: Docker.Container,
     private readonly options: DockerShellHostOptions,
-  ) {}
+  ) {
+    this.setEnv({});
+  }
 
   /**
    * Variables every shell spawned from now on starts with (on top of the container's), as the
    * exec's environment: given to the engine as data, never parsed by a shell.
    */
   setEnv(env: Readonly<Record<string, string>>): void {
-    this.env = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+    this.env = Object.entries({ ...env, ...this.options.env }).map(([k, v]) => `${k}=${v}`);
   }
 
   async spawn(): Promise<ShellTransport> {
@@ -96,11 +102,13 @@ export class DockerShellHost implements ShellHost {
     // argv0 names this shell so it can be found and killed from a helper exec without trusting a
     // pid the shell reported.
     const marker = `ia-shell-${randomBytes(6).toString('hex')}`;
+    const bash = this.options.bash ?? '/bin/bash';
     let exec: Docker.Exec;
     let stream: Duplex;
     try {
       exec = await this.container.exec({
-        Cmd: ['/bin/bash', '-c', `umask 0022; exec -a ${marker} /bin/bash --noprofile --norc`],
+        // umask 0002: the agent's and the harness's users share the workspace through their group.
+        Cmd: [bash, '-c', `umask 0002; exec -a ${marker} ${bash} --noprofile --norc`],
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
@@ -148,7 +156,7 @@ export class DockerShellHost implements ShellHost {
     return runOneOff(
       this.docker,
       this.container,
-      ['/bin/bash', '-c', PROC_TREE_SCRIPT, 'ia-proc', mode, target],
+      [this.options.bash ?? '/bin/bash', '-c', PROC_TREE_SCRIPT, 'ia-proc', mode, target],
       {
         user: this.options.user,
         timeoutMs: this.options.helperTimeoutMs ?? 10_000,

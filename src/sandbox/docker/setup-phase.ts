@@ -29,13 +29,18 @@ import { hideNeedles, scanHolders, scanNeedles, SCAN_FOUND, SECRET_SCAN_SCRIPT }
  */
 
 /**
+ * What setup writes in the workspace and HOME is group-writable: the harness's user, in the agent's
+ * group (agent-user.ts), writes there too (its test runs, checkpoints, file operations).
+ */
+const GROUP_UMASK = 'umask 0002';
+
+/**
  * Writes the files of HEAD into the workspace from the `.git` the host copied in (a workspace checked
  * out in the container, see DockerSandboxOptions.checkout). Run by the sandbox user in the workspace:
  * the repository's attributes are interpreted only where its code may run anyway. Untracked paths
- * (a cached environment unpacked beside it) are left alone.
+ * (a cached environment unpacked beside it) are left alone. Group-writable (GROUP_UMASK).
  */
-export const CHECKOUT_SCRIPT =
-  'git -c core.hooksPath=/dev/null -c core.fsmonitor=false reset --quiet --hard HEAD';
+export const CHECKOUT_SCRIPT = `${GROUP_UMASK} && git -c core.hooksPath=/dev/null -c core.fsmonitor=false reset --quiet --hard HEAD`;
 
 /** A workspace path safe to quote into a fixed script: relative, plain characters, no `..`. */
 export function isPlainPath(p: string): boolean {
@@ -367,7 +372,11 @@ export class SetupPhase {
     const r = await execStream(
       this.docker,
       this.container,
-      ['tar', '-x', '-f', RESTORE_MOUNT, '-C', CONTAINER_WORKDIR, '--no-same-owner', '--no-overwrite-dir'],
+      [
+        '/bin/sh',
+        '-c',
+        `${GROUP_UMASK}; exec tar -x -f ${RESTORE_MOUNT} -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`,
+      ],
       { user: this.user, timeoutMs: 10 * 60_000 },
     );
     if (r.exitCode !== 0) {
@@ -386,7 +395,7 @@ export class SetupPhase {
       [
         '/bin/sh',
         '-c',
-        `printf R; exec tar -x -f - -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`,
+        `printf R; ${GROUP_UMASK}; exec tar -x -f - -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`,
       ],
       { user: this.user, timeoutMs: 10 * 60_000, input: archive },
     );
@@ -460,11 +469,16 @@ export class SetupPhase {
     timeoutMs: number,
   ): Promise<SetupCommandResult> {
     try {
-      const r = await execStream(this.docker, this.container, ['/bin/bash', '-c', command], {
-        user: this.user,
-        env,
-        timeoutMs,
-      });
+      const r = await execStream(
+        this.docker,
+        this.container,
+        ['/bin/bash', '-c', `${GROUP_UMASK}\n${command}`],
+        {
+          user: this.user,
+          env,
+          timeoutMs,
+        },
+      );
       return {
         command,
         exitCode: r.exitCode,

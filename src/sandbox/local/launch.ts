@@ -22,7 +22,10 @@ import { descendantsOf } from './proc-tree.js';
  *  - the POSIX message queues of its own IPC namespace at /dev/mqueue (or /run/mqueue, see
  *    LOCAL_MQUEUE_DIRS);
  *  - its own /proc (no host process is visible) and, where the kernel lets the init mount one, its
- *    own /sys; a network namespace with only `lo`.
+ *    own /sys; a network namespace with only `lo`;
+ *  - two sides that share those files and that network but no process: the agent's shells (and
+ *    every other process of the agent's side) and the harness's each live in a process namespace
+ *    of their own below the sandbox's, with a /proc that shows only that side (see ShellRole).
  * The shell runs as an unprivileged user with no capabilities in any namespace that owns those
  * mounts, with no_new_privs set, and (where the kernel allows setting it) under a limit that forbids
  * creating further user namespaces; a user namespace it creates anyway copies the mounts locked
@@ -75,6 +78,12 @@ export interface SandboxUser {
 
 /** Where an isolated sandbox sees the egress proxy's socket folder (Confinement.egressDir). */
 export const LOCAL_EGRESS_MOUNT = '/run/issue-agent-egress';
+
+/**
+ * The harness's bash in an isolated sandbox: a copy the sandbox user may execute but not read, on a
+ * read-only mount the sandbox's init makes (see SETUP), so a harness shell is non-dumpable.
+ */
+export const LOCAL_HARNESS_BASH = '/run/issue-agent-harness/bash';
 
 /**
  * Where an isolated sandbox sees the POSIX message queues of its own IPC namespace: a mqueue file
@@ -305,14 +314,27 @@ fi
 
 ip link set lo up 2>/dev/null || true
 
+# The harness's bash: a copy the sandbox user may run but not read, on a read-only mount (no chmod
+# back). The kernel makes a process started from a file its user cannot read non-dumpable: nothing
+# of that user may trace it or open its /proc entries, not even what a harness command runs.
+hb=${dirname(LOCAL_HARNESS_BASH)}
+case " \${fresh[*]} " in *" /run "*) ;; *) fail 'no private /run for the harness shell' ;; esac
+{ mkdir -p -- "$hb" && mount -t tmpfs -o nosuid,nodev,size=16m,mode=0755 ia-harness "$hb" &&
+  cp -L -- "$(command -v bash)" ${LOCAL_HARNESS_BASH} && chmod 0111 ${LOCAL_HARNESS_BASH} &&
+  mount -o remount,bind,ro -- "$hb"; } || fail 'could not make the harness shell'
+
+# Two holders, each pid 1 of a process and mount namespace of its own, with a /proc of its own: the
+# agent's (its shells and everything they start) and the harness's (its shells). Neither side sees
+# a process of the other, so none of the agent's can name a harness process to trace, signal or
+# read it. The namespaces are made while this side still holds the capabilities to make them.
 if [ "$mode" = userns ]; then
-  bash --noprofile --norc -c "$layer_script" ia-layer "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
+  bash --noprofile --norc -c "$layer_script" ia-holders "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
 else
   drop=(setpriv "--reuid=$uid" "--regid=$gid" --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs --)
-  if "\${drop[@]}" unshare --user --map-root-user -- sh -c 'echo 1 >/proc/sys/user/max_user_namespaces' 2>/dev/null; then
-    "\${drop[@]}" unshare --user --map-root-user -- bash --noprofile --norc -c "$layer_script" ia-layer "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
+  if "\${drop[@]}" unshare --user --map-root-user -- sh -c 'echo 2 >/proc/sys/user/max_user_namespaces' 2>/dev/null; then
+    "\${drop[@]}" unshare --user --map-root-user -- bash --noprofile --norc -c "$layer_script" ia-holders "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
   else
-    "\${drop[@]}" env -i "PATH=$PATH" bash --noprofile --norc -c "$holder_script" ia-holder 0 "\${W[@]}" </dev/null &
+    bash --noprofile --norc -c "$layer_script" ia-holders "$uid" "$gid" "$holder_script" 0 "\${W[@]}" </dev/null &
   fi
 fi
 holder=$!
@@ -330,27 +352,45 @@ done
 `;
 
 /**
- * Root in a user namespace whose root is the sandbox user: forbids further user namespaces below
- * this one (the limit is this namespace's, which nothing below can raise: the shell has no
- * capability here), then starts the holder in a user and mount namespace of its own where the
- * sandbox user is itself and not root. Arguments: uid, gid, HOLDER script, then the holder's.
+ * Starts the two holders (HOLDER), the agent's and the harness's, and ends when either does.
+ * Arguments: uid, gid, HOLDER script, whether to layer (1/0), then the writable folders.
+ *
+ * Layered (1), it runs as root of a user namespace whose root is the sandbox user: it allows two
+ * more user namespaces below this one and makes them, one per holder, where the sandbox user is
+ * itself and not root; once both exist no further one can be made (the limit is this namespace's,
+ * which nothing below can raise: the shells have no capability here, and the holders live as long
+ * as the sandbox). Otherwise (a root host that cannot set the limit) it runs as root, and each
+ * holder drops to the sandbox user after its namespaces are made.
  */
 const LAYER = `
-echo 1 >/proc/sys/user/max_user_namespaces || { echo 'ia-sandbox: could not forbid nested user namespaces' >&2; exit 97; }
-uid=$1 gid=$2 holder_script=$3
-shift 3
-exec unshare --user --mount "--map-user=$uid" "--map-group=$gid" -- env -i "PATH=$PATH" bash --noprofile --norc -c "$holder_script" ia-holder "$@"
+uid=$1 gid=$2 holder_script=$3 layer=$4
+shift 4
+if [ "$layer" = 1 ]; then
+  echo 2 >/proc/sys/user/max_user_namespaces || { echo 'ia-sandbox: could not forbid nested user namespaces' >&2; exit 97; }
+  ns=(--user "--map-user=$uid" "--map-group=$gid") drop=()
+else
+  ns=() drop=(setpriv "--reuid=$uid" "--regid=$gid" --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs --)
+fi
+for role in agent harness; do
+  unshare "\${ns[@]}" --mount --pid --fork --mount-proc --kill-child -- "\${drop[@]}" env -i "PATH=$PATH" bash --noprofile --norc -c "$holder_script" "ia-holder-$role" "$role" "$layer" "$@" </dev/null &
+done
+wait -n
+exit 97
 `;
 
 /**
- * The process shells enter, as the sandbox user: checks each writable folder is one for this user
- * (a clear error rather than a shell that cannot write its workspace), reports, then waits with no
- * descriptor of the init's (so nothing in the sandbox can keep the init's input open). Arguments:
- * whether nested user namespaces are forbidden (1/0), then the writable folders.
+ * A holder, as the sandbox user, pid 1 of its side's process namespace (the agent's or the
+ * harness's), which that side's shells enter: checks each writable folder is one for this user (a
+ * clear error rather than a shell that cannot write its workspace), reports, then waits with no
+ * descriptor of the init's (so nothing in the sandbox can keep the init's input open) and no child
+ * (a harness shell's sweep signals everything in its namespace), on a pipe only it holds, reaping
+ * the namespace's orphans as they end. As its namespace's init it cannot be killed from inside.
+ * Arguments: the side (agent/harness), whether nested user namespaces are forbidden (1/0), then the
+ * writable folders.
  */
 const HOLDER = `
-layer=$1
-shift
+role=$1 layer=$2
+shift 2
 for w in "$@"; do
   if ! cd -- "$w" 2>/dev/null || [ ! -w . ]; then
     printf 'ia-sandbox: %s is not a writable folder for the sandbox user (uid %s)\\n' "$w" "$(id -u)" >&2
@@ -358,8 +398,9 @@ for w in "$@"; do
   fi
 done
 cd /
-printf '${READY} %s %s\\n' "$$" "$layer"
-exec sleep infinity </dev/null >/dev/null 2>&1
+printf '${READY} %s %s\\n' "$role" "$layer"
+exec </dev/null >/dev/null 2>&1 {keep}<> <(:)
+while :; do read -r -u "$keep" _; done
 `;
 
 /** Finds an executable on the system PATH (the host side never runs a tool found elsewhere). */
@@ -437,16 +478,18 @@ function ownPidNamespaceDepth(): Promise<number> {
 }
 
 /**
- * The first process below `root` that lives in a deeper PID namespace than this one: the sandbox's
- * init below the host-side launcher, or the bash below the host-side `nsenter`. Waits for it to
- * appear (bounded). Reads only /proc/<pid>/stat and status, which are world-readable, so this also
- * works below a root-owned `sudo`.
+ * The first process below `root` that lives `levels` PID namespaces deeper than this one (or
+ * more): the sandbox's init below the host-side launcher (1), or a shell below the host-side
+ * `nsenter` (2: a shell lives in its side's holder's namespace, below the sandbox's). Waits for it
+ * to appear (bounded). Reads only /proc/<pid>/stat and
+ * status, which are world-readable, so this also works below a root-owned `sudo`.
  */
 async function topInNamespace(
   root: ChildProcess,
   deadline: number,
+  levels: number,
 ): Promise<{ host: number; inner: number }> {
-  const depth = await ownPidNamespaceDepth();
+  const depth = (await ownPidNamespaceDepth()) + levels - 1;
   for (;;) {
     if (root.pid === undefined || root.exitCode !== null || root.signalCode !== null)
       throw new Error('the sandboxed process ended before it was found');
@@ -460,6 +503,27 @@ async function topInNamespace(
       return { host: pid, inner: ids[ids.length - 1] ?? pid };
     }
     if (Date.now() > deadline) throw new Error('the sandboxed process did not appear');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * A holder's pid in the sandbox's own namespace (where the shells' `nsenter` names it): the process
+ * below the init that is pid 1 of a namespace one level below the init's and runs the HOLDER of
+ * `role` (its argv says which, and the host reads it: /proc/<pid>/cmdline is world-readable).
+ */
+async function holderOf(initHostPid: number, role: ShellRole, deadline: number): Promise<number> {
+  const initIds = await nsPids(initHostPid);
+  if (initIds === null) throw new Error('the sandbox ended while starting');
+  for (;;) {
+    for (const pid of await descendantsOf(initHostPid)) {
+      const ids = await nsPids(pid);
+      if (ids?.length !== initIds.length + 1 || ids[ids.length - 1] !== 1) continue;
+      const argv = await readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '');
+      const inSandbox = ids[ids.length - 2];
+      if (argv.split('\0').includes(`ia-holder-${role}`) && inSandbox !== undefined) return inSandbox;
+    }
+    if (Date.now() > deadline) throw new Error(`the ${role}'s holder did not appear`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }
@@ -479,6 +543,20 @@ function killPid(pid: number): void {
   } catch {
     // Gone, or not ours to signal (a root-owned process under sudo): it ends with its child.
   }
+}
+
+/** Whether `child` exits within `ms` (at once when it has already). */
+function exitedWithin(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      resolve(false);
+    }, ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
 }
 
 /** Kills the tree below `pid`, then `pid`, until a scan finds nothing left (bounded). */
@@ -530,7 +608,10 @@ interface Init {
   readonly kind: MechanismKind;
   readonly child: ChildProcessWithoutNullStreams;
   readonly initHostPid: number;
+  /** The agent's holder's pid in the sandbox's own namespace (see holderOf). */
   readonly holderPid: number;
+  /** The harness's holder's pid in the sandbox's own namespace (see holderOf). */
+  readonly harnessHolderPid: number;
   readonly layer: boolean;
   readonly user: SandboxUser;
   readonly mechanism: string;
@@ -611,15 +692,27 @@ function initArgv(kind: MechanismKind, user: SandboxUser, dirs: readonly string[
   return [need('sudo'), '-n', '--', ...privileged];
 }
 
+/**
+ * Whose shell a launch is: the agent's (and every other process of the agent's side: setup, the
+ * forwarder, MCP servers), or the harness's. Each side lives in the process, mount (with its own
+ * /proc) and, where there are, user namespaces of its own holder (see LAYER), so neither sees a
+ * process of the other: no process of the agent can name one of the harness's to trace it, signal
+ * it or open its /proc entries. The harness's side holds nothing but harness shells and what their
+ * commands start, which each shell sweeps after every command (ShellSessionOptions.sweep).
+ */
+export type ShellRole = 'agent' | 'harness';
+
 function enterArgv(
   init: Init,
   cwd: string,
   env: Readonly<Record<string, string>>,
   bashArgs: readonly string[] = [],
+  role: ShellRole = 'agent',
 ): string[] {
   const nsenter = need('nsenter');
   const setpriv = need('setpriv');
-  const shell = [need('env'), '-i', ...envArgs(env), need('bash'), '--noprofile', '--norc', ...bashArgs];
+  const bash = role === 'harness' ? LOCAL_HARNESS_BASH : need('bash');
+  const shell = [need('env'), '-i', ...envArgs(env), bash, '--noprofile', '--norc', ...bashArgs];
   const into = (target: number, namespaces: readonly string[]) => [
     nsenter,
     `--target=${target}`,
@@ -629,7 +722,7 @@ function enterArgv(
     '--',
   ];
   // The init's namespaces (with its user namespace when it has one of its own), then the holder's
-  // user and mount namespaces, where there are (see LAYER).
+  // user (where it has one, see LAYER), mount and process namespaces.
   const first = into(init.initHostPid, [
     ...(init.kind === 'userns' ? ['--user'] : []),
     '--mount',
@@ -638,7 +731,11 @@ function enterArgv(
     '--ipc',
     '--uts',
   ]);
-  const second = init.layer ? into(init.holderPid, ['--user', '--mount']) : [];
+  const holder = into(role === 'agent' ? init.holderPid : init.harnessHolderPid, [
+    ...(init.layer ? ['--user'] : []),
+    '--mount',
+    '--pid',
+  ]);
   if (init.kind === 'userns') {
     return [
       ...asSandboxUser(init.user),
@@ -650,12 +747,11 @@ function enterArgv(
       '--bounding-set=-all',
       '--no-new-privs',
       '--',
-      ...second,
+      ...holder,
       ...shell,
     ];
   }
-  const privileged = [
-    ...first,
+  const toUser = [
     setpriv,
     `--reuid=${init.user.uid}`,
     `--regid=${init.user.gid}`,
@@ -664,9 +760,11 @@ function enterArgv(
     '--bounding-set=-all',
     '--no-new-privs',
     '--',
-    ...second,
-    ...shell,
   ];
+  // Without a user namespace of the holder's, its mount and process namespaces are entered as root.
+  const privileged = init.layer
+    ? [...first, ...toUser, ...holder, ...shell]
+    : [...first, ...holder, ...toUser, ...shell];
   return init.kind === 'sudo' ? [need('sudo'), '-n', '--', ...privileged] : privileged;
 }
 
@@ -691,17 +789,20 @@ async function startInit(kind: MechanismKind, user: SandboxUser, dirs: readonly 
     if (stderr.length < 4096) stderr += chunk.toString('utf8');
   });
   const deadline = Date.now() + START_TIMEOUT_MS;
-  const ready = await new Promise<{ holder: number; layer: boolean }>((resolve, reject) => {
+  const ready = await new Promise<{ layer: boolean }>((resolve, reject) => {
+    const seen = new Set<string>();
     let out = '';
     const timer = setTimeout(() => {
       reject(new Error(`no answer within ${START_TIMEOUT_MS} ms`));
     }, START_TIMEOUT_MS);
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString('utf8');
-      const m = new RegExp(`${READY} (\\d+) ([01])\\n`).exec(out);
-      if (m !== null) {
-        clearTimeout(timer);
-        resolve({ holder: Number(m[1]), layer: m[2] === '1' });
+      for (const m of out.matchAll(new RegExp(`${READY} (agent|harness) ([01])\\n`, 'g'))) {
+        if (m[1] !== undefined) seen.add(m[1]);
+        if (seen.size === 2) {
+          clearTimeout(timer);
+          resolve({ layer: m[2] === '1' });
+        }
       }
     });
     child.once('error', (error) => {
@@ -721,12 +822,24 @@ async function startInit(kind: MechanismKind, user: SandboxUser, dirs: readonly 
     throw error;
   });
   child.stdout.resume();
-  const init = await topInNamespace(child, deadline);
+  let init: { host: number; inner: number };
+  let holder: number;
+  let harnessHolder: number;
+  try {
+    init = await topInNamespace(child, deadline, 1);
+    holder = await holderOf(init.host, 'agent', deadline);
+    harnessHolder = await holderOf(init.host, 'harness', deadline);
+  } catch (error) {
+    child.stdin.end();
+    if (child.pid !== undefined) await killTree(child.pid);
+    throw error;
+  }
   return {
     kind,
     child,
     initHostPid: init.host,
-    holderPid: ready.holder,
+    holderPid: holder,
+    harnessHolderPid: harnessHolder,
     layer: ready.layer,
     user,
     mechanism: describeMechanism(kind, user, ready.layer),
@@ -770,37 +883,44 @@ async function runProbe(kind: MechanismKind, user: SandboxUser): Promise<string>
     throw new MechanismUnavailable('the host already runs as root');
   const init = await startInit(kind, user, []);
   try {
-    const argv = enterArgv(init, '/', { PATH: SYSTEM_PATH });
-    const [cmd, ...args] = argv;
-    if (cmd === undefined) throw new Error('nothing to run');
-    const child = spawn(cmd, args, {
-      env: { PATH: SYSTEM_PATH },
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    });
-    child.on('error', () => undefined);
-    child.stdin.on('error', () => undefined);
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    child.stdin.end('echo "ia-probe $(id -u)"; exit 0\n');
-    const code = await new Promise<number | null>((resolve) => {
-      const timer = setTimeout(() => {
-        if (child.pid !== undefined) void killTree(child.pid);
-        resolve(null);
-      }, START_TIMEOUT_MS);
-      child.once('exit', (c) => {
-        clearTimeout(timer);
-        resolve(c);
+    // Both kinds of shell, each asked its uid and its process namespace, which must differ.
+    const namespaces = new Set<string>();
+    for (const role of ['agent', 'harness'] as const) {
+      const argv = enterArgv(init, '/', { PATH: SYSTEM_PATH }, [], role);
+      const [cmd, ...args] = argv;
+      if (cmd === undefined) throw new Error('nothing to run');
+      const child = spawn(cmd, args, {
+        env: { PATH: SYSTEM_PATH },
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
       });
-    });
-    const m = /ia-probe (\d+)/.exec(out);
-    if (code !== 0 || m === null)
-      throw new Error(
-        `a shell could not enter the sandbox: ${lastLines(err) || `exit code ${String(code)}`}`,
-      );
-    if (Number(m[1]) !== user.uid) throw new Error(`the shell ran as uid ${m[1] ?? '?'}, not ${user.uid}`);
+      child.on('error', () => undefined);
+      child.stdin.on('error', () => undefined);
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+      child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
+      child.stdin.end('echo "ia-probe $(id -u) $(readlink /proc/self/ns/pid)"; exit 0\n');
+      const code = await new Promise<number | null>((resolve) => {
+        const timer = setTimeout(() => {
+          if (child.pid !== undefined) void killTree(child.pid);
+          resolve(null);
+        }, START_TIMEOUT_MS);
+        child.once('exit', (c) => {
+          clearTimeout(timer);
+          resolve(c);
+        });
+      });
+      const m = /ia-probe (\d+) (\S+)/.exec(out);
+      if (code !== 0 || m === null)
+        throw new Error(
+          `${role === 'agent' ? 'a shell' : "the harness's shell"} could not enter the sandbox: ${lastLines(err) || `exit code ${String(code)}`}`,
+        );
+      if (Number(m[1]) !== user.uid) throw new Error(`the shell ran as uid ${m[1] ?? '?'}, not ${user.uid}`);
+      namespaces.add(m[2] ?? '');
+      if (role === 'harness' && namespaces.size !== 2)
+        throw new Error("the harness's shell is in the agent's process namespace");
+    }
     return init.mechanism;
   } finally {
     await endInit(init);
@@ -878,10 +998,11 @@ export class ShellLauncher {
     return this.init?.mechanism ?? null;
   }
 
-  async launch(): Promise<LaunchedShell> {
+  /** A shell of `role` (see ShellRole); an unconfined launcher has one kind of shell only. */
+  async launch(role: ShellRole = 'agent'): Promise<LaunchedShell> {
     if (this.options.confinement.kind === 'none') return this.launchUnconfined();
     const init = await this.sandbox();
-    return this.enter(init);
+    return this.enter(init, this.options.env, [], role);
   }
 
   /**
@@ -905,9 +1026,12 @@ export class ShellLauncher {
     return this.enter(init, env, bashArgs);
   }
 
-  /** The holder's pid inside the sandbox (the process shells enter; it must outlive every sweep). */
+  /**
+   * The holder's pid as the agent's side (a one-off, a setup sweep) sees it: pid 1 of its process
+   * namespace, which must outlive every sweep (and which a signal from inside cannot end anyway).
+   */
   get holderPid(): number | null {
-    return this.init?.holderPid ?? null;
+    return this.init === null ? null : 1;
   }
 
   private needKeepAlive(what: string): void {
@@ -1043,8 +1167,9 @@ export class ShellLauncher {
     init: Init,
     env: Readonly<Record<string, string>> = this.options.env,
     bashArgs: readonly string[] = [],
+    role: ShellRole = 'agent',
   ): LaunchedShell {
-    const argv = enterArgv(init, canonical(this.options.cwd), env, bashArgs);
+    const argv = enterArgv(init, canonical(this.options.cwd), env, bashArgs, role);
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new SandboxError('start_failed', 'nothing to run');
     const child = spawn(cmd, args, {
@@ -1056,7 +1181,7 @@ export class ShellLauncher {
     this.entered.add(child);
     child.once('exit', () => this.entered.delete(child));
     this.live.set(init, (this.live.get(init) ?? 0) + 1);
-    const found = topInNamespace(child, Date.now() + START_TIMEOUT_MS);
+    const found = topInNamespace(child, Date.now() + START_TIMEOUT_MS, 2);
     found.catch(() => undefined);
     // A shell counts until it is killed or exits. When the last one of a sandbox goes, the sandbox
     // ends at once (its init killed or its input closed), and with it anything the shells left
@@ -1087,7 +1212,11 @@ export class ShellLauncher {
         void found.then(
           async ({ host }) => {
             await killTree(host);
-            if (child.pid !== undefined) killPid(child.pid);
+            // The host-side nsenter (and the one it started inside, which entered the side's
+            // namespace) reap the shell and exit once it is gone. Killed first, they leave their
+            // children to the host's init to reap, and the sandbox's init cannot end until it has
+            // (seconds, on some hosts): a moment is given. A stopped one never exits: it is killed.
+            if (!(await exitedWithin(child, 250)) && child.pid !== undefined) killPid(child.pid);
           },
           () => {
             if (child.pid !== undefined) killPid(child.pid);

@@ -20,6 +20,7 @@ import {
   type LaunchedShell,
   type MechanismKind,
   type SandboxUser,
+  type ShellRole,
 } from './launch.js';
 import { descendantsRss, killDescendants } from './proc-tree.js';
 import { localCaEnv, LocalSetupPhase, type SetupCommandResult } from './setup-phase.js';
@@ -200,9 +201,10 @@ export class LocalSandbox implements Sandbox {
       options.isolate === undefined
         ? undefined
         : { hide: [...options.isolate.hide, spill], mask: options.isolate.mask ?? [] };
-    // One host, so both shells share one sandbox (its /tmp, HOME and processes): the agent's shell
-    // and the harness's, for file operations and checkpoints. keepAlive: a shell replaced after a
-    // kill finds the sandbox (and its state file) as it was; close() ends it.
+    // One host, so both shells share one sandbox (its files: workspace, /tmp, HOME): the agent's
+    // shell and the harness's, for file operations and checkpoints; not its processes (launch.ts,
+    // ShellRole). keepAlive: a shell replaced after a kill finds the sandbox (and its state file)
+    // as it was; close() ends it.
     const workspaceBytes = options.isolate?.workspaceBytes;
     const egressDir = options.setup?.egressDir;
     const host = localShellHost(workspace, env, isolate, {
@@ -232,7 +234,14 @@ export class LocalSandbox implements Sandbox {
       stateFile,
       capture: { headBytes: captureBytes, tailBytes: captureBytes, spillDir: spill },
     });
-    const harness = harnessShell(host, { workdir: workspace, spillDir: spill });
+    // Isolated, the harness's shells live in a process namespace of their side's, out of the
+    // agent's sight (launch.ts, ShellRole), and sweep it. Unconfined, there is no such place: the
+    // harness's shell is one more process of the host's user, and sweeping would reach the host's.
+    const harness = harnessShell(host.harness, {
+      workdir: workspace,
+      spillDir: spill,
+      sweep: isolate !== undefined,
+    });
     try {
       // A lazy agent shell is started by its first command (ShellSession starts one when none runs).
       if (options.lazyAgentShell !== true) await session.start();
@@ -332,6 +341,11 @@ export class LocalSandbox implements Sandbox {
 }
 
 export interface LocalShellHost extends ShellHost {
+  /**
+   * The same sandbox's harness shells (see ShellRole in launch.ts): isolated, in a process
+   * namespace of their own that no shell of this host (the agent's side) can see.
+   */
+  readonly harness: ShellHost;
   /** How the shells are confined, for logs: null until an isolated sandbox has started. */
   readonly mechanism: string | null;
   /** Ends every shell of this host and, when isolated, its sandbox with everything in it. */
@@ -392,18 +406,58 @@ export function localShellHost(
     ...(options.sandboxUser === undefined ? {} : { sandboxUser: options.sandboxUser }),
     ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
   });
-  const shells = new Set<LaunchedShell>();
-  // A shell reports its `$$`, which in a sandbox names it in the sandbox's PID namespace. Kills and
-  // memory readings go by the host pid of that shell; a pid that names none of this host's shells
-  // is never taken for a host pid (pid 1 there is the sandbox's init, on the host the host's).
-  const hostPid = async (reported: number): Promise<number | null> => {
+  const shells = new Map<LaunchedShell, ShellRole>();
+  // A shell reports its `$$`, which in a sandbox names it in its side's PID namespace (the agent's
+  // or the harness's: the same number may name a shell of each). Kills and memory readings go by
+  // the host pid of that shell, looked up among the live shells of its side, newest first (a shell
+  // being replaced may still be ending); a pid that names none of them is never taken for a host pid.
+  const hostPid = async (reported: number, role: ShellRole): Promise<number | null> => {
     if (isolate === undefined) return reported;
-    for (const shell of shells) {
+    for (const [shell, r] of [...shells].reverse()) {
+      if (r !== role) continue;
       const inner = await shell.namespacePid().catch(() => null);
       if (inner === reported) return shell.hostPid();
     }
     return null;
   };
+  const spawnAs = async (role: ShellRole): Promise<ShellTransport> => {
+    const shell = await launcher.launch(role);
+    const { child } = shell;
+    await shell.started;
+    shells.set(shell, role);
+    child.once('exit', () => shells.delete(shell));
+    const { stdin, stdout, stderr } = child;
+    // A write after the shell died must not crash the host process.
+    stdin.on('error', () => undefined);
+    return {
+      write: (data) => {
+        if (stdin.writable) stdin.write(data);
+      },
+      onData: (listener) => {
+        // The frame sends the shell's stderr to stdout (`exec 2>&1`): one ordered stream.
+        stdout.on('data', listener);
+        stderr.resume();
+      },
+      onExit: (listener) => {
+        child.once('exit', (code, signal) => {
+          listener(code ?? (signal === null ? null : 128 + signalNumber(signal)));
+        });
+      },
+      kill: () => {
+        shell.kill();
+      },
+    };
+  };
+  const procTree = (role: ShellRole) => ({
+    killDescendants: async (pid: number) => {
+      const host = await hostPid(pid, role);
+      if (host !== null) await killDescendants(host);
+    },
+    descendantsRssBytes: async (pid: number) => {
+      const host = await hostPid(pid, role);
+      return host === null ? 0 : descendantsRss(host);
+    },
+  });
   return {
     get mechanism() {
       return launcher.mechanism;
@@ -414,42 +468,9 @@ export function localShellHost(
     get holderPid() {
       return launcher.holderPid;
     },
-    async spawn(): Promise<ShellTransport> {
-      const shell = await launcher.launch();
-      const { child } = shell;
-      await shell.started;
-      shells.add(shell);
-      child.once('exit', () => shells.delete(shell));
-      const { stdin, stdout, stderr } = child;
-      // A write after the shell died must not crash the host process.
-      stdin.on('error', () => undefined);
-      return {
-        write: (data) => {
-          if (stdin.writable) stdin.write(data);
-        },
-        onData: (listener) => {
-          // The frame sends the shell's stderr to stdout (`exec 2>&1`): one ordered stream.
-          stdout.on('data', listener);
-          stderr.resume();
-        },
-        onExit: (listener) => {
-          child.once('exit', (code, signal) => {
-            listener(code ?? (signal === null ? null : 128 + signalNumber(signal)));
-          });
-        },
-        kill: () => {
-          shell.kill();
-        },
-      };
-    },
-    killDescendants: async (pid) => {
-      const host = await hostPid(pid);
-      if (host !== null) await killDescendants(host);
-    },
-    descendantsRssBytes: async (pid) => {
-      const host = await hostPid(pid);
-      return host === null ? 0 : descendantsRss(host);
-    },
+    spawn: () => spawnAs('agent'),
+    ...procTree('agent'),
+    harness: { spawn: () => spawnAs('harness'), ...procTree('harness') },
   };
 }
 

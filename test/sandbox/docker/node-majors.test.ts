@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import type Docker from 'dockerode';
-import type { WorkspaceProbe } from '../../../src/agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../../../src/testing/detect-test-command.js';
 import { detectRuntime, OFFERED } from '../../../src/environment/runtime.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { dockerTest, tempWorkspace, testOwner } from './docker-test-support.js';

@@ -153,7 +153,8 @@ dockerTest(
       Number(
         (
           await sandbox.harnessExec(
-            'n=0; for f in /proc/[0-9]*/comm; do [ "$(cat "$f" 2>/dev/null)" = bash ] && n=$((n+1)); done; echo $n',
+            // The harness's shell runs the image's unreadable copy of bash (agent-user.ts).
+            'n=0; for f in /proc/[0-9]*/comm; do case "$(cat "$f" 2>/dev/null)" in bash | harness-bash) n=$((n+1)) ;; esac; done; echo $n',
             { timeoutMs: 10_000 },
           )
         ).output.trim(),

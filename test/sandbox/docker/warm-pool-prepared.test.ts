@@ -142,7 +142,8 @@ dockerTest(
     assert.equal(await treeListing(second), await treeListing(fresh2));
     const listing = await treeListing(second);
     assert.doesNotMatch(listing, /goes\.js|left-behind/);
-    assert.match(listing, /\.\/run\.sh f 755 /);
+    // Group-writable, as a checkout by the agent's user is (umask 0002: the harness's user shares it).
+    assert.match(listing, /\.\/run\.sh f 775 /);
     assert.match(listing, /\.\/src\/link\.js l 777 changes\.js/);
     // Only what differs was written: an unchanged file keeps the prepared checkout's time.
     const times = await second.exec('stat -c %Y src/f1.js src/changes.js', { timeoutMs: 10_000 });
