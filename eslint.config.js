@@ -2,7 +2,11 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-/** Modules the agent core must never depend on: it is given a Sandbox, a Model and an EventStore. */
+/**
+ * Modules the agent core must never depend on: it is given a Sandbox, a Model and an EventStore.
+ * The test-results engine (src/testing) is held to the same rule: the agent core imports it, and
+ * the eval and the publishers read test runs through it.
+ */
 const forbiddenInAgent = [
   {
     group: ['probot', 'probot/*', '@octokit/*', 'octokit'],
@@ -12,7 +16,8 @@ const forbiddenInAgent = [
   { group: ['dockerode', 'docker-modem'], message: 'src/agent knows nothing about Docker.' },
   {
     group: ['**/app/**', '**/queue/**', '**/github/**', '**/sandbox/docker/**', '**/workers/**', '**/cli/**'],
-    message: 'src/agent may only import the agent core, events, model and sandbox interfaces.',
+    message:
+      'src/agent and src/testing may only import the agent core, testing, events, model and sandbox interfaces.',
   },
 ];
 
@@ -76,7 +81,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/agent/**/*.ts'],
+    files: ['src/agent/**/*.ts', 'src/testing/**/*.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInAgent }] },
   },
   {

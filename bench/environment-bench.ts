@@ -312,6 +312,7 @@ async function readyTimes(firstJobs: number, fastJobs: number): Promise<ReadyRes
     pipIndexUrl: null,
     setupSecrets: {},
     grants: null,
+    cacheUnpinnedMs: 24 * 3_600_000,
     cacheDir,
     cacheMaxBytes: 2 * 1024 ** 3,
     setupTimeoutMs: 10 * 60_000,

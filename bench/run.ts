@@ -257,6 +257,8 @@ async function main(): Promise<void> {
   if (process.argv.includes('--redact')) (await import('./redact-bench.js')).redactBench();
   if (process.argv.includes('--store')) await (await import('./store-bench.js')).storeBench();
   if (process.argv.includes('--throughput')) await (await import('./throughput-bench.js')).throughputBench();
+  if (process.argv.includes('--test-reports'))
+    await (await import('./test-reports-bench.js')).testReportsBench();
   if (process.argv.includes('--environment'))
     await (await import('./environment-bench.js')).environmentBench();
 }

@@ -1,4 +1,15 @@
-// Regenerates test/agent/testing/fixtures/real-runners/: creates small jest, vitest and mocha projects in
+// Two recordings of real test runners, both run by hand (never in CI), both checked in:
+//
+//   node scripts/capture-runner-output.mjs                        # test/testing/fixtures/real-runners
+//   node --import tsx scripts/capture-runner-output.mjs --corpus  # test/fixtures/runner-output
+//
+// --corpus records every runner the harness reads (jest, vitest, mocha, node:test on node 20/22/24,
+// node-tap, ava, pytest, unittest, go test, cargo test) at the versions in CORPUS_RUNNERS, each on
+// the same small suites, run the way the harness runs them (report-plan.ts: the report it asks for,
+// the bounds it sets), and writes per case the console output, the report file and what was run.
+// See the corpus section at the end of this file, and test/testing/corpus.test.ts.
+//
+// Without --corpus: regenerates test/testing/fixtures/real-runners/: creates small jest, vitest and mocha projects in
 // a temporary directory outside the repository, installs the runners from the registry, runs them the
 // way a repository's `npm test` would (CI=true, TERM=dumb, output piped; once more with FORCE_COLOR=1)
 // and writes what they print (stdout and stderr interleaved, as `2>&1` gives them).
@@ -25,7 +36,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
-const outDir = join(repo, 'test/agent/testing/fixtures/real-runners');
+const outDir = join(repo, 'test/testing/fixtures/real-runners');
 const PLACEHOLDER = '/tmp/runner-project';
 
 // ---------------------------------------------------------------------------------------------------
@@ -295,7 +306,8 @@ function normalise(text, root) {
   );
 }
 
-const root = realpathSync(mkdtempSync(join(tmpdir(), 'runner-capture-')));
+const corpusMode = process.argv.includes('--corpus');
+const root = corpusMode ? '' : realpathSync(mkdtempSync(join(tmpdir(), 'runner-capture-')));
 const versions = {};
 /** Node major → its bin directory, for runners that need a newer node than this one. */
 const nodeBins = new Map();
@@ -316,71 +328,72 @@ function nodeBinFor(major) {
   versions[`node ${major}`] = run(join(bin, 'node'), ['--version'], dir, process.env).stdout.trim();
   return bin;
 }
-try {
-  for (const project of projects) {
-    const dir = join(root, project.name);
-    mkdirSync(dir, { recursive: true });
-    for (const [file, content] of Object.entries(project.files)) {
-      mkdirSync(dirname(join(dir, file)), { recursive: true });
-      writeFileSync(join(dir, file), content);
+if (!corpusMode)
+  try {
+    for (const project of projects) {
+      const dir = join(root, project.name);
+      mkdirSync(dir, { recursive: true });
+      for (const [file, content] of Object.entries(project.files)) {
+        mkdirSync(dirname(join(dir, file)), { recursive: true });
+        writeFileSync(join(dir, file), content);
+      }
+      const pkg = {
+        name: `capture-${project.name}`,
+        version: '1.0.0',
+        private: true,
+        type: project.type,
+        scripts: { test: project.runner === 'vitest' ? 'vitest run' : project.runner },
+      };
+      writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n');
+      if (project.sharesWith !== undefined) {
+        // Same runner, same lockfile: reuse the installed node_modules.
+        const other = join(root, project.sharesWith);
+        writeFileSync(join(dir, 'package.json'), readFileSync(join(other, 'package.json')));
+        writeFileSync(join(dir, 'package-lock.json'), readFileSync(join(other, 'package-lock.json')));
+        symlinkSync(join(other, 'node_modules'), join(dir, 'node_modules'));
+        continue;
+      }
+      const override = process.env[`${project.name.toUpperCase()}_VERSION`];
+      const spec = override === undefined ? project.spec : `${project.runner}@${override}`;
+      console.error(`installing ${spec} in ${dir}`);
+      const nodeBin = nodeBinFor(project.node);
+      const install = run('npm', ['install', '--save-dev', '--no-audit', '--no-fund', spec], dir, {
+        ...process.env,
+        ...(nodeBin === undefined ? {} : { PATH: `${nodeBin}:${process.env.PATH ?? ''}` }),
+      });
+      if (install.status !== 0) throw new Error(`npm install failed:\n${install.stdout}\n${install.stderr}`);
+      const installed = JSON.parse(
+        readFileSync(join(dir, 'node_modules', project.runner, 'package.json'), 'utf8'),
+      );
+      versions[project.name] = installed.version;
     }
-    const pkg = {
-      name: `capture-${project.name}`,
-      version: '1.0.0',
-      private: true,
-      type: project.type,
-      scripts: { test: project.runner === 'vitest' ? 'vitest run' : project.runner },
-    };
-    writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n');
-    if (project.sharesWith !== undefined) {
-      // Same runner, same lockfile: reuse the installed node_modules.
-      const other = join(root, project.sharesWith);
-      writeFileSync(join(dir, 'package.json'), readFileSync(join(other, 'package.json')));
-      writeFileSync(join(dir, 'package-lock.json'), readFileSync(join(other, 'package-lock.json')));
-      symlinkSync(join(other, 'node_modules'), join(dir, 'node_modules'));
-      continue;
+
+    mkdirSync(outDir, { recursive: true });
+    const rows = [];
+    for (const c of cases) {
+      const dir = join(root, c.project);
+      const project = projects.find((p) => p.name === c.project);
+      const nodeBin = nodeBinFor(project?.node);
+      // One shell so that stdout and stderr interleave exactly as `2>&1` interleaves them.
+      const command = ['npx', ...c.args].join(' ');
+      const r = run('sh', ['-c', `${command} 2>&1`], dir, runnerEnv(c, nodeBin));
+      writeFileSync(join(outDir, `${c.fixture}.txt`), normalise(r.stdout, root));
+      const envText = [
+        'CI=true TERM=dumb',
+        c.color ? 'FORCE_COLOR=1' : '',
+        c.noColor ? 'NO_COLOR=1' : '',
+        c.fixed ? 'FIXED=1' : '',
+      ]
+        .filter((s) => s !== '')
+        .join(' ');
+      const nodeText = nodeBin === undefined ? process.version : versions[`node ${project?.node}`];
+      rows.push(
+        `| \`${c.fixture}.txt\` | ${c.project} | ${nodeText} | \`${envText} ${command} 2>&1\` | ${r.status} |`,
+      );
+      console.error(`${c.fixture}: exit ${r.status}`);
     }
-    const override = process.env[`${project.name.toUpperCase()}_VERSION`];
-    const spec = override === undefined ? project.spec : `${project.runner}@${override}`;
-    console.error(`installing ${spec} in ${dir}`);
-    const nodeBin = nodeBinFor(project.node);
-    const install = run('npm', ['install', '--save-dev', '--no-audit', '--no-fund', spec], dir, {
-      ...process.env,
-      ...(nodeBin === undefined ? {} : { PATH: `${nodeBin}:${process.env.PATH ?? ''}` }),
-    });
-    if (install.status !== 0) throw new Error(`npm install failed:\n${install.stdout}\n${install.stderr}`);
-    const installed = JSON.parse(
-      readFileSync(join(dir, 'node_modules', project.runner, 'package.json'), 'utf8'),
-    );
-    versions[project.name] = installed.version;
-  }
 
-  mkdirSync(outDir, { recursive: true });
-  const rows = [];
-  for (const c of cases) {
-    const dir = join(root, c.project);
-    const project = projects.find((p) => p.name === c.project);
-    const nodeBin = nodeBinFor(project?.node);
-    // One shell so that stdout and stderr interleave exactly as `2>&1` interleaves them.
-    const command = ['npx', ...c.args].join(' ');
-    const r = run('sh', ['-c', `${command} 2>&1`], dir, runnerEnv(c, nodeBin));
-    writeFileSync(join(outDir, `${c.fixture}.txt`), normalise(r.stdout, root));
-    const envText = [
-      'CI=true TERM=dumb',
-      c.color ? 'FORCE_COLOR=1' : '',
-      c.noColor ? 'NO_COLOR=1' : '',
-      c.fixed ? 'FIXED=1' : '',
-    ]
-      .filter((s) => s !== '')
-      .join(' ');
-    const nodeText = nodeBin === undefined ? process.version : versions[`node ${project?.node}`];
-    rows.push(
-      `| \`${c.fixture}.txt\` | ${c.project} | ${nodeText} | \`${envText} ${command} 2>&1\` | ${r.status} |`,
-    );
-    console.error(`${c.fixture}: exit ${r.status}`);
-  }
-
-  const readme = `# Real jest, vitest and mocha output
+    const readme = `# Real jest, vitest and mocha output
 
 Captured by \`node scripts/capture-runner-output.mjs\`, which writes the projects below into a temporary
 directory, installs the runners with \`npm install --save-dev <runner>\` and runs each command with its
@@ -404,24 +417,393 @@ Projects (their files are in the script):
 
 \`FIXED=1\` makes the two failing tests pass: the \`*-fixed\` captures are a final run to compare names with.
 
-What the parser (src/agent/testing/parse-test-output.ts) names, and why:
-- jest: \`describe › test\`, from the \`--verbose\` tree and the \`● describe › test\` failure headers. Without
-  \`--verbose\` jest prints no name for a test that passed, only \`PASS <file>\`: the file's path is then the
-  passed name (the counts still come from \`Tests:\`). A failing file's passing tests stay unnamed.
-- vitest: its own \`file > describe > test\`. The default reporter prints a passed file as one line (its path
-  is the name) and a failing file as a tree; vitest 5 prints the describe lines of that tree, vitest 4 does
-  not, so vitest 4's passing tests below a describe stay unnamed (failing ones are named by the
-  \`FAIL file > … > test\` details).
-- mocha: \`describe › test\`, rebuilt from the spec reporter's indentation.
-- A file that fails to load is one failure named by its path (jest, vitest); mocha stops before running
-  anything, which is one unnamed failure.
+What the console fallback (src/testing/parse-test-output.ts) names, and why (ids: docs/testing.md):
+- jest: \`file::describe > test\`, from the \`--verbose\` tree and the \`● describe › test\` failure headers
+  under each file's header. Without \`--verbose\` jest prints no name for a test that passed, only
+  \`PASS <file>\`: the file is then one passed fact (the counts still come from \`Tests:\`), and a failing
+  file's passing tests stay unnamed. The harness asks jest for its JSON report beside this output, which
+  names them all.
+- vitest: its own \`file > describe > test\`, as \`file::describe > test\`. The default reporter prints a
+  passed file as one line (one passed fact for the file) and a failing file as a tree; vitest 5 prints
+  the describe lines of that tree, vitest 4 does not, so vitest 4's passing tests below a describe stay
+  unnamed (failing ones are named by the \`FAIL file > … > test\` details).
+- mocha: \`describe > test\`, rebuilt from the spec reporter's indentation (it prints no file).
+- A file that fails to load is one \`crashed-file\` fact named by its path (jest, vitest); mocha stops
+  before running anything, and the file is named from the error's require stack.
 
 | Fixture | Project | Node | Command | Exit |
 | --- | --- | --- | --- | --- |
 ${rows.join('\n')}
 `;
-  writeFileSync(join(outDir, 'README.md'), readme);
-} finally {
-  if (process.env.KEEP_CAPTURE_DIR === undefined) rmSync(root, { recursive: true, force: true });
-  else console.error(`kept ${root}`);
+    writeFileSync(join(outDir, 'README.md'), readme);
+  } finally {
+    if (process.env.KEEP_CAPTURE_DIR === undefined) rmSync(root, { recursive: true, force: true });
+    else console.error(`kept ${root}`);
+  }
+
+// ===================================================================================================
+// The corpus (--corpus): test/fixtures/runner-output/<case>/{output.txt, report.*, case.json}.
+//
+// Every runner gets the same scenarios, each a few files of the same tests in the runner's own API:
+//   main   math (a pass, a nested suite, a failing test, a skipped test), names (titles with `#`,
+//          `\`, quotes and unicode) and, where one broken file does not stop the whole run, load (a
+//          file that throws while loading);
+//   hang   a test that waits forever on a socket, beside math;
+//   crash  a test that ends the process (exit code 3), beside math.
+// FIXED=1 fixes everything (the failing test passes, the file loads, nothing hangs or crashes): the
+// `-fixed` cases are the final run after a fix. Runs are bounded as the harness bounds them (a 3 s
+// bound per test where the harness sets one) and killed after KILL_S seconds otherwise.
+//
+// Node runners run in the sandbox images (issue-agent/node:<major>, --network none) with the runner
+// installed from the registry on the host and mounted read-only; pytest 7 and unittest in
+// issue-agent/python (Debian's python3-pytest); pytest 9 with this machine's python (pyenv), go
+// (Debian's golang-go) and cargo on the host. Paths are normalised to /w (the project) and /r (the
+// report folder), timings as in the captures above.
+
+import { cargoFiles, goFiles, jsFiles, pytestFiles, unittestFiles } from './runner-suites.mjs';
+
+const KILL_S = 20;
+const PER_TEST_MS = 3000;
+
+const CORPUS_RUNNERS = [
+  { runner: 'jest', spec: 'jest@29', label: 'jest29', color: false },
+  { runner: 'jest', spec: 'jest@30', label: 'jest30', color: true, fixedStops: true },
+  { runner: 'vitest', spec: 'vitest@2', label: 'vitest2', color: false },
+  { runner: 'vitest', spec: 'vitest@3', label: 'vitest3', color: false },
+  { runner: 'vitest', spec: 'vitest@4', label: 'vitest4', color: true },
+  { runner: 'mocha', spec: 'mocha@10', label: 'mocha10', color: false },
+  { runner: 'mocha', spec: 'mocha@11', label: 'mocha11', color: true },
+  { runner: 'tap', spec: 'tap@18', label: 'tap18', color: false },
+  { runner: 'tap', spec: 'tap@21', label: 'tap21', color: false },
+  { runner: 'ava', spec: 'ava@6', label: 'ava6', color: false },
+];
+
+/** Cases: scenario files, variants. */
+function corpusCases() {
+  const cases = [];
+  const jsScenarios = (runner) => ({
+    // mocha stops everything when one file fails to load: its load case is apart.
+    main: runner === 'mocha' ? ['math', 'names'] : ['math', 'names', 'load'],
+    hang: ['hang', 'math'],
+    crash: ['crash', 'math'],
+    ...(runner === 'mocha' ? { load: ['load', 'math'] } : {}),
+  });
+  for (const r of CORPUS_RUNNERS) {
+    const scenarios = jsScenarios(r.runner);
+    for (const [scenario, files] of Object.entries(scenarios)) {
+      cases.push({ ...r, kind: 'npm', scenario, files, variant: 'base' });
+      if (scenario === 'main') cases.push({ ...r, kind: 'npm', scenario, files, variant: 'fixed' });
+      if (scenario === 'main' && r.color)
+        cases.push({ ...r, kind: 'npm', scenario, files, variant: 'color' });
+      if (scenario !== 'main' && r.fixedStops)
+        cases.push({ ...r, kind: 'npm', scenario, files, variant: 'fixed' });
+    }
+  }
+  for (const node of [20, 22, 24]) {
+    for (const reporter of ['default', 'tap']) {
+      const base = { runner: 'node-test', label: `node${node}-${reporter}`, node, reporter, kind: 'node' };
+      cases.push({ ...base, scenario: 'main', files: ['math', 'names', 'load'], variant: 'base' });
+      cases.push({ ...base, scenario: 'main', files: ['math', 'names', 'load'], variant: 'fixed' });
+      cases.push({ ...base, scenario: 'hang', files: ['hang', 'math'], variant: 'base' });
+      cases.push({ ...base, scenario: 'crash', files: ['crash', 'math'], variant: 'base' });
+      if (node === 22 && reporter === 'default') {
+        cases.push({ ...base, scenario: 'hang', files: ['hang', 'math'], variant: 'fixed' });
+        cases.push({ ...base, scenario: 'crash', files: ['crash', 'math'], variant: 'fixed' });
+      }
+    }
+  }
+  for (const where of ['pytest7', 'pytest9']) {
+    const base = { runner: 'pytest', label: where, kind: where };
+    cases.push({ ...base, scenario: 'main', files: ['math', 'names'], variant: 'base' });
+    cases.push({ ...base, scenario: 'main', files: ['math', 'names'], variant: 'color' });
+    cases.push({ ...base, scenario: 'main', files: ['math', 'names'], variant: 'fixed' });
+    // pytest stops the session when a module cannot be collected.
+    cases.push({ ...base, scenario: 'load', files: ['load', 'math'], variant: 'base' });
+    cases.push({ ...base, scenario: 'hang', files: ['hang', 'math'], variant: 'base' });
+    cases.push({ ...base, scenario: 'crash', files: ['crash', 'math'], variant: 'base' });
+    if (where === 'pytest9') {
+      cases.push({ ...base, scenario: 'hang', files: ['hang', 'math'], variant: 'fixed' });
+      cases.push({ ...base, scenario: 'crash', files: ['crash', 'math'], variant: 'fixed' });
+    }
+  }
+  const ut = { runner: 'unittest', label: 'unittest', kind: 'unittest' };
+  cases.push({ ...ut, scenario: 'main', files: ['math', 'names', 'load'], variant: 'base' });
+  cases.push({ ...ut, scenario: 'main', files: ['math', 'names', 'load'], variant: 'fixed' });
+  cases.push({ ...ut, scenario: 'hang', files: ['hang', 'math'], variant: 'base' });
+  cases.push({ ...ut, scenario: 'crash', files: ['crash', 'math'], variant: 'base' });
+  const go = { runner: 'go', label: 'go', kind: 'go' };
+  cases.push({ ...go, scenario: 'main', files: ['math', 'load'], variant: 'base' });
+  cases.push({ ...go, scenario: 'main', files: ['math'], variant: 'fixed' });
+  cases.push({ ...go, scenario: 'hang', files: ['hang', 'math'], variant: 'base' });
+  cases.push({ ...go, scenario: 'crash', files: ['crash', 'math'], variant: 'base' });
+  const cargo = { runner: 'cargo', label: 'cargo', kind: 'cargo' };
+  cases.push({ ...cargo, scenario: 'main', variant: 'base' });
+  cases.push({ ...cargo, scenario: 'main', variant: 'fixed' });
+  cases.push({ ...cargo, scenario: 'hang', variant: 'base' });
+  cases.push({ ...cargo, scenario: 'crash', variant: 'base' });
+  return cases.map((c) => ({
+    ...c,
+    name: `${c.label}-${c.scenario}${c.variant === 'base' ? '' : `-${c.variant}`}`,
+  }));
 }
+
+function sh(cmd, args, options = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, ...options });
+  if (r.error !== undefined) throw r.error;
+  return r;
+}
+
+function writeTree(dir, files) {
+  for (const [file, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    writeFileSync(join(dir, file), content);
+  }
+}
+
+async function captureCorpus() {
+  const { planReport } = await import('../src/testing/report-plan.ts');
+  const { PYTEST_PLUGIN, PYTEST_PLUGIN_MODULE, NODE_WRAPPER } =
+    await import('../src/testing/report-helpers.ts');
+  const { NODE_TEST_REPORTER } = await import('../src/testing/node-test-report.ts');
+  const outRoot = join(repo, 'test/fixtures/runner-output');
+  const work = realpathSync(mkdtempSync(join(tmpdir(), 'runner-corpus-')));
+  const only = process.env.CORPUS_ONLY === undefined ? null : new RegExp(process.env.CORPUS_ONLY);
+  const installed = new Map();
+  const versions = {};
+
+  const install = (spec) => {
+    const known = installed.get(spec);
+    if (known !== undefined) return known;
+    const dir = join(work, 'pkgs', spec.replace(/[@/]/g, '-'));
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), '{"private":true}\n');
+    console.error(`installing ${spec}`);
+    const r = sh('npm', ['install', '--no-audit', '--no-fund', '--save-dev', spec], { cwd: dir });
+    if (r.status !== 0) throw new Error(`npm install ${spec} failed:\n${r.stdout}\n${r.stderr}`);
+    const name = spec.slice(0, spec.lastIndexOf('@'));
+    versions[spec] = JSON.parse(
+      readFileSync(join(dir, 'node_modules', name, 'package.json'), 'utf8'),
+    ).version;
+    installed.set(spec, dir);
+    return dir;
+  };
+
+  const reportFiles = (r) => {
+    writeTree(r, {
+      [`py/${PYTEST_PLUGIN_MODULE}.py`]: PYTEST_PLUGIN,
+      'node-test-reporter.mjs': NODE_TEST_REPORTER,
+      'bin/node': NODE_WRAPPER,
+    });
+    sh('chmod', ['-R', 'a+rwX', r]);
+    sh('chmod', ['755', join(r, 'bin/node')]);
+  };
+
+  const rows = [];
+  if (only === null) rmSync(outRoot, { recursive: true, force: true });
+  for (const c of corpusCases()) {
+    if (only !== null && !only.test(c.name)) continue;
+    rmSync(join(outRoot, c.name), { recursive: true, force: true });
+    const caseDir = join(work, c.name);
+    const w = join(caseDir, 'w');
+    const r = join(caseDir, 'r');
+    mkdirSync(w, { recursive: true });
+    mkdirSync(r, { recursive: true });
+    reportFiles(r);
+    let command;
+    let runner = c.runner;
+    let runIn; // { image } or 'host'
+    const env = { CI: 'true', TERM: 'dumb' };
+    if (c.variant === 'fixed') env.FIXED = '1';
+    if (c.variant === 'color') env.FORCE_COLOR = '1';
+    let version;
+    if (c.kind === 'npm' || c.kind === 'node') {
+      const files = c.kind === 'node' ? jsFiles('node-test') : jsFiles(c.runner);
+      const dir = c.runner === 'vitest' || c.runner === 'jest' || c.runner === 'node-test' ? 'test' : 'test';
+      const tree = {};
+      const ext = c.runner === 'vitest' ? '.test.mjs' : c.runner === 'mocha' ? '.spec.js' : '.test.js';
+      for (const f of c.files) tree[`${dir}/${f}${ext}`] = files[f];
+      const script =
+        c.kind === 'node'
+          ? c.reporter === 'tap'
+            ? 'node --test --test-reporter=tap'
+            : 'node --test'
+          : { jest: 'jest', vitest: 'vitest run', mocha: 'mocha', tap: 'tap', ava: 'ava' }[c.runner];
+      tree['package.json'] =
+        `${JSON.stringify({ name: 'corpus', version: '1.0.0', private: true, scripts: { test: script } }, null, 2)}\n`;
+      writeTree(w, tree);
+      if (c.kind === 'npm') {
+        const pkgs = install(c.spec);
+        // The runner, as installed: a copy of the tree (docker cannot mount into a mount).
+        sh('cp', ['-a', join(pkgs, 'node_modules'), join(w, 'node_modules')]);
+        version = versions[c.spec];
+      }
+      command = 'npm test';
+      runIn = { image: `issue-agent/node:${c.kind === 'node' ? c.node : 22}` };
+    } else if (c.kind === 'pytest7' || c.kind === 'pytest9') {
+      const files = pytestFiles();
+      const tree = {};
+      for (const f of c.files) tree[`tests/test_${f}.py`] = files[f];
+      if (c.variant === 'color') tree['pytest.ini'] = '[pytest]\naddopts = --color=yes\n';
+      writeTree(w, tree);
+      command = 'python3 -m pytest -rA';
+      runIn = c.kind === 'pytest7' ? { image: 'issue-agent/python:latest' } : 'host';
+      version =
+        c.kind === 'pytest7'
+          ? '7.2.1 (Debian python3-pytest)'
+          : sh('python3', ['-m', 'pytest', '--version']).stdout.trim();
+    } else if (c.kind === 'unittest') {
+      const files = unittestFiles();
+      const tree = {};
+      for (const f of c.files) tree[`tests/test_${f}.py`] = files[f];
+      writeTree(w, tree);
+      command = 'python3 -m unittest discover -v -s tests';
+      runIn = { image: 'issue-agent/python:latest' };
+      version = 'Python 3.11 (Debian)';
+    } else if (c.kind === 'go') {
+      const files = goFiles();
+      const tree = { 'go.mod': files['go.mod'] };
+      for (const f of c.files) tree[f === 'load' ? 'broken/broken.go' : `${f}_test.go`] = files[f];
+      writeTree(w, tree);
+      command = 'go test ./... -v';
+      runIn = 'host';
+      env.GOCACHE = join(work, 'gocache');
+      env.GOFLAGS = '-mod=mod';
+      env.GOPATH = join(work, 'gopath');
+      version = sh('go', ['version']).stdout.trim();
+    } else {
+      writeTree(w, cargoFiles(c.scenario));
+      command = 'cargo test';
+      runIn = 'host';
+      env.CARGO_TARGET_DIR = join(work, `cargo-${c.scenario}`);
+      version = sh('cargo', ['--version']).stdout.trim();
+    }
+    const rDir = runIn === 'host' ? r : '/r';
+    const wDir = runIn === 'host' ? w : '/w';
+    const plan = planReport({
+      command,
+      runner,
+      packageJson: existsSyncSafe(join(w, 'package.json'))
+        ? readFileSync(join(w, 'package.json'), 'utf8')
+        : null,
+      dir: rDir,
+      perTestMs: PER_TEST_MS,
+      nodeFlags: 'timeout+force-exit',
+    });
+    const script = `cd ${wDir} || exit 126\n${plan.setup}\n${plan.command}`;
+    // node-tap starts slowly (a TypeScript loader and plugins per file): it gets longer.
+    const killAfter = c.runner === 'tap' ? 4 * KILL_S : KILL_S;
+    const inner = `timeout -s KILL ${killAfter} bash -c ${shq(script)} 2>&1`;
+    sh('chmod', ['-R', 'a+rwX', caseDir]);
+    let res;
+    if (runIn === 'host') {
+      // This shell's colour and runner settings would leak into the run: only the case's own.
+      const leaking = new Set(['FORCE_COLOR', 'NO_COLOR', 'NODE_OPTIONS', 'PYTEST_ADDOPTS', 'PYTHONPATH']);
+      const hostEnv = {
+        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !leaking.has(k))),
+        ...env,
+      };
+      res = sh('bash', ['-c', inner], { env: hostEnv });
+    } else {
+      const args = [
+        'run',
+        '--rm',
+        '--network',
+        'none',
+        '--memory',
+        '2g',
+        '-v',
+        `${w}:/w`,
+        '-v',
+        `${r}:/r`,
+        '-w',
+        '/w',
+      ];
+      for (const [k, v] of Object.entries(env)) args.push('-e', `${k}=${v}`);
+      args.push(runIn.image, 'bash', '-c', inner);
+      res = sh('docker', args);
+    }
+    const killed = res.status === 137;
+    const norm = (text) =>
+      normalise(text.replaceAll(w, '/w').replaceAll(r, '/r').replaceAll(work, '/tmp/corpus'), '\u0000')
+        // node's TAP and YAML durations
+        .replace(/duration_ms: \d+(?:\.\d+)?/g, 'duration_ms: 1')
+        .replace(/# time=\d+(?:\.\d+)?ms/g, '# time=1ms');
+    const outDir = join(outRoot, c.name);
+    mkdirSync(outDir, { recursive: true });
+    writeFileSync(join(outDir, 'output.txt'), norm(res.stdout));
+    const reports = [];
+    for (const rep of plan.reports) {
+      const path = join(r, rep.file);
+      if (existsSyncSafe(path)) {
+        writeFileSync(join(outDir, `report.${rep.file}`), norm(readFileSync(path, 'utf8')));
+        reports.push({ kind: rep.kind, file: `report.${rep.file}` });
+      }
+    }
+    const meta = {
+      runner,
+      version: version ?? `node ${c.node}`,
+      ...(c.kind === 'node'
+        ? { node: runIn.image, reporter: c.reporter }
+        : runIn === 'host'
+          ? { where: 'host' }
+          : { image: runIn.image }),
+      scenario: c.scenario,
+      variant: c.variant,
+      command: plan.command.replaceAll(rDir, '/r'),
+      env,
+      exitCode: killed ? null : res.status,
+      killed: killed ? 'timeout' : null,
+      root: '/w',
+      reports,
+    };
+    delete meta.env.GOCACHE;
+    delete meta.env.GOPATH;
+    delete meta.env.CARGO_TARGET_DIR;
+    writeFileSync(join(outDir, 'case.json'), `${JSON.stringify(meta, null, 2)}\n`);
+    rows.push(
+      `| \`${c.name}\` | ${meta.version} | \`${command}\` | ${killed ? 'killed' : res.status} | ${reports.map((x) => x.kind).join(', ') || '—'} |`,
+    );
+    console.error(
+      `${c.name}: ${killed ? 'killed' : `exit ${res.status}`}${reports.length > 0 ? `, ${reports.map((x) => x.kind).join('+')} report` : ''}`,
+    );
+  }
+  if (only === null) {
+    writeFileSync(
+      join(outRoot, 'README.md'),
+      `# Recorded output of real test runners
+
+Recorded by \`node --import tsx scripts/capture-runner-output.mjs --corpus\` (by hand, never in CI; the
+script says what each scenario is). Each folder is one run: \`output.txt\` (stdout and stderr
+interleaved), the report the harness asked the runner for (\`report.*\`, see src/testing/report-plan.ts)
+and \`case.json\` (the runner and version, the command as the harness runs it, the exit code). Paths are
+normalised to \`/w\` (the project) and \`/r\` (the report folder), timings to a fixed value.
+\`test/testing/corpus.test.ts\` reads every case with the engine; \`expected.json\`, where there is one,
+was written by hand from the output.
+
+pytest 8 is not here: this machine has no PyPI, and Debian bookworm packages pytest 7; pytest 9 is the
+one installed on the machine that recorded the corpus.
+
+| Case | Version | Command | Exit | Report |
+| --- | --- | --- | --- | --- |
+${rows.join('\n')}
+`,
+    );
+  }
+  if (process.env.KEEP_CAPTURE_DIR === undefined) rmSync(work, { recursive: true, force: true });
+  else console.error(`kept ${work}`);
+}
+
+function existsSyncSafe(path) {
+  try {
+    readFileSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function shq(text) {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+if (corpusMode) await captureCorpus();

@@ -34,7 +34,8 @@ export function baselineKey(base: BaseState): string | null {
   return createHash('sha256')
     .update(
       JSON.stringify({
-        v: 1,
+        // 2: test ids carry their files (testing/test-run.ts); a v1 baseline would not compare.
+        v: 2,
         tree: base.workspace.baseTree,
         command: base.testCommand,
         sandbox: base.sandbox,

@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
 import type { RepoInstruction } from '../events/schema.js';
-import type { WorkspaceProbe } from './testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 
 /**
  * The repository's own guidance for agents, read from the base branch (never from the agent's

@@ -7,9 +7,9 @@ import {
   type Task,
 } from '../events/schema.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
-import { detectTestCommand } from './testing/detect-test-command.js';
+import { detectTestCommand } from '../testing/detect-test-command.js';
 import { SandboxFiles } from '../sandbox/sandbox-files.js';
-import { sandboxProbe } from './testing/sandbox-probe.js';
+import { sandboxProbe } from '../testing/sandbox-probe.js';
 import { WorkspaceGit } from './workspace-git.js';
 
 export interface NewRunOptions {

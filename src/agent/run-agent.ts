@@ -20,10 +20,11 @@ import { explore, EXPLORE_MAX_STEPS } from './explore.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { isWholeSuite, reusableBaseline, reusedTestRun } from './baseline-answer.js';
-import { verdict, wouldResolve } from './testing/verdict.js';
-import { isTestPath } from './testing/test-paths.js';
+import { verdict, wouldResolve } from '../testing/verdict.js';
+import { isTestPath } from '../testing/test-paths.js';
 import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
 import { checkSyntaxCached } from './syntax-check.js';
+import { proofTree, runnerConfigField, withRunnerConfigNote, type ProofTree } from './runner-config-guard.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -426,50 +427,75 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     const testCommand = base.testCommand;
     // The change's test files, when the final run would resolve it: run once more on the code
     // before the change, so a test that passes without the change's code is not taken as proof.
-    const testFilesToCheck = async (final: EventOf<'test_run'>): Promise<string[]> =>
+    // Runner configuration is the base's in that run too (never one of the change's files).
+    const testFilesToCheck = async (
+      final: EventOf<'test_run'>,
+      proof: Extract<ProofTree, { ok: true }>,
+    ): Promise<string[]> =>
       wouldResolve(state.baseline, final)
-        ? (await git.changedFiles(base.workspace.baseTree, lastTree)).filter(isTestPath)
+        ? (await git.changedFiles(base.workspace.baseTree, lastTree)).filter(
+            (p) => isTestPath(p) && !proof.fromBase.has(p),
+          )
         : [];
     if (deps.verifier === undefined) {
-      const r = await runTestCommand(sandbox, testCommand, limits, deps.signal, 'harness');
-      const final = (await append({
-        kind: 'test_run',
-        phase: 'final',
-        ...recordedRun(r, scrub),
-      })) as EventOf<'test_run'>;
-      const paths = await testFilesToCheck(final);
+      // In the agent's own sandbox (no fresh one here): the workspace is made the proof tree (the
+      // change with the base's runner configuration), and put back afterwards, checked to be the
+      // change's tree again.
+      const proof = await proofTree(git, base.workspace.baseTree, lastTree, testCommand);
+      if (!proof.ok)
+        return await finishWith(append, { outcome: 'unverified', reason: proof.reason }, summary, diffStat);
+      let moved = proof.tree !== lastTree;
+      let final: EventOf<'test_run'>;
       let withoutFix: EventOf<'test_run'> | undefined;
-      if (paths.length > 0) {
-        // In the agent's own sandbox (no fresh one here): its workspace is put back afterwards and
-        // checked to be the change's tree again.
-        await git.checkoutOnly(base.workspace.baseTree, lastTree, paths);
-        try {
-          const w = await runTestCommand(sandbox, testCommand, limits, deps.signal, 'harness');
+      try {
+        if (moved) await git.restore(base.workspace.baseTree, proof.tree, null);
+        const r = await runTestCommand(sandbox, testCommand, limits, deps.signal, 'harness', state.baseline);
+        final = (await append({
+          kind: 'test_run',
+          phase: 'final',
+          ...recordedRun(r, scrub),
+          ...runnerConfigField(proof),
+        })) as EventOf<'test_run'>;
+        const paths = await testFilesToCheck(final, proof);
+        if (paths.length > 0) {
+          moved = true;
+          await git.checkoutOnly(base.workspace.baseTree, lastTree, paths);
+          const w = await runTestCommand(
+            sandbox,
+            testCommand,
+            limits,
+            deps.signal,
+            'harness',
+            state.baseline,
+          );
           withoutFix = (await append({
             kind: 'test_run',
             phase: 'without_fix',
             ...recordedRun(w, scrub),
           })) as EventOf<'test_run'>;
-        } finally {
-          await git.restore(base.workspace.baseTree, lastTree, state.lastCheckpoint?.diff ?? null);
         }
+      } finally {
+        if (moved) await git.restore(base.workspace.baseTree, lastTree, state.lastCheckpoint?.diff ?? null);
       }
-      return await finishWith(append, judge(state.baseline, final, withoutFix), summary, diffStat);
+      const stop = withRunnerConfigNote(judge(state.baseline, final, withoutFix), final);
+      return await finishWith(append, stop, summary, diffStat);
     }
     const recorded: { final: EventOf<'test_run'> | null } = { final: null };
     const fresh = await finalRunInFresh(deps.verifier, base, lastTree, state.lastCheckpoint?.diff ?? null, {
       limits,
+      baseline: state.baseline,
       signal: deps.signal,
       logger: deps.logger,
-      recordFinal: async (run) => {
+      recordFinal: async (run, proof) => {
         const final = (await append({
           kind: 'test_run',
           phase: 'final',
           ...recordedRun(run, scrub),
           sandbox: 'fresh',
+          ...runnerConfigField(proof),
         })) as EventOf<'test_run'>;
         recorded.final = final;
-        return await testFilesToCheck(final);
+        return await testFilesToCheck(final, proof);
       },
     });
     const final = recorded.final;
@@ -489,7 +515,8 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
             ...recordedRun(fresh.withoutFix, scrub),
             sandbox: 'fresh',
           })) as EventOf<'test_run'>);
-    return await finishWith(append, judge(state.baseline, final, withoutFix), summary, diffStat);
+    const stop = withRunnerConfigNote(judge(state.baseline, final, withoutFix), final);
+    return await finishWith(append, stop, summary, diffStat);
   } catch (error) {
     const stop = toStop(error, deps.signal);
     if (stop === null) throw error;
@@ -509,11 +536,13 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
 /**
  * The final run in a sandbox from `verifier`: the base commit there, the recorded change applied
  * (from its diff: the tree object exists only in the agent's repository) and checked to give the
- * checkpoint's tree, then the test command through the harness shell. `recordFinal` records that
- * run and names the change's test files to run again on the code before the change, in the same
- * sandbox (none: no such run). Not ok, with the reason, when the change cannot be rebuilt there (a
- * diff too large to record, or one that does not reproduce the tree): nothing else could be tested.
- * A sandbox that cannot be made throws, as any sandbox failure does (the job's retry resumes here).
+ * checkpoint's tree, its runner configuration put back to the base's (the proof tree), then the
+ * test command through the harness shell. `recordFinal` records that run and names the change's
+ * test files to run again on the code before the change, in the same sandbox (none: no such run).
+ * Not ok, with the reason, when the change cannot be rebuilt there (a diff too large to record, or
+ * one that does not reproduce the tree) or its proof tree cannot be made: nothing else could be
+ * tested. A sandbox that cannot be made throws, as any sandbox failure does (the job's retry
+ * resumes here).
  */
 async function finalRunInFresh(
   verifier: FreshVerifier,
@@ -522,9 +551,14 @@ async function finalRunInFresh(
   diff: string | null,
   options: {
     readonly limits: Limits;
+    /** Its durations bound the runs here (testing/bounds.ts). */
+    readonly baseline: EventOf<'test_run'> | null;
     readonly signal: AbortSignal | undefined;
     readonly logger: Logger | undefined;
-    readonly recordFinal: (run: TestRunResult) => Promise<readonly string[]>;
+    readonly recordFinal: (
+      run: TestRunResult,
+      proof: Extract<ProofTree, { ok: true }>,
+    ) => Promise<readonly string[]>;
   },
 ): Promise<
   | { readonly ok: true; readonly withoutFix: TestRunResult | null }
@@ -540,10 +574,15 @@ async function finalRunInFresh(
   if (testCommand === null) throw new Error('finalRunInFresh needs a test command');
   const started = performance.now();
   const fresh = await verifier.open(base.workspace.baseCommit);
+  const run = (): Promise<TestRunResult> =>
+    runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness', options.baseline);
   try {
     const git = await WorkspaceGit.open(fresh.sandbox);
+    let proof: ProofTree;
     try {
       await git.restore(base.workspace.baseTree, tree, diff);
+      proof = await proofTree(git, base.workspace.baseTree, tree, testCommand);
+      if (proof.ok && proof.tree !== tree) await git.restore(base.workspace.baseTree, proof.tree, null);
     } catch (error) {
       if (!(error instanceof WorkspaceGitError)) throw error;
       return {
@@ -551,17 +590,18 @@ async function finalRunInFresh(
         reason: `the change could not be rebuilt in a fresh sandbox to test it: ${error.message}`,
       };
     }
+    if (!proof.ok) return proof;
     options.logger?.info(
       { ms: Math.round(performance.now() - started) },
       'the change rebuilt in a fresh sandbox',
     );
-    const run = await runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness');
-    const paths = await options.recordFinal(run);
+    const final = await run();
+    const paths = await options.recordFinal(final, proof);
     if (paths.length === 0) return { ok: true, withoutFix: null };
     await git.checkoutOnly(base.workspace.baseTree, tree, paths);
     return {
       ok: true,
-      withoutFix: await runTestCommand(fresh.sandbox, testCommand, options.limits, options.signal, 'harness'),
+      withoutFix: await run(),
     };
   } finally {
     await fresh.close();

@@ -85,6 +85,12 @@ export interface EnvironmentSettings {
   /** Where prepared environments are kept (null: caching off), and their total size cap. */
   readonly cacheDir: string | null;
   readonly cacheMaxBytes: number;
+  /**
+   * How long an environment nothing pins (a package.json without a lockfile) is reused before setup
+   * runs again (`ISSUE_AGENT_ENV_CACHE_UNPINNED_HOURS`, default 24): entries of one window of this
+   * length share a key, so one is at most this old.
+   */
+  readonly cacheUnpinnedMs: number;
   /** Bound on each setup command. */
   readonly setupTimeoutMs: number;
 }
@@ -296,6 +302,7 @@ function readEnvironmentSettings(
         ? null
         : (nonEmpty(env.ISSUE_AGENT_ENV_CACHE_DIR) ?? join(state, 'issue-agent', 'env-cache')),
     cacheMaxBytes: mib(num(env, 'ISSUE_AGENT_ENV_CACHE_MB')) ?? 10 * 1024 ** 3,
+    cacheUnpinnedMs: hours(num(env, 'ISSUE_AGENT_ENV_CACHE_UNPINNED_HOURS')) ?? 24 * 3_600_000,
     setupTimeoutMs: seconds(num(env, 'ISSUE_AGENT_SETUP_TIMEOUT_S')) ?? 15 * 60_000,
   };
 }
@@ -347,6 +354,12 @@ function nonEmpty(v: string | undefined): string | null {
 
 function seconds(v: number | undefined): number | undefined {
   return v === undefined ? undefined : Math.round(v * 1000);
+}
+
+function hours(v: number | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!(v > 0)) throw new ConfigError('ISSUE_AGENT_ENV_CACHE_UNPINNED_HOURS must be more than 0');
+  return Math.round(v * 3_600_000);
 }
 
 function mib(v: number | undefined): number | undefined {

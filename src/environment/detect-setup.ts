@@ -11,7 +11,7 @@
  * falls back to a default and the command's `reason` says why.
  */
 import { parse as parseYaml } from 'yaml';
-import { detectTestCommand, type WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import { detectTestCommand, type WorkspaceProbe } from '../testing/detect-test-command.js';
 
 export type SetupEcosystem = 'npm' | 'pnpm' | 'yarn-classic' | 'yarn-berry' | 'python';
 
@@ -34,6 +34,11 @@ export interface SetupPlan {
   readonly outputs: readonly string[];
   /** Workspace-relative files (that exist) whose content determines the result: the cache key. */
   readonly inputs: readonly string[];
+  /**
+   * Nothing pins the versions (a package.json without a lockfile): the same inputs give another
+   * environment as the registry moves, so a cached one is kept only for a while.
+   */
+  readonly unpinned?: boolean;
 }
 
 /** The sandbox's workspace and default PATH (the node and python images' own). */
@@ -81,9 +86,9 @@ export function withoutInstallScripts(
   return { commands: flagged, env };
 }
 
-/** The installs this file writes that take `--ignore-scripts`: npm ci, a tool's install, pnpm and yarn classic. */
+/** The installs this file writes that take `--ignore-scripts`: npm's, a tool's install, pnpm's and yarn classic's. */
 const OWN_INSTALL =
-  /^(npm ci|npm install --global --prefix \S+|\S*\/pnpm install|\S*\/yarn install(?= --frozen-lockfile))(\s.*)?$/;
+  /^(npm ci|npm install(?: --global --prefix \S+)?|\S*\/pnpm install|\S*\/yarn install(?= --frozen-lockfile))(\s.*)?$/;
 
 const NPM_REGISTRY = 'registry.npmjs.org';
 const YARN_REGISTRY = 'registry.yarnpkg.com';
@@ -133,6 +138,8 @@ export async function detectSetup(probe: WorkspaceProbe): Promise<SetupPlan | nu
 interface PackageJson {
   readonly packageManager: string | null;
   readonly workspaces: readonly string[];
+  /** How many packages `dependencies`, `devDependencies` and `optionalDependencies` name. */
+  readonly dependencies: number;
 }
 
 type LockKind = 'npm' | 'pnpm' | 'yarn';
@@ -152,7 +159,7 @@ async function detectJavaScript(probe: WorkspaceProbe): Promise<SetupPlan | null
   // The manager package.json names wins when its lockfile is there; otherwise pnpm, yarn, npm (the
   // order detectTestCommand uses for `<manager> test`).
   const lock = locks.find((l) => l.kind === declared?.name) ?? locks[0];
-  if (lock === undefined) return null;
+  if (lock === undefined) return pkg === null ? null : unlockedPlan(probe, pkg);
 
   const inputs = await existing(probe, [lock.file, 'package.json', '.npmrc']);
   const registryNote = await npmrcRegistryNote(probe);
@@ -178,6 +185,35 @@ async function detectJavaScript(probe: WorkspaceProbe): Promise<SetupPlan | null
     case 'yarn':
       return yarnPlan(probe, pkg, declared, inputs, registryNote);
   }
+}
+
+/**
+ * A package.json that names dependencies but commits no lockfile (as libraries often do): installed
+ * with npm as the registry has them today, writing no lockfile into the workspace (so none reaches
+ * the change). The plan is unpinned: its cached environment expires (see SetupPlan.unpinned). npm
+ * whatever `packageManager` says: without a lockfile there is nothing of pnpm's or yarn's to honour,
+ * and npm reads every package.json (a `workspace:` protocol dependency is the one thing it cannot).
+ */
+async function unlockedPlan(probe: WorkspaceProbe, pkg: PackageJson): Promise<SetupPlan | null> {
+  const workspaces = await expandWorkspaces(probe, pkg.workspaces);
+  if (pkg.dependencies === 0 && workspaces.length === 0) return null;
+  return {
+    ecosystem: 'npm',
+    commands: [
+      {
+        command: 'npm install --no-package-lock --no-audit --no-fund',
+        reason: `package.json names ${pkg.dependencies} dependencies and there is no lockfile: installed as the registry has them now, no lockfile written${await npmrcRegistryNote(probe)}`,
+      },
+    ],
+    allowHosts: [NPM_REGISTRY],
+    testEnv: {},
+    outputs: nodeModules(workspaces),
+    inputs: [
+      ...(await existing(probe, ['package.json', '.npmrc'])),
+      ...workspaces.map((w) => `${w}/package.json`),
+    ],
+    unpinned: true,
+  };
 }
 
 async function pnpmPlan(
@@ -421,9 +457,14 @@ function readPackageJson(text: string | null): PackageJson | null {
   const pm = doc['packageManager'];
   const ws = doc['workspaces'];
   const list = Array.isArray(ws) ? ws : isRecord(ws) && Array.isArray(ws['packages']) ? ws['packages'] : [];
+  const count = (field: string): number => {
+    const deps = doc[field];
+    return isRecord(deps) ? Object.keys(deps).length : 0;
+  };
   return {
     packageManager: typeof pm === 'string' ? pm : null,
     workspaces: list.filter((w): w is string => typeof w === 'string'),
+    dependencies: count('dependencies') + count('devDependencies') + count('optionalDependencies'),
   };
 }
 

@@ -1,6 +1,6 @@
 import { lstat, readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 
 /** Files larger than this are not read (a manifest or lockfile past it is treated as absent). */
 const MAX_FILE_BYTES = 8 * 1024 * 1024;

@@ -1,4 +1,4 @@
-import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import { REPO_CONFIG_PATH } from '../config/repo-config.js';
 import type { EnvironmentRecord } from '../events/schema.js';
 import { detectSetup, withoutInstallScripts } from './detect-setup.js';
@@ -33,6 +33,8 @@ export interface EnvironmentPlan {
     readonly inputs: readonly string[];
     /** Variables the tests need afterwards (a virtualenv's PATH). */
     readonly testEnv: Readonly<Record<string, string>>;
+    /** Nothing pins the versions (no lockfile): a cached environment is kept only for a while. */
+    readonly unpinned?: boolean;
   };
   /** Plain variables for setup and the agent (`env:`). */
   readonly env: Readonly<Record<string, string>>;
@@ -115,6 +117,7 @@ export async function planEnvironment(
       outputs: detected.outputs,
       inputs: detected.inputs,
       testEnv: detected.testEnv,
+      ...(detected.unpinned === true ? { unpinned: true } : {}),
     };
   }
   const decided = await decideSetupTrust(

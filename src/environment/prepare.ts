@@ -5,7 +5,7 @@ import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
 import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
-import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import { DockerSandbox, SetupFailedError, type DockerSetupSpec } from '../sandbox/docker/docker-sandbox.js';
 import { proxyEnv, type SetupCommandResult } from '../sandbox/docker/setup-phase.js';
 import type { SandboxLimits } from '../sandbox/docker/container-spec.js';
@@ -133,6 +133,10 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       secrets: [...granted.given, ...granted.withheld],
       mirrors: [settings.npmRegistry, settings.pipIndexUrl],
       inputs: await hashInputs(input.probe, plan.setup.inputs),
+      // Versions nothing pins: one entry per window, so what a job reuses is at most that old.
+      ...(plan.setup.unpinned === true
+        ? { unpinnedWindow: Math.floor(Date.now() / settings.cacheUnpinnedMs) }
+        : {}),
     });
   }
   const hit = cache !== null && key !== null ? await cache.open(input.repoKey, key) : null;

@@ -7,7 +7,7 @@
  * (the next source is asked) and never throws.
  */
 import { parse as parseYaml } from 'yaml';
-import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import {
   chooseImageKind,
   imageReference,

@@ -1,4 +1,4 @@
-import type { WorkspaceProbe } from '../agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import { REPO_CONFIG_PATH } from '../config/repo-config.js';
 import type { SetupEcosystem } from './detect-setup.js';
 

@@ -3,15 +3,21 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Logger } from 'pino';
-import { isTestPath } from '../agent/testing/test-paths.js';
+import { isTestPath } from '../testing/test-paths.js';
 import { tokenClient, type GitHubClient } from '../github/app-client.js';
 import { HostGit } from '../github/host-git.js';
 import { fetchRepository } from './fetch-repo.js';
 import { Redactor } from '../publish/redact.js';
 import { shellQuote } from '../sandbox/shell-session.js';
-import { commandsForFiles, runTestsAt, type SandboxPlace, type TestCommand, type TestRun } from './grade.js';
+import {
+  commandsForFiles,
+  passed,
+  runTestsAt,
+  type SandboxPlace,
+  type TestCommand,
+  type TestRun,
+} from './grade.js';
 import type { EvalTask } from './tasks.js';
-import { parsePytest, parseTap, passed, type TestResults } from './test-results.js';
 
 /**
  * `issue-agent eval --from-repo owner/name`: a task set made from a repository's own history, as
@@ -41,7 +47,7 @@ export interface FromRepoOptions extends Omit<SandboxPlace, 'folder' | 'key' | '
   readonly since: Date | null;
   /** At most this many tasks are built (the newest closed issues first). */
   readonly limit: number;
-  /** Runs the test files (appended, quoted) when there is no default for them; output read as pytest -rA or TAP. */
+  /** Runs the test files (appended, quoted) when there is no default for them; read by the test-results engine. */
   readonly testCommand: string | null;
   /** Where the clone, the candidates' records and the task set go. */
   readonly out: string;
@@ -461,15 +467,7 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
 function commandsFor(files: readonly string[], testCommand: string | null): TestCommand[] | null {
   if (files.length === 0) return null;
   if (testCommand !== null) {
-    return [
-      {
-        command: `${testCommand}${files.map((f) => ` ${shellQuote(f)}`).join('')}`,
-        parse: (out: string, into: TestResults) => {
-          parsePytest(out, into);
-          parseTap(out, null, into);
-        },
-      },
-    ];
+    return [{ command: `${testCommand}${files.map((f) => ` ${shellQuote(f)}`).join('')}` }];
   }
   return commandsForFiles(files);
 }
@@ -505,8 +503,9 @@ export function judge(
   }
   const failToPass: string[] = [];
   const passToPass: string[] = [];
-  for (const [id, status] of after.results) {
-    if (!passed(status)) continue;
+  for (const [id, fact] of after.results) {
+    // A whole file (one that could not run) is not a test to list.
+    if (!passed(fact) || fact.id === fact.file) continue;
     if (passed(before.results.get(id) ?? null)) passToPass.push(id);
     else failToPass.push(id);
   }

@@ -1,4 +1,3 @@
-import { readFile, rm } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
@@ -7,14 +6,12 @@ import { shellQuote } from '../sandbox/shell-session.js';
 import { openWorkspace, type CliSandbox } from '../cli/workspace.js';
 import { checkoutAt, patchPaths, type Checkout } from './checkout.js';
 import type { EvalTask } from './tasks.js';
-import {
-  parsePytest,
-  parseTap,
-  passed,
-  statusOf,
-  type TestResults,
-  type TestStatus,
-} from './test-results.js';
+import { baseRunnerConfig } from './grade-runner-config.js';
+import { runnerConfigNote, type RunnerConfigTouch } from '../testing/runner-config.js';
+import { firstBounds } from '../testing/bounds.js';
+import type { RunnerKind } from '../testing/detect-test-command.js';
+import { runTests } from '../testing/run-tests.js';
+import { worse, type TestFact, type TestStatus } from '../testing/test-run.js';
 
 /**
  * Grading as SWE-bench does it, by the harness and never by the agent: a fresh checkout at the base
@@ -43,25 +40,33 @@ export interface Grade {
   /** Time spent running the tests (inside the sandbox), and grading in all. */
   readonly testMs: number;
   readonly gradeMs: number;
+  /**
+   * The patch's files that decide how tests run, which grading took from the base commit instead
+   * (grade-runner-config.ts); absent when the patch touches none.
+   */
+  readonly runnerConfig?: readonly RunnerConfigTouch[];
 }
 
 const TEST_TIMEOUT_MS = 15 * 60_000;
 const JS = /\.(?:[cm]?js|[cm]?ts|jsx|tsx)$/;
 
-/** How to run some tests, and how their output is read. */
+/**
+ * How to run some tests. Every run is read by the test-results engine (src/testing/run-tests.ts), as
+ * the agent's verdict reads its runs: a report asked of the runner, the console output beside it,
+ * and test ids in one scheme (`file::name`, pytest's node ids; docs/testing.md).
+ */
 export interface TestCommand {
   readonly command: string;
-  readonly parse: (out: string, into: TestResults) => void;
+  /** The runner, when the command is one of ours (the engine otherwise guesses it from the command). */
+  readonly runner?: RunnerKind | undefined;
 }
 
-const both = (out: string, into: TestResults): void => {
-  parsePytest(out, into);
-  parseTap(out, null, into);
-};
+/** The test results of a run: facts by id (testing/test-run.ts), merged over its commands. */
+export type TestResults = ReadonlyMap<string, TestFact>;
 
-/** The commands that run the listed tests, each with how its output is read. */
+/** The commands that run the listed tests. */
 export function testCommands(task: EvalTask): TestCommand[] {
-  if (task.test_command !== undefined) return [{ command: task.test_command, parse: both }];
+  if (task.test_command !== undefined) return [{ command: task.test_command }];
   const ids = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
   const files = [...new Set(ids.map((id) => (id.includes('::') ? id.slice(0, id.indexOf('::')) : null)))];
   const commands = files.includes(null) ? null : commandsForFiles(files as string[]);
@@ -81,13 +86,8 @@ export function commandsForFiles(files: readonly string[]): TestCommand[] | null
   if (files.length === 0) return null;
   if (files.every((f) => f.endsWith('.py'))) return pytestCommand(files);
   if (files.every((f) => JS.test(f))) {
-    // One run per file: node names a test by its title alone, so the file comes from the command.
-    return files.map((f) => ({
-      command: `node --test --test-reporter=tap ${shellQuote(f)}`,
-      parse: (out: string, into: TestResults) => {
-        parseTap(out, f, into);
-      },
-    }));
+    // One run: the engine's node:test reporter says which file each test is in.
+    return [{ command: `node --test${files.map((f) => ` ${shellQuote(f)}`).join('')}`, runner: 'node-test' }];
   }
   return null;
 }
@@ -96,9 +96,33 @@ function pytestCommand(files: readonly string[]): TestCommand[] {
   return [
     {
       command: `python3 -m pytest -rA -p no:cacheprovider${files.map((f) => ` ${shellQuote(f)}`).join('')}`,
-      parse: both,
+      runner: 'pytest',
     },
   ];
+}
+
+/**
+ * The fact of a listed test: by its id, or, for `file::name` when the run named tests without
+ * their files (a `test_command` whose runner does not say them), by the name, but only when
+ * `byName` (the listed tests are of one file: otherwise a passing `x` of one file would stand for a
+ * failing `x` of another).
+ */
+export function factOf(results: TestResults, id: string, byName = false): TestFact | null {
+  const exact = results.get(id);
+  if (exact !== undefined) return exact;
+  const i = id.indexOf('::');
+  if (byName && i > 0) {
+    const bare = results.get(id.slice(i + 2));
+    if (bare?.file === null) return bare;
+  }
+  return null;
+}
+
+/** Passed, as SWE-bench counts it: passed, or an expected failure (pytest's xfail). */
+export function passed(fact: TestFact | null): boolean {
+  return (
+    fact !== null && (fact.status === 'passed' || (fact.status === 'skipped' && fact.detail === 'xfail'))
+  );
 }
 
 /** What one sandboxed test run at a base commit gave. */
@@ -109,6 +133,8 @@ export type TestRun =
       /** Every command and its output. */
       readonly output: string;
       readonly testMs: number;
+      /** The patch's runner configuration, run as the base commit has it (absent: none). */
+      readonly runnerConfig?: readonly RunnerConfigTouch[];
     }
   /** The change under test (a model's or a gold patch) does not apply to the base commit. */
   | { readonly kind: 'patch_failed'; readonly output: string }
@@ -219,6 +245,13 @@ export async function runTestsAt(
             .then((r) => ({ ok: r.exitCode === 0, output: r.output.trim().slice(0, 1000) }));
     const change = await apply(options.patch ?? '');
     if (!change.ok) return { kind: 'patch_failed', output: change.output };
+    // A patch never decides how its own tests run: its runner configuration goes back to the base's.
+    const config = await baseRunnerConfig(
+      sandbox,
+      options.patch,
+      options.commands.map((c) => c.command).join('\n'),
+    );
+    if (!config.ok) return { kind: 'patch_failed', output: config.reason };
     // As SWE-bench before its test patch: the files it touches back to the base commit.
     const reset = patchPaths(options.testPatch)
       .map((path) => shellQuote(path))
@@ -245,16 +278,22 @@ export async function runTestsAt(
         stage: 'test_patch',
         reason: `the test patch does not apply: ${tests.output}`,
       };
-    const results: TestResults = new Map();
+    const results = new Map<string, TestFact>();
     let testMs = 0;
     let output = '';
     for (const c of options.commands) {
-      const r = await run(sandbox, c.command, options.signal);
+      const r = await run(sandbox, c, options.signal);
       testMs += r.durationMs;
       output += `$ ${c.command}\n${r.output}\n`;
-      c.parse(r.output, results);
+      for (const fact of r.facts) {
+        const prior = results.get(fact.id);
+        results.set(
+          fact.id,
+          prior === undefined || worse(prior.status, fact.status) === fact.status ? fact : prior,
+        );
+      }
     }
-    return { kind: 'ran', results, output, testMs };
+    return { kind: 'ran', results, output, testMs, runnerConfig: config.touched };
   } finally {
     await place.close();
   }
@@ -277,7 +316,7 @@ export async function grade(
   const empty = { success: [], failure: [] };
   const result = (
     fields: Pick<Grade, 'status' | 'patchApplied' | 'reason'> &
-      Partial<Pick<Grade, 'tests' | 'failing' | 'testMs' | 'outputTail'>>,
+      Partial<Pick<Grade, 'tests' | 'failing' | 'testMs' | 'outputTail' | 'runnerConfig'>>,
   ): Grade => ({
     patchExists: options.patch !== null && options.patch.trim() !== '',
     tests: { FAIL_TO_PASS: empty, PASS_TO_PASS: empty },
@@ -310,13 +349,17 @@ export async function grade(
   if (ran.kind === 'harness_failed')
     return result({ status: 'error', patchApplied: true, reason: ran.reason });
   const { results, output, testMs } = ran;
+  const touched = ran.runnerConfig ?? [];
+  const config = touched.length === 0 ? {} : { runnerConfig: touched };
+  const configNote = touched.length === 0 ? '' : `; ${runnerConfigNote(touched.map((t) => t.path))}`;
   const listed = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
   const byName =
     new Set(listed.map((id) => (id.includes('::') ? id.slice(0, id.indexOf('::')) : ''))).size <= 1;
-  const status = (id: string): TestStatus | null => statusOf(results, id, byName);
+  const fact = (id: string): TestFact | null => factOf(results, id, byName);
+  const status = (id: string): TestStatus | null => fact(id)?.status ?? null;
   const split = (ids: readonly string[]): TestsStatus => ({
-    success: ids.filter((id) => passed(status(id))),
-    failure: ids.filter((id) => !passed(status(id))),
+    success: ids.filter((id) => passed(fact(id))),
+    failure: ids.filter((id) => !passed(fact(id))),
   });
   const f2p = split(task.FAIL_TO_PASS);
   const p2p = split(task.PASS_TO_PASS);
@@ -339,26 +382,26 @@ export async function grade(
         : `${failing.length} listed test(s) did not pass: ${failing
             .slice(0, 5)
             .map((f) => `${f.id} (${f.status})`)
-            .join(', ')}${failing.length > 5 ? ', …' : ''}`,
+            .join(', ')}${failing.length > 5 ? ', …' : ''}${configNote}`,
     tests: { FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p },
     failing,
     testMs,
+    ...config,
   });
 }
 
+/** One command through the test-results engine, in the harness's shell. */
 async function run(
   sandbox: Sandbox,
-  command: string,
+  command: TestCommand,
   signal: AbortSignal | undefined,
-): Promise<{ output: string; durationMs: number }> {
-  const r = await sandbox.harnessExec(command, { timeoutMs: TEST_TIMEOUT_MS, signal });
-  // A long run's capture keeps its head and tail; the results in the middle are in the full file.
-  if (r.truncated && r.fullOutputPath !== undefined) {
-    try {
-      return { output: await readFile(r.fullOutputPath, 'utf8'), durationMs: r.durationMs };
-    } finally {
-      await rm(r.fullOutputPath, { force: true });
-    }
-  }
-  return { output: r.output, durationMs: r.durationMs };
+): Promise<{ output: string; durationMs: number; facts: readonly TestFact[] }> {
+  const r = await runTests(sandbox, command.command, {
+    via: 'harness',
+    timeoutMs: TEST_TIMEOUT_MS,
+    perTestMs: firstBounds({ testTimeoutMs: TEST_TIMEOUT_MS }).perTestMs,
+    signal,
+    runner: command.runner,
+  });
+  return { output: r.output, durationMs: r.durationMs, facts: r.summary.tests ?? [] };
 }

@@ -22,13 +22,44 @@ export const contentBlock = z.discriminatedUnion('type', [textBlock, toolUseBloc
 export type ContentBlock = z.infer<typeof contentBlock>;
 export type ToolUseBlock = z.infer<typeof toolUseBlock>;
 
+/** One test's result in a run (testing/test-run.ts): its id, status and where the fact came from. */
+export const testFact = z.object({
+  id: z.string(),
+  file: z.string().nullable(),
+  status: z.enum(['passed', 'failed', 'skipped', 'errored', 'crashed-file']),
+  source: z.enum(['report', 'output', 'harness']),
+  detail: z.string().optional(),
+});
+
+/**
+ * A test run as the test-results engine read it (testing/run-tests.ts). The fields after
+ * `passedNames` are optional: runs recorded before them stay readable, and their names (without
+ * files) are compared only with runs of the same kind (`idScheme` absent).
+ */
 export const testSummary = z.object({
   runner: z.string(),
   passed: z.number().int().nullable(),
+  /** Every failing test: failed, errored, and files that could not run. */
   failed: z.number().int().nullable(),
   skipped: z.number().int().nullable(),
+  /** Failing ids, capped at 500. */
   failedNames: z.array(z.string()),
+  /** Passing ids, capped at 500. */
   passedNames: z.array(z.string()),
+  /** Of `failed`, the tests that errored and the files that could not run. */
+  errored: z.number().int().nullable().optional(),
+  /** Every test's result, in report order (capped at 5000). */
+  tests: z.array(testFact).optional(),
+  /** The list accounts for every test the run ran. */
+  complete: z.boolean().optional(),
+  /** What the results were read from: the runner's report, its console output. */
+  sources: z.array(z.string()).optional(),
+  /** Test files that hung: still running when they, or the run, were stopped. */
+  hung: z.array(z.string()).optional(),
+  /** Milliseconds per test file, where a report gave them (they bound the runs that follow). */
+  fileMs: z.record(z.string(), z.number()).optional(),
+  /** 2: ids are `file::name` (testing/test-run.ts); absent: names as the runner printed them. */
+  idScheme: z.literal(2).optional(),
 });
 export type TestSummarySnapshot = z.infer<typeof testSummary>;
 
@@ -266,6 +297,17 @@ export const eventSchemas = {
      * processes, installed packages) can shape the result.
      */
     sandbox: z.literal('fresh').optional(),
+    /**
+     * The change's files that decide how tests run (testing/runner-config.ts), which this run took
+     * from the base commit instead, with why (the first 50; `total` counts all): the change did
+     * not decide how its own proof ran. Absent: the change touches none.
+     */
+    runnerConfig: z
+      .object({
+        files: z.array(z.object({ path: z.string(), why: z.string() })),
+        total: z.number().int().nonnegative(),
+      })
+      .optional(),
   }),
   model_response: z.object({
     ...common,

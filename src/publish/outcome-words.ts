@@ -40,7 +40,7 @@ const CAUSE_WORDS: Readonly<Record<string, string>> = {
   workspace: 'the repository checkout could not be read or restored',
 };
 
-/** The cause of an `unverified` outcome whose tests could not run at all (see agent/testing/verdict.ts). */
+/** The cause of an `unverified` outcome whose tests could not run at all (see testing/verdict.ts). */
 export const ENVIRONMENT = 'environment';
 
 /** What a maintainer can do when the tests could not run (Markdown). */

@@ -16,7 +16,7 @@
  *   escapes are stripped (a colour code inside a token would hide it).
  */
 import type { AgentEvent, BaseState, EventOf } from '../events/schema.js';
-import { stripAnsi } from '../agent/testing/parse-test-output.js';
+import { stripAnsi } from '../testing/parse-test-output.js';
 import { toolArgument } from '../events/tool-argument.js';
 import {
   balanceFences,

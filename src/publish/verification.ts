@@ -1,5 +1,5 @@
-import { stripAnsi } from '../agent/testing/parse-test-output.js';
-import { environmentProblem, verdict } from '../agent/testing/verdict.js';
+import { stripAnsi } from '../testing/parse-test-output.js';
+import { compareRuns, environmentProblem, verdict, type FileChange } from '../testing/verdict.js';
 import type { EventOf } from '../events/schema.js';
 import { ENVIRONMENT_HINT } from './outcome-words.js';
 import {
@@ -107,6 +107,8 @@ export function renderVerification(
       'The final run was made in a new sandbox that the agent never ran in, on the base commit plus exactly the change in this pull request.',
     );
   }
+  const config = after?.runnerConfig;
+  if (config !== undefined) out.push('', runnerConfigLine(config, redact, maxName));
   out.push('');
   out.push('| | Before (baseline) | After (final) |');
   out.push('| --- | ---: | ---: |');
@@ -136,17 +138,26 @@ export function renderVerification(
   }
 
   const buckets = new Map<string, string[]>();
-  const beforeOf = statusIndex(before);
-  const afterOf = statusIndex(after);
-  for (const name of names) {
-    const b = beforeOf(name);
-    const a = afterOf(name);
-    const cat = CATEGORIES.find((c) => c.before === b && c.after === a);
-    // absent→absent cannot happen: every name comes from one of the runs.
-    if (cat === undefined) continue;
-    const list = buckets.get(cat.key) ?? [];
-    list.push(name);
-    buckets.set(cat.key, list);
+  // Both runs: the verdict's comparison (a file that could not run is compared with its tests).
+  const c = before !== null && after !== null ? compareRuns(before, after) : null;
+  if (c?.perTest === true) {
+    buckets.set('fixed', c.fixed);
+    buckets.set('new_pass', c.newPassing);
+    buckets.set('regressed', c.regressed);
+    buckets.set('still_failing', c.preExisting);
+    buckets.set('new_fail', c.newFailing);
+    buckets.set('gone_pass', c.missing);
+    buckets.set('gone_fail', c.vanished);
+    buckets.set('unchanged', c.unchanged);
+  } else {
+    const beforeOf = statusIndex(before);
+    const afterOf = statusIndex(after);
+    for (const name of names) {
+      const cat = CATEGORIES.find((k) => k.before === beforeOf(name) && k.after === afterOf(name));
+      // absent→absent cannot happen: every name comes from one of the runs.
+      if (cat === undefined) continue;
+      buckets.set(cat.key, [...(buckets.get(cat.key) ?? []), name]);
+    }
   }
   out.push('');
   out.push('| Test | Before | After |');
@@ -171,6 +182,29 @@ export function renderVerification(
   }
   if (omittedTotal > 0) out.push(`| *… and ${omittedTotal} more: ${omitted.join(', ')}* | | |`);
   return out.join('\n');
+}
+
+/** Files of the change named in the runner-configuration line before "and N more". */
+const MAX_CONFIG_FILES = 10;
+
+/**
+ * The change's files that decide how tests run, which the final run took from the base commit
+ * (testing/runner-config.ts): the change did not decide how its own proof ran, and what it does
+ * to how tests run is the reviewer's to judge.
+ */
+function runnerConfigLine(
+  config: NonNullable<TestRun['runnerConfig']>,
+  redact: (t: string) => string,
+  maxName: number,
+): string {
+  const shown = config.files
+    .slice(0, MAX_CONFIG_FILES)
+    .map(
+      (f) =>
+        `${codeSpan(truncateInline(redact(f.path), maxName))} (${neutralizeInline(truncateEnd(redact(f.why), 200))})`,
+    );
+  const more = config.total - shown.length;
+  return `⚠️ **This change changes how tests run:** ${shown.join(', ')}${more > 0 ? ` and ${more} more` : ''}. The final run used the base commit's versions of these files, so the change did not decide how its own proof was run; review what they would change.`;
 }
 
 /**
@@ -233,6 +267,24 @@ function renderVerdict(
     return shown.join(', ');
   };
   const said: string[] = [];
+  const files = (list: readonly FileChange[], when: string, tests: string): string =>
+    list
+      .slice(0, MAX_VERDICT_NAMES)
+      .map(
+        (f) =>
+          `${codeSpan(truncateInline(redact(f.file), maxName))} (${f.detail} ${when}; ${f.tests} test${f.tests === 1 ? '' : 's'} ${tests})`,
+      )
+      .join(', ');
+  if (c.filesFixed.length > 0) {
+    said.push(
+      `✅ **Test files that could not run before and whose tests pass now:** ${files(c.filesFixed, 'before', 'passing now')}.`,
+    );
+  }
+  if (c.filesBroken.length > 0) {
+    said.push(
+      `❌ **Test files whose tests passed before and that cannot run now:** ${files(c.filesBroken, 'now', 'passing before')}.`,
+    );
+  }
   if (c.regressed.length > 0) said.push(`❌ **Passing before, failing now:** ${names(c.regressed)}.`);
   if (c.preExisting.length > 0) {
     said.push(`**Failing before and after, not caused by this change:** ${names(c.preExisting)}.`);

@@ -93,6 +93,8 @@ describe('the final run in a fresh sandbox (AgentDeps.verifier)', () => {
     const final = finalRun(h);
     assert.equal(final.sandbox, 'fresh');
     assert.doesNotMatch(final.output, /forged/);
+    // The command is not a runner's own (a shell test before `npm test`): no report is asked for,
+    // and node 20's console output does not name a test's file, so the id is the name alone.
     assert.deepEqual(final.summary.failedNames, ['average rounds to the nearest hundredth']);
     assert.deepEqual(verifier.opened, [h.store.base.workspace.baseCommit]);
     assert.equal(verifier.closed, 1);

@@ -89,11 +89,12 @@ describe("the change's tests run without its code", () => {
     assert.match(outcome.reason, /also pass without it .*the calculator module exists/);
     assert.match(
       outcome.reason,
-      new RegExp(`failing before and after, not caused by this change: ${FAILING}`),
+      // Ids carry their file (testing/test-run.ts).
+      new RegExp(`failing before and after, not caused by this change: test/calc\\.test\\.js::${FAILING}`),
     );
     const without = runOf(h, 'without_fix');
     assert.ok(without, 'a without_fix run');
-    assert.ok(without.summary.passedNames.includes('the calculator module exists'));
+    assert.ok(without.summary.passedNames.includes('test/trivial.test.js::the calculator module exists'));
     // Run in the agent's own sandbox, which is put back to the change afterwards.
     assert.ok(existsSync(join(h.repo.dir, 'test', 'trivial.test.js')));
     assert.ok(existsSync(join(h.repo.dir, 'test', '$(touch HACKED) x.test.js')));
@@ -104,7 +105,7 @@ describe("the change's tests run without its code", () => {
     const body = renderVerification(state.baseline, state.finalTest, { withoutFix: state.withoutFix });
     assert.match(
       body,
-      /Passing without the change's code too, so not proof:\*\* `the calculator module exists`/,
+      /Passing without the change's code too, so not proof:\*\* `test\/(?:trivial|\$\(touch HACKED\) x)\.test\.js::the calculator module exists`/,
     );
   });
 

@@ -84,22 +84,25 @@ dockerTest(
       const final = runs.find((e) => e.phase === 'final');
       assert.ok(baseline !== undefined && final !== undefined);
       // 10: what jest really printed, parsed test by test.
+      // Ids are file and title path (docs/testing.md), from jest's JSON report.
       assert.deepEqual([...baseline.summary.failedNames].sort(), [
-        'release › signing key is configured',
-        'slugify › collapses runs of punctuation into one dash',
+        'test/release.test.js::release > signing key is configured',
+        'test/slugify.test.js::slugify > collapses runs of punctuation into one dash',
       ]);
       assert.equal(baseline.summary.passed, 6);
       // 9: the colour-detection tests pass in the sandbox as they do on a host.
       for (const name of [
-        'supportsColor › FORCE_COLOR turns colour on without a terminal',
-        'supportsColor › CLICOLOR_FORCE turns colour on without a terminal',
-        'supportsColor › NO_COLOR turns colour off on a terminal',
-        'runtime › runs on the Node major pinned in .nvmrc',
+        'test/color.test.js::supportsColor > FORCE_COLOR turns colour on without a terminal',
+        'test/color.test.js::supportsColor > CLICOLOR_FORCE turns colour on without a terminal',
+        'test/color.test.js::supportsColor > NO_COLOR turns colour off on a terminal',
+        'test/runtime.test.js::runtime > runs on the Node major pinned in .nvmrc',
       ]) {
         assert.ok(baseline.summary.passedNames.includes(name), `${name} passes at baseline`);
         assert.ok(final.summary.passedNames.includes(name), `${name} passes at the end`);
       }
-      assert.deepEqual(final.summary.failedNames, ['release › signing key is configured']);
+      assert.deepEqual(final.summary.failedNames, [
+        'test/release.test.js::release > signing key is configured',
+      ]);
 
       // 8: resolved, the pre-existing failure named and not held against the fix.
       const end = events.find((e) => e.kind === 'outcome');
@@ -107,7 +110,10 @@ dockerTest(
       assert.equal(end.outcome, 'resolved', end.reason);
       assert.equal(pr.draft, false);
       assert.match(pr.body, /Failing before and after, not caused by this change/);
-      assert.match(pr.body, /release › signing key is configured/);
+      assert.match(
+        pr.body,
+        /release\.test\.js::release &gt; signing key is configured|release\.test\.js::release > signing key is configured/,
+      );
       // The PR says what ran and why.
       assert.match(pr.body, /### Environment/);
       assert.match(pr.body, /npm ci --no-audit --no-fund/);
@@ -221,12 +227,12 @@ dockerTest(
       const end2 = run2.events.find((e) => e.kind === 'outcome');
       assert.ok(end2?.kind === 'outcome');
       assert.equal(end2.outcome, 'unverified', end2.reason);
-      assert.match(end2.reason, /slugify › drops accents/);
+      assert.match(end2.reason, /test\/slugify\.test\.js::slugify > drops accents/);
       const pr2 = sim.pulls('acme', 'slugs').find((p) => p.body.includes(`#${second.number}`));
       assert.ok(pr2);
       assert.equal(pr2.draft, true);
       assert.match(pr2.body, /Passing before, failing now/);
-      assert.match(pr2.body, /slugify › drops accents/);
+      assert.match(pr2.body, /test\/slugify\.test\.js::slugify > drops accents/);
       assert.match(pr2.body, /reused a cached environment/);
       // The hit ran in a warm pool's container (the entry placed in it, the test PATH given to its
       // shells): the regression above was found by jest from the restored node_modules there.

@@ -113,12 +113,14 @@ function everythingCommitted(stack: Stack, name: string): string {
 }
 
 /**
- * Issue 33, attacks 1 and 3, through the App with a real worker and Docker. (1) Round one's agent
+ * Issue 33, attacks 1, 2 and 3, through the App with a real worker and Docker. (1) Round one's agent
  * adds a `postinstall` that writes the registry token in encodings no literal scan finds; a
  * follow-up round on its pull request is prepared from the PR's head, where the manifest changed:
  * its setup runs without the token and with install scripts off, says so, and nothing of the token
- * reaches the branch, a comment or the model. (3) A repository naming a secret the deployment did not
- * grant to it gets a config error on the issue and no setup.
+ * reaches the branch, a comment or the model. (2) The maintainers' own setup (trusted) leaves the
+ * token reversed, hex, base64 and base32 in the workspace, HOME, /tmp and /dev/shm: the job fails
+ * with the setup-secret error, and no copy reaches a comment or the model. (3) A repository naming a
+ * secret the deployment did not grant to it gets a config error on the issue and no setup.
  */
 dockerTest(
   "setup secrets never meet code the agent wrote: a follow-up's setup on a PR that changed the manifest runs without them and without install scripts; an ungranted secret is a config error",

@@ -122,6 +122,7 @@ async function settings(
     pipIndexUrl: null,
     setupSecrets: {},
     grants: null,
+    cacheUnpinnedMs: 24 * 3_600_000,
     cacheDir,
     cacheMaxBytes: 1024 ** 3,
     setupTimeoutMs: 5 * 60_000,
@@ -772,3 +773,54 @@ dockerTest(
   },
   { timeout: 300_000 },
 );
+
+dockerTest(
+  'environment: a package.json with dev dependencies and no lockfile gets them installed, writes no lockfile into the change, and its cached environment is reused only within its window',
+  async (_docker, t) => {
+    const workspace = await repoWithoutLock(t);
+    const planned = await planEnvironment(hostProbe(workspace), {}, BASE);
+    assert.deepEqual(
+      planned.setup.commands.map((c) => c.command),
+      ['npm install --no-package-lock --no-audit --no-fund'],
+    );
+    assert.equal(planned.setup.unpinned, true);
+    assert.match(planned.setup.commands[0]?.reason ?? '', /names 1 dependencies and there is no lockfile/);
+    const s = await settings(t);
+    const env = await prepare(t, workspace, planned, s, 'test:unpinned');
+    assert.equal(env.record.setup.commands[0]?.exitCode, 0, env.record.setup.commands[0]?.output);
+    assert.equal(env.record.setup.cache.status, 'stored');
+    // The tests find their dependency; nothing but the repository's own files is in the change.
+    assert.match(await sh(env, 'npm test 2>&1'), /^ok$/m);
+    assert.equal((await sh(env, 'git status --porcelain')).trim(), '', 'no lockfile, no node_modules');
+    // The same window reuses it; a later window (a setting of a millisecond) runs setup again.
+    const again = await prepare(t, await repoWithoutLock(t), planned, s, 'test:unpinned');
+    assert.equal(again.record.setup.cache.status, 'hit');
+    const later = await prepare(
+      t,
+      await repoWithoutLock(t),
+      planned,
+      { ...s, cacheUnpinnedMs: 1 },
+      'test:unpinned',
+    );
+    assert.notEqual(later.record.setup.cache.status, 'hit');
+  },
+  { timeout: 180_000 },
+);
+
+async function repoWithoutLock(t: TestContext): Promise<string> {
+  const workspace = await repo(t);
+  await rm(join(workspace, 'package-lock.json'));
+  await run('git', ['-C', workspace, 'add', '-A']);
+  await run('git', [
+    '-C',
+    workspace,
+    '-c',
+    'user.name=t',
+    '-c',
+    'user.email=t@e',
+    'commit',
+    '-qm',
+    'no lock',
+  ]);
+  return workspace;
+}

@@ -49,6 +49,7 @@ dockerTest(
       pipIndexUrl: index.url,
       setupSecrets: {},
       grants: null,
+      cacheUnpinnedMs: 24 * 3_600_000,
       cacheDir,
       cacheMaxBytes: 1024 ** 3,
       setupTimeoutMs: 5 * 60_000,

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { TestContext } from 'node:test';
 import { runTestCommand, type TestRunResult } from '../../src/agent/run-test-command.js';
-import type { RunnerKind } from '../../src/agent/testing/parse-test-output.js';
+import type { RunnerKind } from '../../src/testing/parse-test-output.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { hostProbe } from '../../src/environment/host-probe.js';
 import type { EnvironmentPlan } from '../../src/environment/plan.js';
@@ -50,84 +50,60 @@ interface RunnerCase {
   readonly verbose?: { readonly args: string; readonly expected: Expected };
 }
 
-// Names by each runner's convention (see test/agent/testing/fixtures/real-runners/README.md).
-const describeNames = {
-  failing: ['math › divides with rounding', 'strings "quoted" › arrow › trims › whitespace'],
-  passing: [
-    'math › adds',
-    'math › nested › deeper › multiplies',
-    `strings "quoted" › arrow › handles 'single' and "double" quotes`,
-    'strings "quoted" › arrow › unicode ünïcödé ✓ 日本語 🚀',
-    'top level passes',
-    'parse › with [brackets] & (parens) › keeps <angle> tags, $dollars and 100% of it',
-    'parse › with [brackets] & (parens) › reads a:colon and a back\\slash',
-    'parse › ends with (parens)',
+// Ids as docs/testing.md documents them: `file::describe > test` where the runner says the file (the
+// harness asks jest and vitest for their JSON report, which names every test with its file, whatever
+// the console shows), the title path alone where it does not (mocha's spec reporter).
+const titles = {
+  math: {
+    failing: ['math > divides with rounding'],
+    passing: ['math > adds', 'math > nested > deeper > multiplies'],
+    each: ['math > add(1, 1) = 2', 'math > add(2, 3) = 5'],
+  },
+  strings: {
+    failing: ['strings "quoted" › arrow > trims › whitespace'],
+    passing: [
+      `strings "quoted" › arrow > handles 'single' and "double" quotes`,
+      'strings "quoted" › arrow > unicode ünïcödé ✓ 日本語 🚀',
+      'top level passes',
+    ],
+  },
+  parse: [
+    'parse > with [brackets] & (parens) > keeps <angle> tags, $dollars and 100% of it',
+    'parse > with [brackets] & (parens) > reads a:colon and a back\\slash',
+    'parse > ends with (parens)',
   ],
-  each: ['math › add(1, 1) = 2', 'math › add(2, 3) = 5'],
 };
 
-const vitestNames = {
-  failing: [
-    'test/math.test.js > math > divides with rounding',
-    'test/strings.test.js > strings "quoted" › arrow > trims › whitespace',
-  ],
-  /** The tests of the two files that fail: vitest's default reporter shows them as a tree. */
-  passingInFailingFiles: [
-    'test/math.test.js > math > adds',
-    'test/math.test.js > math > nested > deeper > multiplies',
-    'test/math.test.js > math > add(1, 1) = 2',
-    'test/math.test.js > math > add(2, 3) = 5',
-    `test/strings.test.js > strings "quoted" › arrow > handles 'single' and "double" quotes`,
-    'test/strings.test.js > strings "quoted" › arrow > unicode ünïcödé ✓ 日本語 🚀',
-    'test/strings.test.js > top level passes',
-  ],
-  passingFile: [
-    'test/parse.test.js > parse > with [brackets] & (parens) > keeps <angle> tags, $dollars and 100% of it',
-    'test/parse.test.js > parse > with [brackets] & (parens) > reads a:colon and a back\\slash',
-    'test/parse.test.js > parse > ends with (parens)',
-  ],
-};
+/** Every test of the three files, with ids in `dir/<file>.test.js::…`. */
+function fileIds(dir: string): { failed: string[]; passed: string[] } {
+  const id = (file: string, names: readonly string[]): string[] =>
+    names.map((n) => `${dir}/${file}.test.js::${n}`);
+  return {
+    failed: [...id('math', titles.math.failing), ...id('strings', titles.strings.failing)],
+    passed: [
+      ...id('math', [...titles.math.passing, ...titles.math.each]),
+      ...id('strings', titles.strings.passing),
+      ...id('parse', titles.parse),
+    ],
+  };
+}
+
+const jestIds = fileIds('__tests__');
+const vitestIds = fileIds('test');
 
 const CASES: Record<'jest' | 'vitest' | 'mocha', RunnerCase> = {
   jest: {
     runner: 'jest',
-    // Tests: 2 failed, 1 skipped, 1 todo, 10 passed. Without --verbose jest names no passing test,
-    // only `PASS __tests__/parse.test.js`; the passing tests of the two failing files stay unnamed.
-    plain: {
-      exitCode: 1,
-      counts: [10, 2, 2],
-      failed: describeNames.failing,
-      passed: ['__tests__/parse.test.js'],
-    },
-    verbose: {
-      args: '--verbose',
-      expected: {
-        exitCode: 1,
-        counts: [10, 2, 2],
-        failed: describeNames.failing,
-        passed: [...describeNames.passing, ...describeNames.each],
-      },
-    },
+    // Tests: 2 failed, 1 skipped, 1 todo, 10 passed. Without --verbose jest's console names no passing
+    // test; its JSON report, which the harness asks for beside it, names them all.
+    plain: { exitCode: 1, counts: [10, 2, 2], ...jestIds },
+    verbose: { args: '--verbose', expected: { exitCode: 1, counts: [10, 2, 2], ...jestIds } },
   },
   vitest: {
     runner: 'vitest',
-    // Tests 2 failed | 10 passed | 1 skipped | 1 todo. The default reporter prints a file that passed
-    // as one line, `✓ test/parse.test.js (3 tests)`: its path is the name.
-    plain: {
-      exitCode: 1,
-      counts: [10, 2, 2],
-      failed: vitestNames.failing,
-      passed: [...vitestNames.passingInFailingFiles, 'test/parse.test.js'],
-    },
-    verbose: {
-      args: '--reporter=verbose',
-      expected: {
-        exitCode: 1,
-        counts: [10, 2, 2],
-        failed: vitestNames.failing,
-        passed: [...vitestNames.passingInFailingFiles, ...vitestNames.passingFile],
-      },
-    },
+    // Tests 2 failed | 10 passed | 1 skipped | 1 todo; its JSON report names every test.
+    plain: { exitCode: 1, counts: [10, 2, 2], ...vitestIds },
+    verbose: { args: '--reporter=verbose', expected: { exitCode: 1, counts: [10, 2, 2], ...vitestIds } },
   },
   mocha: {
     runner: 'mocha',
@@ -135,8 +111,8 @@ const CASES: Record<'jest' | 'vitest' | 'mocha', RunnerCase> = {
     plain: {
       exitCode: 2,
       counts: [8, 2, 2],
-      failed: describeNames.failing,
-      passed: describeNames.passing,
+      failed: [...titles.math.failing, ...titles.strings.failing],
+      passed: [...titles.math.passing, ...titles.strings.passing, ...titles.parse],
     },
   },
 };
@@ -199,6 +175,7 @@ async function prepare(t: TestContext, workspace: string): Promise<PreparedEnvir
       pipIndexUrl: null,
       setupSecrets: {},
       grants: null,
+      cacheUnpinnedMs: 24 * 3_600_000,
       cacheDir,
       cacheMaxBytes: 1024 ** 3,
       setupTimeoutMs: 3 * 60_000,
@@ -258,10 +235,11 @@ async function checkRun(
   command: string,
   runner: RunnerKind,
   expected: Expected,
+  via: 'agent' | 'harness' = 'harness',
 ): Promise<TestRunResult | null> {
   let result: TestRunResult | null = null;
   await t.test(label, async () => {
-    result = await runTestCommand(env.sandbox, command, DEFAULT_LIMITS, undefined, 'harness');
+    result = await runTestCommand(env.sandbox, command, DEFAULT_LIMITS, undefined, via);
     assertSummary(result, runner, expected);
   });
   return result;
@@ -276,6 +254,9 @@ function runnerTest(name: keyof typeof CASES): void {
       assertInstalledThroughProxy(t, env);
 
       const plain = await checkRun(t, env, 'npm test', 'npm test', c.runner, c.plain);
+      // The agent's own run_tests, in its shell (another user than the harness's): the report the
+      // harness asks for is written and read there too.
+      await checkRun(t, env, "npm test in the agent's shell", 'npm test', c.runner, c.plain, 'agent');
       const color = await checkRun(
         t,
         env,

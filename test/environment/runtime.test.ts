@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { WorkspaceProbe } from '../../src/agent/testing/detect-test-command.js';
+import type { WorkspaceProbe } from '../../src/testing/detect-test-command.js';
 import {
   detectRuntime,
   OFFERED,

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isTestPath } from '../../src/agent/testing/test-paths.js';
+import { isTestPath } from '../../src/testing/test-paths.js';
 import { closingReferences, judge, runnableTestFiles } from '../../src/eval/from-repo.js';
 import type { TestRun } from '../../src/eval/grade.js';
-import type { TestStatus } from '../../src/eval/test-results.js';
+import type { TestStatus } from '../../src/testing/test-run.js';
 
 void test('closing keywords name issues of this repository only, in every form GitHub links', () => {
   const text = [
@@ -61,12 +61,15 @@ void test('test paths and the test files a runner runs', () => {
   );
 });
 
-function ran(results: Record<string, TestStatus>): TestRun {
-  return { kind: 'ran', results: new Map(Object.entries(results)), output: 'out', testMs: 1 };
+function ran(results: Record<string, TestStatus>): Extract<TestRun, { kind: 'ran' }> {
+  const facts = Object.entries(results).map(
+    ([id, status]) => [id, { id, file: 't', status, source: 'output' as const }] as const,
+  );
+  return { kind: 'ran', results: new Map(facts), output: 'out', testMs: 1, runnerConfig: [] };
 }
 
 void test('FAIL_TO_PASS are the tests that did not pass before and pass after; PASS_TO_PASS pass both times', () => {
-  const before = ran({ 't::a': 'passed', 't::b': 'failed', 't::c': 'error', 't::skip': 'skipped' });
+  const before = ran({ 't::a': 'passed', 't::b': 'failed', 't::c': 'errored', 't::skip': 'skipped' });
   const after = ran({
     't::a': 'passed',
     't::b': 'passed',
@@ -83,7 +86,7 @@ void test('FAIL_TO_PASS are the tests that did not pass before and pass after; P
   assert.deepEqual(judge(ran({}), ran({ 't::a': 'passed' })), { failToPass: ['t::a'], passToPass: [] });
   const none = judge(ran({ 't::a': 'passed' }), ran({ 't::a': 'passed' }));
   assert.ok('code' in none && none.code === 'no_fail_to_pass', JSON.stringify(none));
-  const silent = judge(ran({}), { kind: 'ran', results: new Map(), output: 'ERROR: not found', testMs: 1 });
+  const silent = judge(ran({}), { ...ran({}), output: 'ERROR: not found' });
   assert.ok('code' in silent && silent.code === 'tests_did_not_run' && /not found/.test(silent.reason));
   const broken = judge(ran({}), { kind: 'patch_failed', output: 'error: patch failed: calc.py:3' });
   assert.ok('code' in broken && broken.code === 'patch_does_not_apply' && /calc\.py/.test(broken.reason));

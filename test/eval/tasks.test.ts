@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseTasks, TaskFileError } from '../../src/eval/tasks.js';
-import { parsePytest, parseTap, statusOf } from '../../src/eval/test-results.js';
-import { testCommands } from '../../src/eval/grade.js';
+import { factOf, passed, testCommands, type TestResults } from '../../src/eval/grade.js';
+import { readFacts } from '../../src/testing/run-tests.js';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,8 +55,17 @@ test('a bad task file names every bad line and runs nothing', () => {
   assert.throws(() => parseTasks('\n', '/'), /holds no task/);
 });
 
-test("pytest -rA and node's TAP are read per test; a test missing from the output has no status", () => {
-  const py = parsePytest(
+test("pytest -rA and node's TAP are read per test by the engine; a test missing from the output has none", () => {
+  const results = (text: string, file: string | null = null): TestResults =>
+    new Map(
+      (readFacts(text, { killed: null, exitCode: 1 }, [], undefined, null).tests ?? []).map((f) => [
+        file !== null && f.file === null ? `${file}::${f.id}` : f.id,
+        f,
+      ]),
+    );
+  const status = (r: TestResults, id: string, byName = false): string | null =>
+    factOf(r, id, byName)?.status ?? null;
+  const py = results(
     [
       '=========================== short test summary info ============================',
       'PASSED tests/test_a.py::test_one',
@@ -67,21 +76,22 @@ test("pytest -rA and node's TAP are read per test; a test missing from the outpu
       'PASSED tests/test_a.py::test_param[a-b]',
     ].join('\n'),
   );
-  assert.equal(statusOf(py, 'tests/test_a.py::test_one'), 'passed');
-  assert.equal(statusOf(py, 'tests/test_a.py::test_two'), 'failed');
-  assert.equal(statusOf(py, 'tests/test_b.py::test_setup'), 'error');
-  assert.equal(statusOf(py, 'tests/test_a.py::test_known'), 'xfail');
-  assert.equal(statusOf(py, 'tests/test_a.py::test_param[a-b]'), 'passed');
-  assert.equal(statusOf(py, 'tests/test_a.py::test_absent'), null);
+  assert.equal(status(py, 'tests/test_a.py::test_one'), 'passed');
+  assert.equal(status(py, 'tests/test_a.py::test_two'), 'failed');
+  assert.equal(status(py, 'tests/test_b.py::test_setup'), 'errored');
+  assert.equal(status(py, 'tests/test_a.py::test_known'), 'skipped');
+  assert.ok(passed(factOf(py, 'tests/test_a.py::test_known')), 'an expected failure counts as passing');
+  assert.equal(status(py, 'tests/test_a.py::test_param[a-b]'), 'passed');
+  assert.equal(status(py, 'tests/test_a.py::test_absent'), null);
 
-  const tap = parseTap(
+  const tap = results(
     [
       'TAP version 13',
       '# Subtest: top passes',
-      'ok 1 - top passes',
+      'ok 1 - top passes # time=2.6ms',
       '# Subtest: group',
-      '    # Subtest: inner ok',
-      '    ok 1 - inner ok',
+      '    # Subtest: inner \\# ok \\\\ x',
+      '    ok 1 - inner \\# ok \\\\ x',
       '    # Subtest: inner bad',
       '    not ok 2 - inner bad',
       '      ---',
@@ -95,24 +105,28 @@ test("pytest -rA and node's TAP are read per test; a test missing from the outpu
     ].join('\n'),
     'test/a.test.js',
   );
-  assert.equal(statusOf(tap, 'test/a.test.js::top passes'), 'passed');
-  assert.equal(statusOf(tap, 'test/a.test.js::group > inner ok'), 'passed');
-  assert.equal(statusOf(tap, 'test/a.test.js::group > inner bad'), 'failed');
-  assert.equal(statusOf(tap, 'test/a.test.js::group'), 'failed');
-  assert.equal(statusOf(tap, 'test/a.test.js::skipped one'), 'skipped');
+  assert.equal(
+    status(tap, 'test/a.test.js::top passes'),
+    'passed',
+    'the time directive is not part of the name',
+  );
+  assert.equal(status(tap, 'test/a.test.js::group > inner # ok \\ x'), 'passed', 'escapes are undone');
+  assert.equal(status(tap, 'test/a.test.js::group > inner bad'), 'failed');
+  assert.equal(status(tap, 'test/a.test.js::group'), null, 'a suite is not a test');
+  assert.equal(status(tap, 'test/a.test.js::skipped one'), 'skipped');
   // A bare name matches a `file::name` id when the output had no file.
-  const bare = parseTap('ok 1 - works\n', null);
-  assert.equal(statusOf(bare, 'test/x.test.js::works', true), 'passed');
-  assert.equal(statusOf(bare, 'test/x.test.js::works'), null, 'not when the listed tests span files');
+  const bare = results('ok 1 - works\n');
+  assert.equal(status(bare, 'test/x.test.js::works', true), 'passed');
+  assert.equal(status(bare, 'test/x.test.js::works'), null, 'not when the listed tests span files');
   // Parameters with spaces and dashes stay in the id; the failure message after ` - ` does not.
-  const params = parsePytest(
+  const params = results(
     'PASSED tests/t.py::test_op[a - b]\nFAILED tests/t.py::test_op[c - d] - AssertionError: x - y\n',
   );
-  assert.equal(statusOf(params, 'tests/t.py::test_op[a - b]'), 'passed');
-  assert.equal(statusOf(params, 'tests/t.py::test_op[c - d]'), 'failed');
+  assert.equal(status(params, 'tests/t.py::test_op[a - b]'), 'passed');
+  assert.equal(status(params, 'tests/t.py::test_op[c - d]'), 'failed');
 });
 
-test('the default test commands: one pytest run over the files, one node run per JavaScript file; otherwise a test_command is needed', () => {
+test('the default test commands: one pytest run over the files, one node run over the JavaScript files; otherwise a test_command is needed', () => {
   const t = (f2p: string[], extra: Record<string, unknown> = {}) =>
     parseTasks(task({ FAIL_TO_PASS: f2p, PASS_TO_PASS: [], ...extra }), '/')[0] ?? assert.fail();
   assert.deepEqual(
@@ -121,7 +135,7 @@ test('the default test commands: one pytest run over the files, one node run per
   );
   assert.deepEqual(
     testCommands(t(['test/a.test.js::one', 'test/b.test.js::two'])).map((c) => c.command),
-    ["node --test --test-reporter=tap 'test/a.test.js'", "node --test --test-reporter=tap 'test/b.test.js'"],
+    ["node --test 'test/a.test.js' 'test/b.test.js'"],
   );
   assert.throws(() => testCommands(t(['works'])), /give the task a test_command/);
   assert.deepEqual(

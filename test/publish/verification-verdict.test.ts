@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { verdict } from '../../src/agent/testing/verdict.js';
+import { verdict } from '../../src/testing/verdict.js';
 import type { EventOf, NewEvent } from '../../src/events/schema.js';
 import { describeOutcome } from '../../src/publish/outcome-words.js';
 import { renderPullRequest } from '../../src/publish/pr-body.js';

@@ -11,7 +11,7 @@ import { AnthropicModel } from '../../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../../src/model/pricing.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
 import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
-import { makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
+import { commitFiles, makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
 
 export const TEST_KEY = 'sk-ant-harness';
 
@@ -41,8 +41,12 @@ export async function startHarness(options: {
   triage?: boolean;
   /** Where the final run happens (AgentDeps.verifier); default the run's own sandbox. */
   verifier?: FreshVerifier;
+  /** Files committed over the fixture before the run (the base commit has them). */
+  files?: Readonly<Record<string, string>>;
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
+  if (options.files !== undefined && Object.keys(options.files).length > 0)
+    commitFiles(repo.dir, options.files);
   const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
   const sandbox = await LocalSandbox.create({
     workspace: repo.dir,

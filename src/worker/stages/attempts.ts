@@ -1,5 +1,5 @@
 import type { Outcome } from '../../agent/run-agent.js';
-import { verdict } from '../../agent/testing/verdict.js';
+import { verdict } from '../../testing/verdict.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { AgentEvent, BaseState } from '../../events/schema.js';
 import type { AttemptTableRow } from '../../publish/pr-body.js';
