@@ -50,15 +50,12 @@ export async function reapOrphans(docker: Docker, options: ReapOptions = {}): Pr
       await docker.getContainer(c.Id).remove({ force: true, v: true });
       removed.push(c.Id);
     } catch (error) {
-      // Already gone (another worker reaped it first) is fine.
-      if (!(
-        typeof error === 'object' &&
-        error !== null &&
-        'statusCode' in error &&
-        error.statusCode === 404
-      )) {
-        throw error;
-      }
+      // Already gone (another worker reaped it first), or being removed by someone else (its owner
+      // on its way out, another worker's reaper: the engine answers 409 "removal … already in
+      // progress"), is what was wanted: a worker must not die of it at start.
+      const code =
+        typeof error === 'object' && error !== null && 'statusCode' in error ? error.statusCode : undefined;
+      if (code !== 404 && code !== 409) throw error;
     }
   }
   return { removed, kept };
