@@ -6,6 +6,7 @@ import { summarize, terminalReport, writeReport } from '../eval/report.js';
 import { EvalConfigError, runEval, type EvalProgress } from '../eval/run-eval.js';
 import { buildTasksFromRepo, FromRepoError, type Skipped } from '../eval/from-repo.js';
 import { readTasks, TaskFileError, type EvalTask } from '../eval/tasks.js';
+import { listenForInterrupts } from './interrupts.js';
 import { sandboxKind, SetupError, UsageError } from './workspace.js';
 
 export const EVAL_USAGE = `  issue-agent eval <tasks.jsonl> [--concurrency N] [--sandbox docker|local] [--out DIR]
@@ -96,15 +97,19 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
     values.out ?? resolve(env.runsDir, fromRepo === null ? 'eval' : `eval-${fromRepo.replace('/', '__')}`),
   );
   const json = values.json === true;
-  const controller = new AbortController();
-  let interrupts = 0;
-  const onSigint = (): void => {
-    interrupts += 1;
-    if (interrupts > 1) process.exit(130);
-    process.stderr.write('\ninterrupted: cancelling the running tasks (Ctrl-C again to exit now)\n');
-    controller.abort('interrupted');
-  };
-  process.on('SIGINT', onSigint);
+  // Ctrl-C cancels the running tasks (their setups too); a second one removes what they started
+  // at once and exits 130 (see listenForInterrupts).
+  const interrupts = listenForInterrupts({
+    docker: kind === 'docker',
+    onFirst: () => {
+      process.stderr.write(
+        '\ninterrupted: cancelling the running tasks (Ctrl-C again to remove what they started at once and exit)\n',
+      );
+    },
+    write: (line) => {
+      process.stderr.write(`interrupted: ${line}\n`);
+    },
+  });
   const logger = pino({ level: env.logLevel, base: { eval: out } }, pino.destination(2));
   let tasksFile = positionals[0] === undefined ? '' : resolve(positionals[0]);
   let skipped: readonly Skipped[] | null = null;
@@ -123,18 +128,18 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
         hide: [],
         concurrency,
         logger,
-        signal: controller.signal,
+        signal: interrupts.signal,
         onProgress: (line) => {
           process.stderr.write(`  ${line}\n`);
         },
       });
     } catch (error) {
-      process.off('SIGINT', onSigint);
+      interrupts.dispose();
       if (error instanceof FromRepoError) throw new SetupError(error.message);
       throw error;
     }
-    if (controller.signal.aborted) {
-      process.off('SIGINT', onSigint);
+    if (interrupts.signal.aborted) {
+      interrupts.dispose();
       process.stderr.write('interrupted while building the tasks: run the same command again to go on\n');
       return 130;
     }
@@ -145,7 +150,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       `eval: ${built.tasks.length} task(s) built, ${built.skipped.length} closed issue(s) skipped; task set in ${built.file}\n`,
     );
     if (values['build-only'] === true || tasks.length === 0) {
-      process.off('SIGINT', onSigint);
+      interrupts.dispose();
       if (json)
         console.log(JSON.stringify({ repo: source.repo, tasks: tasks.length, file: built.file, skipped }));
       return tasks.length === 0 && values['build-only'] !== true ? 1 : 0;
@@ -173,7 +178,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
         token: (process.env.GITHUB_TOKEN ?? process.env.GH_TOKEN ?? '').trim() || null,
       },
       tasksFile,
-      signal: controller.signal,
+      signal: interrupts.signal,
       logger,
       onProgress: (p) => {
         progress.update(p);
@@ -183,7 +188,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
     if (error instanceof EvalConfigError) throw new UsageError(error.message);
     throw error;
   } finally {
-    process.off('SIGINT', onSigint);
+    interrupts.dispose();
     progress.end();
   }
   const summary = summarize(run, {

@@ -12,6 +12,9 @@ import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { EnvironmentRecord, Limits, Task } from '../events/schema.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
+import { removeHeldPaths } from '../sandbox/held-paths.js';
+import { SandboxCancelledError } from '../sandbox/sandbox.js';
+import { EXIT_INTERRUPTED, listenForInterrupts, type Interrupts } from './interrupts.js';
 import { applyToCheckout } from './workspace-copy.js';
 import { evalCommand, EVAL_USAGE } from './eval-command.js';
 import { ProgressPrinter } from './progress.js';
@@ -24,6 +27,7 @@ import {
   sandboxKind,
   SetupError,
   UsageError,
+  type CliSandbox,
   type CliWorkspace,
 } from './workspace.js';
 
@@ -43,9 +47,12 @@ ${EVAL_USAGE}
 environment: ANTHROPIC_API_KEY (required to run), ANTHROPIC_BASE_URL, ISSUE_AGENT_MODEL,
   ISSUE_AGENT_RUNS_DIR (where trajectories go), ISSUE_AGENT_MAX_* (budgets), ISSUE_AGENT_EGRESS_*,
   ISSUE_AGENT_EXTRA_CA_CERTS, ISSUE_AGENT_NPM_REGISTRY, ISSUE_AGENT_PIP_INDEX_URL,
-  ISSUE_AGENT_SETUP_SECRET_<NAME> (setup), see README and docs/environments.md.`;
+  ISSUE_AGENT_SETUP_SECRET_<NAME> (setup), see README and docs/environments.md.
 
-const EXIT = { resolved: 0, other: 1, usage: 2, failed: 3 } as const;
+Ctrl-C (or SIGTERM) cancels: setup stops within seconds (exit 130), the agent at its next step; what
+the run started is removed. A second Ctrl-C removes it at once and exits 130.`;
+
+const EXIT = { resolved: 0, other: 1, usage: 2, failed: 3, interrupted: EXIT_INTERRUPTED } as const;
 
 function exitCodeFor(outcome: Outcome): number {
   if (outcome.outcome === 'resolved') return EXIT.resolved;
@@ -210,25 +217,33 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
 
   const conversationId = randomUUID();
   const dir = out ?? resolve(env.runsDir, conversationId);
-  const ws = await openWorkspace(repo, kind, env, dir, conversationId, setup);
+  const stop = interrupts(kind, values.json === true);
   try {
-    const base = await newBaseState({
-      task,
-      sandbox: ws.sandbox,
-      model: m.name,
-      limits,
-      testCommand,
-      conversationId,
-      workspacePath: repo,
-      sandboxLabel: recordedKind(ws.sandbox.kind, kind === 'local'),
-      environment: ws.environment,
-      instructions: { ref: 'the checkout', commit: 'HEAD', files: [...ws.instructions] },
-    });
-    const store = FileEventStore.create(dir, base);
-    if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
-    return await execute(store, ws, m, env, values.json === true, repo);
+    const ws = await openCancellable(
+      () => openWorkspace(repo, kind, env, dir, conversationId, setup, { signal: stop.signal }),
+      stop.signal,
+    );
+    try {
+      const base = await newBaseState({
+        task,
+        sandbox: ws.sandbox,
+        model: m.name,
+        limits,
+        testCommand,
+        conversationId,
+        workspacePath: repo,
+        sandboxLabel: recordedKind(ws.sandbox.kind, kind === 'local'),
+        environment: ws.environment,
+        instructions: { ref: 'the checkout', commit: 'HEAD', files: [...ws.instructions] },
+      });
+      const store = FileEventStore.create(dir, base);
+      if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
+      return await execute(store, ws, m, env, values.json === true, repo, stop.signal);
+    } finally {
+      await ws.close();
+    }
   } finally {
-    await ws.close();
+    stop.dispose();
   }
 }
 
@@ -246,13 +261,54 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
   const m = model(env, store.base.model);
   const repo = await checkRepo(resolve(values.repo ?? store.base.workspace.path), true);
   const kind = sandboxKind(values.sandbox ?? store.base.sandbox);
-  const ws = await openWorkspace(repo, kind, env, store.location, store.base.conversationId, setup);
-  if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
+  const stop = interrupts(kind, values.json === true);
   try {
-    return await execute(store, ws, m, env, values.json === true, repo);
+    const ws = await openCancellable(
+      () =>
+        openWorkspace(repo, kind, env, store.location, store.base.conversationId, setup, {
+          signal: stop.signal,
+        }),
+      stop.signal,
+    );
+    if (ws.environment !== null) process.stderr.write(`${environmentLine(ws.environment)}\n`);
+    try {
+      return await execute(store, ws, m, env, values.json === true, repo, stop.signal);
+    } finally {
+      await ws.close();
+    }
   } finally {
-    await ws.close();
+    stop.dispose();
   }
+}
+
+/** Ctrl-C over a run (see listenForInterrupts); the first one says what it does on stderr. */
+function interrupts(kind: CliSandbox, json: boolean): Interrupts {
+  const say = (line: string): void => {
+    process.stderr.write(`${json ? '' : '\n'}issue-agent: ${line}\n`);
+  };
+  return listenForInterrupts({
+    docker: kind === 'docker',
+    onFirst: (signal) => {
+      say(`${signal}: cancelling the run and removing what it started (Ctrl-C again: at once)`);
+    },
+    write: say,
+  });
+}
+
+/**
+ * Opens the run's workspace; one that opened just as the signal aborted is closed again, so a
+ * cancelled setup ends the same way whenever the signal came.
+ */
+async function openCancellable(
+  open: () => Promise<CliWorkspace>,
+  signal: AbortSignal,
+): Promise<CliWorkspace> {
+  const ws = await open();
+  if (signal.aborted) {
+    await ws.close();
+    throw new SandboxCancelledError(signal.reason);
+  }
+  return ws;
 }
 
 function replayCommand(args: readonly string[]): number {
@@ -284,33 +340,22 @@ async function execute(
   env: AgentEnv,
   json: boolean,
   repo: string,
+  signal: AbortSignal,
 ): Promise<number> {
   const progressOut = json ? process.stderr : process.stdout;
   const printer = new ProgressPrinter((line) => progressOut.write(`${line}\n`));
-  const controller = new AbortController();
-  const onSignal = (signal: NodeJS.Signals): void => {
-    controller.abort(`cancelled by ${signal}`);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
   const logger = pino(
     { level: env.logLevel, base: { conversation: store.base.conversationId } },
     pino.destination(2),
   );
   progressOut.write(`trajectory: ${store.location}\n`);
-  let outcome: Outcome;
-  try {
-    outcome = await runInWorkspace(store, ws, m, env, {
-      signal: controller.signal,
-      logger,
-      onEvent: (e) => {
-        printer.onEvent(e);
-      },
-    });
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
+  const outcome: Outcome = await runInWorkspace(store, ws, m, env, {
+    signal,
+    logger,
+    onEvent: (e) => {
+      printer.onEvent(e);
+    },
+  });
   const state = reduceState(store.events);
   const tokens = totalTokens(state.usage);
   // The change comes back as data: the last checkpoint's diff, applied to the user's working tree.
@@ -385,22 +430,33 @@ function minutesToMs(m: number | undefined): number | undefined {
   return m === undefined ? undefined : Math.round(m * 60_000);
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      console.error(`issue-agent: ${error.message}`);
-      process.exitCode = EXIT.usage;
-      return;
-    }
-    if (error instanceof SetupError) {
-      console.error(`issue-agent: ${error.message}`);
+// What a command left on the host once its sandboxes are closed (the Docker mount files' folder,
+// which lives as long as the process) goes with it.
+main(process.argv.slice(2))
+  .finally(removeHeldPaths)
+  .then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      if (error instanceof SandboxCancelledError) {
+        console.error(`issue-agent: ${error.message}; everything the run had started is removed`);
+        process.exitCode = EXIT.interrupted;
+        return;
+      }
+      if (error instanceof UsageError) {
+        console.error(`issue-agent: ${error.message}`);
+        process.exitCode = EXIT.usage;
+        return;
+      }
+      if (error instanceof SetupError) {
+        console.error(`issue-agent: ${error.message}`);
+        process.exitCode = EXIT.failed;
+        return;
+      }
+      console.error(
+        `issue-agent: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
       process.exitCode = EXIT.failed;
-      return;
-    }
-    console.error(`issue-agent: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exitCode = EXIT.failed;
-  },
-);
+    },
+  );

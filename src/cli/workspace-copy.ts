@@ -3,6 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { lstat, mkdir, rm, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join, relative, resolve, sep } from 'node:path';
+import { holdPath, releasePath } from '../sandbox/held-paths.js';
 
 /**
  * The CLI never hands the user's checkout to the sandbox: the agent works on a copy (like the
@@ -150,7 +151,14 @@ export async function copyPlace(key: string): Promise<CheckoutCopy> {
   const parent = join(await privateRoot(), `cli-${key}`);
   await rm(parent, { recursive: true, force: true });
   await mkdir(parent, { mode: 0o700 });
-  return { dir: join(parent, 'repo'), cleanup: () => rm(parent, { recursive: true, force: true }) };
+  holdPath(parent);
+  return {
+    dir: join(parent, 'repo'),
+    cleanup: async () => {
+      await rm(parent, { recursive: true, force: true });
+      releasePath(parent);
+    },
+  };
 }
 
 /** `tar` from one tree into another for a list of paths; links are copied as links. */

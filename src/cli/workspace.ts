@@ -23,7 +23,7 @@ import { failedSetupOutput } from '../publish/environment.js';
 import { Redactor } from '../publish/redact.js';
 import { createSandbox } from '../sandbox/create-sandbox.js';
 import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
-import type { Sandbox } from '../sandbox/sandbox.js';
+import { throwIfCancelled, type Sandbox } from '../sandbox/sandbox.js';
 import { cliHidePaths, copyCheckout, WorkspaceCopyError, type CheckoutCopy } from './workspace-copy.js';
 
 /**
@@ -126,8 +126,15 @@ export async function openWorkspace(
     readonly ownCopy?: CheckoutCopy;
     /** Only the harness runs commands in this sandbox (eval grading): its agent shell starts lazily. */
     readonly lazyAgentShell?: boolean;
+    /**
+     * Cancels the opening (Ctrl-C): the setup step running stops, what was made is removed, and
+     * openWorkspace throws SandboxCancelledError (see PrepareInput.signal).
+     */
+    readonly signal?: AbortSignal | undefined;
   } = {},
 ): Promise<CliWorkspace> {
+  const signal = more.signal;
+  throwIfCancelled(signal);
   let copy: CheckoutCopy;
   if (more.ownCopy !== undefined) {
     copy = more.ownCopy;
@@ -141,6 +148,7 @@ export async function openWorkspace(
   }
   const closeCopy = (): Promise<void> => copy.cleanup();
   try {
+    throwIfCancelled(signal);
     const config = await checkoutConfig(copy.dir);
     // A worker's settings narrowed to one repository (an App's evaluation): the checkout's config
     // may ask only for what that repository was granted (config/grants.ts).
@@ -205,6 +213,7 @@ export async function openWorkspace(
             limits: env.sandboxLimits,
             mayStoreCache: true,
             lazyAgentShell: more.lazyAgentShell,
+            signal,
             scrub,
             logger,
           })
@@ -229,6 +238,7 @@ export async function openWorkspace(
               workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
             },
             lazyAgentShell: more.lazyAgentShell,
+            signal,
             scrub,
             logger,
           });

@@ -12,6 +12,7 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { detectTestCommand, type WorkspaceProbe } from '../testing/detect-test-command.js';
+import { planFromSource, type FromSourcePlan } from './python-from-source.js';
 
 export type SetupEcosystem = 'npm' | 'pnpm' | 'yarn-classic' | 'yarn-berry' | 'python';
 
@@ -39,6 +40,11 @@ export interface SetupPlan {
    * environment as the registry moves, so a cached one is kept only for a while.
    */
   readonly unpinned?: boolean;
+  /**
+   * What runs in place of the project's editable install when pip cannot fetch its build backend
+   * (python-from-source.ts). Absent: no fallback, a failed install fails setup.
+   */
+  readonly fromSource?: FromSourcePlan;
 }
 
 /** The sandbox's workspace and default PATH (the node and python images' own). */
@@ -559,6 +565,7 @@ async function detectPython(probe: WorkspaceProbe): Promise<SetupPlan | null> {
 
   const commands: SetupCommand[] = [];
   const notes: string[] = [];
+  let fromSource: FromSourcePlan | null = null;
   if (requirements.length > 0) {
     commands.push({
       command: `${PIP} install ${requirements.map((f) => `-r ${f}`).join(' ')}`,
@@ -581,19 +588,35 @@ async function detectPython(probe: WorkspaceProbe): Promise<SetupPlan | null> {
     const extras = chooseExtras(declared);
     const source = hasProjectTable ? 'pyproject.toml has a [project] table' : 'setup.py is present';
     const target = extras.length > 0 ? `'.[${extras.join(',')}]'` : '.';
+    const install = `${PIP} install -e ${target}`;
     commands.push({
-      command: `${PIP} install -e ${target}`,
+      command: install,
       reason:
         extras.length > 0
           ? `${source}; with the extras it declares for tests (${extras.join(', ')})`
           : `${source}; it declares none of the extras ${TEST_EXTRAS.join(', ')}`,
     });
+    fromSource = await planFromSource(probe, {
+      replaces: install,
+      pyproject: pyprojectText,
+      declaredIn: hasProjectTable ? 'project' : 'setup.py',
+      extras,
+      venv: VENV,
+    });
   } else if (isPoetry) {
     if (hasBuildSystem) {
+      const install = `${PIP} install -e .`;
       commands.push({
-        command: `${PIP} install -e .`,
+        command: install,
         reason:
           'pyproject.toml is a Poetry project with a [build-system]: installed with pip (Poetry dependency groups are not installed; configure setup: for those)',
+      });
+      fromSource = await planFromSource(probe, {
+        replaces: install,
+        pyproject: pyprojectText,
+        declaredIn: 'poetry',
+        extras: [],
+        venv: VENV,
       });
     } else {
       notes.push(
@@ -628,6 +651,7 @@ async function detectPython(probe: WorkspaceProbe): Promise<SetupPlan | null> {
     },
     outputs: [VENV],
     inputs: [...new Set(inputs)],
+    ...(fromSource === null ? {} : { fromSource }),
   };
 }
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
 import { EGRESS_SOCKET_NAME } from '../sandbox/docker/setup-phase.js';
+import { holdPath, releasePath } from '../sandbox/held-paths.js';
 import { EgressLog } from '../sandbox/egress/egress-log.js';
 import { startEgressProxy, type EgressLogEntry, type EgressProxy } from '../sandbox/egress/egress-proxy.js';
 
@@ -84,7 +85,7 @@ export interface EgressSessionOptions {
  * whose user may not be this one, can connect but not create, rename or remove anything there.
  */
 export async function startEgressSession(options: EgressSessionOptions): Promise<EgressSession> {
-  const parent = await mkdtemp(join(tmpdir(), 'ia-egress-'));
+  const parent = holdPath(await mkdtemp(join(tmpdir(), 'ia-egress-')));
   await chmod(parent, 0o700);
   const dir = join(parent, 's');
   await mkdir(dir, { mode: 0o755 });
@@ -112,6 +113,7 @@ export async function startEgressSession(options: EgressSessionOptions): Promise
     proxy = await start(options.allowHosts);
   } catch (error) {
     await rm(parent, { recursive: true, force: true });
+    releasePath(parent);
     throw error;
   }
   let closing: Promise<void> | null = null;
@@ -127,6 +129,7 @@ export async function startEgressSession(options: EgressSessionOptions): Promise
       closing ??= (async () => {
         await proxy.close();
         await rm(parent, { recursive: true, force: true });
+        releasePath(parent);
       })();
       return closing;
     },

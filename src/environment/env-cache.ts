@@ -4,6 +4,7 @@ import { lstat, mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promise
 import { join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import { holdPath, releasePath } from '../sandbox/held-paths.js';
 
 /**
  * Prepared environments (what setup produced: `node_modules`, `.venv`), kept per repository as tar
@@ -94,7 +95,7 @@ export class EnvironmentCache {
     const tmp = `${final}.${randomBytes(6).toString('hex')}.tmp`;
     // Readable by all: the folders above are this process's alone (0700), so the only other reader
     // is the sandbox of a later job of the same repository, through a read-only bind mount.
-    const sink = createWriteStream(tmp, { flags: 'wx', mode: 0o644 });
+    const sink = createWriteStream(holdPath(tmp), { flags: 'wx', mode: 0o644 });
     let stored = false;
     try {
       const wrote = await write(sink, this.maxBytes);
@@ -111,6 +112,7 @@ export class EnvironmentCache {
         sink.destroy();
         await rm(tmp, { force: true });
       }
+      releasePath(tmp);
     }
   }
 

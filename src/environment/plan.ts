@@ -2,6 +2,7 @@ import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import { REPO_CONFIG_PATH } from '../config/repo-config.js';
 import type { EnvironmentRecord } from '../events/schema.js';
 import { detectSetup, withoutInstallScripts } from './detect-setup.js';
+import type { FromSourcePlan } from './python-from-source.js';
 import { detectRuntime } from './runtime.js';
 import { decideSetupTrust, type SetupTrust, type TreeOrigin } from './setup-trust.js';
 
@@ -35,6 +36,8 @@ export interface EnvironmentPlan {
     readonly testEnv: Readonly<Record<string, string>>;
     /** Nothing pins the versions (no lockfile): a cached environment is kept only for a while. */
     readonly unpinned?: boolean;
+    /** Runs in place of the project's install when its build backend cannot be fetched (detected setup only). */
+    readonly fromSource?: FromSourcePlan;
   };
   /** Plain variables for setup and the agent (`env:`). */
   readonly env: Readonly<Record<string, string>>;
@@ -118,6 +121,7 @@ export async function planEnvironment(
       inputs: detected.inputs,
       testEnv: detected.testEnv,
       ...(detected.unpinned === true ? { unpinned: true } : {}),
+      ...(detected.fromSource === undefined ? {} : { fromSource: detected.fromSource }),
     };
   }
   const decided = await decideSetupTrust(

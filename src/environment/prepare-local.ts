@@ -6,9 +6,11 @@ import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
 import type { SetupCommandResult } from '../sandbox/docker/setup-phase.js';
 import { LocalSandbox, LocalSetupFailedError, type LocalSetupSpec } from '../sandbox/local/local-sandbox.js';
 import { localProxyEnv } from '../sandbox/local/setup-phase.js';
+import { throwIfCancelled } from '../sandbox/sandbox.js';
 import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import { EnvironmentSetupError } from './errors.js';
 import { setupSecretsOf, untrustedSetupNote } from './setup-trust.js';
+import { sourceFallback } from './python-from-source.js';
 import type { EnvironmentPlan } from './plan.js';
 import { DEFAULT_PATH, SANDBOX_WORKSPACE } from './detect-setup.js';
 
@@ -29,6 +31,8 @@ export interface PrepareLocalInput {
   };
   /** Nothing but the harness runs commands in it (eval grading): see DockerSandboxOptions.lazyAgentShell. */
   readonly lazyAgentShell?: boolean | undefined;
+  /** Cancels the preparation: see PrepareInput.signal. */
+  readonly signal?: AbortSignal | undefined;
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;
@@ -64,14 +68,16 @@ export const LOCAL_IMAGE = 'local (the runner’s own tools)';
  */
 export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise<PreparedLocalEnvironment> {
   const started = Date.now();
-  const { plan, settings } = input;
+  const { plan, settings, signal } = input;
   const log = input.logger;
+  throwIfCancelled(signal);
   // Secrets only for a tree whose setup is the maintainers' (setup-trust.ts).
   const granted = setupSecretsOf(plan, settings.setupSecrets);
   const secretNames = granted.given;
   const missingSecrets = granted.missing;
   const secrets = granted.values;
   const toRun = settings.setupEnabled ? (plan.trust.commands ?? plan.setup.commands) : [];
+  const fallback = sourceFallback(plan.setup.fromSource, plan.setup.commands, toRun);
   const testEnv = localTestEnv(plan.setup.testEnv, input.workspace, input.path);
 
   const mirrors = mirrorsOf(settings);
@@ -99,9 +105,10 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
         !settings.setupEnabled && plan.setup.commands.length > 0
           ? `${plan.setup.reason}; setup is turned off for this run (ISSUE_AGENT_SETUP=off)`
           : plan.setup.reason,
+        ...fallback.notes(results),
         ...(missingSecrets.length > 0 ? [`setup secrets not provided: ${missingSecrets.join(', ')}`] : []),
       ].join('; '),
-      commands: (plan.trust.commands ?? plan.setup.commands).map((c) => {
+      commands: fallback.withFallback(plan.trust.commands ?? plan.setup.commands).map((c) => {
         const r = results.find((x) => x.command === c.command);
         return {
           command: input.scrub(c.command),
@@ -116,6 +123,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
       testEnv: { ...testEnv },
       secrets: secretNames,
       ...(plan.setup.commands.length > 0 ? { trust: granted.record } : {}),
+      ...fallback.recordField(results),
       cache: { status: 'disabled', key: null, note: 'the local sandbox keeps no environment cache' },
       durationMs: Date.now() - started,
     },
@@ -142,6 +150,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
     timeoutMs: settings.setupTimeoutMs,
     retries: SETUP_RETRIES,
     retryable: isNetworkFailure,
+    fallback: fallback.decide,
     outputs: plan.setup.outputs,
     agentEgress: agentHosts.length > 0,
     onCommand: (r, attempt) => {
@@ -163,6 +172,7 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
       },
       setup: spec,
       lazyAgentShell: input.lazyAgentShell,
+      signal,
     });
   } catch (error) {
     if (egress !== null) await egress.close();
@@ -177,6 +187,11 @@ export async function prepareLocalEnvironment(input: PrepareLocalInput): Promise
       );
     }
     throw error;
+  }
+  if (signal?.aborted === true) {
+    await sandbox.close();
+    if (egress !== null) await egress.close();
+    throwIfCancelled(signal);
   }
   const done = record(sandbox.setupReport?.results ?? []);
   // The setup proxy ends with setup; the agent phase gets its own allowlist on the same socket, or

@@ -7,11 +7,13 @@ import type { EnvironmentSettings } from '../config/agent-env.js';
 import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
 import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import { DockerSandbox, SetupFailedError, type DockerSetupSpec } from '../sandbox/docker/docker-sandbox.js';
+import { throwIfCancelled } from '../sandbox/sandbox.js';
 import { proxyEnv, type SetupCommandResult } from '../sandbox/docker/setup-phase.js';
 import type { SandboxLimits } from '../sandbox/docker/container-spec.js';
 import { EnvironmentCache } from './env-cache.js';
 import { EnvironmentSetupError } from './errors.js';
 import { setupSecretsOf, untrustedSetupNote } from './setup-trust.js';
+import { sourceFallback } from './python-from-source.js';
 
 export { EnvironmentSetupError };
 import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
@@ -52,6 +54,12 @@ export interface PrepareInput {
   readonly poolRepository?: string | undefined;
   /** Nothing but the harness runs commands in it (eval grading): see DockerSandboxOptions.lazyAgentShell. */
   readonly lazyAgentShell?: boolean | undefined;
+  /**
+   * Cancels the preparation (a Ctrl-C, an `@agent stop`): the step running stops, everything made
+   * for it so far (container, egress proxy, its folders) is removed, and prepareEnvironment throws
+   * SandboxCancelledError.
+   */
+  readonly signal?: AbortSignal | undefined;
   readonly logger?: Logger | undefined;
   /** Removes the job's secrets from text before it is recorded. */
   readonly scrub: (text: string) => string;
@@ -103,9 +111,10 @@ const SETUP_RETRIES = 2;
  */
 export async function prepareEnvironment(input: PrepareInput): Promise<PreparedEnvironment> {
   const started = Date.now();
-  const { plan, settings } = input;
+  const { plan, settings, signal } = input;
   const log = input.logger;
   const docker = input.docker;
+  throwIfCancelled(signal);
   // Secrets only for a tree whose setup is the maintainers' (setup-trust.ts).
   const granted = setupSecretsOf(plan, settings.setupSecrets);
   const secretNames = granted.given;
@@ -140,6 +149,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     });
   }
   const hit = cache !== null && key !== null ? await cache.open(input.repoKey, key) : null;
+  const fallback = sourceFallback(plan.setup.fromSource, planned, commands);
   // What setup without the maintainers' inputs made must never reach another job.
   const mayStore = input.mayStoreCache && plan.trust.trusted;
   const toRun = hit === null ? commands : [];
@@ -151,6 +161,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
   const agentHosts = unique(plan.agentAllowHosts);
   const needsEgress = toRun.length > 0 || agentHosts.length > 0;
   let egress: EgressSession | null = null;
+  throwIfCancelled(signal);
   if (needsEgress) {
     egress = await startEgressSession({
       allowHosts: toRun.length > 0 ? setupHosts : agentHosts,
@@ -174,8 +185,8 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
           ? `${plan.setup.reason}; a cached environment with the same inputs was reused, so setup did not run`
           : !settings.setupEnabled && plan.setup.commands.length > 0
             ? `${plan.setup.reason}; setup is turned off for this deployment (ISSUE_AGENT_SETUP=off)`
-            : plan.setup.reason,
-      commands: (plan.trust.commands ?? plan.setup.commands).map((c) => {
+            : [plan.setup.reason, ...fallback.notes(results)].join('; '),
+      commands: fallback.withFallback(plan.trust.commands ?? plan.setup.commands).map((c) => {
         const r = results.find((x) => x.command === c.command);
         return {
           command: input.scrub(c.command),
@@ -190,6 +201,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       testEnv: { ...plan.setup.testEnv },
       secrets: secretNames,
       ...(plan.setup.commands.length > 0 ? { trust: granted.record } : {}),
+      ...fallback.recordField(results),
       cache: cacheStatus,
       durationMs: Date.now() - started,
     },
@@ -227,6 +239,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     timeoutMs: settings.setupTimeoutMs,
     retries: SETUP_RETRIES,
     retryable: isNetworkFailure,
+    fallback: fallback.decide,
     outputs: plan.setup.outputs,
     outputsTracked: await anyExists(input.probe, plan.setup.outputs),
     agentEgress: agentHosts.length > 0,
@@ -236,6 +249,15 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     ...(cache !== null && key !== null && hit === null && mayStore
       ? {
           capture: async (pack: Parameters<NonNullable<DockerSetupSpec['capture']>>[0]) => {
+            if (fallback.taken() !== null) {
+              // A stand-in for the install: the next job tries the install again.
+              stored = {
+                status: 'not-stored',
+                key,
+                note: 'the project runs from source, which is never kept',
+              };
+              return;
+            }
             const size = await cache.store(input.repoKey, key, pack);
             stored =
               size === null
@@ -270,6 +292,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
       },
       setup,
       lazyAgentShell: input.lazyAgentShell,
+      signal,
       ...(log === undefined ? {} : { logger: log }),
     });
   // A started container serves a job whose environment needs no command and no network: nothing
@@ -296,6 +319,10 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
           exclude: plan.setup.outputs,
         });
         log?.info({ image: plan.image }, 'sandbox from the warm pool');
+        if (signal?.aborted === true) {
+          await sandbox.close();
+          throwIfCancelled(signal);
+        }
       } else {
         sandbox = await create(spec);
       }
@@ -325,6 +352,11 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     throw error;
   } finally {
     if (hit !== null) hit.stream().destroy();
+  }
+  if (signal?.aborted === true) {
+    await sandbox.close();
+    if (egress !== null) await egress.close();
+    throwIfCancelled(signal);
   }
   const results = sandbox.setupReport?.results ?? [];
   if (sandbox.setupReport?.captureError != null) {

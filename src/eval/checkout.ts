@@ -2,6 +2,7 @@ import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { copyPlace, git } from '../cli/workspace-copy.js';
+import { holdPath, releasePath } from '../sandbox/held-paths.js';
 
 /**
  * Host checkouts of a task's repository at its base commit, in private temp folders: what the agent
@@ -30,9 +31,12 @@ export async function checkoutAt(repo: string, commit: string, key?: string): Pr
   let dir: string;
   let cleanup: () => Promise<void>;
   if (key === undefined) {
-    const parent = await mkdtemp(join(tmpdir(), 'ia-eval-'));
+    const parent = holdPath(await mkdtemp(join(tmpdir(), 'ia-eval-')));
     dir = join(parent, 'repo');
-    cleanup = () => rm(parent, { recursive: true, force: true });
+    cleanup = async () => {
+      await rm(parent, { recursive: true, force: true });
+      releasePath(parent);
+    };
   } else {
     const place = await copyPlace(key);
     dir = place.dir;

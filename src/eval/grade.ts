@@ -195,6 +195,7 @@ export async function openTestPlace(
         ownCopy: checkout,
         // Grading runs everything through the harness shell.
         lazyAgentShell: true,
+        signal: options.signal,
       },
     );
     return {

@@ -327,6 +327,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
               mask,
               cacheKey,
               ownCopy: checkout,
+              signal: options.signal,
             },
           );
           try {

@@ -190,6 +190,23 @@ export const environmentRecord = z.object({
         scriptsOff: z.boolean(),
       })
       .optional(),
+    /**
+     * The project could not be installed for want of a build requirement its package index lacks,
+     * and runs from its source instead (environment/python-from-source.ts); `reason` says so too.
+     * Absent: installed as planned, and in runs recorded before.
+     */
+    fromSource: z
+      .object({
+        /** The build requirement pip could not fetch (`hatchling`). */
+        missing: z.string(),
+        /** Whether it is the build backend's own package. */
+        isBackend: z.boolean(),
+        /** The folder on the virtualenv's import path, relative to the workspace (`src`, `.`). */
+        importRoot: z.string(),
+        /** The packages imported from it to check that the project runs. */
+        packages: z.array(z.string()),
+      })
+      .optional(),
     cache: z.object({
       status: z.enum(['hit', 'stored', 'miss', 'disabled', 'not-stored']),
       key: z.string().nullable(),

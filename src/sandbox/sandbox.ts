@@ -81,6 +81,27 @@ export class SandboxError extends Error {
   }
 }
 
+/**
+ * The caller's signal aborted while a sandbox was being made (its setup phase, the environment
+ * around it): the step running was stopped, and what was made for the sandbox (its container or
+ * namespaces, its processes, its host folders) is removed before this is thrown. Not a SandboxError:
+ * nothing is broken, and no outcome is recorded for it.
+ */
+export class SandboxCancelledError extends Error {
+  override readonly name = 'SandboxCancelledError';
+  constructor(
+    /** The signal's reason (who or what cancelled). */
+    readonly reason?: unknown,
+  ) {
+    super('cancelled during setup');
+  }
+}
+
+/** Throws SandboxCancelledError when `signal` has aborted: between the steps of a setup. */
+export function throwIfCancelled(signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw new SandboxCancelledError(signal.reason);
+}
+
 export interface Sandbox {
   /** 'local' or 'docker'; recorded in the trajectory. */
   readonly kind: string;

@@ -11,6 +11,7 @@ import { HostGit } from '../github/host-git.js';
 import { pristineDir } from '../github/pristine-clone.js';
 import type { Model } from '../model/model.js';
 import { Redactor } from '../publish/redact.js';
+import { SandboxCancelledError } from '../sandbox/sandbox.js';
 import type { FixJob } from '../queue/payloads.js';
 import { inSpan } from '../telemetry/tracing.js';
 import { ProgressReporter } from './progress-reporter.js';
@@ -269,6 +270,8 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     if (rt.lost?.() === true) throw new Error('this worker lost the job');
     await reportEnd(...args);
   };
+  // The pull request the job is about, once read: a stop during setup says so on it too.
+  let pull: PullInfo | null = null;
   try {
     await recordJob(storage, jobId, p);
     const repo = await fetchRepo(ctx, rt.baseBranch);
@@ -281,7 +284,6 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       await end(ctx, { kind: 'cancelled', by: stoppedBy }, null);
       return none('cancelled');
     }
-    let pull: PullInfo | null = null;
     if (p.kind === 'follow-up' && p.pull !== null) {
       const fetched = await fetchPull(ctx, p.pull.number);
       pull = fetched.pull;
@@ -383,13 +385,23 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     );
     await end(ctx, published.end, pull);
     return published.result;
-  } catch (error) {
+  } catch (thrown) {
+    let error = thrown;
     if (await lostTheJob(rt, error)) {
       rt.logger.warn(
         { job: jobId, err: error instanceof Error ? error.message : String(error) },
         'another worker runs this job now: this run stops without a word',
       );
       throw new FixRunError('another worker took this job over', false, { cause: error }, true);
+    }
+    // Stopped while its sandbox was being set up: the setup was cut short and removed, nothing ran.
+    if (error instanceof SandboxCancelledError && stop.signal.aborted) {
+      try {
+        await end(ctx, { kind: 'cancelled', by: stop.by() }, pull);
+        return none('cancelled');
+      } catch (reporting) {
+        error = reporting;
+      }
     }
     const { reason, permanent } = await reportFailure(ctx, error, rt.attempt);
     throw new FixRunError(reason, permanent, { cause: error });
@@ -399,8 +411,9 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
 }
 
 /**
- * A stop request reaches the job through `rt.cancelled`: the agent stops at its next step boundary
- * (the running command and a pending model call are aborted through the same signal). `by` is who
+ * A stop request reaches the job through `rt.cancelled`: a setup running stops at once (its sandbox
+ * removed), the agent at its next step boundary (the running command and a pending model call are
+ * aborted through the same signal). `by` is who
  * asked (checked once now, then polled every 500 ms); `dispose` ends the polling.
  */
 async function watchForStop(

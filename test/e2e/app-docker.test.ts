@@ -6,7 +6,7 @@ import { filesUnder } from '../support/fixture-repo.js';
 import { startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
-import { dockerTest } from '../sandbox/docker/docker-test-support.js';
+import { containerRuns, dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const MODEL_KEY = 'sk-ant-docker-canary-0123456789abcdef';
 
@@ -167,6 +167,72 @@ dockerTest(
         15_000,
         'the container to be removed',
       );
+      assert.equal(sim.pulls('acme', 'calc').length, 0);
+    } finally {
+      await stack.stop();
+    }
+  },
+  { timeout: 300_000 },
+);
+
+dockerTest(
+  '`@agent stop` during a setup that hangs, Docker sandbox: setup ends within seconds, the container is gone, no model call',
+  async (docker, t) => {
+    const skip = redisSkipReason();
+    if (skip !== false) {
+      t.skip(skip);
+      return;
+    }
+    const sleep = `sleep ${String(600 + Math.floor(Math.random() * 99_000))}`;
+    const stack = await startStack({
+      owner: 'acme',
+      repo: 'calc',
+      maintainer: { login: 'maria', permission: 'write' },
+      modelKey: MODEL_KEY,
+      sandbox: 'docker',
+      files: { '.github/issue-agent.yml': `setup:\n  - ${sleep}\n` },
+      policy: () => () => reply().tool('finish', { summary: 'never reached' }),
+    });
+    try {
+      const { sim, model, pipeline } = stack;
+      const n = sim.createIssue('acme', 'calc', {
+        title: 'Stop its setup',
+        body: 'x',
+        author: 'maria',
+      }).number;
+      await sim.label('acme', 'calc', n, 'agent', 'maria');
+      const jobs = join(pipeline.workDir, 'work', 'jobs');
+      const containers = async () => {
+        const [job] = readdirSync(jobs).filter((name) => !name.includes('-verify'));
+        return job === undefined
+          ? []
+          : docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
+      };
+      // Ready: the setup command runs in the job's container.
+      await sim.waitFor(
+        async () => {
+          const [c] = await containers().catch(() => []);
+          if (c === undefined) return false;
+          return containerRuns(docker, c.Id, sleep);
+        },
+        180_000,
+        () => `the setup command to run\n${pipeline.logs()}`,
+      );
+      const t0 = Date.now();
+      await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
+      const progress = () =>
+        sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+      await sim.waitFor(
+        async () => progress().includes('**Cancelled** by `maria`') && (await containers()).length === 0,
+        30_000,
+        () => `the cancel\n${progress()}\n${pipeline.logs()}`,
+      );
+      const ms = Date.now() - t0;
+      console.log(`# @agent stop during setup: cancelled and removed in ${ms} ms`);
+      // The stop is polled (500 ms) after the comment's round trip through intake.
+      assert.ok(ms < 10_000, `${ms} ms`);
+      assert.equal(model.requests.length, 0, 'the agent never started');
+      assert.doesNotMatch(progress(), /fail/i, progress());
       assert.equal(sim.pulls('acme', 'calc').length, 0);
     } finally {
       await stack.stop();

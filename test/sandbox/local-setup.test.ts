@@ -27,6 +27,7 @@ import {
 import { registryDeployment } from '../support/egress-env.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
 import { buildWheels, startPackageIndex } from '../support/pypi-index.js';
+import { durationsProject, HATCHLING_PYPROJECT } from '../support/from-source-projects.js';
 import { hostProbe } from '../../src/environment/host-probe.js';
 import { planEnvironment } from '../../src/environment/plan.js';
 
@@ -216,6 +217,51 @@ describe('the isolated local sandbox: setup phase', { skip }, () => {
     );
     assert.match(reach, /exit:1/);
     assert.equal(await sh(env, 'git status --porcelain'), '');
+  });
+
+  it('a Python project whose build backend the index lacks runs from source in the local sandbox, and the record says so', async (t) => {
+    try {
+      await run('docker', ['info'], { timeout: 15_000 });
+    } catch (error) {
+      if (process.env.ISSUE_AGENT_REQUIRE_DOCKER === '1') throw error;
+      t.skip('no Docker engine to build the wheels');
+      return;
+    }
+    const wheels = await buildWheels(['plurals', 'frozenclock']);
+    t.after(() => rm(join(wheels, '..'), { recursive: true, force: true }));
+    const index = await startPackageIndex(wheels);
+    t.after(() => index.close());
+    const project = durationsProject(HATCHLING_PYPROJECT);
+    t.after(() => {
+      project.cleanup();
+    });
+    const plan = await planEnvironment(hostProbe(project.dir), {}, BASE);
+    const env = await prepare(
+      t,
+      project.dir,
+      plan,
+      await settings({ allowCidrs: ['127.0.0.1/32'], extraCaPem: null, pipIndexUrl: index.url }),
+    );
+    const setup = env.record.setup;
+    assert.deepEqual(
+      setup.commands.map((c) => c.exitCode),
+      [0, 1, 0, 0, 0],
+      setup.commands.map((c) => `$ ${c.command}\n${c.output}`).join('\n'),
+    );
+    assert.match(setup.commands[1]?.output ?? '', /No matching distribution found for hatchling/);
+    assert.deepEqual(setup.fromSource, {
+      missing: 'hatchling',
+      isBackend: true,
+      importRoot: 'src',
+      packages: ['durations'],
+    });
+    assert.match(setup.reason, /installed from source: the build backend hatchling could not be fetched/);
+    // The path file names the host folder the workspace is here.
+    const where = await sh(env, "(cd / && python3 -c 'import durations; print(durations.__file__)')");
+    assert.equal(where.trim(), join(project.dir, 'src', 'durations', '__init__.py'));
+    const out = await sh(env, 'python3 -m pytest -rA 2>&1 | tail -12');
+    assert.match(out, /FAILED tests\/test_ago\.py::test_one_hour/, out);
+    assert.match(out, /1 failed, 6 passed/, out);
   });
 
   it('npm ci through the egress proxy; off-list refused and logged; the canary and a daemon end with setup', async (t) => {

@@ -218,6 +218,8 @@ export interface StackOptions {
   readonly githubSignIn?: boolean;
   /** The repository (default node-calc). */
   readonly fixture?: FixtureName;
+  /** Files committed to the fixture before it becomes the simulator's repository (a config). */
+  readonly files?: Readonly<Record<string, string>>;
   /** Extra environment for the App and workers (deployment settings). */
   readonly env?: Record<string, string>;
   /** Settings of the n-th worker (from 0) over `env`. */
@@ -239,6 +241,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     cleanups.push(() => {
       fixture.cleanup();
     });
+    if (options.files !== undefined) commitFiles(fixture.dir, options.files);
     const redis = await startRedis();
     cleanups.push(() => redis.stop());
     const sim = await startGitHubSimulator();

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { chmod, lstat, mkdir, mkdtemp, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { holdPath } from '../held-paths.js';
 
 /**
  * Host files for read-only bind mounts into sandboxes (ContainerSpecInput.caFile, .hostsFile):
@@ -33,7 +34,8 @@ export function hostsMountFile(): Promise<string> {
 }
 
 async function mountFile(content: Buffer, suffix: string): Promise<string> {
-  dir ??= mkdtemp(join(tmpdir(), 'issue-agent-ca-'));
+  // Listed for the whole life of the process: removed only by a process that goes (removeHeldPaths).
+  dir ??= mkdtemp(join(tmpdir(), 'issue-agent-ca-')).then(holdPath);
   const parent = await dir;
   const path = join(parent, `${createHash('sha256').update(content).digest('hex').slice(0, 32)}${suffix}`);
   try {

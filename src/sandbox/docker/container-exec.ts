@@ -1,6 +1,6 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { SandboxError } from '../sandbox.js';
+import { SandboxCancelledError, SandboxError } from '../sandbox.js';
 
 export interface OneOffResult {
   readonly exitCode: number | null;
@@ -20,6 +20,11 @@ export interface OneOffOptions {
    * end) sent before that is lost. The byte is not part of the returned stdout.
    */
   readonly input?: Readable | undefined;
+  /**
+   * Aborting drops the exec at once and throws SandboxCancelledError; its process is left to the
+   * container's removal, as on timeout.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /**
@@ -39,6 +44,12 @@ export async function runOneOff(
   const timer = setTimeout(() => {
     abort.abort();
   }, timeoutMs);
+  const cancel = (): void => {
+    abort.abort();
+  };
+  const cancelled = (): boolean => options.signal?.aborted === true;
+  if (cancelled()) cancel();
+  options.signal?.addEventListener('abort', cancel, { once: true });
   try {
     const exec = await container.exec({
       Cmd: [...cmd],
@@ -75,7 +86,11 @@ export async function runOneOff(
     await new Promise<void>((resolve, reject) => {
       const onAbort = (): void => {
         stream.destroy();
-        reject(new SandboxError('shell_died', `helper exec ${cmd[0] ?? ''} timed out after ${timeoutMs} ms`));
+        reject(
+          cancelled()
+            ? new SandboxCancelledError(options.signal?.reason)
+            : new SandboxError('shell_died', `helper exec ${cmd[0] ?? ''} timed out after ${timeoutMs} ms`),
+        );
       };
       if (abort.signal.aborted) onAbort();
       abort.signal.addEventListener('abort', onAbort, { once: true });
@@ -89,7 +104,12 @@ export async function runOneOff(
       stdout: Buffer.concat(stdout).toString('utf8'),
       stderr: Buffer.concat(stderr).toString('utf8'),
     };
+  } catch (error) {
+    // The engine's answer to an aborted request (create, start, inspect) says nothing more.
+    if (cancelled()) throw new SandboxCancelledError(options.signal?.reason);
+    throw error;
   } finally {
     clearTimeout(timer);
+    options.signal?.removeEventListener('abort', cancel);
   }
 }

@@ -11,8 +11,12 @@ import { DISK_FULL, fullMount } from '../disk-full.js';
 import { harnessShell, type HarnessShell } from '../harness-shell.js';
 import { SHELL_OWN } from '../shell-names.js';
 import { ShellSession } from '../shell-session.js';
+import { holdPath, releasePath } from '../held-paths.js';
+import { SetupCommandQueue, type SetupFallbackRule } from '../setup-commands.js';
 import {
+  SandboxCancelledError,
   SandboxError,
+  throwIfCancelled,
   type ExecOptions,
   type ExecResult,
   type HarnessExecOptions,
@@ -40,7 +44,7 @@ import {
 } from './container-spec.js';
 import { DockerShellHost, errorMessage } from './docker-shell.js';
 import { HostCgroup } from './host-cgroup.js';
-import { ownerId } from './owner.js';
+import { LABEL_OWNER, ownerId } from './owner.js';
 import { reapOrphans, type ReapOptions, type ReapResult } from './reap.js';
 import { AGENT_GID, AGENT_UID, HARNESS_BASH, HARNESS_UID } from './agent-user.js';
 
@@ -85,8 +89,20 @@ export interface DockerSandboxOptions {
    * harness uses (eval grading): one process start fewer. Commands behave the same either way.
    */
   readonly lazyAgentShell?: boolean | undefined;
+  /**
+   * Aborts the start: the step running (a setup command, the copy, the cache's capture) is dropped,
+   * the container is removed with every process in it, and create throws SandboxCancelledError.
+   * Once create has returned, the signal means nothing to the sandbox.
+   */
+  readonly signal?: AbortSignal | undefined;
   readonly logger?: Logger | undefined;
 }
+
+/**
+ * Container creations this process has asked the engine for and not heard back about: a container
+ * they make exists only once they settle, so removeOwned waits for them before it lists.
+ */
+const creating = new Set<Promise<unknown>>();
 
 /** What a DockerSandbox needs once its container runs; shared by the cold path and the warm pool. */
 export interface AdoptParams {
@@ -207,6 +223,7 @@ export class DockerSandbox implements Sandbox {
         cause: error,
       });
     }
+    const signal = options.signal;
     await assertEngine(docker);
     const checkout = options.checkout === true;
     if (checkout && options.image === undefined)
@@ -215,9 +232,10 @@ export class DockerSandbox implements Sandbox {
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     const setup = options.setup;
     const caFile = setup?.caPem === undefined ? undefined : await caMountFile(setup.caPem);
+    throwIfCancelled(signal);
     let container: Docker.Container;
     try {
-      container = await docker.createContainer(
+      const created = docker.createContainer(
         containerSpec({
           name: containerName(options.jobId),
           image,
@@ -232,6 +250,12 @@ export class DockerSandbox implements Sandbox {
           ...(caFile === undefined ? {} : { caFile }),
         }),
       );
+      creating.add(created);
+      try {
+        container = await created;
+      } finally {
+        creating.delete(created);
+      }
     } catch (error) {
       throw new SandboxError(
         'start_failed',
@@ -242,9 +266,11 @@ export class DockerSandbox implements Sandbox {
       );
     }
     try {
+      throwIfCancelled(signal);
       await container.start();
     } catch (error) {
       await container.remove({ force: true, v: true }).catch(() => undefined);
+      if (error instanceof SandboxCancelledError) throw error;
       throw new SandboxError('start_failed', `could not start the container: ${errorMessage(error)}`, {
         cause: error,
       });
@@ -272,6 +298,7 @@ export class DockerSandbox implements Sandbox {
       const sandbox = await attach();
       const placing = performance.now();
       try {
+        throwIfCancelled(signal);
         const restore = setup.restoreFile !== undefined;
         await sandbox.placeFiles(workspace, {
           restore,
@@ -283,8 +310,9 @@ export class DockerSandbox implements Sandbox {
           exclude: setup.outputs,
         });
         if (setup.agentEgress === true && setup.egressDir !== undefined) {
-          await new SetupPhase(docker, container, CONTAINER_USER).startForwarder();
+          await new SetupPhase(docker, container, CONTAINER_USER, signal).startForwarder();
         }
+        throwIfCancelled(signal);
       } catch (error) {
         await sandbox.close();
         throw error;
@@ -307,6 +335,7 @@ export class DockerSandbox implements Sandbox {
           setup,
           limits,
           options.logger,
+          signal,
         );
       } catch (error) {
         await container.remove({ force: true, v: true }).catch(() => undefined);
@@ -315,9 +344,10 @@ export class DockerSandbox implements Sandbox {
     }
     const sandbox = await attach();
     sandbox.setupReport = setupReport;
-    if (setup !== undefined) return sandbox;
     try {
-      await sandbox.copyIn(workspace, { checkout });
+      throwIfCancelled(signal);
+      if (setup === undefined) await sandbox.copyIn(workspace, { checkout });
+      throwIfCancelled(signal);
     } catch (error) {
       await sandbox.close();
       throw error;
@@ -330,7 +360,7 @@ export class DockerSandbox implements Sandbox {
     const { docker, container } = params;
     let scratch: string | null = null;
     try {
-      scratch = await mkdtemp(join(params.scratchParent ?? tmpdir(), 'issue-agent-docker-'));
+      scratch = holdPath(await mkdtemp(join(params.scratchParent ?? tmpdir(), 'issue-agent-docker-')));
       const hosts = {
         agent: new DockerShellHost(docker, container, { user: CONTAINER_USER, workdir: CONTAINER_WORKDIR }),
         // Another user than the agent's (agent-user.ts): nothing the agent runs can reach the
@@ -385,7 +415,10 @@ export class DockerSandbox implements Sandbox {
       return sandbox;
     } catch (error) {
       await container.remove({ force: true, v: true }).catch(() => undefined);
-      if (scratch !== null) await rm(scratch, { recursive: true, force: true });
+      if (scratch !== null) {
+        await rm(scratch, { recursive: true, force: true });
+        releasePath(scratch);
+      }
       if (params.afterClose !== undefined) await params.afterClose().catch(() => undefined);
       if (error instanceof SandboxError) throw error;
       throw new SandboxError('start_failed', `could not attach to the container: ${errorMessage(error)}`, {
@@ -397,6 +430,37 @@ export class DockerSandbox implements Sandbox {
   /** Removes labelled containers whose owner process is gone (see reap.ts). */
   static reapOrphans(docker: Docker, options?: ReapOptions): Promise<ReapResult> {
     return reapOrphans(docker, options);
+  }
+
+  /**
+   * Removes every container this process made (its owner label), with every process in it, whoever
+   * still uses it: for a process that must go now (the CLI's second Ctrl-C) while closes are under
+   * way. Creations still in flight are waited for (at most `waitMs`), so a container the engine is
+   * making right now is not left behind. Returns the ids removed.
+   */
+  static async removeOwned(docker: Docker, waitMs = 3_000): Promise<string[]> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...creating]),
+      new Promise((resolve) => (timer = setTimeout(resolve, waitMs))),
+    ]);
+    clearTimeout(timer);
+    const owned = await docker.listContainers({
+      all: true,
+      filters: { label: [`${LABEL_OWNER}=${ownerId()}`] },
+    });
+    const removed = await Promise.all(
+      owned.map(async (c) => {
+        try {
+          await docker.getContainer(c.Id).remove({ force: true, v: true });
+          return [c.Id];
+        } catch (error) {
+          if (statusCode(error) === 404) return [];
+          throw error;
+        }
+      }),
+    );
+    return removed.flat();
   }
 
   async exec(command: string, options: ExecOptions): Promise<ExecResult> {
@@ -689,6 +753,7 @@ export class DockerSandbox implements Sandbox {
       }
     }
     await rm(this.scratch, { recursive: true, force: true });
+    releasePath(this.scratch);
     if (this.afterClose !== undefined) await this.afterClose();
   }
 
@@ -942,6 +1007,8 @@ export interface DockerSetupSpec {
   /** Whether a failed command is worth running again (a network error); at most `retries` times. */
   readonly retryable?: ((r: SetupCommandResult) => boolean) | undefined;
   readonly retries?: number | undefined;
+  /** What to run in place of a command that failed after its retries (see setup-commands.ts). */
+  readonly fallback?: SetupFallbackRule | undefined;
   /** Workspace paths setup produces: excluded from git snapshots, and what `capture` packs. */
   readonly outputs: readonly string[];
   /** After a successful setup: receives a packer of `outputs` (for the environment cache). */
@@ -982,13 +1049,15 @@ async function runSetupPhase(
   spec: DockerSetupSpec,
   limits: Required<SandboxLimits>,
   logger: Logger | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<SetupReport> {
-  const phase = new SetupPhase(docker, container, CONTAINER_USER);
+  // Every step stops at the signal; the caller removes the container (and what runs in it).
+  const phase = new SetupPhase(docker, container, CONTAINER_USER, signal);
   // Only setup commands run the repository's code; without them (a cache hit restored from a
   // stream) no process but ours ever ran here, and there is nothing to sweep.
   const runsCode = spec.commands.length > 0;
   if (runsCode) await phase.recordMainProcesses();
-  const copy = await streamTree(docker, container, workspace);
+  const copy = await streamTree(docker, container, workspace, signal);
   if (copy.unpack.exitCode !== 0 || copy.packCode !== 0) {
     throw new SandboxError(
       'start_failed',
@@ -1006,7 +1075,8 @@ async function runSetupPhase(
   }
   const results: SetupCommandResult[] = [];
   if (spec.egressDir !== undefined) await phase.startForwarder();
-  for (const command of spec.commands) {
+  const queue = new SetupCommandQueue(spec.commands, spec.fallback);
+  for (let command = queue.next(); command !== undefined; command = queue.next()) {
     let r: SetupCommandResult;
     let attempt = 0;
     for (;;) {
@@ -1016,19 +1086,19 @@ async function runSetupPhase(
       logger?.info({ command, exitCode: r.exitCode, durationMs: r.durationMs, attempt }, 'setup command');
       const failed = r.exitCode !== 0;
       if (!failed || attempt > (spec.retries ?? 0) || spec.retryable?.(r) !== true) break;
-      await delay(Math.min(8000, 1000 * 2 ** (attempt - 1)));
+      await delay(Math.min(8000, 1000 * 2 ** (attempt - 1)), undefined, { signal }).catch(() => {
+        throw new SandboxCancelledError(signal?.reason);
+      });
     }
     results.push(r);
     if (r.exitCode !== 0) {
-      await phase.sweep().catch(() => undefined);
       const why = r.timedOut
         ? `timed out after ${Math.round(spec.timeoutMs / 1000)} s`
         : `exited with ${String(r.exitCode)}`;
-      throw new SetupFailedError(
-        `the setup command \`${command}\` ${why}`,
-        results,
-        spec.retryable?.(r) === true,
-      );
+      const failure = queue.failed(r, why);
+      if (failure === null) continue;
+      await phase.sweep().catch(() => undefined);
+      throw new SetupFailedError(failure, results, spec.retryable?.(r) === true);
     }
   }
   // Nothing setup started survives into the agent phase: not a forwarder, not a daemon, not a
@@ -1053,6 +1123,8 @@ async function runSetupPhase(
     try {
       await spec.capture((sink, maxBytes) => phase.pack(spec.outputs, sink, maxBytes));
     } catch (error) {
+      // A cancelled capture wrote nothing (the cache keeps only whole entries): the start ends here.
+      if (error instanceof SandboxCancelledError) throw error;
       captureError = errorMessage(error);
       logger?.warn({ err: error }, 'could not keep the environment for later jobs');
     }
@@ -1227,7 +1299,12 @@ interface CopyResult {
  * (made by the host before any sandbox process existed) and the sandbox user unpacks the stream
  * inside, so the files belong to the sandbox from the start.
  */
-async function streamTree(docker: Docker, container: Docker.Container, hostDir: string): Promise<CopyResult> {
+async function streamTree(
+  docker: Docker,
+  container: Docker.Container,
+  hostDir: string,
+  signal?: AbortSignal,
+): Promise<CopyResult> {
   const tar = await hostTar(hostDir);
   // Read at once into a buffer stream (backpressure still holds tar back): a child's stdout left
   // unread while the exec starts was seen to lose its data.
@@ -1254,7 +1331,7 @@ async function streamTree(docker: Docker, container: Docker.Container, hostDir: 
         'ia-copy-in',
         CONTAINER_WORKDIR,
       ],
-      { user: CONTAINER_USER, timeoutMs: 30 * 60_000, input: body },
+      { user: CONTAINER_USER, timeoutMs: 30 * 60_000, input: body, signal },
     );
     return { unpack, packCode: await packed, packError: Buffer.concat(packError).toString('utf8') };
   } finally {

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { PassThrough, Readable, type Writable } from 'node:stream';
 import type Docker from 'dockerode';
-import { SandboxError } from '../sandbox.js';
+import { SandboxCancelledError, SandboxError, throwIfCancelled } from '../sandbox.js';
 import {
   CA_MOUNT,
   CONTAINER_HOME,
@@ -174,6 +174,12 @@ export interface ExecStreamOptions {
   readonly input?: Readable | undefined;
   /** Stop reading (and fail) once stdout passed this many bytes. */
   readonly maxStdoutBytes?: number | undefined;
+  /**
+   * Aborting drops the stream at once and throws SandboxCancelledError. The process keeps running
+   * in the container until the caller removes it (a cancelled setup always does: see
+   * DockerSandbox.create), which kills every process in it.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 export interface ExecStreamResult {
@@ -188,7 +194,8 @@ export interface ExecStreamResult {
 /**
  * A one-off exec with its own environment (the setup secrets travel here, in the exec's
  * environment, never in the container's), bounded in time, with bounded output. On timeout the
- * stream is dropped and the result says so; the process itself is left to the sweep.
+ * stream is dropped and the result says so; the process itself is left to the sweep. On abort
+ * (options.signal) it throws SandboxCancelledError.
  */
 export async function execStream(
   docker: Docker,
@@ -197,6 +204,8 @@ export async function execStream(
   options: ExecStreamOptions,
 ): Promise<ExecStreamResult> {
   const started = Date.now();
+  const signal = options.signal;
+  throwIfCancelled(signal);
   const exec = await container.exec({
     Cmd: [...cmd],
     User: options.user,
@@ -241,23 +250,39 @@ export async function execStream(
     keep.push(c);
   });
   docker.modem.demuxStream(stream, out, err);
-  const timedOut = await new Promise<boolean>((resolve, reject) => {
+  const ended = await new Promise<'exited' | 'timeout' | 'cancelled'>((resolve, reject) => {
+    const settle = (how: 'exited' | 'timeout' | 'cancelled'): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(how);
+    };
     const timer = setTimeout(() => {
       stream.destroy();
-      resolve(true);
+      settle('timeout');
     }, options.timeoutMs);
-    const done = (): void => {
-      clearTimeout(timer);
-      resolve(false);
+    const onAbort = (): void => {
+      stream.destroy();
+      settle('cancelled');
     };
-    stream.once('end', done);
-    stream.once('close', done);
+    if (signal?.aborted === true) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    stream.once('end', () => {
+      settle('exited');
+    });
+    stream.once('close', () => {
+      settle('exited');
+    });
     stream.once('error', (error) => {
-      clearTimeout(timer);
-      if (state.overflow) resolve(false);
-      else reject(error instanceof Error ? error : new Error(String(error)));
+      if (state.overflow) settle('exited');
+      else {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
     });
   });
+  if (ended === 'cancelled') throw new SandboxCancelledError(signal?.reason);
+  const timedOut = ended === 'timeout';
   if (options.stdout !== undefined && !state.overflow && !timedOut) {
     // The exec's stream has ended, but output held back by a slow sink (backpressure pauses `out`)
     // is still buffered: the result is complete only once `out` has handed over its last byte.
@@ -323,12 +348,21 @@ export class SetupPhase {
     private readonly docker: Docker,
     private readonly container: Docker.Container,
     private readonly user: string,
+    /** Aborts the step running (see ExecStreamOptions.signal); every later step throws at once. */
+    private readonly signal?: AbortSignal | undefined,
   ) {}
+
+  /** Every step's exec goes through here: the phase's user and signal. */
+  private exec(
+    cmd: readonly string[],
+    options: Omit<ExecStreamOptions, 'user' | 'signal'>,
+  ): Promise<ExecStreamResult> {
+    return execStream(this.docker, this.container, cmd, { ...options, user: this.user, signal: this.signal });
+  }
 
   /** Names the processes that exist right after start (the main process), which the sweep spares. */
   async recordMainProcesses(): Promise<void> {
-    const listed = await execStream(this.docker, this.container, ['python3', '-c', SWEEP_SCRIPT], {
-      user: this.user,
+    const listed = await this.exec(['python3', '-c', SWEEP_SCRIPT], {
       env: { IA_SWEEP_MODE: 'list' },
       timeoutMs: 10_000,
     });
@@ -340,8 +374,7 @@ export class SetupPhase {
 
   /** Kills every process but init and the main process. Throws when some survive. */
   async sweep(): Promise<void> {
-    const r = await execStream(this.docker, this.container, ['python3', '-c', SWEEP_SCRIPT, ...this.keep], {
-      user: this.user,
+    const r = await this.exec(['python3', '-c', SWEEP_SCRIPT, ...this.keep], {
       timeoutMs: 30_000,
     });
     if (r.exitCode !== 0) {
@@ -354,8 +387,7 @@ export class SetupPhase {
 
   /** Checks out HEAD in the workspace from the `.git` copied in (see CHECKOUT_SCRIPT). */
   async checkout(): Promise<void> {
-    const r = await execStream(this.docker, this.container, ['/bin/sh', '-c', CHECKOUT_SCRIPT], {
-      user: this.user,
+    const r = await this.exec(['/bin/sh', '-c', CHECKOUT_SCRIPT], {
       timeoutMs: 10 * 60_000,
       workdir: CONTAINER_WORKDIR,
     });
@@ -369,15 +401,13 @@ export class SetupPhase {
 
   /** Extracts the cached environment mounted at RESTORE_MOUNT (see ContainerSpecInput.restoreFile). */
   async unpackMounted(): Promise<void> {
-    const r = await execStream(
-      this.docker,
-      this.container,
+    const r = await this.exec(
       [
         '/bin/sh',
         '-c',
         `${GROUP_UMASK}; exec tar -x -f ${RESTORE_MOUNT} -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`,
       ],
-      { user: this.user, timeoutMs: 10 * 60_000 },
+      { timeoutMs: 10 * 60_000 },
     );
     if (r.exitCode !== 0) {
       throw new SandboxError(
@@ -389,15 +419,13 @@ export class SetupPhase {
 
   /** Unpacks a tar stream (a cached environment) into the workspace, as the sandbox user. */
   async unpack(archive: Readable): Promise<void> {
-    const r = await execStream(
-      this.docker,
-      this.container,
+    const r = await this.exec(
       [
         '/bin/sh',
         '-c',
         `printf R; ${GROUP_UMASK}; exec tar -x -f - -C ${CONTAINER_WORKDIR} --no-same-owner --no-overwrite-dir`,
       ],
-      { user: this.user, timeoutMs: 10 * 60_000, input: archive },
+      { timeoutMs: 10 * 60_000, input: archive },
     );
     if (r.exitCode !== 0) {
       throw new SandboxError(
@@ -413,8 +441,7 @@ export class SetupPhase {
    * than extend their trust store.
    */
   async installCaBundle(): Promise<void> {
-    const r = await execStream(this.docker, this.container, ['/bin/sh', '-c', CA_INSTALL_SCRIPT], {
-      user: this.user,
+    const r = await this.exec(['/bin/sh', '-c', CA_INSTALL_SCRIPT], {
       timeoutMs: 30_000,
     });
     if (r.exitCode !== 0) {
@@ -430,6 +457,7 @@ export class SetupPhase {
    * listens. It is a process of the sandbox like any other: the sweep ends it.
    */
   async startForwarder(): Promise<void> {
+    throwIfCancelled(this.signal);
     const exec = await this.container.exec({
       Cmd: [
         'socat',
@@ -447,15 +475,13 @@ export class SetupPhase {
     if (started instanceof Readable) started.destroy();
     // LISTEN (0A) on 127.0.0.1:3128 in the container's own /proc/net/tcp; no connection is made.
     const port = FORWARDER_PORT.toString(16).toUpperCase().padStart(4, '0');
-    const r = await execStream(
-      this.docker,
-      this.container,
+    const r = await this.exec(
       [
         '/bin/sh',
         '-c',
         `for i in $(seq 200); do grep -q ' 0100007F:${port} 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.025; done; exit 1`,
       ],
-      { user: this.user, timeoutMs: 15_000 },
+      { timeoutMs: 15_000 },
     );
     if (r.exitCode !== 0) {
       throw new SandboxError('start_failed', 'the egress forwarder did not start (is socat in the image?)');
@@ -469,16 +495,10 @@ export class SetupPhase {
     timeoutMs: number,
   ): Promise<SetupCommandResult> {
     try {
-      const r = await execStream(
-        this.docker,
-        this.container,
-        ['/bin/bash', '-c', `${GROUP_UMASK}\n${command}`],
-        {
-          user: this.user,
-          env,
-          timeoutMs,
-        },
-      );
+      const r = await this.exec(['/bin/bash', '-c', `${GROUP_UMASK}\n${command}`], {
+        env,
+        timeoutMs,
+      });
       return {
         command,
         exitCode: r.exitCode,
@@ -488,6 +508,7 @@ export class SetupPhase {
         outputBytes: r.outputBytes,
       };
     } catch (error) {
+      if (error instanceof SandboxCancelledError) throw error;
       throw new SandboxError('start_failed', `could not run a setup command: ${errorMessage(error)}`, {
         cause: error,
       });
@@ -513,11 +534,9 @@ export class SetupPhase {
     if (needles.length === 0) return [];
     const input = new PassThrough();
     input.end(`${needles.join('\n')}\n`);
-    const r = await execStream(
-      this.docker,
-      this.container,
+    const r = await this.exec(
       ['/bin/bash', '-c', `printf R; ${SECRET_SCAN_SCRIPT}`, 'ia-scan', 'strict', ...SetupPhase.SCANNED],
-      { user: this.user, timeoutMs: 5 * 60_000, input },
+      { timeoutMs: 5 * 60_000, input },
     );
     if (r.exitCode === 0) return [];
     if (r.exitCode !== SCAN_FOUND) {
@@ -535,12 +554,9 @@ export class SetupPhase {
    * after the sweep, so nothing setup made in shared memory or a message queue reaches the agent.
    */
   async removeIpc(): Promise<void> {
-    const r = await execStream(
-      this.docker,
-      this.container,
-      ['/bin/bash', '-c', IPC_CLEANUP_SCRIPT, 'ia-ipc-cleanup', '/dev/mqueue'],
-      { user: this.user, timeoutMs: 30_000 },
-    );
+    const r = await this.exec(['/bin/bash', '-c', IPC_CLEANUP_SCRIPT, 'ia-ipc-cleanup', '/dev/mqueue'], {
+      timeoutMs: 30_000,
+    });
     if (r.exitCode !== 0) {
       throw new SandboxError(
         'start_failed',
@@ -555,9 +571,7 @@ export class SetupPhase {
    */
   async exclude(paths: readonly string[]): Promise<void> {
     if (paths.length === 0) return;
-    await execStream(
-      this.docker,
-      this.container,
+    await this.exec(
       [
         '/bin/sh',
         '-c',
@@ -565,7 +579,7 @@ export class SetupPhase {
         'ia-exclude',
         ...paths,
       ],
-      { user: this.user, timeoutMs: 30_000 },
+      { timeoutMs: 30_000 },
     );
   }
 
@@ -574,16 +588,13 @@ export class SetupPhase {
     // The list travels as one variable split on spaces: only plain relative paths are accepted.
     const bad = paths.find((p) => !isPlainPath(p));
     if (bad !== undefined) throw new SandboxError('start_failed', `not a plain workspace path: ${bad}`);
-    const r = await execStream(
-      this.docker,
-      this.container,
+    const r = await this.exec(
       [
         '/bin/sh',
         '-c',
         'set --; for p in $IA_PATHS; do [ -e "$p" ] && set -- "$@" "$p"; done; [ $# -gt 0 ] || exit 10; exec tar -c -f - -- "$@"',
       ],
       {
-        user: this.user,
         env: { IA_PATHS: paths.join(' ') },
         timeoutMs: 10 * 60_000,
         stdout: sink,

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import * as tls from 'node:tls';
 import type { Logger } from 'pino';
+import { holdPath, releasePath } from '../held-paths.js';
 import type { EgressLog, EgressLogEntry } from './egress-log.js';
 import { startEgressProxy, type EgressProxy } from './egress-proxy.js';
 
@@ -43,7 +44,7 @@ export interface HostEgressOptions {
 }
 
 export async function startHostEgress(options: HostEgressOptions): Promise<HostEgress> {
-  const dir = await mkdtemp(join(tmpdir(), 'ia-hostegress-'));
+  const dir = holdPath(await mkdtemp(join(tmpdir(), 'ia-hostegress-')));
   await chmod(dir, 0o700);
   let proxy: EgressProxy;
   try {
@@ -59,6 +60,7 @@ export async function startHostEgress(options: HostEgressOptions): Promise<HostE
     });
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
+    releasePath(dir);
     throw error;
   }
   const ca =
@@ -78,6 +80,7 @@ export async function startHostEgress(options: HostEgressOptions): Promise<HostE
       closing ??= (async () => {
         await proxy.close();
         await rm(dir, { recursive: true, force: true });
+        releasePath(dir);
       })();
       return closing;
     },

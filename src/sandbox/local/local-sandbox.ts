@@ -1,11 +1,16 @@
 import { mkdtemp, realpath, rm, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { DISK_FULL, fullMount } from '../disk-full.js';
 import { harnessShell, type HarnessShell } from '../harness-shell.js';
+import { holdPath, releasePath } from '../held-paths.js';
+import { SetupCommandQueue, type SetupFallbackRule } from '../setup-commands.js';
 import { ShellSession, shellQuote, type ShellHost, type ShellTransport } from '../shell-session.js';
 import {
+  SandboxCancelledError,
   SandboxError,
+  throwIfCancelled,
   type ExecOptions,
   type ExecResult,
   type HarnessExecOptions,
@@ -63,6 +68,12 @@ export interface LocalSandboxOptions {
    * Needs `isolate`: an unconfined shell has no namespaces to confine setup to.
    */
   readonly setup?: LocalSetupSpec;
+  /**
+   * Aborts the start: the step running (a setup command, the forwarder's wait) is killed with what
+   * it started, the sandbox ends with everything in it, its folders are removed, and create throws
+   * SandboxCancelledError. Once create has returned, the signal means nothing to the sandbox.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** What to do between the sandbox's start and its shells; mirrors DockerSetupSpec. */
@@ -91,6 +102,8 @@ export interface LocalSetupSpec {
   readonly retryable?: ((r: SetupCommandResult) => boolean) | undefined;
   /** Default 0. */
   readonly retries?: number | undefined;
+  /** What to run in place of a command that failed after its retries (see setup-commands.ts). */
+  readonly fallback?: SetupFallbackRule | undefined;
   /** Workspace paths setup produces: excluded from git snapshots. */
   readonly outputs: readonly string[];
   /** Start a forwarder for the agent phase too (the agent has an allowlist on the same socket). */
@@ -159,8 +172,8 @@ export class LocalSandbox implements Sandbox {
     }
     // `scratch` holds the shell's HOME and TMPDIR (the sandbox writes there); `spill` holds what the
     // host writes by name (spilled output), so it is a separate folder, hidden from an isolated shell.
-    const scratch = await mkdtemp(join(tmpdir(), 'issue-agent-sandbox-'));
-    const spill = await mkdtemp(join(tmpdir(), 'issue-agent-spill-'));
+    const scratch = holdPath(await mkdtemp(join(tmpdir(), 'issue-agent-sandbox-')));
+    const spill = holdPath(await mkdtemp(join(tmpdir(), 'issue-agent-spill-')));
     const home = join(scratch, 'home');
     const tmp = join(scratch, 'tmp');
     await Promise.all([mkdir(home), mkdir(tmp)]);
@@ -182,7 +195,10 @@ export class LocalSandbox implements Sandbox {
     const cleanup = async (): Promise<void> => {
       await rm(scratch, { recursive: true, force: true });
       await rm(spill, { recursive: true, force: true });
+      releasePath(scratch);
+      releasePath(spill);
     };
+    const signal = options.signal;
     if (options.setup !== undefined && options.isolate === undefined) {
       await cleanup();
       throw new SandboxError('start_failed', 'a setup phase needs the isolated local sandbox');
@@ -217,10 +233,17 @@ export class LocalSandbox implements Sandbox {
     if (options.setup !== undefined) {
       try {
         const setup = options.setup;
-        setupReport = await runLocalSetup(host, env, workspace, stateFile, {
-          ...setup,
-          env: { ...setup.env, ...(setup.caPem === undefined ? {} : localCaEnv(home)) },
-        });
+        setupReport = await runLocalSetup(
+          host,
+          env,
+          workspace,
+          stateFile,
+          {
+            ...setup,
+            env: { ...setup.env, ...(setup.caPem === undefined ? {} : localCaEnv(home)) },
+          },
+          signal,
+        );
       } catch (error) {
         await host.close();
         await cleanup();
@@ -244,8 +267,10 @@ export class LocalSandbox implements Sandbox {
     });
     try {
       // A lazy agent shell is started by its first command (ShellSession starts one when none runs).
+      throwIfCancelled(signal);
       if (options.lazyAgentShell !== true) await session.start();
       await harness.start();
+      throwIfCancelled(signal);
     } catch (error) {
       session.close();
       harness.close();
@@ -337,6 +362,8 @@ export class LocalSandbox implements Sandbox {
     await this.host.close().catch(() => undefined);
     await rm(this.scratch, { recursive: true, force: true });
     await rm(this.spill, { recursive: true, force: true });
+    releasePath(this.scratch);
+    releasePath(this.spill);
   }
 }
 
@@ -493,15 +520,19 @@ async function runLocalSetup(
   workspace: string,
   stateFile: string,
   spec: LocalSetupSpec,
+  signal: AbortSignal | undefined,
 ): Promise<LocalSetupReport> {
-  const phase = new LocalSetupPhase(host, env);
+  // Every step stops at the signal; the caller ends the sandbox (and what runs in it).
+  const phase = new LocalSetupPhase(host, env, signal);
+  throwIfCancelled(signal);
   await host.startSandbox();
   if (spec.caPem !== undefined) await phase.installCaBundle(spec.caPem);
   const results: SetupCommandResult[] = [];
   if (spec.commands.length > 0 && spec.egressDir !== undefined) await phase.startForwarder();
   // The keys in the kernel's keyrings before setup: any other after it is setup's (and removed).
   const keysBefore = spec.commands.length > 0 ? await phase.visibleKeys() : null;
-  for (const command of spec.commands) {
+  const queue = new SetupCommandQueue(spec.commands, spec.fallback);
+  for (let command = queue.next(); command !== undefined; command = queue.next()) {
     let r: SetupCommandResult;
     let attempt = 0;
     for (;;) {
@@ -509,18 +540,18 @@ async function runLocalSetup(
       r = await phase.run(command, spec.env, spec.timeoutMs);
       spec.onCommand?.(r, attempt);
       if (r.exitCode === 0 || attempt > (spec.retries ?? 0) || spec.retryable?.(r) !== true) break;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(8000, RETRY_BASE_MS * 2 ** (attempt - 1))));
+      await delay(Math.min(8000, RETRY_BASE_MS * 2 ** (attempt - 1)), undefined, { signal }).catch(() => {
+        throw new SandboxCancelledError(signal?.reason);
+      });
     }
     results.push(r);
     if (r.exitCode !== 0) {
       const why = r.timedOut
         ? `timed out after ${Math.round(spec.timeoutMs / 1000)} s`
         : `exited with ${String(r.exitCode)}`;
-      throw new LocalSetupFailedError(
-        `the setup command \`${command}\` ${why}`,
-        results,
-        spec.retryable?.(r) === true,
-      );
+      const failure = queue.failed(r, why);
+      if (failure === null) continue;
+      throw new LocalSetupFailedError(failure, results, spec.retryable?.(r) === true);
     }
   }
   // Nothing setup started survives into the agent phase: not the forwarder, not a daemon, not a

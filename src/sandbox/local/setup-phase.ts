@@ -1,7 +1,7 @@
 import { KEYRING_LIST_ARGS, keyringRemoveArgs } from '../../secrets/keyring-cleanup.js';
 import { dirname } from 'node:path';
 import type { SetupCommandResult } from '../docker/setup-phase.js';
-import { SandboxError } from '../sandbox.js';
+import { SandboxCancelledError, SandboxError, throwIfCancelled } from '../sandbox.js';
 import { shellQuote } from '../shell-session.js';
 import { IPC_CLEANUP_SCRIPT } from '../../secrets/ipc-cleanup.js';
 import { hideNeedles, scanHolders, scanNeedles, SCAN_FOUND, SECRET_SCAN_SCRIPT } from '../../secrets/scan.js';
@@ -176,6 +176,12 @@ export class LocalSetupPhase {
     private readonly host: OneOffHost,
     /** The environment every one-off starts from: the shells' own (never a secret). */
     private readonly baseEnv: Readonly<Record<string, string>>,
+    /**
+     * Aborts the step running: its process and everything it started below it are killed, and the
+     * step throws SandboxCancelledError (so does every later one). What it detached is left to the
+     * caller, which ends the sandbox with everything in it.
+     */
+    private readonly signal?: AbortSignal | undefined,
   ) {}
 
   /** The forwarder's host-side process; ended with the sweep (see sweep()). */
@@ -209,6 +215,7 @@ export class LocalSetupPhase {
    * `node` is looked up on the sandbox's PATH, then beside the Node running this process.
    */
   async startForwarder(): Promise<void> {
+    throwIfCancelled(this.signal);
     const path = `${this.baseEnv.PATH ?? SYSTEM_PATH}:${dirname(process.execPath)}`;
     const shell = await this.host.oneOff({ ...this.baseEnv, PATH: path }, [
       '-c',
@@ -225,25 +232,36 @@ export class LocalSetupPhase {
     child.stderr.on('data', (c: Buffer) => {
       if (err.length < 2048) err += c.toString('utf8');
     });
-    const ok = await new Promise<boolean>((resolve) => {
+    const signal = this.signal;
+    const ok = await new Promise<boolean | 'cancelled'>((resolve) => {
       let out = '';
+      const settle = (value: boolean | 'cancelled'): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(value);
+      };
       const timer = setTimeout(() => {
-        resolve(false);
+        settle(false);
       }, 15_000);
+      const onAbort = (): void => {
+        settle('cancelled');
+      };
+      if (signal?.aborted === true) onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
       child.stdout.on('data', (c: Buffer) => {
         out += c.toString('utf8');
-        if (out.includes(READY)) {
-          clearTimeout(timer);
-          resolve(true);
-        }
+        if (out.includes(READY)) settle(true);
       });
       child.once('exit', () => {
-        clearTimeout(timer);
         setImmediate(() => {
-          resolve(false);
+          settle(false);
         });
       });
     });
+    if (ok === 'cancelled') {
+      shell.kill();
+      throw new SandboxCancelledError(signal?.reason);
+    }
     if (!ok) {
       shell.kill();
       throw new SandboxError(
@@ -390,6 +408,8 @@ export class LocalSetupPhase {
     options: { readonly input?: string | Buffer; readonly timeoutMs: number },
   ): Promise<OneOffResult> {
     const started = Date.now();
+    const signal = this.signal;
+    throwIfCancelled(signal);
     const shell = await this.host.oneOff(env, bashArgs);
     const { child } = shell;
     const keep = new HeadTail(KEEP_HEAD, KEEP_TAIL);
@@ -401,18 +421,37 @@ export class LocalSetupPhase {
     });
     child.stdin.on('error', () => undefined);
     child.stdin.end(options.input ?? '');
-    const end = await new Promise<{ code: number | null; timedOut: boolean }>((resolve) => {
-      const timer = setTimeout(() => {
-        shell.kill();
-        resolve({ code: null, timedOut: true });
-      }, options.timeoutMs);
-      // The process's end, not its pipes': a process it left running may hold them open (the sweep
-      // deals with it). What was written before the end is read for a moment longer.
-      child.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        resolve({ code: code ?? (signal === null ? null : 128), timedOut: false });
-      });
-    });
+    const end = await new Promise<{ code: number | null; timedOut: boolean; cancelled: boolean }>(
+      (resolve) => {
+        const settle = (value: { code: number | null; timedOut: boolean; cancelled: boolean }): void => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          resolve(value);
+        };
+        const timer = setTimeout(() => {
+          shell.kill();
+          settle({ code: null, timedOut: true, cancelled: false });
+        }, options.timeoutMs);
+        // Killed as at its time limit, but not waited for: the caller ends the sandbox next.
+        const onAbort = (): void => {
+          shell.kill();
+          settle({ code: null, timedOut: false, cancelled: true });
+        };
+        if (signal?.aborted === true) onAbort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        // The process's end, not its pipes': a process it left running may hold them open (the
+        // sweep deals with it). What was written before the end is read for a moment longer.
+        child.once('exit', (code, killedBy) => {
+          settle({ code: code ?? (killedBy === null ? null : 128), timedOut: false, cancelled: false });
+        });
+      },
+    );
+    if (end.cancelled) {
+      child.stdout.destroy();
+      child.stderr.destroy();
+      void shell.started.catch(() => undefined);
+      throw new SandboxCancelledError(signal?.reason);
+    }
     await new Promise<void>((resolve) => {
       if (child.stdout.closed && child.stderr.closed) {
         resolve();

@@ -77,8 +77,10 @@ export async function runAttempt(
     poolRepository: `installation-${ctx.p.installationId}/repo-${ctx.p.repo.id}`,
     logger: ctx.log,
   } satisfies PrepareSandboxInput;
+  // A stop during setup ends it at once (SandboxCancelledError); the verdict's sandbox below is
+  // made while the agent runs, which the same stop ends at its next step.
   const prepared = await inSpan('sandbox', { 'issue_agent.sandbox': rt.sandbox }, () =>
-    prepareSandbox(prepareInput),
+    prepareSandbox({ ...prepareInput, signal: input.signal }),
   );
   // The verdict's final run is made in a second sandbox prepared as the first was: with Docker a
   // container (same image, environment, cache entry or setup, history; labelled with the job, so

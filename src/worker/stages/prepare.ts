@@ -15,7 +15,7 @@ import { mirrorRoot, pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
 import { createSandbox } from '../../sandbox/create-sandbox.js';
 import { DEFAULT_LIMITS } from '../../sandbox/docker/container-spec.js';
-import type { Sandbox } from '../../sandbox/sandbox.js';
+import { throwIfCancelled, type Sandbox } from '../../sandbox/sandbox.js';
 import { approvedIssueText, pullOwnership } from '../../app/trigger-rules.js';
 import type { FixRuntime, TokenSource } from '../fix-run.js';
 import { PermanentJobError } from '../permanent-job-error.js';
@@ -147,6 +147,11 @@ export interface PrepareSandboxInput {
   readonly poolRepository?: string | undefined;
   /** Only the harness runs commands in it (the verdict's sandbox): see DockerSandboxOptions.lazyAgentShell. */
   readonly lazyAgentShell?: boolean | undefined;
+  /**
+   * The job's stop (`@agent stop`, a lost lock): setup stops at once, what was made for the sandbox
+   * is removed, and prepareSandbox throws SandboxCancelledError (see PrepareInput.signal).
+   */
+  readonly signal?: AbortSignal | undefined;
   readonly logger?: Logger | undefined;
 }
 
@@ -185,6 +190,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     input.logger?.info({ fetched: made.fetched, rebuilt: made.rebuilt }, 'pristine clone from the mirror');
   }
   const baseCommit = input.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
+  throwIfCancelled(input.signal);
   if (input.kind === 'docker') {
     // The host writes no file of the repository: the workspace is a `.git` with `history` commits,
     // checked out by the sandbox user inside the container, and the planner reads the commit's tree
@@ -228,6 +234,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
       pool: input.pool,
       poolRepository: input.poolRepository,
       lazyAgentShell: input.lazyAgentShell,
+      signal: input.signal,
       logger: input.logger,
     });
     const close = async (): Promise<void> => {
@@ -270,6 +277,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
         workspaceBytes: input.agent.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
       },
       lazyAgentShell: input.lazyAgentShell,
+      signal: input.signal,
       scrub: input.scrub,
       logger: input.logger,
     });

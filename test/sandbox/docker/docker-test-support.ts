@@ -111,3 +111,16 @@ export async function waitFor(
 export function testOwner(name: string): string {
   return `test-${name}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
 }
+
+/** Whether a process with exactly this command line runs in the container (`docker top`). */
+export async function containerRuns(docker: Docker, id: string, command: string): Promise<boolean> {
+  // The engine needs a pid column in what ps prints.
+  const top: unknown = await docker
+    .getContainer(id)
+    .top({ ps_args: '-eo pid,args' })
+    .catch(() => null);
+  if (typeof top !== 'object' || top === null || !('Processes' in top) || !Array.isArray(top.Processes))
+    return false;
+  const rows: unknown[] = top.Processes;
+  return rows.some((row) => Array.isArray(row) && row.slice(1).join(' ') === command);
+}
