@@ -104,9 +104,11 @@ export async function planEnvironment(
       testEnv: detected?.testEnv ?? {},
     };
   } else if (detected === null) {
+    // Where the image came from the code (no project files), this is where a reader learns why.
+    const why = runtime.fromCode ? `; the image follows the code, ${runtime.reason}` : '';
     setup = {
       source: 'none',
-      reason: 'no lockfile or Python project file was found, so nothing was installed',
+      reason: `no lockfile or Python project file was found, so nothing was installed${why}`,
       commands: [],
       outputs: [],
       inputs: [],

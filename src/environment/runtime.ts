@@ -8,12 +8,8 @@
  */
 import { parse as parseYaml } from 'yaml';
 import type { WorkspaceProbe } from '../testing/detect-test-command.js';
-import {
-  chooseImageKind,
-  imageReference,
-  isPythonProject,
-  type ImageKind,
-} from '../sandbox/docker/choose-image.js';
+import { detectProject } from '../testing/detect-project.js';
+import { imageReference, type ImageKind } from '../sandbox/docker/choose-image.js';
 
 export type RuntimeLanguage = 'node' | 'python';
 
@@ -43,8 +39,16 @@ export interface RuntimeVersion {
 export interface RuntimeChoice {
   /** One entry per language the repository uses, node first. */
   readonly runtimes: readonly RuntimeVersion[];
-  /** The kind of image: node when package.json exists, else python for Python project files, else base. */
+  /**
+   * The kind of image, as detectProject (src/testing/detect-project.ts) decides it: project files
+   * first, then the code and the test command; a repository that neither decides gets the image of a
+   * language something asks a version for (only an .nvmrc, say), else base.
+   */
   readonly imageKind: ImageKind;
+  /** Why that kind: "package.json", "python: tests/test_calc.py imports pytest (…)", ".nvmrc asks for node". */
+  readonly reason: string;
+  /** The kind was read from the code and tests, not from a project file or a version request. */
+  readonly fromCode: boolean;
   /** The image reference to run (a configured image, as given, wins). */
   readonly image: string;
 }
@@ -70,8 +74,10 @@ export interface DetectRuntimeOptions {
  *           → package.json engines.node → .github/workflows/*.yml node-version
  *   python: configured → .python-version → .tool-versions (python) → pyproject.toml requires-python
  *           → pyproject.toml tool.poetry.dependencies.python → .github/workflows/*.yml python-version
- * A language is listed when its project files exist (package.json; pyproject.toml, setup.py,
- * setup.cfg, requirements*.txt) or something other than a workflow names a version for it.
+ * A language is listed when detectProject finds it used (its project files: package.json;
+ * pyproject.toml, setup.py, setup.cfg, Pipfile, requirements*.txt, pytest.ini, tox.ini,
+ * conftest.py; else its code, its tests or the test command) or something other than a workflow
+ * names a version for it.
  */
 export async function detectRuntime(
   probe: WorkspaceProbe,
@@ -79,23 +85,31 @@ export async function detectRuntime(
 ): Promise<RuntimeChoice> {
   const offered = options.offered ?? OFFERED;
   const configured = options.configured ?? {};
-  const rootFiles = (await probe.listDir('.')) ?? [];
-  const projectKind = chooseImageKind(rootFiles);
-  const hasPython = isPythonProject(rootFiles);
+  const project = await detectProject(probe);
   const workflows = await readWorkflows(probe);
 
   const runtimes: RuntimeVersion[] = [];
   const node = await detectLanguage('node', nodeSources(probe, configured.node), workflows, offered);
-  if (node.version !== null && (rootFiles.includes('package.json') || node.explicit)) {
+  if (node.version !== null && (project.languages.node !== null || node.explicit)) {
     runtimes.push(node.version);
   }
   const python = await detectLanguage('python', pythonSources(probe, configured.python), workflows, offered);
-  if (python.version !== null && (hasPython || python.explicit)) runtimes.push(python.version);
+  if (python.version !== null && (project.languages.python !== null || python.explicit)) {
+    runtimes.push(python.version);
+  }
 
-  // A repository without project files but with an explicit version (e.g. only an .nvmrc) gets that
-  // language's image rather than the base.
-  const imageKind: ImageKind = projectKind !== 'base' ? projectKind : (runtimes[0]?.language ?? 'base');
-  return { runtimes, imageKind, image: imageReference({ runtimes, imageKind }, options.image) };
+  // A repository that neither project files nor code place but with an explicit version (e.g. only
+  // an .nvmrc) gets that language's image rather than the base.
+  const asked = project.kind === 'base' ? runtimes[0] : undefined;
+  const imageKind: ImageKind = asked?.language ?? project.kind;
+  return {
+    runtimes,
+    imageKind,
+    reason:
+      asked === undefined ? project.reason : `${asked.language}: ${asked.source} asks for ${asked.language}`,
+    fromCode: asked === undefined && project.fromCode,
+    image: imageReference({ runtimes, imageKind }, options.image),
+  };
 }
 
 /** One place a version may be asked for. `read` returns the requests found (empty: none). */

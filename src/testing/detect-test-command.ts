@@ -1,10 +1,13 @@
 /**
- * Works out how to run a repository's own tests from the files it contains.
+ * Works out how to run a repository's own tests from the files it contains: its project files
+ * first, then, where they say nothing, its code and tests (read-code.ts).
  *
  * The module is pure: every question about the workspace goes through a WorkspaceProbe, so the same
- * logic runs over the host file system (see fs-probe.ts), over a sandbox, or over an in-memory map in
- * tests. A configured override is the caller's business; this only guesses.
+ * logic runs over the host file system (environment/host-probe.ts), over a sandbox
+ * (sandbox-probe.ts), or over an in-memory map in tests. A configured override is the caller's
+ * business; this only guesses. detect-project.ts decides the image from the same answer.
  */
+import { codeReader, isPythonTestFile, nodeRunsByDefault, type CodeFacts } from './read-code.js';
 
 /** The test frameworks whose output parse-test-output.ts understands ('unknown' for anything else). */
 export type RunnerKind =
@@ -51,15 +54,23 @@ const MAX_SCRIPT_DEPTH = 4;
 
 /**
  * Detection order is fixed and first match wins: a JavaScript project's declared script beats
- * inferred Python, Go and Rust layouts, and a Makefile is the last resort because its `test` target
- * usually wraps one of the others anyway.
+ * inferred Python, Go and Rust layouts; JavaScript tests without a usable script run with node's own
+ * runner when they can; and a Makefile is the last resort because its `test` target usually wraps
+ * one of the others anyway.
+ *
+ * `code`: the reading of the code and tests to use (detect-project.ts passes the one it decides the
+ * image from); by default one made for this call, read only if a step needs it.
  */
-export async function detectTestCommand(files: WorkspaceProbe): Promise<TestCommand | null> {
+export async function detectTestCommand(
+  files: WorkspaceProbe,
+  code: () => Promise<CodeFacts> = codeReader(files),
+): Promise<TestCommand | null> {
   return (
     (await detectPackageJson(files)) ??
-    (await detectPython(files)) ??
+    (await detectPython(files, code)) ??
     (await detectSimple(files, 'go.mod', 'go test ./... -v', 'go')) ??
     (await detectSimple(files, 'Cargo.toml', 'cargo test', 'cargo')) ??
+    (await detectNodeTests(files, code)) ??
     (await detectMake(files))
   );
 }
@@ -153,12 +164,18 @@ function referencedScripts(text: string): string[] {
   return refs.map((ref) => (ref === 't' ? 'test' : ref));
 }
 
-async function detectPython(files: WorkspaceProbe): Promise<TestCommand | null> {
+/**
+ * pytest when something configures it (findPytestMarker) or a test reads as pytest's (read-code.ts:
+ * it imports pytest, or has test functions or plain Test classes, which unittest never runs);
+ * otherwise unittest's discovery, which needs nothing installed (the local sandbox's host may have
+ * no pytest) and runs TestCase classes alone.
+ */
+async function detectPython(
+  files: WorkspaceProbe,
+  code: () => Promise<CodeFacts>,
+): Promise<TestCommand | null> {
   const pytestSource = await findPytestMarker(files);
-  if (pytestSource !== null) {
-    // -rA lists every test as "PASSED path::name" / "FAILED path::name" so names can be parsed.
-    return { command: 'python3 -m pytest -rA', runner: 'pytest', source: pytestSource };
-  }
+  if (pytestSource !== null) return pytestCommand(pytestSource);
 
   const root = (await files.listDir('.')) ?? [];
   const hasTopLevelTests = root.some(isPythonTestFile);
@@ -172,6 +189,12 @@ async function detectPython(files: WorkspaceProbe): Promise<TestCommand | null> 
   }
   const hasProject = root.includes('setup.py') || root.includes('pyproject.toml');
   if (!hasProject && !hasTopLevelTests && testDir === null) return null;
+
+  const python = hasTopLevelTests || testDir !== null ? (await code()).python : null;
+  if (python?.style === 'pytest' && python.evidence !== null) {
+    const unconfigured = hasProject ? 'no pytest configured' : 'no Python project files';
+    return pytestCommand(`${python.evidence} (pytest-style tests; ${unconfigured})`);
+  }
 
   let command = 'python3 -m unittest discover -v';
   if (testDir !== null && !hasTopLevelTests) {
@@ -188,11 +211,42 @@ async function detectPython(files: WorkspaceProbe): Promise<TestCommand | null> 
       : hasProject
         ? 'python project'
         : 'test_*.py';
-  return { command, runner: 'unittest', source: `${source} (no pytest configured)` };
+  const style = python?.style === 'unittest' ? ': unittest.TestCase classes' : '';
+  return { command, runner: 'unittest', source: `${source}${style} (no pytest configured)` };
 }
 
-function isPythonTestFile(name: string): boolean {
-  return name.endsWith('.py') && (name.startsWith('test_') || name.endsWith('_test.py'));
+function pytestCommand(source: string): TestCommand {
+  // -rA lists every test as "PASSED path::name" / "FAILED path::name" so names can be parsed.
+  return { command: 'python3 -m pytest -rA', runner: 'pytest', source };
+}
+
+/** A path `node --test` may be given as written: plain characters only, never an option. */
+const PLAIN_PATH = /^[A-Za-z0-9_@][A-Za-z0-9._@/-]*$/;
+
+/**
+ * JavaScript tests with no package.json test script to run them (read-code.ts): node's own runner
+ * when a test imports node:test or none uses a framework (each plain script is then one test).
+ * Tests written for jest, mocha or another framework get nothing: with no script there is nothing
+ * saying how to install and run it. `node --test` alone finds what it runs by default (Node 20 to
+ * 24: `*.test.js`, `test/**`, …); other test files (`tests/calc.js`) are named, because node 20
+ * takes no glob and node 22 no folder.
+ */
+async function detectNodeTests(
+  files: WorkspaceProbe,
+  code: () => Promise<CodeFacts>,
+): Promise<TestCommand | null> {
+  const js = (await code()).javascript;
+  if (js === null || js.tests.length === 0 || js.evidence === null) return null;
+  if (js.style !== 'node-test' && js.style !== 'plain') return null;
+  const named = js.tests.every(nodeRunsByDefault) ? [] : js.tests.filter((t) => PLAIN_PATH.test(t));
+  const manifest = (await files.exists('package.json'))
+    ? 'no test script in package.json'
+    : 'no package.json';
+  return {
+    command: ['node --test', ...named].join(' '),
+    runner: 'node-test',
+    source: `${js.evidence} (${manifest})`,
+  };
 }
 
 /** The reason to believe the project uses pytest, or null. */

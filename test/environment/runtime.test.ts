@@ -68,6 +68,8 @@ describe('detectRuntime', () => {
     assert.deepEqual(choice, {
       runtimes: [{ language: 'node', requested: null, version: '22', source: 'default' }],
       imageKind: 'node',
+      reason: 'package.json',
+      fromCode: false,
       image: 'issue-agent/node:22',
     });
   });
@@ -76,6 +78,8 @@ describe('detectRuntime', () => {
     assert.deepEqual(await detect({ 'README.md': '# hi', 'main.c': '' }), {
       runtimes: [],
       imageKind: 'base',
+      reason: 'no project files and no Python or JavaScript code',
+      fromCode: false,
       image: 'issue-agent/base:latest',
     });
     // A root that cannot be listed is an empty repository, not an error.
@@ -263,8 +267,8 @@ describe('detectRuntime', () => {
     assert.deepEqual((await detect({ ...wf, Makefile: '' })).runtimes, []);
     const nvmrcOnly = await detect({ '.nvmrc': '20' });
     assert.deepEqual(
-      [nvmrcOnly.imageKind, nvmrcOnly.image, nvmrcOnly.runtimes.length],
-      ['node', 'issue-agent/node:20', 1],
+      [nvmrcOnly.imageKind, nvmrcOnly.image, nvmrcOnly.runtimes.length, nvmrcOnly.reason],
+      ['node', 'issue-agent/node:20', 1, 'node: .nvmrc asks for node'],
     );
     const configuredPython = await detect({ Makefile: '' }, { configured: { python: '3.11' } });
     assert.equal(configuredPython.image, 'issue-agent/python:3.11');
@@ -275,6 +279,33 @@ describe('detectRuntime', () => {
       ['node@22', 'python@3.11'],
     );
     assert.equal(both.image, 'issue-agent/node:22');
+  });
+
+  test('no project files: the code decides, the language is listed at its default, the reason says why', async () => {
+    const python = await detect({
+      'calc.py': 'def add(a, b):\n    return a + b\n',
+      'tests/test_calc.py': 'def test_add():\n    assert True\n',
+    });
+    assert.deepEqual(python, {
+      runtimes: [{ language: 'python', requested: null, version: '3.11', source: 'default' }],
+      imageKind: 'python',
+      reason:
+        'python: tests/test_calc.py has module-level test functions (pytest-style tests; no Python project files)',
+      fromCode: true,
+      image: 'issue-agent/python:3.11',
+    });
+    // A version file still picks the version.
+    const pinned = await detect({ 'calc.py': '', '.python-version': '3.11' });
+    assert.deepEqual(
+      [pinned.image, runtime(pinned, 'python').source],
+      ['issue-agent/python:3.11', '.python-version'],
+    );
+
+    const node = await detect({ 'test/calc.test.js': "require('node:test');\n", '.nvmrc': '20' });
+    assert.deepEqual(
+      [node.imageKind, node.image, node.fromCode, node.reason],
+      ['node', 'issue-agent/node:20', true, 'node: test/calc.test.js imports node:test (no package.json)'],
+    );
   });
 
   test('a configured image wins and is returned as given', async () => {

@@ -141,8 +141,153 @@ void describe('python', () => {
     assert.equal(await detect({ 'tests/run.sh': '' }), null);
   });
 
+  void test('no project files: the tests decide between pytest and unittest', async () => {
+    const calc = 'def add(a, b):\n    return a + b\n';
+    // Module-level test functions: only pytest runs them.
+    assert.deepEqual(
+      await detectTestCommand(
+        memoryProbe({
+          'calc.py': calc,
+          'tests/test_calc.py': 'from calc import add\n\ndef test_add():\n    assert add(1, 2) == 3\n',
+        }),
+      ),
+      {
+        command: pytest,
+        runner: 'pytest',
+        source:
+          'tests/test_calc.py has module-level test functions (pytest-style tests; no Python project files)',
+      },
+    );
+    assert.equal(
+      (await detectTestCommand(memoryProbe({ 'calc.py': calc, 'test_calc.py': 'import pytest\n' })))?.source,
+      'test_calc.py imports pytest (pytest-style tests; no Python project files)',
+    );
+    assert.equal(
+      await detect({
+        'calc.py': calc,
+        'calc_test.py': 'class TestAdd:\n    def test_one(self):\n        pass\n',
+      }),
+      pytest,
+      'a Test class that is not a TestCase',
+    );
+    // One pytest-style file among unittest ones is enough: pytest runs TestCase classes too.
+    assert.equal(
+      await detect({
+        'tests/test_a.py': 'import unittest\nclass A(unittest.TestCase):\n    pass\n',
+        'tests/test_b.py': 'async def test_b():\n    pass\n',
+      }),
+      pytest,
+    );
+    // TestCase classes alone: unittest, which needs nothing installed.
+    assert.deepEqual(
+      await detectTestCommand(
+        memoryProbe({
+          'calc.py': calc,
+          'tests/test_calc.py':
+            'import unittest\nfrom calc import add\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n',
+        }),
+      ),
+      {
+        command: 'python3 -m unittest discover -v -s tests',
+        runner: 'unittest',
+        source: 'tests/test_*.py: unittest.TestCase classes (no pytest configured)',
+      },
+    );
+    // Indented test functions are methods, not pytest's module-level ones.
+    assert.equal(
+      await detect({
+        'test_x.py':
+          'from unittest import TestCase\nclass X(TestCase):\n    def test_x(self):\n        pass\n',
+      }),
+      'python3 -m unittest discover -v',
+    );
+    // Code without tests: nothing to run.
+    assert.equal(await detect({ 'calc.py': calc, 'pkg/__init__.py': '' }), null);
+  });
+
+  void test('a project file without pytest, pytest-style tests: pytest', async () => {
+    assert.deepEqual(
+      await detectTestCommand(
+        memoryProbe({
+          'setup.py': 'from setuptools import setup\nsetup()\n',
+          'tests/test_a.py': 'def test_a(): pass\n',
+        }),
+      ),
+      {
+        command: pytest,
+        runner: 'pytest',
+        source: 'tests/test_a.py has module-level test functions (pytest-style tests; no pytest configured)',
+      },
+    );
+  });
+
   void test('package.json wins over python files', async () => {
     assert.equal(await detect({ 'package.json': pkg({ test: 'jest' }), 'pytest.ini': '' }), 'npm test');
+  });
+});
+
+void describe('javascript without a test script', () => {
+  const nodeTest = "const test = require('node:test');\nconst assert = require('node:assert');\n";
+
+  void test('node:test tests run with node --test, named when node would not find them', async () => {
+    assert.deepEqual(
+      await detectTestCommand(
+        memoryProbe({
+          'calc.js': 'module.exports = {};\n',
+          'test/calc.test.js': `${nodeTest}test('a', () => {});\n`,
+        }),
+      ),
+      {
+        command: 'node --test',
+        runner: 'node-test',
+        source: 'test/calc.test.js imports node:test (no package.json)',
+      },
+    );
+    assert.equal(
+      await detect({ 'calc.mjs': '', 'calc.test.mjs': "import { test } from 'node:test';\n" }),
+      'node --test',
+    );
+    // tests/ (plural) is not one of node's defaults: the files are named.
+    assert.equal(
+      await detect({ 'src/calc.js': '', 'tests/calc.js': nodeTest, 'tests/more.cjs': nodeTest }),
+      'node --test tests/calc.js tests/more.cjs',
+    );
+  });
+
+  void test('a package.json without a usable test script', async () => {
+    const files = { 'index.js': '', 'test/index.test.js': nodeTest };
+    assert.deepEqual(
+      await detectTestCommand(memoryProbe({ ...files, 'package.json': pkg({ lint: 'eslint .' }) })),
+      {
+        command: 'node --test',
+        runner: 'node-test',
+        source: 'test/index.test.js imports node:test (no test script in package.json)',
+      },
+    );
+    const placeholder = pkg({ test: 'echo "Error: no test specified" && exit 1' });
+    assert.equal(await detect({ ...files, 'package.json': placeholder }), 'node --test');
+    // A usable script still wins.
+    assert.equal(await detect({ ...files, 'package.json': pkg({ test: 'mocha' }) }), 'npm test');
+  });
+
+  void test('plain scripts run as one test each; a framework to install gets nothing', async () => {
+    assert.equal(
+      await detect({ 'test/calc.js': "const assert = require('assert');\nassert.equal(1, 1);\n" }),
+      'node --test',
+    );
+    assert.equal(
+      await detect({ 'test/calc.test.js': "describe('x', () => { it('y', () => {}); });\n" }),
+      null,
+    );
+    assert.equal(await detect({ 'test/calc.test.js': "import { expect } from 'vitest';\n" }), null);
+    assert.equal(await detect({ 'index.js': '' }), null, 'code without tests');
+  });
+
+  void test('python and go come first; node --test before a Makefile', async () => {
+    const js = { 'test/a.test.js': nodeTest };
+    assert.equal(await detect({ ...js, 'test_a.py': '' }), 'python3 -m unittest discover -v');
+    assert.equal(await detect({ ...js, 'go.mod': '' }), 'go test ./... -v');
+    assert.equal(await detect({ ...js, Makefile: 'test:\n\tnode --test\n' }), 'node --test');
   });
 });
 
@@ -195,7 +340,7 @@ void describe('sandboxProbe', () => {
     assert.deepEqual(python, {
       command: 'python3 -m unittest discover -v -s tests',
       runner: 'unittest',
-      source: 'tests/test_*.py (no pytest configured)',
+      source: 'tests/test_*.py: unittest.TestCase classes (no pytest configured)',
     });
   });
 

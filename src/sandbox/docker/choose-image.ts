@@ -1,13 +1,15 @@
-import { readdir } from 'node:fs/promises';
+import { hostProbe } from '../../environment/host-probe.js';
+import { detectProject, markerKind, type ProjectKind } from '../../testing/detect-project.js';
+
+/** The image kinds are the project kinds detection tells apart. */
+export type ImageKind = ProjectKind;
 
 /** The default image of each kind; `issue-agent/node:latest` is the default Node major (22). */
-export const IMAGES = {
+export const IMAGES: { readonly [K in ImageKind]: string } = {
   base: 'issue-agent/base:latest',
   node: 'issue-agent/node:latest',
   python: 'issue-agent/python:latest',
-} as const;
-
-export type ImageKind = keyof typeof IMAGES;
+};
 
 /** Image repositories without a tag: `issue-agent/node:<major>`, `issue-agent/python:<major.minor>`. */
 export const IMAGE_REPOSITORIES: { readonly [K in ImageKind]: string } = {
@@ -16,42 +18,27 @@ export const IMAGE_REPOSITORIES: { readonly [K in ImageKind]: string } = {
   python: 'issue-agent/python',
 };
 
-/** Python project files at the repository root: pyproject.toml, setup.py, setup.cfg, requirements*.txt. */
-/** Files at a root that say the project is Python's (a bare pytest setup counts: its tests need pytest). */
-const PYTHON_MARKERS = new Set([
-  'pyproject.toml',
-  'setup.py',
-  'setup.cfg',
-  'Pipfile',
-  'pytest.ini',
-  'tox.ini',
-  'conftest.py',
-]);
-
-export function isPythonProject(rootFiles: readonly string[]): boolean {
-  return rootFiles.some((f) => PYTHON_MARKERS.has(f) || /^requirements.*\.txt$/.test(f));
-}
-
 /**
- * The sandbox image for a repository, from the files at its root: package.json → node;
- * pyproject.toml, setup.py, setup.cfg, Pipfile, requirements*.txt, pytest.ini, tox.ini or
- * conftest.py → python; otherwise base. A per-repo
- * setting wins: pass `override` (an image kind or a full image reference).
+ * The image kind the project files at a root ask for (package.json → node; a Python project file →
+ * python; otherwise base), without reading the code: detectProject (src/testing/detect-project.ts)
+ * is the whole decision, these files first.
  */
 export function chooseImageKind(rootFiles: readonly string[]): ImageKind {
-  if (rootFiles.includes('package.json')) return 'node';
-  if (isPythonProject(rootFiles)) return 'python';
-  return 'base';
+  return markerKind(rootFiles)?.kind ?? 'base';
 }
 
 function isImageKind(value: string): value is ImageKind {
   return Object.hasOwn(IMAGES, value);
 }
 
-/** chooseImageKind over a workspace directory, as an image reference. */
+/**
+ * The image for a workspace directory, as detectProject decides it from its files, its code and its
+ * tests; a per-repo setting wins: pass `override` (an image kind or a full image reference). Read
+ * on the host, so only before any sandbox process has run there (see hostProbe).
+ */
 export async function chooseImage(workspace: string, override?: ImageKind | (string & {})): Promise<string> {
   if (override !== undefined) return isImageKind(override) ? IMAGES[override] : override;
-  return IMAGES[chooseImageKind(await readdir(workspace))];
+  return IMAGES[(await detectProject(hostProbe(workspace))).kind];
 }
 
 /** What imageReference needs of a RuntimeChoice (src/environment/runtime.ts). */
