@@ -134,8 +134,15 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     const tree = await git.snapshot();
     if (tree === lastTree) return;
     const d = await git.diff(base.workspace.baseTree, tree);
+    const leftOut = await git.leftOut();
     // A diff that did not fit the capture is not recorded; restore then needs the tree object.
-    await append({ kind: 'checkpoint', tree, diff: d.truncated ? null : d.diff, filesChanged: d.files });
+    await append({
+      kind: 'checkpoint',
+      tree,
+      diff: d.truncated ? null : d.diff,
+      filesChanged: d.files,
+      ...(leftOut.length > 0 ? { leftOut } : {}),
+    });
     lastTree = tree;
   };
 
@@ -231,6 +238,9 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
         deps.logger?.info({ from: reused.conversationId }, 'baseline reused');
       } else {
         const r = await runTestCommand(sandbox, base.testCommand, limits, deps.signal, 'harness');
+        // What the baseline run wrote (snapshots, build output, a fixture it rewrote) is the
+        // harness's, not the agent's: the workspace goes back to the tree it ran on.
+        await git.restore(base.workspace.baseTree, lastTree, existing.lastCheckpoint?.diff ?? null);
         const run = recordedRun(r, scrub);
         const stored = await append({ kind: 'test_run', phase: 'baseline', ...run });
         if (key !== null && keepable(run)) {

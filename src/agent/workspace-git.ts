@@ -1,4 +1,5 @@
 import type { Sandbox } from '../sandbox/sandbox.js';
+import { GENERATED_PATTERNS, type GeneratedPattern, type LeftOut } from '../sandbox/generated-files.js';
 import { shellQuote } from '../sandbox/shell-session.js';
 import type { RunnerConfigEntry, TreeChange, TreeEntry } from '../testing/runner-config.js';
 
@@ -25,6 +26,8 @@ export class WorkspaceGit {
     private readonly sandbox: Sandbox,
     private readonly indexFile: string,
     private readonly gitDir: string,
+    /** The generated-file patterns this repository tracks nothing under (generated-files.ts). */
+    private readonly generated: readonly GeneratedPattern[],
   ) {}
 
   static async open(sandbox: Sandbox): Promise<WorkspaceGit> {
@@ -35,7 +38,41 @@ export class WorkspaceGit {
       sandbox,
       `[ -f ${shellQuote(indexFile)} ] || { [ -f ${shellQuote(`${gitDir}/index`)} ] && cp ${shellQuote(`${gitDir}/index`)} ${shellQuote(indexFile)}; } || true`,
     );
-    return new WorkspaceGit(sandbox, indexFile, gitDir);
+    return new WorkspaceGit(sandbox, indexFile, gitDir, await generatedPatterns(sandbox, gitDir));
+  }
+
+  /** `git add -A` into the private index, leaving out what test runs generate. */
+  private addAll(): string {
+    return `GIT_INDEX_FILE=${shellQuote(this.indexFile)} ${GIT} -c core.excludesFile=${shellQuote(`${this.gitDir}/${GENERATED_FILE}`)} add -A`;
+  }
+
+  /**
+   * What the checkpoints leave out now: for each generated-file pattern, the untracked files it
+   * matches that the repository's own ignore rules would have let in. Counts only, no paths.
+   */
+  async leftOut(): Promise<LeftOut[]> {
+    if (this.generated.length === 0) return [];
+    const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
+    // The patterns are the harness's constants, so they may be written into the command.
+    // Each file counts once, under the first pattern that matches it.
+    const script = this.generated
+      .map((p, i) => {
+        const earlier = this.generated
+          .slice(0, i)
+          .map((q) => ` ${shellQuote(`:(exclude,glob)${q.pathspec}`)}`)
+          .join('');
+        return `printf '%s %s\\n' ${String(i)} "$(${idx} ${GIT} ls-files -o --exclude-standard -- ${shellQuote(`:(glob)${p.pathspec}`)}${earlier} | wc -l)"`;
+      })
+      .join(' && ');
+    const out = await run(this.sandbox, script);
+    const counts: LeftOut[] = [];
+    for (const line of out.split('\n')) {
+      const m = /^(\d+) (\d+)$/.exec(line.trim());
+      const pattern = m === null ? undefined : this.generated[Number(m[1])];
+      if (m !== null && pattern !== undefined && Number(m[2]) > 0)
+        counts.push({ pattern: pattern.ignore, files: Number(m[2]) });
+    }
+    return counts;
   }
 
   async head(): Promise<{ commit: string; tree: string }> {
@@ -49,7 +86,7 @@ export class WorkspaceGit {
   /** The working tree (tracked and untracked, minus ignored files) as a tree object. */
   async snapshot(): Promise<string> {
     const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
-    const out = await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} write-tree`);
+    const out = await run(this.sandbox, `${this.addAll()} && ${idx} ${GIT} write-tree`);
     // The tree id is write-tree's one line of output; `add` may warn (line endings, a nested
     // repository) on the same stream before it.
     const tree = out
@@ -107,7 +144,7 @@ export class WorkspaceGit {
       },
     );
     if (has.exitCode === 0) {
-      await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${tree}`);
+      await run(this.sandbox, `${this.addAll()} && ${idx} ${GIT} read-tree --reset -u ${tree}`);
       await this.expectTree(tree, 'from its tree object');
       return 'object';
     }
@@ -115,7 +152,7 @@ export class WorkspaceGit {
       throw new WorkspaceGitError(
         `checkpoint ${tree} is not in this repository and its diff was too large to record`,
       );
-    await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
+    await run(this.sandbox, `${this.addAll()} && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
     // The diff is data from the event log: it travels on stdin, never inside the command text.
     const patch = Buffer.from(diff.endsWith('\n') ? diff : `${diff}\n`, 'utf8');
     const r = await this.sandbox.harnessExec(
@@ -136,7 +173,7 @@ export class WorkspaceGit {
    */
   async checkoutOnly(baseTree: string, tree: string, paths: readonly string[]): Promise<void> {
     const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
-    await run(this.sandbox, `${idx} ${GIT} add -A && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
+    await run(this.sandbox, `${this.addAll()} && ${idx} ${GIT} read-tree --reset -u ${baseTree}`);
     if (paths.length === 0) return;
     const list = Buffer.from(paths.map((p) => `${p}\0`).join(''), 'utf8');
     const r = await this.sandbox.harnessExec(
@@ -393,6 +430,34 @@ function parseRaw(out: Buffer): { path: string; src: TreeEntry | null; dst: Tree
     });
   }
   return records;
+}
+
+/** The ignore file of generated-file patterns, in the sandbox's git directory. */
+const GENERATED_FILE = 'issue-agent-generated';
+
+/**
+ * The generated-file patterns under which the repository tracks nothing. Decided once per
+ * workspace, on its first open (the base, before any edit; the same base gives the same answer on
+ * every host), and kept as indices into the harness's constants: what is read back selects among
+ * them and is never written into a command. The ignore file is written from the constants on
+ * every open.
+ */
+async function generatedPatterns(sandbox: Sandbox, gitDir: string): Promise<GeneratedPattern[]> {
+  const file = `${gitDir}/${GENERATED_FILE}`;
+  const list = shellQuote(`${file}.list`);
+  const checks = GENERATED_PATTERNS.map(
+    (p, i) =>
+      `if [ -z "$(${GIT} ls-files -- ${shellQuote(`:(glob)${p.pathspec}`)} | head -c 1)" ]; then echo ${String(i)}; fi`,
+  ).join('; ');
+  const out = await run(
+    sandbox,
+    `{ [ -f ${list} ] || { { ${checks}; } > ${list}.tmp && mv ${list}.tmp ${list}; }; } && cat ${list}`,
+  );
+  const kept = new Set(out.split('\n').map((l) => l.trim()));
+  const patterns = GENERATED_PATTERNS.filter((_, i) => kept.has(String(i)));
+  const lines = patterns.map((p) => shellQuote(p.ignore)).join(' ');
+  await run(sandbox, `printf '%s\\n' ${lines} > ${shellQuote(file)}`);
+  return patterns;
 }
 
 async function run(sandbox: Sandbox, command: string): Promise<string> {

@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import { LABEL_JOB, LABEL_OWNER, LABEL_POOL, LABEL_SANDBOX } from './owner.js';
+import { generatedFilesEnv } from '../generated-files.js';
 
 /** Resource limits of a sandbox container. Every field documents its default. */
 export interface SandboxLimits {
@@ -58,6 +59,7 @@ export function sandboxEnv(extra: Readonly<Record<string, string>> = {}): string
     GIT_TERMINAL_PROMPT: '0',
     CI: 'true',
     PYTHONUNBUFFERED: '1',
+    ...generatedFilesEnv('/tmp'),
     ...extra,
   };
   return Object.entries(env).map(([k, v]) => `${k}=${v}`);

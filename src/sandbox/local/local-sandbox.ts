@@ -29,6 +29,7 @@ import {
 } from './launch.js';
 import { descendantsRss, killDescendants } from './proc-tree.js';
 import { localCaEnv, LocalSetupPhase, type SetupCommandResult } from './setup-phase.js';
+import { generatedFilesEnv } from '../generated-files.js';
 
 export interface LocalSandboxOptions {
   /** The repository on the host; commands start here. */
@@ -187,8 +188,8 @@ export class LocalSandbox implements Sandbox {
       GIT_PAGER: 'cat',
       GIT_TERMINAL_PROMPT: '0',
       CI: 'true',
-      PYTHONDONTWRITEBYTECODE: '1',
       PYTHONUNBUFFERED: '1',
+      ...generatedFilesEnv(tmp),
       ...options.env,
       ...(options.setup?.caPem !== undefined && options.setup.agentEgress === true ? localCaEnv(home) : {}),
     };
