@@ -54,7 +54,11 @@ export class WorkspaceGit {
     if (this.generated.length === 0) return [];
     const idx = `GIT_INDEX_FILE=${shellQuote(this.indexFile)}`;
     // The patterns are the harness's constants, so they may be written into the command.
-    // Each file counts once, under the first pattern that matches it.
+    // Each file counts once, under the first pattern that matches it. One listing of all the
+    // patterns first (pathspecs are or-ed): nothing there, the usual case, is every count 0 without
+    // a git process per pattern (this runs at every checkpoint).
+    const all = this.generated.map((p) => ` ${shellQuote(`:(glob)${p.pathspec}`)}`).join('');
+    const any = `[ -n "$(${idx} ${GIT} ls-files -o --exclude-standard --${all} | head -c 1)" ]`;
     const script = this.generated
       .map((p, i) => {
         const earlier = this.generated
@@ -64,7 +68,7 @@ export class WorkspaceGit {
         return `printf '%s %s\\n' ${String(i)} "$(${idx} ${GIT} ls-files -o --exclude-standard -- ${shellQuote(`:(glob)${p.pathspec}`)}${earlier} | wc -l)"`;
       })
       .join(' && ');
-    const out = await run(this.sandbox, script);
+    const out = await run(this.sandbox, `if ${any}; then ${script}; fi`);
     const counts: LeftOut[] = [];
     for (const line of out.split('\n')) {
       const m = /^(\d+) (\d+)$/.exec(line.trim());
@@ -445,10 +449,14 @@ const GENERATED_FILE = 'issue-agent-generated';
 async function generatedPatterns(sandbox: Sandbox, gitDir: string): Promise<GeneratedPattern[]> {
   const file = `${gitDir}/${GENERATED_FILE}`;
   const list = shellQuote(`${file}.list`);
-  const checks = GENERATED_PATTERNS.map(
+  // A repository that tracks no file under any pattern (the usual case) keeps them all: one git
+  // process for that answer, one per pattern only otherwise.
+  const all = GENERATED_PATTERNS.map((p) => ` ${shellQuote(`:(glob)${p.pathspec}`)}`).join('');
+  const each = GENERATED_PATTERNS.map(
     (p, i) =>
       `if [ -z "$(${GIT} ls-files -- ${shellQuote(`:(glob)${p.pathspec}`)} | head -c 1)" ]; then echo ${String(i)}; fi`,
   ).join('; ');
+  const checks = `if [ -z "$(${GIT} ls-files --${all} | head -c 1)" ]; then printf '%s\\n' ${GENERATED_PATTERNS.map((_, i) => String(i)).join(' ')}; else ${each}; fi`;
   const out = await run(
     sandbox,
     `{ [ -f ${list} ] || { { ${checks}; } > ${list}.tmp && mv ${list}.tmp ${list}; }; } && cat ${list}`,
