@@ -110,6 +110,7 @@ export async function openWorkspace(
   kind: CliSandbox,
   env: AgentEnv,
   trajectory: string,
+  /** The run's id (its conversation, an eval task's key): the containers' `job` label is `cli-<runId>`. */
   runId: string,
   setup: boolean,
   more: {
@@ -174,7 +175,7 @@ export async function openWorkspace(
         kind: 'local',
         workspace: copy.dir,
         path: env.sandboxPath,
-        jobId: 'cli',
+        jobId: `cli-${runId}`,
         limits: env.sandboxLimits,
       });
       return {
@@ -205,7 +206,7 @@ export async function openWorkspace(
           ).prepareEnvironment({
             workspace: copy.dir,
             probe: hostProbe(copy.dir),
-            jobId: 'cli',
+            jobId: `cli-${runId}`,
             // The cache is keyed by the checkout's path: entries never cross repositories.
             repoKey: more.cacheKey ?? `local:${repo}`,
             plan,

@@ -44,7 +44,11 @@ for (const name of ['node-calc', 'python-inventory'] as const) {
         assert.equal(state.finalTest?.exitCode, 0);
         // What the container wrote is in the host's working tree, and the container is gone.
         assert.match(gitOutput(repo.dir, 'status', '--porcelain'), /\?\? /);
-        const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_JOB}=cli`] } });
+        // This run's containers only: other tests' CLIs may be running theirs.
+        const left = await docker.listContainers({
+          all: true,
+          filters: { label: [`${LABEL_JOB}=cli-${store.base.conversationId}`] },
+        });
         assert.deepEqual(left, []);
       } finally {
         await sim.close();
