@@ -52,6 +52,7 @@ export default tseslint.config(
       'dist-action/**',
       // Fixture repositories are other projects' code, with their own runners' globals (jest's).
       'test/fixtures/repos/**',
+      'test/fixtures/eval-libraries/**',
       // Code that runs inside a sandbox (a CommonJS MCP server), not the project's own.
       'test/fixtures/mcp/**',
     ],

@@ -449,7 +449,8 @@ ${rows.join('\n')}
 //          `\`, quotes and unicode) and, where one broken file does not stop the whole run, load (a
 //          file that throws while loading);
 //   hang   a test that waits forever on a socket, beside math;
-//   crash  a test that ends the process (exit code 3), beside math.
+//   crash  a test that ends the process (exit code 3), beside math;
+//   spin   (node-tap) a test that never yields, beside math: node-tap's own file timeout kills it.
 // FIXED=1 fixes everything (the failing test passes, the file loads, nothing hangs or crashes): the
 // `-fixed` cases are the final run after a fix. Runs are bounded as the harness bounds them (a 3 s
 // bound per test where the harness sets one) and killed after KILL_S seconds otherwise.
@@ -487,6 +488,7 @@ function corpusCases() {
     hang: ['hang', 'math'],
     crash: ['crash', 'math'],
     ...(runner === 'mocha' ? { load: ['load', 'math'] } : {}),
+    ...(runner === 'tap' ? { spin: ['spin', 'math'] } : {}),
   });
   for (const r of CORPUS_RUNNERS) {
     const scenarios = jsScenarios(r.runner);
@@ -690,8 +692,9 @@ async function captureCorpus() {
       nodeFlags: 'timeout+force-exit',
     });
     const script = `cd ${wDir} || exit 126\n${plan.setup}\n${plan.command}`;
-    // node-tap starts slowly (a TypeScript loader and plugins per file): it gets longer.
-    const killAfter = c.runner === 'tap' ? 4 * KILL_S : KILL_S;
+    // node-tap starts slowly (a TypeScript loader and plugins per file): it gets longer, and its
+    // spin case longer still, to reach node-tap's own 30 s file timeout on a busy machine.
+    const killAfter = c.runner === 'tap' ? (c.scenario === 'spin' ? 8 : 4) * KILL_S : KILL_S;
     const inner = `timeout -s KILL ${killAfter} bash -c ${shq(script)} 2>&1`;
     sh('chmod', ['-R', 'a+rwX', caseDir]);
     let res;

@@ -2,7 +2,8 @@
 // structured-report bench (bench/test-reports-bench.ts): the same tests in each runner's own API.
 //   main   math (a pass, a nested suite, a failing test, a skipped test), names (titles with `#`,
 //          `\`, quotes and unicode), load (a file that throws while loading);
-//   hang   a test that waits forever on a socket;   crash  a test that ends the process (code 3).
+//   hang   a test that waits forever on a socket;   crash  a test that ends the process (code 3);
+//   spin   (node-tap only) a test that never yields (a loop), so only killing its file stops it.
 // FIXED=1 in the environment fixes all of them.
 
 const FIXED_JS = `process.env.FIXED === '1'`;
@@ -142,6 +143,14 @@ t.test('waits on a socket', async (t) => {
 });
 t.test('crashes the process', async (t) => {
   if (!(${FIXED_JS})) process.exit(3);
+  t.pass('ok');
+});
+`,
+    spin: `${head}t.test('quick', async (t) => {
+  t.pass('ok');
+});
+t.test('spins forever', async (t) => {
+  if (!(${FIXED_JS})) for (;;);
   t.pass('ok');
 });
 `,

@@ -314,7 +314,7 @@ class TapParser implements LineParser {
       r.counted.passed + r.counted.failed + r.counted.skipped + r.containers >=
         r.summary.passed + r.summary.failed + r.summary.skipped;
     const whole = !r.bailedOut && (summaryAgrees || (!r.summary.seen && planMet === true));
-    return result(counts, r.facts, whole);
+    return result(counts, r.facts, whole, null, r.hung);
   }
 }
 

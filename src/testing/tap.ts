@@ -14,6 +14,11 @@
  * - Top-level entries whose names are file paths (node-tap's, and node's for a test file that
  *   failed as a whole: crashed, timed out, ran out of memory) are files: their tests' ids are
  *   `file::title > title`, and a file that failed without a test is a `crashed-file` fact.
+ * - node-tap's file timeout: the file that ran past it is killed (its own result says the signal)
+ *   and a top-level `not ok N - timeout!` whose YAML names it (`expired: file`) takes the place of
+ *   the result of the file announced then. That file is timed out too when it had not finished (no
+ *   plan of its own yet: a file still loading on a slow machine), and ran as its tests say when it
+ *   had. The expired file and a file timed out so are the run's `hung` files.
  * - Directives: `# SKIP` and `# TODO` (any case, with or without a reason) make a test skipped;
  *   `# time=2.6ms` (node-tap, vitest) is dropped. Any other ` # ` is part of the name (ava does not
  *   escape `#`). Escapes `\#` and `\\` (node, node-tap) are undone.
@@ -58,6 +63,13 @@ interface Pending {
   readonly isFile: string | null;
   suite: boolean;
   detail: string | undefined;
+  /**
+   * node-tap's top-level `timeout!` in the place of the announced file's result: that file, and
+   * whether it had finished (printed its plan).
+   */
+  readonly timeoutOf?: { readonly file: string; readonly finished: boolean };
+  /** A `timeout!` result's `expired:` file. */
+  expired?: string;
 }
 
 const RESULT_RE = /^(not )?ok\b(?: +\d+)?(?: +-)?(?: (.*))?$/;
@@ -73,6 +85,8 @@ export class TapReader {
   bailedOut = false;
   /** Containers that are not suites (tests with subtests): node counts them in its "tests" total. */
   containers = 0;
+  /** Files that ran past the runner's own timeout (node-tap's `timeout!`). */
+  readonly hung: string[] = [];
   private announceMode = false;
   /** Per level: the `# Subtest:` name announced there (raw, escaped), or a `{` block's name. */
   private readonly announced: (string | null)[] = [];
@@ -86,6 +100,8 @@ export class TapReader {
   private pending: Pending | null = null;
   private yamlIndent = -1;
   private plan: number | null = null;
+  /** The plan of the top-level entry open now (a node-tap file prints it when its tests are done). */
+  private innerPlan: number | null = null;
   private topResults = 0;
 
   constructor(private readonly options: TapOptions) {}
@@ -116,6 +132,7 @@ export class TapReader {
       this.evidence += 1;
       this.announced[level] = text.slice(11);
       this.announced.length = level + 1;
+      if (level === 0) this.innerPlan = null;
       // Printed before the children: their paths start with this title.
       this.titles[level] = unescapeTap(text.slice(11));
       this.titles.length = level + 1;
@@ -153,6 +170,7 @@ export class TapReader {
     if (plan !== null) {
       this.commit();
       if (level === 0) this.plan = Number(plan[1]);
+      if (level === 1) this.innerPlan = Number(plan[1]);
     }
   }
 
@@ -189,6 +207,8 @@ export class TapReader {
     if (signal !== undefined) p.detail = `killed by ${signal}`;
     const code = /^exitCode: (\d+)$/.exec(text)?.[1];
     if (code !== undefined && code !== '0') p.detail ??= `exited with code ${code}`;
+    const expired = /^expired: (.+)$/.exec(text)?.[1];
+    if (expired !== undefined && p.timeoutOf !== undefined) p.expired = expired.trim();
   }
 
   private result(level: number, ok: boolean, rest: string): void {
@@ -217,6 +237,33 @@ export class TapReader {
     const raw = body;
     const name = unescapeTap(raw);
     const announcedHere = this.announced[level];
+    if (
+      level === 0 &&
+      this.announceMode &&
+      !ok &&
+      name === 'timeout!' &&
+      announcedHere != null &&
+      announcedHere !== raw &&
+      looksLikeTestFile(unescapeTap(announcedHere))
+    ) {
+      // node-tap's file timeout, in the place of the announced file's own result.
+      const file = unescapeTap(announcedHere);
+      const finished = (this.innerPlan ?? 0) > 0;
+      this.resetBelow(level);
+      this.announced.length = level;
+      this.pending = {
+        level,
+        status: 'failed',
+        name: file,
+        container: true,
+        failedBelow: false,
+        isFile: workspacePath(file, this.options.root),
+        suite: false,
+        detail: 'timed out',
+        timeoutOf: { file, finished },
+      };
+      return;
+    }
     if (this.announceMode && !brace && announcedHere !== raw && status !== 'skipped') {
       // An assertion inside a test (node-tap): its test's own result line says whether it failed.
       this.resetBelow(level);
@@ -254,6 +301,10 @@ export class TapReader {
     const p = this.pending;
     if (p === null) return;
     this.pending = null;
+    if (p.timeoutOf !== undefined) {
+      this.timedOut(p.timeoutOf, p.expired);
+      return;
+    }
     if (p.container || p.suite) {
       if (!p.suite) this.containers++;
       // A suite or file that failed with no failing test below it failed on its own.
@@ -295,6 +346,27 @@ export class TapReader {
       source: this.options.source,
       ...(detail === undefined ? {} : { detail }),
     });
+  }
+
+  /**
+   * node-tap's `timeout!`: the expired file hung (killed, its result already read: now timed out),
+   * and the file whose place it took did too when it had not finished.
+   */
+  private timedOut(place: { readonly file: string; readonly finished: boolean }, expired?: string): void {
+    if (expired !== undefined && looksLikeTestFile(expired)) {
+      const file = workspacePath(expired, this.options.root);
+      this.markHung(file);
+      const fact = this.facts.get(file);
+      if (fact?.status === 'crashed-file') this.facts.replace({ ...fact, detail: 'timed out' });
+    }
+    if (!place.finished) {
+      this.record(0, place.file, 'failed', 'timed out', true);
+      this.markHung(workspacePath(place.file, this.options.root));
+    }
+  }
+
+  private markHung(file: string): void {
+    if (!this.hung.includes(file)) this.hung.push(file);
   }
 
   /** The file of the current top-level container, when its title is a file path. */

@@ -145,6 +145,11 @@ export class FactList {
     return this.byId.get(id);
   }
 
+  /** Puts `fact` in the place of the fact with its id, when there is one (a detail learnt later). */
+  replace(fact: TestFact): void {
+    if (this.byId.has(fact.id)) this.byId.set(fact.id, fact);
+  }
+
   get size(): number {
     return this.byId.size;
   }

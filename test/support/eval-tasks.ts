@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
  * files below, so they are what `git diff` writes.
  */
 
-interface TaskSpec {
+export interface TaskSpec {
   readonly id: string;
   readonly problem: string;
   /** The repository at the base commit (source and its existing tests). */
@@ -21,6 +21,8 @@ interface TaskSpec {
   readonly tests: Readonly<Record<string, string>>;
   readonly f2p: readonly string[];
   readonly p2p: readonly string[];
+  /** The task's `test_command`, where grading's default for the ids does not fit. */
+  readonly testCommand?: string;
 }
 
 const PYTEST_INI = '[pytest]\ntestpaths = tests\n';
@@ -256,15 +258,24 @@ function diffOf(dir: string, files: Readonly<Record<string, string>>): string {
 export function buildTaskSet(
   options: { readonly only?: readonly string[]; readonly wrongGold?: boolean } = {},
 ): TaskSet {
-  const dir = mkdtempSync(join(tmpdir(), 'ia-evalset-'));
-  const tasks: Record<string, unknown>[] = [];
   const specs = SPECS.filter((s) => options.only === undefined || options.only.includes(s.id));
   const median = SPECS[0];
   const careless: TaskSpec[] =
     options.wrongGold === true && median !== undefined
       ? [{ ...median, id: 'py-median-careless', fix: { 'stats.py': CARELESS_MEDIAN } }]
       : [];
-  for (const spec of [...specs, ...careless]) {
+  return writeTaskSet([...specs, ...careless], 'ia-evalset-');
+}
+
+/**
+ * A repository per spec under `<dir>/repos/<id>` (the base commit, then the fix and its tests as a
+ * later commit, as in a real history) and `tasks.jsonl` in SWE-bench's format, with the gold patch
+ * and the test patch as `git diff` writes them.
+ */
+export function writeTaskSet(specs: readonly TaskSpec[], prefix: string): TaskSet {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const tasks: Record<string, unknown>[] = [];
+  for (const spec of specs) {
     const repo = join(dir, 'repos', spec.id);
     mkdirSync(repo, { recursive: true });
     git(repo, 'init', '-q', '-b', 'main');
@@ -283,6 +294,7 @@ export function buildTaskSet(
       // As SWE-bench's datasets store them: JSON in a string.
       FAIL_TO_PASS: JSON.stringify(spec.f2p),
       PASS_TO_PASS: JSON.stringify(spec.p2p),
+      ...(spec.testCommand === undefined ? {} : { test_command: spec.testCommand }),
       created_at: '2026-12-01T00:00:00Z',
       version: '1.0',
     });

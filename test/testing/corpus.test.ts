@@ -20,7 +20,7 @@ const ROOT = new URL('../fixtures/runner-output/', import.meta.url);
 interface CaseMeta {
   readonly runner: RunnerKind;
   readonly reporter?: string;
-  readonly scenario: 'main' | 'hang' | 'crash' | 'load';
+  readonly scenario: 'main' | 'hang' | 'crash' | 'load' | 'spin';
   readonly variant: 'base' | 'fixed' | 'color';
   readonly exitCode: number | null;
   readonly killed: 'timeout' | null;
@@ -95,6 +95,11 @@ const JS_TESTS: Record<string, readonly Test[]> = {
     ['crash', ['before the crash'], 'lost', 'pass'],
     ['crash', ['crashes the process'], 'broken', 'pass'],
   ],
+  // node-tap only: a test that never yields; node-tap's file timeout kills the file.
+  spin: [
+    ['spin', ['quick'], 'pass', 'pass'],
+    ['spin', ['spins forever'], 'broken', 'pass'],
+  ],
 };
 
 const SCENARIO_FILES: Record<CaseMeta['scenario'], readonly string[]> = {
@@ -102,6 +107,7 @@ const SCENARIO_FILES: Record<CaseMeta['scenario'], readonly string[]> = {
   hang: ['hang', 'math'],
   crash: ['crash', 'math'],
   load: ['load', 'math'],
+  spin: ['spin', 'math'],
 };
 
 /** How a runner's ids read: the file's path, and the name from the title path. */

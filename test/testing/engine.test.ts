@@ -127,6 +127,91 @@ void describe('the TAP reader', () => {
     );
   });
 
+  // node-tap 21.8.0's own file timeout (30 s), as it printed it in the eval-libraries e2e test
+  // (test/fixtures/eval-libraries/shell-words: test/escapes.test.js spins forever). The killed file's
+  // result comes first; then a top-level `timeout!` naming it takes the place of the next file's
+  // result, whether that file had finished (its plan printed) or, on a loaded machine, was still
+  // loading when the run timed it out too.
+  const KILLED_ESCAPES = [
+    'TAP version 14',
+    '1..2',
+    '# Subtest: test/escapes.test.js',
+    '    # Subtest: escapes',
+    '        # Subtest: \\\\ before a blank joins words',
+    '            ok 1 - should be equivalent',
+    '            1..1',
+    '        ok 1 - \\\\ before a blank joins words # time=15.915ms',
+    '        ',
+    '    1..0 # no tests found',
+    '        # test count(1) != plan(null)',
+    '    TAP version 14',
+    '    1..0 # no tests found',
+    'not ok 1 - test/escapes.test.js # time=35281.731ms',
+    '  ---',
+    '  stdio: inherit',
+    '  cwd: /w',
+    '  externalID: test/escapes.test.js',
+    '  command: /usr/local/bin/node',
+    '  args:',
+    '    - /w/test/escapes.test.js',
+    '  exitCode: null',
+    '  signal: SIGKILL',
+    '  ...',
+    '',
+  ];
+  const TIMEOUT = ['not ok 2 - timeout!', '  ---', '  expired: test/escapes.test.js', '  ...', ''];
+
+  void test('node-tap: a file killed at its timeout is timed out and hung; the next file ran as its tests say', () => {
+    const output = [
+      ...KILLED_ESCAPES,
+      '# Subtest: test/split.test.js',
+      '    # Subtest: split',
+      '        # Subtest: a \\# is an ordinary character',
+      '            ok 1 - should be equivalent',
+      '            1..1',
+      '        ok 1 - a \\# is an ordinary character # time=2.913ms',
+      '        ',
+      '        1..1',
+      '    ok 1 - split # time=53.409ms',
+      '    ',
+      '    1..1',
+      '    # time=62.923ms',
+      ...TIMEOUT,
+      '# { total: 4, pass: 3, fail: 1 }',
+      '# time=38936.918ms',
+    ].join('\n');
+    assert.deepEqual(tap(output), {
+      'test/escapes.test.js::escapes > \\ before a blank joins words': 'passed',
+      'test/escapes.test.js': 'crashed-file: timed out',
+      'test/split.test.js::split > a # is an ordinary character': 'passed',
+    });
+    const s = readFacts(`\n> tap\n\n${output}`, { killed: null, exitCode: 1 }, [], 'tap', '/w');
+    assert.deepEqual(s.hung, ['test/escapes.test.js']);
+    assert.equal(s.complete, true);
+  });
+
+  void test('node-tap: a file still loading when the run timed out is a timed-out file, not left out', () => {
+    const output = [
+      ...KILLED_ESCAPES,
+      '# Subtest: test/split.test.js',
+      '    1..0 # no tests found',
+      "{ message: 'timeout!', test: 'test/split.test.js' }",
+      ...TIMEOUT,
+      '# No coverage generated',
+      '# { total: 4, pass: 2, fail: 2 }',
+      '# time=77089.517ms',
+    ].join('\n');
+    assert.deepEqual(tap(output), {
+      'test/escapes.test.js::escapes > \\ before a blank joins words': 'passed',
+      'test/escapes.test.js': 'crashed-file: timed out',
+      // Before: no fact for it, in a list called complete, so its tests passing in the next run were
+      // "new passing tests" to the verdict.
+      'test/split.test.js': 'crashed-file: timed out',
+    });
+    const s = readFacts(output, { killed: null, exitCode: 1 }, [], 'tap', '/w');
+    assert.deepEqual(s.hung, ['test/escapes.test.js', 'test/split.test.js']);
+  });
+
   void test('a bail-out or an unmet plan means the list is not whole', () => {
     const r = new TapReader({ root: null, source: 'output' });
     for (const line of ['TAP version 13', '1..3', 'ok 1 - a', 'Bail out! database gone']) r.feed(line);
