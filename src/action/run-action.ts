@@ -35,7 +35,8 @@ import {
 import { decideCiRound } from '../app/ci-round.js';
 import type { FixJob } from '../queue/payloads.js';
 import { commentCiLedger } from './ci-ledger.js';
-import { parseTrigger, type Trigger } from '../app/triggers.js';
+import { parseTrigger } from '../app/triggers.js';
+import type { Trigger } from '../queue/trigger.js';
 import { FixRunError, runFix, type FixJobResult } from '../worker/fix-run.js';
 import { ActionInputError, readInputs, readRunner, type ActionInputs, type RunnerContext } from './inputs.js';
 import { environmentEnv, setupSecretValues } from './environment-env.js';

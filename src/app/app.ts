@@ -4,7 +4,8 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ApplicationFunction, Probot } from 'probot';
 import { intakeJobOptions } from '../queue/queues.js';
-import { parseTrigger, type Trigger } from './triggers.js';
+import type { Trigger } from '../queue/trigger.js';
+import { parseTrigger } from './triggers.js';
 
 export interface AppDeps {
   readonly appId: number;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { triggerSchema, type Trigger } from './triggers.js';
+import { triggerSchema, type Trigger } from '../queue/trigger.js';
 
 /**
  * `@agent approve`: a request by someone who may not start jobs (an outsider) waits, for

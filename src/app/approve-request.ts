@@ -4,7 +4,7 @@ import { codeSpan, fenced, truncateMiddle } from '../publish/markdown.js';
 import { bodyDigest, claimRequest, usedBy, waitingRequests, type WaitingRequest } from './approval.js';
 import { claimAnswer, pendingQuestion } from './question.js';
 import { isNotFound, type RestClient } from './trigger-rules.js';
-import type { Trigger } from './triggers.js';
+import type { Trigger } from '../queue/trigger.js';
 
 /**
  * What `@agent approve` covers, decided from GitHub's own record of the comments: the newest waiting

@@ -6,7 +6,7 @@ import type { RepoConfig } from '../config/repo-config.js';
 import type { FixJob } from '../queue/payloads.js';
 import { firstTime } from '../queue/issue-lock.js';
 import { pullOwnership, type RestClient } from './trigger-rules.js';
-import type { Trigger } from './triggers.js';
+import type { Trigger } from '../queue/trigger.js';
 
 type Where = { readonly owner: string; readonly repo: string };
 

@@ -1,6 +1,6 @@
 import { EVALUATE_MAX_TASKS, type EvaluateRequest } from '../queue/payloads.js';
 import type { RestClient } from './trigger-rules.js';
-import type { Trigger } from './triggers.js';
+import type { Trigger } from '../queue/trigger.js';
 
 /**
  * `@agent evaluate [oracle] [limit N] [since YYYY-MM-DD]`: the eval of this repository's own closed

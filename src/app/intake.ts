@@ -38,7 +38,7 @@ import {
   STOP,
   targetOf,
 } from './trigger-rules.js';
-import { capIssueBody, type Trigger } from './triggers.js';
+import { capIssueBody, type Trigger } from '../queue/trigger.js';
 import { claimAnswer, clearQuestion, isAnswered, pendingQuestion } from './question.js';
 import { decideCiRound, redisCiLedger } from './ci-round.js';
 import { stripHiddenText } from '../agent/untrusted-text.js';

@@ -12,7 +12,7 @@ import { awaitsAnswer } from './question.js';
 import { issueKey } from '../queue/ids.js';
 import { issueAgentApp, probotWithBodyLimit } from './app.js';
 import { ConfigCache, processTrigger, type Octokit } from './intake.js';
-import { triggerSchema, type Trigger } from './triggers.js';
+import { triggerSchema, type Trigger } from '../queue/trigger.js';
 
 /**
  * `npm start`: the App the Probot way. Without APP_ID and a private key, Probot's setup page

@@ -3,7 +3,8 @@ import { stripHiddenText } from '../agent/untrusted-text.js';
 import { MAX_ATTEMPTS, REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
 import type { EvaluateRequest, FixJob, ReviewContext } from '../queue/payloads.js';
 import { codeSpan } from '../publish/markdown.js';
-import { capIssueBody, extractMention, type Trigger } from './triggers.js';
+import { capIssueBody, type Trigger } from '../queue/trigger.js';
+import { extractMention } from './triggers.js';
 
 /**
  * The rules of a trigger that the App (intake) and the Action share: is the label or mention ours,

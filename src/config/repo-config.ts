@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { repositoryMcpConfig } from './mcp-config.js';
-import { repoPolicySchema } from '../publish/policy.js';
+import { repoPolicySchema } from './repo-policy.js';
 import { HostAllowlist } from '../sandbox/egress/host-allowlist.js';
 import { SHELL_OWN } from '../sandbox/shell-names.js';
 import { deepFreeze } from './agent-env.js';

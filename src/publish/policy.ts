@@ -25,28 +25,7 @@
  *   makes it match directories only (`docs/` blocks `docs/a.md`, not a file named `docs`).
  * - Binary files count as a changed file with 0 changed lines (git gives no line counts for them).
  */
-import { z } from 'zod';
-
-/** Strict, like the rest of the repo config: a misspelt key must not silently keep a permissive value. */
-export const repoPolicySchema = z
-  .object({
-    /** Globs of paths the App may not push changes to, on top of the rules below. Default: none. */
-    blockedPaths: z.array(z.string().regex(/[^/\s]/, 'a pattern needs a name, not only slashes')).default([]),
-    /** Whether the App may change `.github/workflows/**`. Default: false. */
-    allowWorkflowChanges: z.boolean().default(false),
-    /** Whether the App may change the rest of `.github/**` and CODEOWNERS. Default: false. */
-    allowGithubChanges: z.boolean().default(false),
-    /** Whether the App may add, move or retarget a gitlink (submodule). Default: false. */
-    allowGitlinks: z.boolean().default(false),
-    /** Most lines added + deleted in one push. Default: 2000. */
-    maxChangedLines: z.number().int().nonnegative().default(2000),
-    /** Most files changed (added, deleted, modified, renamed) in one push. Default: 50. */
-    maxChangedFiles: z.number().int().nonnegative().default(50),
-  })
-  .strict();
-export type RepoPolicy = z.output<typeof repoPolicySchema>;
-/** What a repository writes (every field optional); parse with repoPolicySchema to get a RepoPolicy. */
-export type RepoPolicyInput = z.input<typeof repoPolicySchema>;
+import type { RepoPolicy } from '../config/repo-policy.js';
 
 /** The git mode of a gitlink: an entry that names a commit of another repository (a submodule). */
 export const GITLINK_MODE = '160000';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { repoConfigSchema } from '../config/repo-config.js';
-import { ISSUE_BODY_MAX_CHARS, triggerSchema } from '../app/triggers.js';
+import { ISSUE_BODY_MAX_CHARS, triggerSchema } from './trigger.js';
 
 /**
  * A fix job: everything a worker needs to resolve one issue, and nothing secret (tokens are minted

@@ -1,6 +1,6 @@
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { Redis } from 'ioredis';
-import type { Trigger } from '../app/triggers.js';
+import type { Trigger } from './trigger.js';
 import type { FixJob } from './payloads.js';
 
 export const INTAKE_QUEUE = 'intake';

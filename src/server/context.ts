@@ -4,9 +4,9 @@ import { Redactor } from '../publish/redact.js';
 import { Sessions, type Principal, type RepoAccess } from './auth.js';
 import { repoAccess } from './github.js';
 import { ApiError, jsonWriter, type JsonWriter } from './http.js';
+import type { AgentServerOptions } from './options.js';
 import { JOB_ID, type RunIndex, type RunSummary } from './runs.js';
 import type { SseStream } from './stream.js';
-import type { AgentServerOptions } from './server.js';
 
 /**
  * What every route module shares: the options, the run index, sessions and who may see what.

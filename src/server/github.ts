@@ -3,7 +3,7 @@ import { createAppAuth } from '@octokit/auth-app';
 import { Octokit } from '@octokit/rest';
 import type { Queue } from 'bullmq';
 import type { IntakeResult } from '../app/intake.js';
-import { capIssueBody, type Trigger } from '../app/triggers.js';
+import { capIssueBody, type Trigger } from '../queue/trigger.js';
 import { intakeJobOptions, intakeJobId } from '../queue/queues.js';
 import { accessFromPermissions, type RepoAccess } from './auth.js';
 

@@ -2,12 +2,8 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { eventSchemas } from '../events/schema.js';
+import { LATENCY_BUCKETS, START_BUCKETS, STEP_BUCKETS, WAIT_BUCKETS } from '../telemetry/metric-buckets.js';
 import type { FinishedRun } from './runs.js';
-
-export const STEP_BUCKETS = [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600];
-export const LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120];
-export const START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120];
-export const WAIT_BUCKETS = [0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600];
 
 export interface QueueSources {
   readonly queues: readonly Queue[];

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { EVENTS_CHANNEL, PgRunStore, retrying } from '../events/pg-event-store.js';
 import { agentEvent, baseState } from '../events/schema.js';
 import type { Redactor } from '../publish/redact.js';
-import { RunLogReader, TrajectoryReader } from './trajectory-reader.js';
+import { RunLogReader, TrajectoryReader } from '../events/trajectory-reader.js';
 
 /** A run's log as the server reads it while a worker may still append: incremental, redacted. */
 export type RunReader = RunLogReader;

@@ -8,6 +8,9 @@
  * business; this only guesses. detect-project.ts decides the image from the same answer.
  */
 import { codeReader, isPythonTestFile, nodeRunsByDefault, type CodeFacts } from './read-code.js';
+import type { WorkspaceProbe } from './workspace-probe.js';
+
+export type { WorkspaceProbe } from './workspace-probe.js';
 
 /** The test frameworks whose output parse-test-output.ts understands ('unknown' for anything else). */
 export type RunnerKind =
@@ -32,18 +35,6 @@ export interface TestCommand {
   readonly runner: RunnerKind;
   /** Why this command was picked, e.g. "package.json scripts.test". */
   readonly source: string;
-}
-
-/**
- * Read-only view of a workspace. Paths are relative to the repository root and use '/'.
- * Implementations return null / false for anything missing or unreadable rather than throwing.
- */
-export interface WorkspaceProbe {
-  exists(relPath: string): Promise<boolean>;
-  /** The file's text, or null when it does not exist, is not a regular file, or cannot be read. */
-  readText(relPath: string): Promise<string | null>;
-  /** Entry names (not paths) of a directory, or null when it is not a directory. */
-  listDir(relPath: string): Promise<readonly string[] | null>;
 }
 
 /** What `npm init` writes; running it can only fail, so it means "no tests". */

@@ -10,7 +10,7 @@
  * text in all (only the first MAX_FILE_CHARS of a file are looked at). A probe answers null or false
  * for anything odd, so this never throws; what is past the budget is simply not known.
  */
-import type { WorkspaceProbe } from './detect-test-command.js';
+import type { WorkspaceProbe } from './workspace-probe.js';
 
 /** Directory listings plus `__init__.py` checks. */
 const MAX_LOOKUPS = 16;

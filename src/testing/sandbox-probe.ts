@@ -1,5 +1,5 @@
 import { SandboxFiles } from '../sandbox/sandbox-files.js';
-import type { WorkspaceProbe } from './detect-test-command.js';
+import type { WorkspaceProbe } from './workspace-probe.js';
 
 /** Manifests larger than this are treated as unreadable: detection only needs small files. */
 const MAX_READ_BYTES = 1024 * 1024;

@@ -11,7 +11,7 @@ import { progressMarker } from '../publish/markers.js';
 import { githubHosts, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
 import type { FixJob } from '../queue/payloads.js';
-import type { FixJobResult } from './fix-run.js';
+import type { FixJobResult } from './fix-runtime.js';
 
 /**
  * `@agent evaluate`: the eval of this repository's own history (eval/from-repo.ts) run by a worker,

@@ -4,8 +4,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { Redactor } from '../publish/redact.js';
 import type { RunStorage } from '../events/run-storage.js';
 import type { AgentEvent, BaseState } from '../events/schema.js';
-import { TrajectoryReader } from '../server/trajectory-reader.js';
-import { LATENCY_BUCKETS, START_BUCKETS, STEP_BUCKETS, WAIT_BUCKETS } from '../server/metrics.js';
+import { TrajectoryReader } from '../events/trajectory-reader.js';
+import { LATENCY_BUCKETS, START_BUCKETS, STEP_BUCKETS, WAIT_BUCKETS } from '../telemetry/metric-buckets.js';
 
 /** A job as the metrics see it (BullMQ's timestamps, in ms). */
 export interface JobTiming {

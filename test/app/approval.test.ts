@@ -11,7 +11,7 @@ import {
   waitingRequests,
 } from '../../src/app/approval.js';
 import { coverage } from '../../src/app/approve-request.js';
-import type { Trigger } from '../../src/app/triggers.js';
+import type { Trigger } from '../../src/queue/trigger.js';
 import { redisSkipReason, startRedis } from '../support/redis-server.js';
 
 function request(body: string, id = 99): Trigger {

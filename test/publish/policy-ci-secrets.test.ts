@@ -9,10 +9,10 @@ import {
   checkPolicy,
   GITLINK_MODE,
   parseRawNumstat,
-  repoPolicySchema,
   type FileChange,
   type PolicyResult,
 } from '../../src/publish/policy.js';
+import { repoPolicySchema } from '../../src/config/repo-policy.js';
 
 /**
  * A branch the App pushes into the base repository runs its `push` and same-repository

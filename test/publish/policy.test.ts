@@ -9,10 +9,10 @@ import {
   matchesGlob,
   parseNumstat,
   parseRawNumstat,
-  repoPolicySchema,
   type FileChange,
   type PolicyResult,
 } from '../../src/publish/policy.js';
+import { repoPolicySchema } from '../../src/config/repo-policy.js';
 
 const defaults = repoPolicySchema.parse({});
 const change = (path: string, extra: Partial<FileChange> = {}): FileChange => ({

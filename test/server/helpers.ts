@@ -8,7 +8,8 @@ import { FileEventStore } from '../../src/events/file-event-store.js';
 import { SCHEMA_VERSION, type BaseState, type NewEvent } from '../../src/events/schema.js';
 import type { FixJob } from '../../src/queue/payloads.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
-import { startAgentServer, type AgentServerOptions } from '../../src/server/server.js';
+import type { AgentServerOptions } from '../../src/server/options.js';
+import { startAgentServer } from '../../src/server/server.js';
 
 export const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
 export const quiet = pino({ level: 'silent' });

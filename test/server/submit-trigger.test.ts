@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { Queue, Worker } from 'bullmq';
-import type { Trigger } from '../../src/app/triggers.js';
+import type { Trigger } from '../../src/queue/trigger.js';
 import { submitTrigger } from '../../src/server/github.js';
 import { startRedis, redisSkipReason, type TestRedis } from '../support/redis-server.js';
 

@@ -7,7 +7,7 @@ import type { Outcome } from '../../src/agent/run-agent.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { FileRunStorage } from '../../src/events/run-storage.js';
 import { asksNothingNew, buildFixJob, parseTries } from '../../src/app/trigger-rules.js';
-import type { Trigger } from '../../src/app/triggers.js';
+import type { Trigger } from '../../src/queue/trigger.js';
 import { parseRepoConfig } from '../../src/config/repo-config.js';
 import { renderPullRequest, type AttemptTableRow } from '../../src/publish/pr-body.js';
 import { renderProgress } from '../../src/publish/progress.js';

@@ -7,7 +7,7 @@ import { outcomeKind } from '../../events/schema.js';
 import { mirrorDir, pristineDir } from '../../github/pristine-clone.js';
 import { describeEnvironment } from '../../publish/environment.js';
 import type { FixJob } from '../../queue/payloads.js';
-import type { FixRuntime } from '../fix-run.js';
+import type { FixRuntime } from '../fix-runtime.js';
 import { jobFolder } from '../job-folder.js';
 import {
   AttemptNotStarted,

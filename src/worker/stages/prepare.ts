@@ -17,7 +17,7 @@ import { createSandbox } from '../../sandbox/create-sandbox.js';
 import { DEFAULT_LIMITS } from '../../sandbox/docker/container-spec.js';
 import { throwIfCancelled, type Sandbox } from '../../sandbox/sandbox.js';
 import { approvedIssueText, pullOwnership } from '../../app/trigger-rules.js';
-import type { FixRuntime, TokenSource } from '../fix-run.js';
+import type { FixRuntime, TokenSource } from '../fix-runtime.js';
 import { PermanentJobError } from '../permanent-job-error.js';
 import type { JobEnd } from './report.js';
 import type { JobContext, JobPaths, PullInfo, RepoInfo } from './types.js';

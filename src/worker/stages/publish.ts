@@ -8,7 +8,7 @@ import { checkPolicy, parseRawNumstat } from '../../publish/policy.js';
 import { renderPullRequest } from '../../publish/pr-body.js';
 import { githubHosts, publishable as publishableText, type Publishable } from '../../publish/publishable.js';
 import { openPullOn } from '../../app/trigger-rules.js';
-import type { FixJobResult } from '../fix-run.js';
+import type { FixJobResult } from '../fix-runtime.js';
 import { PermanentJobError } from '../permanent-job-error.js';
 import { audienceOf, oneParagraph, type JobEnd } from './report.js';
 import { issueNumberOf, priorRoundsById, roundsMarker } from './rounds.js';

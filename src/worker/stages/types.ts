@@ -4,7 +4,7 @@ import type { BotIdentity, GitHubClient } from '../../github/app-client.js';
 import type { HostGit } from '../../github/host-git.js';
 import type { Redactor } from '../../publish/redact.js';
 import type { FixJob } from '../../queue/payloads.js';
-import type { TokenSource } from '../fix-run.js';
+import type { TokenSource } from '../fix-runtime.js';
 import type { ProgressReporter } from '../progress-reporter.js';
 
 /** The folders of one job. */

@@ -3,7 +3,9 @@
  * smart HTTP served by `git http-backend` as a CGI program.
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { DiffStats } from './wire.js';
 
@@ -311,9 +313,67 @@ function parseCommit(sha: string, out: string): CommitInfo {
   };
 }
 
-/** Every ref and the object it points at, read synchronously. */
+/**
+ * Every ref and the object it points at, read synchronously: what `git for-each-ref
+ * --format='%(refname) %(objectname)'` prints, read from the files-backend layout itself. Tests poll
+ * the simulator's state (`pulls()`) every 20 ms while a job runs in the same process; a `git` child per
+ * poll blocked that process's event loop for most of a job and forked a large process thousands of
+ * times per file. Loose refs are read before `packed-refs`, so a ref that `git pack-refs` moves between
+ * the two (written to packed-refs first, then its loose file removed) is seen in one or the other.
+ * Anything this reader does not model (a symbolic ref under refs/, an unreadable file, another ref
+ * storage) goes to git.
+ */
 export function readRefsSync(bareDir: string): Map<string, string> {
-  return parseRefs(gitSync(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']));
+  const refs = readRefFiles(bareDir);
+  return refs ?? parseRefs(gitSync(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']));
+}
+
+const SHA = /^[0-9a-f]{40}$/;
+
+function readRefFiles(bareDir: string): Map<string, string> | null {
+  const loose = new Map<string, string>();
+  try {
+    if (/^\s*refstorage\s*=/im.test(readFileSync(join(bareDir, 'config'), 'utf8'))) return null;
+    const walk = (dir: string, name: string): boolean => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const ref = `${name}/${entry.name}`;
+        if (entry.isDirectory()) {
+          if (!walk(join(dir, entry.name), ref)) return false;
+          continue;
+        }
+        if (entry.name.endsWith('.lock')) continue;
+        let content: string;
+        try {
+          content = readFileSync(join(dir, entry.name), 'utf8').trim();
+        } catch (e) {
+          // Packed away between the listing and the read: packed-refs, read next, has it.
+          if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
+          throw e;
+        }
+        if (!SHA.test(content)) return false;
+        loose.set(ref, content);
+      }
+      return true;
+    };
+    if (!walk(join(bareDir, 'refs'), 'refs')) return null;
+    let packed = '';
+    try {
+      packed = readFileSync(join(bareDir, 'packed-refs'), 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+    const all = new Map<string, string>();
+    for (const line of packed.split('\n')) {
+      if (line === '' || line.startsWith('#') || line.startsWith('^')) continue;
+      const [sha, ref] = line.split(' ');
+      if (sha === undefined || ref === undefined || !SHA.test(sha)) return null;
+      all.set(ref, sha);
+    }
+    for (const [ref, sha] of loose) all.set(ref, sha);
+    return new Map([...all].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  } catch {
+    return null;
+  }
 }
 
 export interface TreeEntry {
@@ -368,6 +428,8 @@ export interface CgiRequest {
   readonly pathInfo: string;
   readonly query: string;
   readonly remoteUser: string | null;
+  /** More environment for the backend and the hooks it runs. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -405,6 +467,7 @@ export function serveGitHttp(
   const protocol = req.headers['git-protocol'];
   if (typeof protocol === 'string') env.HTTP_GIT_PROTOCOL = protocol;
   if (cgi.remoteUser !== null) env.REMOTE_USER = cgi.remoteUser;
+  Object.assign(env, cgi.env ?? {});
 
   const child = spawn('git', ['http-backend'], { env: gitEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
   hooks.track(child);

@@ -1,0 +1,317 @@
+// The import graph of src/, checked: no import cycle (type-only imports count: a type cycle is
+// still two modules that cannot be read apart), and no import across a boundary rule below.
+// Every module specifier is read with the TypeScript parser: `import` and `import type`,
+// `export … from`, dynamic `import('…')`, `import('…')` types and `require('…')`. Only relative
+// specifiers name files of the tree; packages are ESLint's (`no-restricted-imports` keeps
+// src/agent away from GitHub, the queue and Docker, and is not repeated here).
+//
+//   node --import tsx scripts/check-imports.ts [ROOT]     (part of `npm run lint`)
+//
+// Prints each violation as `from → to (rule)` and each cycle as its chain, and exits 1 if any.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import ts from 'typescript';
+
+/** A folder that must not import from other folders (paths relative to the root, `/`-separated). */
+export interface BoundaryRule {
+  readonly from: string;
+  readonly notFrom: readonly string[];
+  readonly why: string;
+}
+
+/** The house rules: imports run down and inward, never up into an entry point. */
+export const BOUNDARY_RULES: readonly BoundaryRule[] = [
+  {
+    from: 'src/eval',
+    notFrom: ['src/cli'],
+    why: 'eval is an entry point of its own; share through src/execution',
+  },
+  { from: 'src/queue', notFrom: ['src/app'], why: 'the queue carries jobs; the App enqueues them' },
+  { from: 'src/config', notFrom: ['src/publish'], why: 'configuration is a leaf; publishers read it' },
+  {
+    from: 'src/worker',
+    notFrom: ['src/server'],
+    why: 'the worker and the run server are separate processes',
+  },
+  {
+    from: 'src/execution',
+    notFrom: ['src/cli', 'src/app', 'src/worker', 'src/action'],
+    why: 'execution serves every entry point and belongs to none',
+  },
+];
+
+export interface ImportEdge {
+  /** Both relative to the root, `/`-separated. */
+  readonly from: string;
+  readonly to: string;
+  readonly line: number;
+  readonly typeOnly: boolean;
+}
+
+export interface Violation {
+  readonly edge: ImportEdge;
+  readonly rule: BoundaryRule;
+}
+
+export interface ImportReport {
+  readonly files: number;
+  readonly edges: readonly ImportEdge[];
+  readonly violations: readonly Violation[];
+  /** One per tangle (a strongly connected set of files), ordered by its first file. */
+  readonly cycles: readonly Cycle[];
+}
+
+export interface Cycle {
+  /** The shortest chain from the tangle's first file back to it; the first file is repeated last. */
+  readonly chain: readonly string[];
+  /** Every file of the tangle, sorted: each lies on some cycle with the others. */
+  readonly files: readonly string[];
+}
+
+const SOURCE = /\.(?:ts|tsx|mts|cts)$/;
+
+function sourceFiles(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .sort()
+    .flatMap((name) => {
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) return name === 'node_modules' ? [] : sourceFiles(p);
+      return SOURCE.test(name) ? [p] : [];
+    });
+}
+
+interface Specifier {
+  readonly text: string;
+  readonly line: number;
+  readonly typeOnly: boolean;
+}
+
+/** Every module specifier the file names, with whether only types cross it. */
+export function specifiers(fileName: string, text: string): Specifier[] {
+  const file = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const found: Specifier[] = [];
+  const add = (node: ts.Node, literal: ts.Node | undefined, typeOnly: boolean): void => {
+    if (literal === undefined || !ts.isStringLiteralLike(literal)) return;
+    const line = file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1;
+    found.push({ text: literal.text, line, typeOnly });
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node)) {
+      const clause = node.importClause;
+      const named = clause?.namedBindings;
+      const allTypes =
+        clause !== undefined &&
+        (clause.phaseModifier === ts.SyntaxKind.TypeKeyword ||
+          (clause.name === undefined &&
+            named !== undefined &&
+            ts.isNamedImports(named) &&
+            named.elements.length > 0 &&
+            named.elements.every((e) => e.isTypeOnly)));
+      add(node, node.moduleSpecifier, allTypes);
+    } else if (ts.isExportDeclaration(node)) {
+      const named = node.exportClause;
+      const allTypes =
+        node.isTypeOnly ||
+        (named !== undefined &&
+          ts.isNamedExports(named) &&
+          named.elements.length > 0 &&
+          named.elements.every((e) => e.isTypeOnly));
+      add(node, node.moduleSpecifier, allTypes);
+    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
+      add(node, node.moduleReference.expression, node.isTypeOnly);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
+      add(node, node.argument.literal, true);
+    } else if (ts.isCallExpression(node)) {
+      const callee = node.expression;
+      const isImport = callee.kind === ts.SyntaxKind.ImportKeyword;
+      const isRequire = ts.isIdentifier(callee) && callee.text === 'require';
+      if ((isImport || isRequire) && node.arguments.length >= 1) add(node, node.arguments[0], false);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
+/** The file of the tree a relative specifier names (`./x.js` is `./x.ts` in source), if any. */
+function resolveSpecifier(fromFile: string, spec: string, known: ReadonlySet<string>): string | undefined {
+  if (!spec.startsWith('./') && !spec.startsWith('../')) return undefined;
+  const base = resolve(dirname(fromFile), spec);
+  const stem = base.replace(/\.(?:js|jsx|mjs|cjs)$/, '');
+  const ext = /\.mjs$/.test(base) ? ['.mts'] : /\.cjs$/.test(base) ? ['.cts'] : ['.ts', '.tsx', '.d.ts'];
+  const candidates = [
+    base,
+    ...ext.map((e) => stem + e),
+    ...['.ts', '.tsx'].map((e) => join(base, `index${e}`)),
+  ];
+  return candidates.find((c) => known.has(c));
+}
+
+function slash(root: string, path: string): string {
+  return relative(root, path).split(sep).join('/');
+}
+
+function within(path: string, folder: string): boolean {
+  return path === folder || path.startsWith(`${folder}/`);
+}
+
+/** Tarjan's strongly connected components, iterative; each with more than one file, or a self-import. */
+function tangles(nodes: readonly string[], next: ReadonlyMap<string, readonly string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: string[] = [];
+  const out: string[][] = [];
+  let counter = 0;
+  for (const start of nodes) {
+    if (index.has(start)) continue;
+    const work: { node: string; i: number }[] = [{ node: start, i: 0 }];
+    index.set(start, counter);
+    low.set(start, counter);
+    counter += 1;
+    stack.push(start);
+    onStack.add(start);
+    while (work.length > 0) {
+      const top = work[work.length - 1];
+      if (top === undefined) break;
+      const succ = next.get(top.node) ?? [];
+      const w = succ[top.i];
+      if (w !== undefined) {
+        top.i += 1;
+        if (!index.has(w)) {
+          index.set(w, counter);
+          low.set(w, counter);
+          counter += 1;
+          stack.push(w);
+          onStack.add(w);
+          work.push({ node: w, i: 0 });
+        } else if (onStack.has(w)) {
+          low.set(top.node, Math.min(low.get(top.node) ?? 0, index.get(w) ?? 0));
+        }
+        continue;
+      }
+      work.pop();
+      const parent = work[work.length - 1];
+      if (parent !== undefined) {
+        low.set(parent.node, Math.min(low.get(parent.node) ?? 0, low.get(top.node) ?? 0));
+      }
+      if (low.get(top.node) === index.get(top.node)) {
+        const component: string[] = [];
+        for (;;) {
+          const w2 = stack.pop();
+          if (w2 === undefined) break;
+          onStack.delete(w2);
+          component.push(w2);
+          if (w2 === top.node) break;
+        }
+        const selfLoop = component.length === 1 && succ.includes(top.node);
+        if (component.length > 1 || selfLoop) out.push(component.sort());
+      }
+    }
+  }
+  return out;
+}
+
+/** The shortest chain from the tangle's first file back to itself, through the tangle only. */
+function chainOf(component: readonly string[], next: ReadonlyMap<string, readonly string[]>): string[] {
+  const members = new Set(component);
+  const first = component[0];
+  if (first === undefined) return [];
+  const cameFrom = new Map<string, string>();
+  const queue: string[] = [first];
+  for (let head = 0; head < queue.length; head += 1) {
+    const node = queue[head];
+    if (node === undefined) break;
+    for (const w of next.get(node) ?? []) {
+      if (!members.has(w)) continue;
+      if (w === first) {
+        const chain = [first];
+        for (let at: string | undefined = node; at !== undefined && at !== first; at = cameFrom.get(at)) {
+          chain.splice(1, 0, at);
+        }
+        return [...chain, first];
+      }
+      if (!cameFrom.has(w)) {
+        cameFrom.set(w, node);
+        queue.push(w);
+      }
+    }
+  }
+  return [first, first];
+}
+
+/** Reads the tree under `root/src` and checks it against the rules. */
+export function checkImports(root: string, rules: readonly BoundaryRule[] = BOUNDARY_RULES): ImportReport {
+  const absRoot = resolve(root);
+  const files = sourceFiles(join(absRoot, 'src'));
+  const known = new Set(files);
+  const edges: ImportEdge[] = [];
+  for (const file of files) {
+    for (const spec of specifiers(file, readFileSync(file, 'utf8'))) {
+      const target = resolveSpecifier(file, spec.text, known);
+      if (target === undefined) continue;
+      edges.push({
+        from: slash(absRoot, file),
+        to: slash(absRoot, target),
+        line: spec.line,
+        typeOnly: spec.typeOnly,
+      });
+    }
+  }
+  const violations: Violation[] = [];
+  for (const edge of edges) {
+    for (const rule of rules) {
+      if (within(edge.from, rule.from) && rule.notFrom.some((f) => within(edge.to, f))) {
+        violations.push({ edge, rule });
+      }
+    }
+  }
+  const next = new Map<string, string[]>();
+  for (const edge of edges) {
+    const list = next.get(edge.from) ?? [];
+    if (!list.includes(edge.to)) list.push(edge.to);
+    next.set(edge.from, list);
+  }
+  const nodes = files.map((f) => slash(absRoot, f));
+  const cycles = tangles(nodes, next)
+    .map((files) => ({ chain: chainOf(files, next), files }))
+    .sort((a, b) => (a.files[0] ?? '').localeCompare(b.files[0] ?? ''));
+  return { files: files.length, edges, violations, cycles };
+}
+
+export function ruleName(rule: BoundaryRule, target: string): string {
+  const to = rule.notFrom.find((f) => within(target, f)) ?? rule.notFrom.join(', ');
+  return `${rule.from.replace(/^src\//, '')}/ imports nothing from ${to.replace(/^src\//, '')}/: ${rule.why}`;
+}
+
+/** The report as lines for a terminal; empty when the graph is clean. */
+export function describe(report: ImportReport): string[] {
+  const lines: string[] = [];
+  for (const { edge, rule } of report.violations) {
+    lines.push(`${edge.from}:${edge.line} → ${edge.to} (${ruleName(rule, edge.to)})`);
+  }
+  for (const { chain, files } of report.cycles) {
+    const others = files.filter((f) => !chain.includes(f));
+    const tail = others.length > 0 ? ` (tangled with it: ${others.join(', ')})` : '';
+    lines.push(`cycle: ${chain.join(' → ')}${tail}`);
+  }
+  return lines;
+}
+
+function main(): void {
+  const root = process.argv[2] ?? process.cwd();
+  const report = checkImports(root);
+  const lines = describe(report);
+  for (const line of lines) console.error(line);
+  const summary = `imports: ${report.files} files, ${report.edges.length} imports, ${report.violations.length} boundary violations, ${report.cycles.length} cycles`;
+  if (lines.length > 0) {
+    console.error(summary);
+    process.exit(1);
+  }
+  console.log(summary);
+}
+
+const entry = process.argv[1];
+if (entry !== undefined && import.meta.url === pathToFileURL(resolve(entry)).href) main();
