@@ -1,9 +1,25 @@
-// Runs every test file with node's test runner (TypeScript through tsx). Node 20 has no glob support
-// in --test, so the files are listed here. Extra arguments filter by path substring.
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+// Runs every test file, each in a process of its own (node's test runner, TypeScript through tsx), a
+// few at a time, longest first, and prints each file's report whole when it ends, then the totals and
+// the ten slowest files. Extra arguments filter by path substring.
+//
+// Why not `node --test a b c …`: that runs files in the order given with no idea of their length, its
+// reports of concurrent files interleave line by line, and it names no file's time. Here the order
+// comes from scripts/test-durations.json (seconds per file in a CI run on the 2-core reference
+// machine; refresh it with `npm run test:unit -- --record <path>` and copy it in; a file not listed
+// counts as a short one), so the long files start first and the short ones fill in around them.
+//
+// Heavy files (an estimate of HEAVY_SECONDS or more: whole jobs with a worker, sandboxes, containers)
+// run at most ISSUE_AGENT_TEST_HEAVY at once (default 2), on at most ISSUE_AGENT_TEST_CONCURRENCY lanes
+// (default 3): the third lane runs the short files beside two long ones, so they are off the critical
+// path without a third job competing for two cores (a job's timeouts are sized for two at once).
+// ISSUE_AGENT_TEST_FILE_TIMEOUT_S stops a file that hangs (default 1200 s) and counts it as failed, so a
+// stuck file cannot eat CI's whole budget.
+import { Buffer } from 'node:buffer';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { clearTimeout, setTimeout } from 'node:timers';
 
 function walk(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -13,22 +29,157 @@ function walk(dir) {
   });
 }
 
-const filters = process.argv.slice(2);
+const args = process.argv.slice(2);
+let recordPath;
+const filters = [];
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--record') recordPath = args[++i];
+  else filters.push(args[i]);
+}
+
+const DURATIONS = 'scripts/test-durations.json';
+const known = existsSync(DURATIONS) ? JSON.parse(readFileSync(DURATIONS, 'utf8')) : {};
+const estimate = (f) => (typeof known[f] === 'number' ? known[f] : 5);
 const files = walk('test')
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
-  .sort();
+  .sort()
+  .sort((a, b) => estimate(b) - estimate(a));
 if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+
+function positiveInt(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`${name} must be a whole number of at least 1, not ${JSON.stringify(raw)}`);
+    process.exit(2);
+  }
+  return n;
+}
+const concurrency = positiveInt('ISSUE_AGENT_TEST_CONCURRENCY', 3);
+const heavyLimit = positiveInt('ISSUE_AGENT_TEST_HEAVY', 2);
+const HEAVY_SECONDS = 40;
+const isHeavy = (f) => estimate(f) >= HEAVY_SECONDS;
+const fileTimeoutMs = positiveInt('ISSUE_AGENT_TEST_FILE_TIMEOUT_S', 1200) * 1000;
+
 // The attack suite (test/security) tallies every attack it tries here; the total is printed last.
 const tally = mkdtempSync(join(tmpdir(), 'ia-attacks-'));
 const attackLog = join(tally, 'attacks.jsonl');
-const r = spawnSync(
-  process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
-  { stdio: 'inherit', env: { ...process.env, ISSUE_AGENT_ATTACK_LOG: attackLog } },
-);
+
+const COUNTS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'];
+const totals = Object.fromEntries(COUNTS.map((k) => [k, 0]));
+const results = [];
+const running = new Set();
+
+function runFile(file) {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    // Its own process group, so a file that hangs is stopped with everything it started.
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test-reporter=spec', file], {
+      env: { ...process.env, ISSUE_AGENT_ATTACK_LOG: attackLog },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    running.add(child);
+    const chunks = [];
+    child.stdout.on('data', (c) => chunks.push(c));
+    child.stderr.on('data', (c) => chunks.push(c));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child);
+    }, fileTimeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      running.delete(child);
+      resolve({
+        file,
+        code,
+        signal,
+        timedOut,
+        seconds: (Date.now() - started) / 1000,
+        output: Buffer.concat(chunks).toString('utf8'),
+      });
+    });
+  });
+}
+
+function killGroup(child) {
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    for (const child of running) killGroup(child);
+    rmSync(tally, { recursive: true, force: true });
+    process.exit(130);
+  });
+}
+
+const started = Date.now();
+const pending = [...files];
+let heavyRunning = 0;
+let done = 0;
+/** The longest pending file this lane may start now: a heavy one only while a heavy slot is free. */
+function take() {
+  const i = pending.findIndex((f) => !isHeavy(f) || heavyRunning < heavyLimit);
+  return i === -1 ? undefined : pending.splice(i, 1)[0];
+}
+let wake = () => {};
+async function lane() {
+  for (;;) {
+    const file = take();
+    if (file === undefined) {
+      if (pending.length === 0) return;
+      // Only heavy files are left and their slots are taken: wait for one to end.
+      await new Promise((resolve) => {
+        const previous = wake;
+        wake = () => {
+          previous();
+          resolve();
+        };
+      });
+      continue;
+    }
+    const heavy = isHeavy(file);
+    if (heavy) heavyRunning++;
+    const r = await runFile(file);
+    if (heavy) heavyRunning--;
+    const woken = wake;
+    wake = () => {};
+    woken();
+    done++;
+    const counts = {};
+    for (const k of COUNTS) {
+      const m = r.output.match(new RegExp(`^ℹ ${k} (\\d+)$`, 'm'));
+      counts[k] = m ? Number(m[1]) : 0;
+      totals[k] += counts[k];
+    }
+    // A file that exits non-zero, is stopped, or never printed its summary has failed, whatever its
+    // counts say (a crash at load time prints no test at all).
+    const ok = r.code === 0 && !r.timedOut && /^ℹ tests \d+$/m.test(r.output);
+    results.push({ ...r, ok, counts });
+    const why = r.timedOut
+      ? ` (stopped after ${fileTimeoutMs / 1000} s)`
+      : ok
+        ? ''
+        : ` (exit ${r.code ?? r.signal})`;
+    process.stdout.write(
+      `\n━━ ${ok ? '✔' : '✖'} ${file} · ${r.seconds.toFixed(1)} s · ${done}/${files.length}${why}\n`,
+    );
+    process.stdout.write(r.output.endsWith('\n') || r.output === '' ? r.output : `${r.output}\n`);
+  }
+}
+await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, () => lane()));
+const wall = (Date.now() - started) / 1000;
+
 let attacks = [];
 try {
   attacks = readFileSync(attackLog, 'utf8')
@@ -39,9 +190,32 @@ try {
   attacks = [];
 }
 rmSync(tally, { recursive: true, force: true });
+
+const failed = results.filter((r) => !r.ok);
+console.log(
+  `\n━━ ${files.length} files, ${concurrency} at a time (${heavyLimit} heavy), ${(wall / 60).toFixed(1)} min`,
+);
+for (const k of COUNTS) console.log(`ℹ ${k} ${totals[k]}`);
+console.log('slowest files:');
+for (const r of [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10)) {
+  console.log(`  ${r.seconds.toFixed(1).padStart(7)} s  ${r.file}`);
+}
+if (recordPath) {
+  const measured = Object.fromEntries(
+    [...results]
+      .sort((a, b) => a.file.localeCompare(b.file))
+      .map((r) => [r.file, Math.round(r.seconds * 10) / 10]),
+  );
+  writeFileSync(recordPath, `${JSON.stringify(measured, null, 2)}\n`);
+  console.log(`durations written to ${recordPath}`);
+}
 if (attacks.length > 0) {
   const succeeded = attacks.filter((a) => a.succeeded);
   for (const a of succeeded) console.log(`attack succeeded: ${a.name}`);
   console.log(`security: ${attacks.length} attacks tried, ${succeeded.length} succeeded`);
 }
-process.exit(r.status ?? 1);
+if (failed.length > 0) {
+  console.log(`failed files (${failed.length}):`);
+  for (const r of failed) console.log(`  ${r.file}`);
+}
+process.exit(failed.length > 0 || totals.fail > 0 ? 1 : 0);
