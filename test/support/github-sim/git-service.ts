@@ -7,10 +7,13 @@
 import type { ChildProcess } from 'node:child_process';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import { randomBytes } from 'node:crypto';
 import type { InstallationToken } from './auth.js';
 import { pushableRefs, readRefs, serveGitHttp } from './git.js';
+import { HOOK_URL_VARIABLE } from './hooks.js';
+import { modifiablePulls, tokenCovers, writesDirectly, type Pusher } from './push-rules.js';
 import { allows } from './rest.js';
-import type { RepoRecord, World } from './state.js';
+import type { RepoRecord, UserRecord, World } from './state.js';
 
 export const GIT_PATH = /^\/([^/]+)\/([^/]+?)(?:\.git)?\/(info\/refs|git-upload-pack|git-receive-pack)$/;
 
@@ -21,6 +24,12 @@ export interface GitServiceOptions {
   /** Who a valid token acts as: the app's bot. */
   readonly botLogin: string;
   readonly lookupToken: (credential: string) => InstallationToken | null;
+  /** The person a user token (`ghu_…`) belongs to, or null. */
+  readonly lookupUser: (credential: string) => UserRecord | null;
+  /** The user record of an installation token's actor (the App's bot, or github-actions[bot]). */
+  readonly tokenUser: (token: InstallationToken) => UserRecord;
+  /** The simulator's base URL: pushes' pre-receive hooks call back to it. */
+  readonly baseUrl: string;
   /**
    * Called with the repository's pushable refs (no `refs/pull/…`, which only the simulator writes)
    * before and after a push, before its response ends.
@@ -29,6 +38,7 @@ export interface GitServiceOptions {
     repo: RepoRecord,
     before: ReadonlyMap<string, string>,
     after: ReadonlyMap<string, string>,
+    pusher: Pusher,
   ) => Promise<void>;
   readonly log: Logger | undefined;
   /** Responses are paced to this rate (see GitHubSimulatorOptions.gitBytesPerSecond). */
@@ -38,6 +48,8 @@ export interface GitServiceOptions {
 export class GitService {
   private readonly children = new Set<ChildProcess>();
   private readonly pushLocks = new Map<number, Promise<void>>();
+  /** Pushes under way, by the id their pre-receive hook calls back with. */
+  readonly activePushes = new Map<string, { readonly repo: RepoRecord; readonly pusher: Pusher }>();
   /** Bytes of upload-pack responses (what clones and fetches received). */
   bytesServed = 0;
 
@@ -68,9 +80,9 @@ export class GitService {
       return;
     }
     const writing = service === 'git-receive-pack';
-    const token = this.token(req.headers.authorization);
+    const credential = this.credential(req.headers.authorization);
     const challenge = { 'www-authenticate': 'Basic realm="GitHub"' };
-    if (token === 'invalid') {
+    if (credential === 'invalid') {
       text(
         401,
         'Invalid username or token. Password authentication is not supported for Git operations.',
@@ -78,28 +90,58 @@ export class GitService {
       );
       return;
     }
-    if (token === null && (writing || repo.private)) {
+    if (credential === null && (writing || repo.private)) {
       text(401, 'Authentication required.', challenge);
       return;
     }
-    if (token !== null) {
-      if (token.repositoryIds !== null && !token.repositoryIds.has(repo.id)) {
-        text(404, 'Repository not found.');
-        return;
-      }
-      if (!allows(token, [['contents', writing ? 'write' : 'read']])) {
-        text(
-          403,
-          `Permission to ${repo.owner.login}/${repo.name}.git denied to ${token.actor ?? this.options.botLogin}.`,
-        );
-        return;
+    const pusher: Pusher | null =
+      credential === null
+        ? null
+        : 'token' in credential
+          ? { kind: 'installation', token: credential.token, user: this.options.tokenUser(credential.token) }
+          : { kind: 'user', user: credential.user };
+    if (pusher !== null) {
+      const denied = (): void => {
+        text(403, `Permission to ${repo.owner.login}/${repo.name}.git denied to ${pusher.user.login}.`);
+      };
+      const world = this.options.world;
+      if (pusher.kind === 'installation') {
+        const { token } = pusher;
+        // A token reaches the installation's repositories, public ones to read, and a fork's head
+        // branch of a pull request that lets the base repository's maintainers modify it.
+        const covered = tokenCovers(token, repo);
+        const throughPull = !covered && writing && modifiablePulls(world, repo, pusher).length > 0;
+        const publicFork = !covered && !writing && !repo.private && !repo.installed;
+        if (!covered && !throughPull && !publicFork) {
+          if (writing && !repo.installed && !repo.private) denied();
+          else text(404, 'Repository not found.');
+          return;
+        }
+        if (!allows(token, [['contents', writing ? 'write' : 'read']])) {
+          denied();
+          return;
+        }
+      } else {
+        const role = world.permission(repo, pusher.user.login);
+        if (role === 'none') {
+          text(404, 'Repository not found.');
+          return;
+        }
+        if (
+          writing &&
+          !writesDirectly(world, repo, pusher) &&
+          modifiablePulls(world, repo, pusher).length === 0
+        ) {
+          denied();
+          return;
+        }
       }
     }
     const cgi = {
       projectRoot: this.options.projectRoot,
       pathInfo: `/${repo.owner.login}/${repo.name}.git/${action}`,
       query: rawQuery,
-      remoteUser: token === null ? null : (token.actor ?? this.options.botLogin),
+      remoteUser: pusher === null ? null : pusher.user.login,
     };
     const rate = this.options.bytesPerSecond;
     const hooks = {
@@ -129,15 +171,27 @@ export class GitService {
     // Pushes to one repository are serialised (with merges) so that each push's ref changes are its
     // own, and are reported before the response ends: once git says it pushed, `pushes` and PR heads
     // show it. `refs/pull/…` are left out: the simulator writes them, outside the lock too.
-    await this.exclusive(repo, async () => {
-      const before = pushableRefs(await readRefs(repo.bareDir));
-      await serveGitHttp(req, res, cgi, {
-        ...hooks,
-        beforeEnd: async () => {
-          await this.options.onPush(repo, before, pushableRefs(await readRefs(repo.bareDir)));
-        },
+    if (pusher === null) throw new Error('unreachable: a push without credentials was let through');
+    const pushId = randomBytes(16).toString('hex');
+    this.activePushes.set(pushId, { repo, pusher });
+    try {
+      await this.exclusive(repo, async () => {
+        const before = pushableRefs(await readRefs(repo.bareDir));
+        await serveGitHttp(
+          req,
+          res,
+          { ...cgi, env: { [HOOK_URL_VARIABLE]: `${this.options.baseUrl}/_sim/pre-receive/${pushId}` } },
+          {
+            ...hooks,
+            beforeEnd: async () => {
+              await this.options.onPush(repo, before, pushableRefs(await readRefs(repo.bareDir)), pusher);
+            },
+          },
+        );
       });
-    });
+    } finally {
+      this.activePushes.delete(pushId);
+    }
   }
 
   /**
@@ -162,12 +216,21 @@ export class GitService {
     for (const child of this.children) child.kill('SIGKILL');
   }
 
-  /** The token in git's Basic credentials: null when none were sent, 'invalid' when they don't work. */
-  private token(header: string | undefined): InstallationToken | null | 'invalid' {
+  /**
+   * The credential in git's Basic authorization: an installation token or a person's user token;
+   * null when none was sent, 'invalid' when it does not work.
+   */
+  private credential(
+    header: string | undefined,
+  ): { readonly token: InstallationToken } | { readonly user: UserRecord } | null | 'invalid' {
     if (header === undefined) return null;
     const match = /^basic\s+(\S+)$/i.exec(header.trim());
     if (match === null) return 'invalid';
     const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
-    return this.options.lookupToken(decoded.slice(decoded.indexOf(':') + 1)) ?? 'invalid';
+    const secret = decoded.slice(decoded.indexOf(':') + 1);
+    const token = this.options.lookupToken(secret);
+    if (token !== null) return { token };
+    const user = this.options.lookupUser(secret);
+    return user === null ? 'invalid' : { user };
   }
 }

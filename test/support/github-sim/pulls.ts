@@ -18,7 +18,10 @@ import { isoNow, type IssueRecord, type RepoRecord, type UserRecord } from './st
 import type { DiffStats } from './wire.js';
 
 export interface OpenPullInput {
-  /** The owner of the head branch's repository; only the base repository itself is simulated. */
+  /**
+   * The owner of the head branch's repository: the base repository's owner, or the owner of a fork
+   * of it (`head: "user:branch"`), which makes a cross-repository pull request.
+   */
   readonly headOwner: string;
   readonly headRef: string;
   readonly baseRef: string;
@@ -39,23 +42,26 @@ export async function openPull(
   input: OpenPullInput,
 ): Promise<{ issue: IssueRecord; stats: DiffStats }> {
   const { headRef, baseRef } = input;
-  const headSha =
-    input.headOwner.toLowerCase() === repo.owner.login.toLowerCase()
-      ? await resolveCommit(repo.bareDir, `refs/heads/${headRef}`)
-      : null;
-  if (headSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'head', code: 'invalid' }]);
+  const headRepo = headRepository(host, repo, input.headOwner);
+  const headSha = headRepo === null ? null : await resolveCommit(headRepo.bareDir, `refs/heads/${headRef}`);
+  if (headRepo === null || headSha === null)
+    throw validationFailed([{ resource: 'PullRequest', field: 'head', code: 'invalid' }]);
   const baseSha = await resolveCommit(repo.bareDir, `refs/heads/${baseRef}`);
   if (baseSha === null) throw validationFailed([{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
   // Checked again after the await, so that two requests at once cannot both pass it.
   const duplicate = (): HttpError | null =>
     [...repo.issues.values()].some(
-      (i) => i.state === 'open' && i.pull?.head.ref === headRef && i.pull.base.ref === baseRef,
+      (i) =>
+        i.state === 'open' &&
+        i.pull?.head.ref === headRef &&
+        i.pull.headRepo === headRepo &&
+        i.pull.base.ref === baseRef,
     )
       ? validationFailed([
           {
             resource: 'PullRequest',
             code: 'custom',
-            message: `A pull request already exists for ${repo.owner.login}:${headRef}.`,
+            message: `A pull request already exists for ${headRepo.owner.login}:${headRef}.`,
           },
         ])
       : null;
@@ -87,6 +93,7 @@ export async function openPull(
     closedBy: null,
     pull: {
       head: { ref: headRef, sha: headSha },
+      headRepo,
       base: { ref: baseRef, sha: baseSha },
       previousHeadSha: null,
       draft: input.draft,
@@ -94,7 +101,8 @@ export async function openPull(
       mergedAt: null,
       mergeCommitSha: null,
       mergedBy: null,
-      maintainerCanModify: input.maintainerCanModify,
+      // Only a fork's branch can be opened to the base repository's maintainers, as on GitHub.
+      maintainerCanModify: headRepo !== repo && input.maintainerCanModify,
       reviewComments: [],
       reviews: [],
     },
@@ -102,6 +110,23 @@ export async function openPull(
   repo.issues.set(issue.number, issue);
   await writePullRef(repo.bareDir, issue.number, headSha);
   return { issue, stats };
+}
+
+/** The first repository of a fork network (the one every fork in it descends from). */
+export function networkRoot(repo: RepoRecord): RepoRecord {
+  let root = repo;
+  while (root.parent !== null) root = root.parent;
+  return root;
+}
+
+/** The repository `owner` holds in `repo`'s fork network: `repo` itself for its owner, else their fork. */
+function headRepository(host: Host, repo: RepoRecord, owner: string): RepoRecord | null {
+  if (owner.toLowerCase() === repo.owner.login.toLowerCase()) return repo;
+  const root = networkRoot(repo);
+  for (const candidate of host.world.repos.values())
+    if (candidate.owner.login.toLowerCase() === owner.toLowerCase() && networkRoot(candidate) === root)
+      return candidate;
+  return null;
 }
 
 export interface MergeInput {
@@ -156,7 +181,8 @@ export function mergePull(
     let body: string;
     if (input.method === 'merge') {
       title =
-        input.commitTitle ?? `Merge pull request #${issue.number} from ${repo.owner.login}/${pull.head.ref}`;
+        input.commitTitle ??
+        `Merge pull request #${issue.number} from ${pull.headRepo.owner.login}/${pull.head.ref}`;
       body = input.commitMessage ?? issue.title;
     } else {
       title = input.commitTitle ?? `${issue.title} (#${issue.number})`;

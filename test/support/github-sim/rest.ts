@@ -7,6 +7,9 @@ import type { InstallationToken } from './auth.js';
 import { HttpError, notFound, validationFailed } from './errors.js';
 import { listTree, readBlob, readCommit, resolveCommit, treeEntry, type TreeEntry } from './git.js';
 import { mergePull, openPull } from './pulls.js';
+import type { RefUpdate } from './protection.js';
+import type { Pusher } from './push-rules.js';
+import type { CommitSigner } from './signing.js';
 import type { Operation } from './spec.js';
 import {
   isoNow,
@@ -44,6 +47,7 @@ export interface Reply {
 }
 
 export { HttpError } from './errors.js';
+export { ISSUES_READ, PULLS_READ, PULLS_WRITE, CONTENTS_WRITE, CHECKS_READ, METADATA };
 
 export interface HandlerContext {
   readonly operation: Operation;
@@ -81,10 +85,29 @@ export interface Host {
    * text/plain: where GitHub redirects a job-log download to (a signed blob-storage URL there).
    */
   signedLogUrl(text: string): string;
+  /** Signs the commits the git database API makes, and verifies any commit. */
+  readonly signer: CommitSigner;
+  /** GitHub's refusal of ref updates (a fork the caller may not write, protected-branch rules), or null. */
+  refuseRefUpdates(repo: RepoRecord, pusher: Pusher, updates: readonly RefUpdate[]): Promise<string[] | null>;
+  /** Records ref changes made through the API as a push by `pusher` would be (pushes, PR heads, webhooks). */
+  refsChanged(
+    repo: RepoRecord,
+    before: ReadonlyMap<string, string>,
+    after: ReadonlyMap<string, string>,
+    pusher: Pusher,
+  ): Promise<void>;
+  /** Creates a fork of `source` owned by `owner` named `name`. */
+  fork(
+    source: RepoRecord,
+    owner: UserRecord,
+    name: string,
+    defaultBranchOnly: boolean,
+    installed: boolean,
+  ): Promise<RepoRecord>;
 }
 
 type Level = 'read' | 'write';
-type Need = readonly (readonly [permission: string, level: Level])[];
+export type Need = readonly (readonly [permission: string, level: Level])[];
 
 export interface Handler {
   readonly auth: 'app' | 'installation' | 'any';
@@ -121,17 +144,19 @@ const CHECKS_READ: Need = [['checks', 'read']];
 const ACTIONS_READ: Need = [['actions', 'read']];
 const METADATA: Need = [['metadata', 'read']];
 
-function ok(body: unknown, status = 200, headers?: Record<string, string>): Reply {
+export function ok(body: unknown, status = 200, headers?: Record<string, string>): Reply {
   return headers === undefined ? { status, body } : { status, body, headers };
 }
 
 /** The repository named by the path, if the caller may see it (404 otherwise, as GitHub hides repos). */
-function repoOf(ctx: HandlerContext, host: Host): RepoRecord {
+export function repoOf(ctx: HandlerContext, host: Host): RepoRecord {
   const repo = host.world.repo(ctx.params.owner ?? '', ctx.params.repo ?? '');
   if (repo === undefined) throw notFound();
   if (ctx.caller.kind === 'installation') {
     const ids = ctx.caller.token.repositoryIds;
     if (ids !== null && !ids.has(repo.id)) throw notFound();
+    // A repository outside the installation (a person's fork): public ones can be read, nothing more.
+    if (!repo.installed && (repo.private || ctx.operation.method !== 'GET')) throw notFound();
   }
   // A user sees a private repository only with some role on it; GitHub answers 404, not 403.
   if (ctx.caller.kind === 'user' && host.world.permission(repo, ctx.caller.user.login) === 'none')
@@ -139,7 +164,7 @@ function repoOf(ctx: HandlerContext, host: Host): RepoRecord {
   return repo;
 }
 
-function numberParam(ctx: HandlerContext, name: string): number {
+export function numberParam(ctx: HandlerContext, name: string): number {
   const value = ctx.params[name] ?? '';
   if (!/^\d+$/.test(value)) throw notFound();
   return Number(value);
@@ -151,7 +176,7 @@ function issueOf(ctx: HandlerContext, host: Host): IssueRecord {
   return issue;
 }
 
-function pullOf(ctx: HandlerContext, host: Host): IssueRecord {
+export function pullOf(ctx: HandlerContext, host: Host): IssueRecord {
   const issue = repoOf(ctx, host).issues.get(numberParam(ctx, 'pull_number'));
   if (issue?.pull == null) throw notFound();
   return issue;
@@ -165,23 +190,23 @@ function commentOf(ctx: HandlerContext, host: Host) {
 }
 
 /** The user a write is attributed to: the token's actor (the app's bot) or the user of a user token. */
-function actor(ctx: HandlerContext): UserRecord {
+export function actor(ctx: HandlerContext): UserRecord {
   if (ctx.caller.kind === 'user') return ctx.caller.user;
   if (ctx.caller.kind !== 'installation') throw new HttpError(401, 'Bad credentials');
   return ctx.caller.user;
 }
 
 /** A member of a request body (or of an item in one). Bodies have passed the operation's schema. */
-function field(body: unknown, name: string): unknown {
+export function field(body: unknown, name: string): unknown {
   return typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[name] : undefined;
 }
 
-function text(body: unknown, name: string): string | undefined {
+export function text(body: unknown, name: string): string | undefined {
   const value = field(body, name);
   return typeof value === 'string' ? value : undefined;
 }
 
-function flag(body: unknown, name: string): boolean | undefined {
+export function flag(body: unknown, name: string): boolean | undefined {
   const value = field(body, name);
   return typeof value === 'boolean' ? value : undefined;
 }
@@ -191,7 +216,7 @@ function openOrClosed(body: unknown): 'open' | 'closed' | undefined {
   return value === 'open' || value === 'closed' ? value : undefined;
 }
 
-function list(body: unknown, name: string): unknown[] | undefined {
+export function list(body: unknown, name: string): unknown[] | undefined {
   const value = field(body, name);
   return Array.isArray(value) ? (value as unknown[]) : undefined;
 }
@@ -200,7 +225,7 @@ function list(body: unknown, name: string): unknown[] | undefined {
  * One page of a list and its Link header, with GitHub's defaults (30 per page, at most 100) and
  * links that keep the request's other query parameters.
  */
-function paginate<T>(
+export function paginate<T>(
   items: readonly T[],
   ctx: HandlerContext,
   host: Host,
@@ -409,7 +434,7 @@ async function updatePull(ctx: HandlerContext, host: Host): Promise<Reply> {
     (title !== undefined && title !== issue.title) || (body !== undefined && body !== issue.body);
   if (title !== undefined) issue.title = title;
   if (body !== undefined) issue.body = body;
-  if (canModify !== undefined) pull.maintainerCanModify = canModify;
+  if (canModify !== undefined && pull.headRepo !== issue.repo) pull.maintainerCanModify = canModify;
   const p = { owner: issue.repo.owner.login, repo: issue.repo.name, pull: issue.number, sender: user.login };
   if (state !== undefined && state !== issue.state) {
     if (state === 'open') {
@@ -418,6 +443,7 @@ async function updatePull(ctx: HandlerContext, host: Host): Promise<Reply> {
           i !== issue &&
           i.state === 'open' &&
           i.pull?.head.ref === pull.head.ref &&
+          i.pull.headRepo === pull.headRepo &&
           i.pull.base.ref === pull.base.ref,
       );
       if (clash)
@@ -425,7 +451,7 @@ async function updatePull(ctx: HandlerContext, host: Host): Promise<Reply> {
           {
             resource: 'PullRequest',
             code: 'custom',
-            message: `A pull request already exists for ${issue.repo.owner.login}:${pull.head.ref}.`,
+            message: `A pull request already exists for ${pull.headRepo.owner.login}:${pull.head.ref}.`,
           },
         ]);
     }
@@ -449,7 +475,7 @@ function sortedPulls(repo: RepoRecord, ctx: HandlerContext): IssueRecord[] {
     if (base !== undefined && i.pull.base.ref !== base) return false;
     if (head !== undefined) {
       const [owner, ref] = head.includes(':') ? head.split(':', 2) : [head, undefined];
-      if (owner.toLowerCase() !== repo.owner.login.toLowerCase()) return false;
+      if (owner.toLowerCase() !== i.pull.headRepo.owner.login.toLowerCase()) return false;
       if (ref !== undefined && i.pull.head.ref !== ref) return false;
     }
     return true;
@@ -609,7 +635,7 @@ async function listCheckRunsForRef(ctx: HandlerContext, host: Host): Promise<Rep
       (r) =>
         (q.check_name === undefined || r.name === q.check_name) &&
         (status === undefined || r.status === status) &&
-        (q.app_id === undefined || Number(q.app_id) === ACTIONS_APP.id),
+        (q.app_id === undefined || Number(q.app_id) === (r.app === 'actions' ? ACTIONS_APP.id : host.app.id)),
     )
     .sort((a, b) => b.id - a.id);
   // The ref in one segment (a branch's slashes encoded), as Octokit sends it and the router needs.

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID, type KeyObject } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import {
   createServer,
   STATUS_CODES,
@@ -14,12 +14,17 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { checkAppJwt, generateAppKey, isJwtShaped, TokenStore } from './auth.js';
 import { GitService, GIT_PATH } from './git-service.js';
+import { PRE_RECEIVE_PATH, writeHooks } from './hooks.js';
+import { refuseRefUpdates, type Pusher } from './push-rules.js';
+import type { RefUpdate } from './protection.js';
+import { CommitSigner } from './signing.js';
 import { OAuthService, OAUTH_PATH } from './oauth.js';
 import { HttpError } from './errors.js';
 import {
   branchesContaining,
   createBareRepo,
   diffStats,
+  git,
   readRefs,
   readRefsSync,
   resolveCommit,
@@ -28,6 +33,7 @@ import {
 } from './git.js';
 import { buildPayload } from './payloads.js';
 import { mergePull, openPull } from './pulls.js';
+import { NATIVE_HANDLERS } from './rest-native.js';
 import { allows, HANDLERS, openPullsAt, type Caller, type Handler, type Host, type Reply } from './rest.js';
 import { loadSpec, type OpenApiSpec, type Operation } from './spec.js';
 import {
@@ -39,6 +45,7 @@ import {
   type IssueRecord,
   type ReactionRecord,
   type RepoRecord,
+  type UserRecord,
 } from './state.js';
 import {
   checkRunSnapshot,
@@ -100,6 +107,14 @@ const APP_PERMISSIONS = {
   metadata: 'read',
   pull_requests: 'write',
 } as const;
+/** The App's permissions: the default set with the test's changes (`none` removes one). */
+function appPermissions(
+  changes: Readonly<Record<string, 'read' | 'write' | 'admin' | 'none'>> = {},
+): Readonly<Record<string, string>> {
+  const merged: Record<string, string> = { ...APP_PERMISSIONS, ...changes };
+  return Object.fromEntries(Object.entries(merged).filter(([, level]) => level !== 'none'));
+}
+
 const APP_EVENTS = [
   'check_run',
   'issues',
@@ -131,6 +146,7 @@ export async function startGitHubSimulator(options: GitHubSimulatorOptions = {})
     mkdtemp(join(tmpdir(), 'github-sim-')),
   ]);
   removeAtExit(root);
+  await writeHooks(join(root, 'hooks'));
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -191,6 +207,7 @@ class Simulator implements GitHubSim {
   }
   readonly oauth: OAuthService;
   private readonly world = new World();
+  private readonly signer = new CommitSigner(randomBytes(32).toString('hex'));
   private readonly wire: Wire;
   private readonly host: Host;
   private readonly tokens: TokenStore;
@@ -241,7 +258,7 @@ class Simulator implements GitHubSim {
       clientId: this.app.clientId,
       owner: this.world.addUser('github-sim-apps', 'User'),
       createdAt: isoNow(),
-      permissions: APP_PERMISSIONS,
+      permissions: appPermissions(options.appPermissions),
       events: APP_EVENTS,
     };
     this.wire = new Wire(url, this.world, appInfo);
@@ -249,11 +266,14 @@ class Simulator implements GitHubSim {
       world: this.world,
       projectRoot: join(root, 'repos'),
       botLogin: this.app.botLogin,
+      baseUrl: url,
       lookupToken: (credential) => {
         const lookup = this.tokens.lookup(credential, Date.now());
         return lookup.kind === 'valid' ? lookup.token : null;
       },
-      onPush: (repo, before, after) => this.recordPush(repo, before, after),
+      lookupUser: (credential) => this.oauth.userFor(credential),
+      tokenUser: (token) => this.world.ensureUser(token.actor ?? this.app.botLogin),
+      onPush: (repo, before, after, pusher) => this.recordPush(repo, before, after, pusher),
       log: this.log,
       bytesPerSecond: options.gitBytesPerSecond,
     });
@@ -275,6 +295,12 @@ class Simulator implements GitHubSim {
         this.echo(event, action, p);
       },
       signedLogUrl: (text) => this.signedLogUrl(text),
+      signer: this.signer,
+      refuseRefUpdates: (repo, pusher, updates) =>
+        refuseRefUpdates({ world: this.world, signer: this.signer }, repo, pusher, updates),
+      refsChanged: (repo, before, after, pusher) => this.recordPush(repo, before, after, pusher),
+      fork: (source, owner, name, defaultBranchOnly, installed) =>
+        this.forkRepo(source, owner, name, defaultBranchOnly, installed),
     };
   }
 
@@ -304,6 +330,7 @@ class Simulator implements GitHubSim {
     const bareDir = join(this.root, 'repos', owner.login, `${r.name}.git`);
     await mkdir(dirname(bareDir), { recursive: true });
     const defaultBranch = await createBareRepo(r.sourceDir, bareDir, r.defaultBranch);
+    await git(bareDir, ['config', 'core.hooksPath', join(this.root, 'hooks')]);
     const now = isoNow();
     const repo: RepoRecord = {
       id: this.world.nextId('repo'),
@@ -319,10 +346,72 @@ class Simulator implements GitHubSim {
       permissions: new Map(),
       checkRuns: [],
       checkSuites: new Map(),
+      appCheckSuites: new Map(),
+      protections: new Map(),
+      parent: null,
+      installed: true,
       workflows: new Map(),
     };
     this.world.repos.set(`${owner.login}/${r.name}`.toLowerCase(), repo);
     return repoSnapshot(repo, this.url);
+  }
+
+  /**
+   * A fork: a bare repository of its own (its branches copied, its refs its own) that shares the
+   * parent's objects, and whose objects the parent sees too (GitHub keeps a fork network's objects
+   * together): a cross-repository pull request's head is fetchable from the base repository.
+   */
+  private async forkRepo(
+    source: RepoRecord,
+    owner: UserRecord,
+    name: string,
+    defaultBranchOnly: boolean,
+    installed: boolean,
+  ): Promise<RepoRecord> {
+    const bareDir = join(this.root, 'repos', owner.login, `${name}.git`);
+    await mkdir(dirname(bareDir), { recursive: true });
+    await git(source.bareDir, [
+      'clone',
+      '--quiet',
+      '--bare',
+      '--shared',
+      ...(defaultBranchOnly ? ['--single-branch', '--branch', source.defaultBranch] : []),
+      source.bareDir,
+      bareDir,
+    ]);
+    for (const [key, value] of [
+      ['http.receivepack', 'true'],
+      ['gc.auto', '0'],
+      ['receive.hideRefs', 'refs/pull/'],
+      ['core.filesRefLockTimeout', '2000'],
+      ['core.hooksPath', join(this.root, 'hooks')],
+    ] as const)
+      await git(bareDir, ['config', key, value]);
+    await git(bareDir, ['remote', 'remove', 'origin']).catch(() => '');
+    await appendFile(join(source.bareDir, 'objects', 'info', 'alternates'), `${join(bareDir, 'objects')}\n`);
+    const now = isoNow();
+    const repo: RepoRecord = {
+      id: this.world.nextId('repo'),
+      owner,
+      name,
+      defaultBranch: source.defaultBranch,
+      private: source.private,
+      bareDir,
+      createdAt: now,
+      pushedAt: now,
+      issues: new Map(),
+      labels: new Map(),
+      permissions: new Map(),
+      checkRuns: [],
+      checkSuites: new Map(),
+      appCheckSuites: new Map(),
+      protections: new Map(),
+      parent: source,
+      installed,
+      workflows: new Map(),
+    };
+    this.world.repos.set(`${owner.login}/${name}`.toLowerCase(), repo);
+    return repo;
   }
 
   actionsToken(owner: string, repo: string, permissions: WorkflowPermissions = {}): string {
@@ -527,6 +616,7 @@ class Simulator implements GitHubSim {
     const run: CheckRunRecord = {
       id: this.world.nextId('checkRun'),
       repo: record,
+      app: 'actions',
       suite,
       name: r.name,
       externalId: randomUUID(),
@@ -779,6 +869,11 @@ class Simulator implements GitHubSim {
     const gitMatch = GIT_PATH.exec(path);
     const oauthMatch = OAUTH_PATH.test(path);
     const logMatch = LOG_PATH.exec(path);
+    const hookMatch = method === 'POST' ? PRE_RECEIVE_PATH.exec(path) : null;
+    if (hookMatch !== null) {
+      await this.preReceive(req, res, hookMatch[1] ?? '');
+      return;
+    }
     const route =
       gitMatch === null && !oauthMatch && logMatch === null ? this.spec.match(method, path) : null;
     const entry: MutableRequest = {
@@ -830,7 +925,7 @@ class Simulator implements GitHubSim {
       return;
     }
     const { operation } = route;
-    const handler = HANDLERS[operation.operationId];
+    const handler = HANDLERS[operation.operationId] ?? NATIVE_HANDLERS[operation.operationId];
     if (handler === undefined) {
       this.violations.push({
         method,
@@ -843,9 +938,20 @@ class Simulator implements GitHubSim {
     }
 
     const fail = (error: HttpError): void => {
+      let extra = error.extra;
+      // Where GitHub's 422 lists errors as strings, an error object is said by its message.
+      if (error.status === 422 && Array.isArray(extra.errors) && this.spec.stringErrors(operation))
+        extra = {
+          ...extra,
+          errors: (extra.errors as unknown[]).map((e) => {
+            if (typeof e === 'string') return e;
+            const o = (typeof e === 'object' && e !== null ? e : {}) as Record<string, unknown>;
+            return typeof o.message === 'string' ? o.message : `${String(o.field)} ${String(o.code)}`;
+          }),
+        };
       this.respond(res, operation, {
         status: error.status,
-        body: errorBody(error.status, error.message, operation.docsUrl, error.extra),
+        body: errorBody(error.status, error.message, operation.docsUrl, extra),
       });
     };
     const caller = this.authenticate(headers.authorization);
@@ -1066,6 +1172,7 @@ class Simulator implements GitHubSim {
     repo: RepoRecord,
     before: ReadonlyMap<string, string>,
     after: ReadonlyMap<string, string>,
+    pusher: Pusher,
   ): Promise<void> {
     const changed = [...new Set([...before.keys(), ...after.keys()])].filter(
       (ref) => before.get(ref) !== after.get(ref),
@@ -1074,20 +1181,48 @@ class Simulator implements GitHubSim {
     this.pushes.push({
       owner: repo.owner.login,
       repo: repo.name,
-      user: this.app.botLogin,
+      user: pusher.user.login,
       refs: changed.sort(),
     });
     repo.pushedAt = isoNow();
-    const moved = [...repo.issues.values()].filter((issue) => syncPull(issue, after));
+    // Pull requests of this repository, and those of other repositories whose head is here (a fork's).
+    const moved: IssueRecord[] = [];
+    for (const base of this.world.repos.values()) {
+      const pulls = [...base.issues.values()].filter(
+        (i) => i.pull !== null && (base === repo || i.pull.headRepo === repo),
+      );
+      if (pulls.length === 0) continue;
+      const refs = base === repo ? after : await readRefs(base.bareDir);
+      moved.push(...pulls.filter((issue) => syncPull(issue, refs)));
+    }
     for (const issue of moved) {
-      if (issue.pull !== null) await writePullRef(repo.bareDir, issue.number, issue.pull.head.sha);
+      if (issue.pull !== null) await writePullRef(issue.repo.bareDir, issue.number, issue.pull.head.sha);
       this.echo('pull_request', 'synchronize', {
-        owner: repo.owner.login,
-        repo: repo.name,
+        owner: issue.repo.owner.login,
+        repo: issue.repo.name,
         pull: issue.number,
-        sender: this.app.botLogin,
+        sender: pusher.user.login,
       });
     }
+  }
+
+  /** A push's pre-receive hook asks whether its ref updates may go ahead; answers with GitHub's refusal. */
+  private async preReceive(req: IncomingMessage, res: ServerResponse, pushId: string): Promise<void> {
+    const push = this.git.activePushes.get(pushId);
+    const text = await readBody(req);
+    if (push === undefined) {
+      sendJson(res, 404, { ok: false, lines: ['github-sim: no such push'] });
+      return;
+    }
+    const parsed = JSON.parse(text) as { updates: RefUpdate[]; env: Record<string, string> };
+    const lines = await refuseRefUpdates(
+      { world: this.world, signer: this.signer },
+      push.repo,
+      push.pusher,
+      parsed.updates,
+      parsed.env,
+    );
+    sendJson(res, 200, { ok: lines === null, lines: lines ?? [] });
   }
 
   /** Syncs an open pull request's shas with its branches, and `refs/pull/<n>/head` with its head. */

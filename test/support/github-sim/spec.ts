@@ -148,6 +148,19 @@ export class OpenApiSpec {
     return this.requestSchema(operation) !== undefined;
   }
 
+  /**
+   * Whether the operation's 422 answer lists its errors as plain strings (GitHub's
+   * "validation-error-simple", e.g. branch protection and reviews) rather than objects.
+   */
+  stringErrors(operation: Operation): boolean {
+    const response = asObject(asObject(operation.raw.responses ?? {})['422'] ?? {});
+    const schema = asObject(
+      asObject(asObject(response.content ?? {})['application/json'] ?? {}).schema ?? {},
+    );
+    const errors = asObject(asObject(schema.properties ?? {}).errors ?? {});
+    return asObject(errors.items ?? {}).type === 'string';
+  }
+
   /** Whether the operation's request body is required (a missing one is checked as `{}`). */
   bodyRequired(operation: Operation): boolean {
     const body = operation.raw.requestBody;

@@ -4,6 +4,8 @@
  * suites and job logs. Plain records, mutated in place by the REST handlers and the test-facing
  * methods; wire.ts turns them into GitHub's JSON.
  */
+import { readRefsSync } from './git.js';
+import type { BranchProtectionRecord } from './protection.js';
 import type { CheckConclusion, CheckStatus, RepoPermission, WorkflowRunConclusion } from './types.js';
 
 export interface UserRecord {
@@ -53,13 +55,16 @@ export interface ReviewRecord {
   readonly id: number;
   readonly user: UserRecord;
   readonly body: string;
-  readonly state: 'COMMENTED' | 'APPROVED' | 'CHANGES_REQUESTED' | 'DISMISSED';
+  state: 'PENDING' | 'COMMENTED' | 'APPROVED' | 'CHANGES_REQUESTED' | 'DISMISSED';
   readonly commitId: string;
-  readonly submittedAt: string;
+  /** Null while the review is pending (not submitted). */
+  submittedAt: string | null;
 }
 
 export interface PullRecord {
   head: { ref: string; sha: string };
+  /** The repository the head branch is in: the base repository, or a fork of it. */
+  readonly headRepo: RepoRecord;
   base: { ref: string; sha: string };
   /** The head sha before the last push to the branch (a synchronize event's `before`). */
   previousHeadSha: string | null;
@@ -143,20 +148,25 @@ export interface CheckSuiteRecord {
   completion: WorkflowRunCompletion | null;
 }
 
-/** A check run made by GitHub Actions: a workflow job, whose job id is the check run id. */
+/**
+ * A check run: made by GitHub Actions (a workflow job, whose job id is the check run id) or by the
+ * simulated App through checks/create.
+ */
 export interface CheckRunRecord {
   readonly id: number;
   readonly repo: RepoRecord;
+  /** Which App made it: GitHub Actions, or the simulator's App (checks/create with its token). */
+  readonly app: 'actions' | 'app';
   readonly suite: CheckSuiteRecord;
-  readonly name: string;
-  readonly externalId: string;
+  name: string;
+  externalId: string;
   status: CheckStatus;
   conclusion: CheckConclusion | null;
-  readonly startedAt: string;
+  startedAt: string;
   completedAt: string | null;
   output: { title: string | null; summary: string | null; text: string | null };
   readonly annotations: CheckAnnotationRecord[];
-  readonly detailsUrl: string | null;
+  detailsUrl: string | null;
   /** The job's raw log. */
   log: string;
 }
@@ -177,6 +187,17 @@ export interface RepoRecord {
   readonly checkRuns: CheckRunRecord[];
   /** GitHub Actions' check suite per head sha. */
   readonly checkSuites: Map<string, CheckSuiteRecord>;
+  /** The simulated App's check suite per head sha (its check runs made through checks/create). */
+  readonly appCheckSuites: Map<string, CheckSuiteRecord>;
+  /** Branch protection by branch name (repos/update-branch-protection). */
+  readonly protections: Map<string, BranchProtectionRecord>;
+  /** The repository this one is a fork of; null for a repository of its own. */
+  readonly parent: RepoRecord | null;
+  /**
+   * Whether the App's installation covers it: every repository the test creates; not a fork a
+   * person makes (GitHub installs an App on an account's repositories, not on its users' forks).
+   */
+  readonly installed: boolean;
   /** Workflows by name, added as runs name them. */
   readonly workflows: Map<string, WorkflowRecord>;
 }
@@ -342,7 +363,10 @@ export class World {
     }
   }
 
-  /** A review comment, in a review of its own (GitHub creates a COMMENTED review for each). */
+  /**
+   * A review comment, in a review of its own (GitHub creates a COMMENTED review for each), or in
+   * `inReview` (pulls/create-review's `comments[]`).
+   */
   addReviewComment(
     issue: IssueRecord,
     user: UserRecord,
@@ -354,11 +378,12 @@ export class World {
       diffHunk: string;
       inReplyToId: number | null;
     },
+    inReview?: ReviewRecord,
   ): ReviewCommentRecord {
     const pull = issue.pull;
     if (pull === null) throw new Error(`github-sim: #${issue.number} is not a pull request`);
     const now = this.now();
-    const review: ReviewRecord = {
+    const review: ReviewRecord = inReview ?? {
       id: this.nextId('review'),
       user,
       body: '',
@@ -366,7 +391,7 @@ export class World {
       commitId: where.commitId,
       submittedAt: now,
     };
-    pull.reviews.push(review);
+    if (inReview === undefined) pull.reviews.push(review);
     const comment: ReviewCommentRecord = {
       id: this.nextId('comment'),
       repo: issue.repo,
@@ -516,7 +541,8 @@ export function syncPull(issue: IssueRecord, refs: ReadonlyMap<string, string>):
   if (pull === null || issue.state !== 'open') return false;
   const base = refs.get(`refs/heads/${pull.base.ref}`);
   if (base !== undefined) pull.base.sha = base;
-  const head = refs.get(`refs/heads/${pull.head.ref}`);
+  const headRefs = pull.headRepo === issue.repo ? refs : readRefsSync(pull.headRepo.bareDir);
+  const head = headRefs.get(`refs/heads/${pull.head.ref}`);
   if (head === undefined || head === pull.head.sha) return false;
   pull.previousHeadSha = pull.head.sha;
   pull.head.sha = head;

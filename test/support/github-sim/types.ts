@@ -149,6 +149,12 @@ export interface GitHubSimulatorOptions {
   logger?: Logger;
   /** Default 0: a free port. */
   port?: number;
+  /**
+   * The App's permissions, over the simulator's default set (app.yml's: contents, issues and
+   * pull_requests write, metadata, checks and actions read); `none` removes one. A test that creates
+   * check runs gives `checks: 'write'`; one that protects branches `administration: 'write'`.
+   */
+  appPermissions?: Readonly<Record<string, 'read' | 'write' | 'admin' | 'none'>>;
   /** The app's slug and display name. Default `issue-agent-sim` / `Issue Agent (simulated)`. */
   app?: { slug?: string; name?: string };
   /**
@@ -338,7 +344,10 @@ export interface Delivery extends DeliveryResult {
 export interface Push {
   readonly owner: string;
   readonly repo: string;
-  /** The login the token belongs to: the app's bot. */
+  /**
+   * Who pushed: the login the token belongs to — the App's bot, `github-actions[bot]` for a
+   * workflow's token, or the person whose user token it is.
+   */
   readonly user: string;
   /** Full ref names whose value changed (created, updated or deleted). */
   readonly refs: readonly string[];

@@ -186,7 +186,7 @@ export class Wire {
   }
 
   /** The full-repository shape, which is also a superset of the webhook `repository` object. */
-  repository(repo: RepoRecord, permission?: RepoPermission): JsonObject {
+  repository(repo: RepoRecord, permission?: RepoPermission, withParents = false): JsonObject {
     const full = `${repo.owner.login}/${repo.name}`;
     const api = `${this.base}/repos/${full}`;
     const host = new URL(this.base).host;
@@ -200,7 +200,7 @@ export class Wire {
       owner: this.user(repo.owner),
       html_url: `${this.base}/${full}`,
       description: null,
-      fork: false,
+      fork: repo.parent !== null,
       url: api,
       archive_url: `${api}/{archive_format}{/ref}`,
       assignees_url: `${api}/assignees{/user}`,
@@ -245,7 +245,7 @@ export class Wire {
       svn_url: `${this.base}/${full}`,
       homepage: null,
       language: null,
-      forks_count: 0,
+      forks_count: this.forksOf(repo),
       stargazers_count: 0,
       watchers_count: 0,
       size: 0,
@@ -268,14 +268,24 @@ export class Wire {
       allow_forking: true,
       web_commit_signoff_required: false,
       license: null,
-      forks: 0,
+      forks: this.forksOf(repo),
       open_issues: open,
       watchers: 0,
       network_count: 0,
       subscribers_count: 0,
     };
     if (permission !== undefined) out.permissions = permissionFlags(permission);
+    if (withParents && repo.parent !== null) {
+      let source = repo.parent;
+      while (source.parent !== null) source = source.parent;
+      out.parent = this.repository(repo.parent);
+      out.source = this.repository(source);
+    }
     return out;
+  }
+
+  private forksOf(repo: RepoRecord): number {
+    return [...this.world.repos.values()].filter((r) => r.parent === repo).length;
   }
 
   label(repo: RepoRecord, label: LabelRecord): JsonObject {
@@ -423,11 +433,11 @@ export class Wire {
       requested_reviewers: [],
       requested_teams: [],
       head: {
-        label: `${repo.owner.login}:${pull.head.ref}`,
+        label: `${pull.headRepo.owner.login}:${pull.head.ref}`,
         ref: pull.head.ref,
         sha: pull.head.sha,
-        user: this.user(repo.owner),
-        repo: repository,
+        user: this.user(pull.headRepo.owner),
+        repo: pull.headRepo === repo ? repository : this.repository(pull.headRepo),
       },
       base: {
         label: `${repo.owner.login}:${pull.base.ref}`,
@@ -521,7 +531,7 @@ export class Wire {
       pull_request_url: pullUrl,
       author_association: this.world.association(repo, review.user),
       _links: { html: { href: html }, pull_request: { href: pullUrl } },
-      submitted_at: review.submittedAt,
+      ...(review.submittedAt === null ? {} : { submitted_at: review.submittedAt }),
       commit_id: review.commitId,
     };
   }
@@ -557,11 +567,17 @@ export class Wire {
     const { repo } = issue;
     const api = `${this.base}/repos/${repo.owner.login}/${repo.name}`;
     const repoRef = { id: repo.id, url: api, name: repo.name };
+    const headRepo = pull.headRepo;
+    const headRef = {
+      id: headRepo.id,
+      url: `${this.base}/repos/${headRepo.owner.login}/${headRepo.name}`,
+      name: headRepo.name,
+    };
     return {
       url: `${api}/pulls/${issue.number}`,
       id: this.pullId(issue),
       number: issue.number,
-      head: { ref: pull.head.ref, sha: pull.head.sha, repo: repoRef },
+      head: { ref: pull.head.ref, sha: pull.head.sha, repo: headRef },
       base: { ref: pull.base.ref, sha: pull.base.sha, repo: repoRef },
     };
   }
@@ -574,7 +590,10 @@ export class Wire {
     const { repo } = run;
     const full = `${repo.owner.login}/${repo.name}`;
     const url = `${this.base}/repos/${full}/check-runs/${run.id}`;
-    const html = `${this.base}/${full}/actions/runs/${run.suite.workflowRunId}/job/${run.id}`;
+    const html =
+      run.app === 'actions'
+        ? `${this.base}/${full}/actions/runs/${run.suite.workflowRunId}/job/${run.id}`
+        : `${this.base}/${full}/runs/${run.id}`;
     return {
       id: run.id,
       name: run.name,
@@ -596,7 +615,7 @@ export class Wire {
         annotations_url: `${url}/annotations`,
       },
       check_suite: suite ?? { id: run.suite.id },
-      app: this.actionsApp(),
+      app: run.app === 'actions' ? this.actionsApp() : this.integration(),
       pull_requests: pulls.map((p) => this.pullMinimal(p)),
     };
   }
@@ -628,7 +647,7 @@ export class Wire {
       before: suite.before,
       after: suite.headSha,
       pull_requests: pulls.map((p) => this.pullMinimal(p)),
-      app: this.actionsApp(),
+      app: runs.some((r) => r.app === 'app') ? this.integration() : this.actionsApp(),
       created_at: suite.createdAt,
       updated_at: suite.updatedAt,
       repository: this.repository(repo),
