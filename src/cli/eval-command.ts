@@ -7,7 +7,8 @@ import { EvalConfigError, runEval, type EvalProgress } from '../eval/run-eval.js
 import { buildTasksFromRepo, FromRepoError, type Skipped } from '../eval/from-repo.js';
 import { readTasks, TaskFileError, type EvalTask } from '../eval/tasks.js';
 import { listenForInterrupts } from './interrupts.js';
-import { sandboxKind, SetupError, UsageError } from './workspace.js';
+import { SetupError } from '../execution/provision.js';
+import { sandboxKind, UsageError } from './workspace.js';
 
 export const EVAL_USAGE = `  issue-agent eval <tasks.jsonl> [--concurrency N] [--sandbox docker|local] [--out DIR]
                    [--attempts K] [--model oracle] [--setup on|off] [--repos-dir DIR] [--json]

@@ -15,21 +15,19 @@ import { AnthropicModel } from '../model/anthropic-model.js';
 import { removeHeldPaths } from '../sandbox/held-paths.js';
 import { SandboxCancelledError } from '../sandbox/sandbox.js';
 import { EXIT_INTERRUPTED, listenForInterrupts, type Interrupts } from './interrupts.js';
-import { applyToCheckout } from './workspace-copy.js';
+import { executeRun } from '../execution/execute.js';
+import {
+  recordedKind,
+  SetupError,
+  type ProvisionedWorkspace,
+  type SandboxChoice,
+} from '../execution/provision.js';
+import { taskFromText } from '../execution/task-text.js';
+import { applyToCheckout } from './apply-change.js';
 import { evalCommand, EVAL_USAGE } from './eval-command.js';
 import { ProgressPrinter } from './progress.js';
-import { taskFromText } from './task-text.js';
 import { renderTrajectory } from './render-trajectory.js';
-import {
-  openWorkspace,
-  recordedKind,
-  runInWorkspace,
-  sandboxKind,
-  SetupError,
-  UsageError,
-  type CliSandbox,
-  type CliWorkspace,
-} from './workspace.js';
+import { openWorkspace, sandboxKind, UsageError } from './workspace.js';
 import { describeLeftOut } from '../sandbox/generated-files.js';
 
 const run = promisify(execFile);
@@ -283,7 +281,7 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
 }
 
 /** Ctrl-C over a run (see listenForInterrupts); the first one says what it does on stderr. */
-function interrupts(kind: CliSandbox, json: boolean): Interrupts {
+function interrupts(kind: SandboxChoice, json: boolean): Interrupts {
   const say = (line: string): void => {
     process.stderr.write(`${json ? '' : '\n'}issue-agent: ${line}\n`);
   };
@@ -301,9 +299,9 @@ function interrupts(kind: CliSandbox, json: boolean): Interrupts {
  * cancelled setup ends the same way whenever the signal came.
  */
 async function openCancellable(
-  open: () => Promise<CliWorkspace>,
+  open: () => Promise<ProvisionedWorkspace>,
   signal: AbortSignal,
-): Promise<CliWorkspace> {
+): Promise<ProvisionedWorkspace> {
   const ws = await open();
   if (signal.aborted) {
     await ws.close();
@@ -336,7 +334,7 @@ function openStore(dir: string): FileEventStore {
 
 async function execute(
   store: FileEventStore,
-  ws: CliWorkspace,
+  ws: ProvisionedWorkspace,
   m: AnthropicModel,
   env: AgentEnv,
   json: boolean,
@@ -350,7 +348,7 @@ async function execute(
     pino.destination(2),
   );
   progressOut.write(`trajectory: ${store.location}\n`);
-  const outcome: Outcome = await runInWorkspace(store, ws, m, env, {
+  const outcome: Outcome = await executeRun(store, ws, m, env, {
     signal,
     logger,
     onEvent: (e) => {

@@ -1,318 +1,59 @@
-import { pino, type Logger } from 'pino';
-import { parse as parseYaml } from 'yaml';
-import { collectInstructions, probeInstructionSource } from '../agent/instructions.js';
-import { startMcpServers } from '../agent/mcp/servers.js';
-import { runAgent, type Outcome } from '../agent/run-agent.js';
-import { defaultTools } from '../agent/tools/index.js';
 import type { AgentEnv } from '../config/agent-env.js';
-import { ungranted } from '../config/grants.js';
-import { mergeMcp, type McpConfig } from '../config/mcp-config.js';
 import {
-  parseRepoConfig,
-  REPO_CONFIG_PATH,
-  RepoConfigError,
-  type RepoConfig,
-} from '../config/repo-config.js';
-import { EnvironmentSetupError } from '../environment/errors.js';
-import { hostProbe } from '../environment/host-probe.js';
-import { planEnvironment } from '../environment/plan.js';
-import type { FileEventStore } from '../events/file-event-store.js';
-import type { AgentEvent, EnvironmentRecord, RepoInstruction } from '../events/schema.js';
-import type { Model } from '../model/model.js';
-import { failedSetupOutput } from '../publish/environment.js';
-import { Redactor } from '../publish/redact.js';
-import { createSandbox } from '../sandbox/create-sandbox.js';
-import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
-import { throwIfCancelled, type Sandbox } from '../sandbox/sandbox.js';
-import { cliHidePaths, copyCheckout, WorkspaceCopyError, type CheckoutCopy } from './workspace-copy.js';
+  LocalSandboxUnavailableError,
+  provision,
+  ProvisionInputError,
+  type ProvisionedWorkspace,
+  type SandboxChoice,
+} from '../execution/provision.js';
 
 /**
- * What the CLI's commands share (resolve, resume, eval): a private copy of a checkout with a sandbox
- * and its prepared environment over it, and the agent's run in it with the checkout's and the
- * deployment's MCP servers.
+ * The CLI's side of provisioning (src/execution does the work): the `--sandbox` flag, the setup
+ * line on the terminal, and input problems as usage errors.
  */
 
 /** Bad usage or bad input: exit 2, one line, nothing touched. */
 export class UsageError extends Error {}
 
-/**
- * local: a shell in namespaces (no network, no host processes, the user's checkout, home and
- * trajectories hidden); docker: a hardened container; unconfined: a plain child process of the
- * user (it can read everything the user can, the network included): only for trusted work.
- */
-export type CliSandbox = 'local' | 'docker' | 'unconfined';
-
-export function sandboxKind(raw: string | undefined): CliSandbox {
+export function sandboxKind(raw: string | undefined): SandboxChoice {
   if (raw === undefined || raw === 'local') return 'local';
   if (raw === 'docker' || raw === 'unconfined') return raw;
   throw new UsageError(`--sandbox must be local, docker or unconfined, got "${raw}"`);
 }
 
-/** Recorded in the trajectory: what resume uses when --sandbox is not given. */
-export function recordedKind(kind: string, confined: boolean): CliSandbox {
-  if (kind === 'docker') return 'docker';
-  return confined ? 'local' : 'unconfined';
-}
-
-export interface CliWorkspace {
-  readonly copy: string;
-  /** The checkout's instruction files, read from the copy before any sandbox process saw it. */
-  readonly instructions: readonly RepoInstruction[];
-  readonly sandbox: Sandbox;
-  /** The deployment's (ISSUE_AGENT_MCP_CONFIG) and the checkout's MCP servers. */
-  readonly mcp: McpConfig;
-  /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
-  readonly environment: EnvironmentRecord | null;
-  /**
-   * The deployment's setup secrets (ISSUE_AGENT_SETUP_SECRET_*): redacted from everything the run
-   * records, like the setup's own output (runInWorkspace). Setup code could have left one behind in
-   * a form the setup phase's scan does not know; the model may still print a copy the repository
-   * holds.
-   */
-  readonly setupSecrets: readonly string[];
-  close(): Promise<void>;
-}
-
-/**
- * The checkout's `.github/issue-agent.yml` (its committed version: read from the copy, which no
- * sandbox process has touched yet, through the probe that refuses links). Only its environment keys
- * matter here; the rest (labels, who may trigger) is the App's.
- */
-export async function checkoutConfig(copy: string): Promise<RepoConfig> {
-  const text = await hostProbe(copy).readText(REPO_CONFIG_PATH);
-  let raw: unknown = null;
-  if (text !== null) {
-    try {
-      raw = parseYaml(text) as unknown;
-    } catch (error) {
-      throw new UsageError(
-        `${REPO_CONFIG_PATH} is not valid YAML: ${error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error)}`,
-      );
-    }
-  }
-  try {
-    return parseRepoConfig(raw, { label: 'issue-agent', handle: '@issue-agent' });
-  } catch (error) {
-    if (error instanceof RepoConfigError)
-      throw new UsageError(
-        `${REPO_CONFIG_PATH} is invalid:\n${error.problems.map((p) => `  - ${p}`).join('\n')}`,
-      );
-    throw error;
-  }
-}
-
-/** Setup failed: what ran, and the output of the command that failed (secrets removed). */
-export class SetupError extends Error {}
-
-/** A copy of the checkout and a sandbox over it (see workspace-copy.ts). */
+/** A copy of the user's checkout and a sandbox over it (see execution/provision.ts). */
 export async function openWorkspace(
   repo: string,
-  kind: CliSandbox,
+  kind: SandboxChoice,
   env: AgentEnv,
   trajectory: string,
-  /** The run's id (its conversation, an eval task's key): the containers' `job` label is `cli-<runId>`. */
+  /** The run's id (its conversation): the containers' `job` label is `cli-<runId>`. */
   runId: string,
   setup: boolean,
   more: {
-    /** Host paths the local sandbox must also hide (an eval's task file, source repositories, output). */
-    readonly hide?: readonly string[];
-    /** Host folders the local sandbox shows nothing of but the workspace (an App worker's work folder). */
-    readonly mask?: readonly string[];
-    /** What the environment cache is keyed on (default: the checkout's path). */
-    readonly cacheKey?: string;
-    /**
-     * `repo` is already a private copy this process just made for `runId` (an eval's checkout at the
-     * place copyPlace gives): used as the workspace's copy instead of copying it again.
-     */
-    readonly ownCopy?: CheckoutCopy;
-    /** Only the harness runs commands in this sandbox (eval grading): its agent shell starts lazily. */
-    readonly lazyAgentShell?: boolean;
-    /**
-     * Cancels the opening (Ctrl-C): the setup step running stops, what was made is removed, and
-     * openWorkspace throws SandboxCancelledError (see PrepareInput.signal).
-     */
+    /** Cancels the opening (Ctrl-C): what was made is removed, SandboxCancelledError is thrown. */
     readonly signal?: AbortSignal | undefined;
   } = {},
-): Promise<CliWorkspace> {
-  const signal = more.signal;
-  throwIfCancelled(signal);
-  let copy: CheckoutCopy;
-  if (more.ownCopy !== undefined) {
-    copy = more.ownCopy;
-  } else {
-    try {
-      copy = await copyCheckout(repo, runId);
-    } catch (error) {
-      if (error instanceof WorkspaceCopyError) throw new UsageError(`${repo}: ${error.message}`);
-      throw error;
-    }
-  }
-  const closeCopy = (): Promise<void> => copy.cleanup();
+): Promise<ProvisionedWorkspace> {
   try {
-    throwIfCancelled(signal);
-    const config = await checkoutConfig(copy.dir);
-    // A worker's settings narrowed to one repository (an App's evaluation): the checkout's config
-    // may ask only for what that repository was granted (config/grants.ts).
-    const grants = env.environment.grants;
-    if (grants !== null) {
-      const problems = ungranted(config, grants, 'this repository');
-      if (problems.length > 0) throw new SetupError(`${REPO_CONFIG_PATH}: ${problems.join('; ')}`);
-    }
-    const mcp = mergeMcp(env.mcp?.config ?? null, config.mcp);
-    const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && setup };
-    const setupSecrets = Object.values(settings.setupSecrets);
-    const redactor = new Redactor([
-      ...setupSecrets,
-      ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
-    ]);
-    const scrub = (text: string): string => redactor.redact(text);
-    // Recorded in the base state and shown to the model: instruction files pass the redactor too.
-    const instructions = redactor.redactDeep(
-      await collectInstructions(probeInstructionSource(hostProbe(copy.dir))),
-    );
-    if (kind === 'unconfined') {
-      const sandbox = await createSandbox({
-        kind: 'local',
-        workspace: copy.dir,
-        path: env.sandboxPath,
-        jobId: `cli-${runId}`,
-        limits: env.sandboxLimits,
-      });
-      return {
-        copy: copy.dir,
-        instructions,
-        sandbox,
-        mcp,
-        environment: null,
-        setupSecrets,
-        close: async () => {
-          await sandbox.close();
-          await closeCopy();
-        },
-      };
-    }
-    // The copy was made by this process and no sandbox process has seen it: reading it is safe.
-    const plan = await planEnvironment(hostProbe(copy.dir), config, { kind: 'own-checkout' });
-    if (settings.setupEnabled && plan.setup.commands.length > 0) {
-      process.stderr.write(
-        `setup: ${plan.setup.commands.map((c) => c.command).join(' && ')} (${plan.setup.reason})\n`,
-      );
-    }
-    const logger = pino({ level: env.logLevel, base: { run: runId } }, pino.destination(2));
-    const prepared =
-      kind === 'docker'
-        ? await (
-            await import('../environment/prepare.js')
-          ).prepareEnvironment({
-            workspace: copy.dir,
-            probe: hostProbe(copy.dir),
-            jobId: `cli-${runId}`,
-            // The cache is keyed by the checkout's path: entries never cross repositories.
-            repoKey: more.cacheKey ?? `local:${repo}`,
-            plan,
-            settings,
-            limits: env.sandboxLimits,
-            mayStoreCache: true,
-            lazyAgentShell: more.lazyAgentShell,
-            signal,
-            scrub,
-            logger,
-          })
-        : await (
-            await import('../environment/prepare-local.js')
-          ).prepareLocalEnvironment({
-            workspace: copy.dir,
-            plan,
-            settings,
-            path: env.sandboxPath,
-            isolate: {
-              hide: cliHidePaths({
-                repo,
-                copy: copy.dir,
-                trajectory,
-                runsDir: env.runsDir,
-                home: process.env.HOME,
-                path: env.sandboxPath,
-                extra: more.hide ?? [],
-              }),
-              mask: more.mask ?? [],
-              workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
-            },
-            lazyAgentShell: more.lazyAgentShell,
-            signal,
-            scrub,
-            logger,
-          });
-    return {
-      copy: copy.dir,
-      instructions,
-      mcp,
-      sandbox: prepared.sandbox,
-      environment: prepared.record,
-      setupSecrets,
-      close: async () => {
-        await prepared.sandbox.close();
-        await prepared.close();
-        await closeCopy();
+    return await provision({
+      repo,
+      kind,
+      env,
+      trajectory,
+      runId,
+      setup,
+      signal: more.signal,
+      onSetupPlan: (plan) => {
+        process.stderr.write(`setup: ${plan.commands.map((c) => c.command).join(' && ')} (${plan.reason})\n`);
       },
-    };
+    });
   } catch (error) {
-    await closeCopy();
-    if (error instanceof EnvironmentSetupError) {
-      const output = failedSetupOutput(error.record);
-      throw new SetupError(
-        `setup failed: ${error.message}${output === '' ? '' : `\n${output.trimEnd()}`}\n(fix the command, change setup: in ${REPO_CONFIG_PATH}, or pass --setup off)`,
-      );
-    }
-    if (error instanceof Error && error.name === 'SandboxError' && kind === 'local')
+    if (error instanceof LocalSandboxUnavailableError)
       throw new UsageError(
         `${error.message}. Use --sandbox docker, or --sandbox unconfined to run without isolation (trusted work only).`,
       );
+    if (error instanceof ProvisionInputError) throw new UsageError(error.message);
     throw error;
-  }
-}
-
-/**
- * The agent's run in a workspace: its MCP servers started (a warning each for one that is not
- * available) and closed after; known secrets (the model key, MCP header values, the setup secrets)
- * redacted from everything the run records.
- */
-export async function runInWorkspace(
-  store: FileEventStore,
-  ws: CliWorkspace,
-  model: Model,
-  env: AgentEnv,
-  options: {
-    readonly signal?: AbortSignal | undefined;
-    readonly logger: Logger;
-    readonly onEvent?: ((e: AgentEvent) => void) | undefined;
-  },
-): Promise<Outcome> {
-  const redactor = new Redactor([
-    ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
-    ...(env.mcp?.secrets ?? []),
-    ...ws.setupSecrets,
-  ]);
-  const mcp = await startMcpServers(ws.sandbox, ws.mcp, {
-    allowCidrs: env.environment.allowCidrs,
-    trusted: new Set(Object.keys(env.mcp?.config.mcpServers ?? {})),
-    extraCaPem: env.environment.extraCaPem,
-    logger: options.logger,
-  });
-  try {
-    return await runAgent({
-      store,
-      sandbox: ws.sandbox,
-      model,
-      prices: env.prices,
-      signal: options.signal,
-      logger: options.logger,
-      tools: new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]),
-      notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
-      scrub: (text) => redactor.redact(text),
-      onEvent: options.onEvent,
-    });
-  } finally {
-    await mcp.close();
   }
 }

@@ -1,13 +1,13 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { copyPlace, git } from '../cli/workspace-copy.js';
+import { copyPlace, git } from '../execution/checkout-copy.js';
 import { holdPath, releasePath } from '../sandbox/held-paths.js';
 
 /**
  * Host checkouts of a task's repository at its base commit, in private temp folders: what the agent
  * starts from, and what grading applies the patches to. Only this process writes them (no sandbox
- * ever sees these folders: the sandbox gets a copy, see cli/workspace.ts).
+ * ever sees these folders: the sandbox gets a copy, see execution/provision.ts).
  */
 
 export interface Checkout {

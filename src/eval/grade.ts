@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { shellQuote } from '../sandbox/shell-session.js';
-import { openWorkspace, type CliSandbox } from '../cli/workspace.js';
+import { provision, type SandboxChoice } from '../execution/provision.js';
 import { checkoutAt, patchPaths, type Checkout } from './checkout.js';
 import type { EvalTask } from './tasks.js';
 import { baseRunnerConfig } from './grade-runner-config.js';
@@ -142,7 +142,7 @@ export type TestRun =
   | { readonly kind: 'harness_failed'; readonly stage: 'reset' | 'test_patch'; readonly reason: string };
 
 export interface SandboxPlace {
-  readonly kind: CliSandbox;
+  readonly kind: SandboxChoice;
   readonly env: AgentEnv;
   readonly setup: boolean;
   /** The task's folder (hidden from a local sandbox), and a key naming this run's copy. */
@@ -181,23 +181,21 @@ export async function openTestPlace(
   // Made where the workspace's copy goes: the sandbox uses it as is, with no second copy.
   const checkout = options.checkout ?? (await checkoutAt(options.repo, options.base, options.key));
   try {
-    const ws = await openWorkspace(
-      checkout.dir,
-      options.kind,
-      options.env,
-      options.folder,
-      options.key,
-      options.setup,
-      {
-        hide: options.hide,
-        mask: options.mask ?? [],
-        cacheKey: options.cacheKey,
-        ownCopy: checkout,
-        // Grading runs everything through the harness shell.
-        lazyAgentShell: true,
-        signal: options.signal,
-      },
-    );
+    const ws = await provision({
+      repo: checkout.dir,
+      kind: options.kind,
+      env: options.env,
+      trajectory: options.folder,
+      runId: options.key,
+      setup: options.setup,
+      hide: options.hide,
+      mask: options.mask ?? [],
+      cacheKey: options.cacheKey,
+      ownCopy: checkout,
+      // Grading runs everything through the harness shell.
+      lazyAgentShell: true,
+      signal: options.signal,
+    });
     return {
       sandbox: ws.sandbox,
       close: async () => {

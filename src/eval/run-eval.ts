@@ -11,8 +11,9 @@ import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { AgentEvent, Usage } from '../events/schema.js';
 import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/index.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
-import { openWorkspace, recordedKind, runInWorkspace, type CliSandbox } from '../cli/workspace.js';
-import { taskFromText } from '../cli/task-text.js';
+import { executeRun } from '../execution/execute.js';
+import { provision, recordedKind, type SandboxChoice } from '../execution/provision.js';
+import { taskFromText } from '../execution/task-text.js';
 import { checkoutAt, secondCheckout, type Checkout } from './checkout.js';
 import { fetchRepository } from './fetch-repo.js';
 import { grade, openTestPlace, testCommands, type Grade, type TestPlace } from './grade.js';
@@ -69,7 +70,7 @@ export interface EvalOptions {
   readonly concurrency: number;
   /** Independent attempts per task (each its own sandbox, trajectory and grade). */
   readonly attempts: number;
-  readonly kind: CliSandbox;
+  readonly kind: SandboxChoice;
   readonly setup: boolean;
   readonly env: AgentEnv;
   /** `oracle`: each task's gold patch through the model simulator; otherwise the configured model. */
@@ -313,23 +314,21 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
         let gradingCopy: Checkout | null = null;
         try {
           gradingCopy = await secondCheckout(checkout, place.key);
-          const ws = await openWorkspace(
-            checkout.dir,
-            options.kind,
-            options.env,
-            folder,
-            key,
-            options.setup,
-            {
-              // Each of the two sandboxes hides the other's copy (both are in a private temp folder
-              // that a local sandbox's own /tmp covers anyway).
-              hide: [...hide, dirname(gradingCopy.dir)],
-              mask,
-              cacheKey,
-              ownCopy: checkout,
-              signal: options.signal,
-            },
-          );
+          const ws = await provision({
+            repo: checkout.dir,
+            kind: options.kind,
+            env: options.env,
+            trajectory: folder,
+            runId: key,
+            setup: options.setup,
+            // Each of the two sandboxes hides the other's copy (both are in a private temp folder
+            // that a local sandbox's own /tmp covers anyway).
+            hide: [...hide, dirname(gradingCopy.dir)],
+            mask,
+            cacheKey,
+            ownCopy: checkout,
+            signal: options.signal,
+          });
           try {
             // After the agent's workspace is open: its environment is in the cache by now.
             grading = openTestPlace({
@@ -360,7 +359,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
               });
               store = FileEventStore.create(trajectory, base);
             }
-            await runInWorkspace(store, ws, model, options.env, { signal: options.signal, logger });
+            await executeRun(store, ws, model, options.env, { signal: options.signal, logger });
           } finally {
             await ws.close();
           }

@@ -6,14 +6,15 @@ import { delimiter, join, relative, resolve, sep } from 'node:path';
 import { holdPath, releasePath } from '../sandbox/held-paths.js';
 
 /**
- * The CLI never hands the user's checkout to the sandbox: the agent works on a copy (like the
- * worker does), and its change comes back as a diff (data from the event log) applied to the
- * user's working tree by host git, refusing anything under `.git`. So nothing the agent writes can
- * configure the user's git (a `core.fsmonitor` in `.git/config` would run on their next
- * `git status`) or reach past the working tree.
+ * A local checkout (the CLI's, an eval task's) is never handed to the sandbox: the agent works on a
+ * copy (like the worker does), and its change comes back as a diff (data from the event log), which
+ * the CLI applies to the user's working tree by host git, refusing anything under `.git`
+ * (cli/apply-change.ts). So nothing the agent writes can configure the user's git (a
+ * `core.fsmonitor` in `.git/config` would run on their next `git status`) or reach past the
+ * working tree.
  */
 
-/** What a CLI git call may not take from any config: run nothing, ask nothing, fetch nothing. */
+/** What host git on a checkout may not take from any config: run nothing, ask nothing, fetch nothing. */
 const PINS = [
   '-c',
   'core.fsmonitor=false',
@@ -82,7 +83,7 @@ export interface CheckoutCopy {
 }
 
 /**
- * A private parent for the CLI's copies: `<tmp>/issue-agent-<uid>`, created 0700 and checked to be
+ * A private parent for the copies: `<tmp>/issue-agent-<uid>`, created 0700 and checked to be
  * a real directory of ours (a predictable name in a shared /tmp could be someone else's link).
  */
 async function privateRoot(): Promise<string> {
@@ -189,54 +190,13 @@ async function tarCopy(from: string, to: string, paths: readonly string[]): Prom
     throw new WorkspaceCopyError(`could not copy the working tree: ${errors.join(' ').trim().slice(0, 500)}`);
 }
 
-/** The paths a diff's headers name (both sides, renames and copies included). */
-export function diffPaths(diff: string): string[] {
-  const out = new Set<string>();
-  for (const line of diff.split('\n')) {
-    const m =
-      /^diff --git a\/(.*) b\/(.*)$/.exec(line) ??
-      /^(?:---|\+\+\+) [ab]\/(.*)$/.exec(line) ??
-      /^(?:rename|copy) (?:from|to) (.*)$/.exec(line);
-    if (m === null) continue;
-    for (const p of m.slice(1)) out.add(p);
-  }
-  return [...out];
-}
-
-/** Whether a path names git's own data (`.git` as any component, in any case). */
-export function touchesGitDir(path: string): boolean {
-  return path.split(/[\\/]/).some((part) => part.toLowerCase() === '.git' || part.toLowerCase() === '.git.');
-}
-
-export type ApplyResult =
-  { readonly applied: true; readonly files: number } | { readonly applied: false; readonly reason: string };
-
 /**
- * Applies the agent's change to the user's working tree (never the index, never `.git`). A diff
- * naming anything under `.git` is refused outright (git apply refuses it too); a diff that no longer
- * applies (the user changed the same lines meanwhile) is left unapplied with the reason.
- */
-export async function applyToCheckout(repo: string, diff: string): Promise<ApplyResult> {
-  const paths = diffPaths(diff);
-  const bad = paths.find(touchesGitDir);
-  if (bad !== undefined) return { applied: false, reason: `the change touches ${bad}, inside .git` };
-  const patch = Buffer.from(diff.endsWith('\n') ? diff : `${diff}\n`, 'utf8');
-  try {
-    await git(['-C', repo, 'apply', '--check', '--binary', '--whitespace=nowarn', '-'], { input: patch });
-    await git(['-C', repo, 'apply', '--binary', '--whitespace=nowarn', '-'], { input: patch });
-  } catch (error) {
-    return { applied: false, reason: error instanceof Error ? error.message : String(error) };
-  }
-  return { applied: true, files: paths.length };
-}
-
-/**
- * What an isolated local sandbox hides for the CLI: the user's checkout (the sandbox has its own
+ * What an isolated local sandbox over a checkout's copy hides: the user's checkout (the sandbox has its own
  * copy), the trajectory and runs folders, and every entry of the home folder except those holding a
  * PATH directory (toolchains such as ~/.nvm stay usable; ~/.ssh, ~/.aws, ~/.config, credentials do
  * not). Paths on the way to the copy are never hidden.
  */
-export function cliHidePaths(options: {
+export function hostPathsToHide(options: {
   readonly repo: string;
   readonly copy: string;
   readonly trajectory: string;

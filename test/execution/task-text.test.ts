@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { taskFromText } from '../../src/cli/task-text.js';
+import { taskFromText } from '../../src/execution/task-text.js';
 
 test('a task file that starts with a heading: the heading is the title, the rest the body', () => {
   const t = taskFromText(
