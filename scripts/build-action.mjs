@@ -1,10 +1,19 @@
 // Bundles the GitHub Action's entry (src/action/main.ts) with everything it needs at start-up into
 // dist-action/index.mjs, which action.yml runs. `--check` builds into a temporary folder and fails
 // when the committed bundle differs, so CI catches a bundle that was not rebuilt.
+//
+// Files the code reads beside itself (`new URL('./x', import.meta.url)`) are copied next to the
+// bundle, where the same expression finds them: the local sandbox's launcher.sh. Copied rather than
+// inlined as text (esbuild's `text` loader) so that one line of code reads it in every form (src
+// through tsx, the compiled dist/, this bundle), and the shipped script stays a file that the check
+// below compares byte for byte and that shellcheck and a reader can open.
 import { build } from 'esbuild';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, existsSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+
+/** Read at start by bundled modules, from beside the bundle (see above). */
+const ASSETS = ['src/sandbox/local/launcher.sh'];
 
 // `--out <dir>` compares against (or writes) another folder; the tests use it on a copy.
 const outArg = process.argv.indexOf('--out');
@@ -33,6 +42,7 @@ await build({
   },
   logLevel: 'warning',
 });
+for (const asset of ASSETS) copyFileSync(asset, join(outdir, basename(asset)));
 
 if (check) {
   const problems = [];

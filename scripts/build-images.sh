@@ -179,7 +179,7 @@ fetch_npm_tarball() { # name major → path
       (cd "$CACHE" && npm pack "$name@$version" --silent >/dev/null)
     fi
   else
-    file="$(ls -1 "$CACHE/${name}-${major}."*.tgz 2>/dev/null | sort -V | tail -n 1 || true)"
+    file="$(find "$CACHE" -maxdepth 1 -name "${name}-${major}.*.tgz" 2>/dev/null | sort -V | tail -n 1 || true)"
     [ -n "$file" ] || die "cannot reach the npm registry and no cached $name@$major"
     log "npm registry unreachable, using cached $(basename "$file")"
   fi

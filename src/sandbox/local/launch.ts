@@ -1,7 +1,16 @@
 import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { accessSync, constants, lstatSync, readdirSync, lchownSync, realpathSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  lchownSync,
+  realpathSync,
+} from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { SandboxError } from '../sandbox.js';
 import { descendantsOf } from './proc-tree.js';
 
@@ -81,7 +90,7 @@ export const LOCAL_EGRESS_MOUNT = '/run/issue-agent-egress';
 
 /**
  * The harness's bash in an isolated sandbox: a copy the sandbox user may execute but not read, on a
- * read-only mount the sandbox's init makes (see SETUP), so a harness shell is non-dumpable.
+ * read-only mount the sandbox's init makes (launcher.sh), so a harness shell is non-dumpable.
  */
 export const LOCAL_HARNESS_BASH = '/run/issue-agent-harness/bash';
 
@@ -151,257 +160,25 @@ const START_TIMEOUT_MS = 15_000;
 const READY = 'ia-sandbox-ready';
 
 /**
- * Run as the sandbox's init: pid 1 of the new PID namespace, root in the namespaces it builds (in
- * its own user namespace for `userns`, real root for `root`/`sudo`). Builds the view described at
- * Confinement, starts the holder (the process shells enter) as the sandbox user, then stays until
- * its standard input ends — the host closing the sandbox — or the holder is gone. When it exits
- * the kernel kills everything else in the PID namespace.
- *
- * Arguments: owner uid/gid of private folders as the init sees the sandbox user, mode (`userns` |
- * `privileged`), the sandbox user's uid/gid, the LAYER and HOLDER scripts, then directives:
- * `W/path` writable, `H/path` hidden, `M/path` masked, `P/path` private, `Q/bytes` the workspace (the first writable
- * folder) as a private tmpfs of that size, filled with the host folder's content, `E/path` the egress
- * proxy's socket folder, bound read-only at LOCAL_EGRESS_MOUNT.
- *
- * Every step that the confinement depends on ends the start when it fails (exit 97, the reason on
- * stderr): the sandbox never runs with less isolation than it was asked for. /sys and `lo` are
- * best effort (a missing `ip` leaves `lo` down: no network at all, which is stricter).
+ * The sandbox's shell program: launcher.sh beside this module (in src/, in the build's dist/src/ and
+ * in the Action's dist-action/, each copying it next to the code that reads it), read once at start.
+ * Its three stages (the init that builds the view, the layer that makes the two holders, and each
+ * holder) are started with its text through `bash -c`, never by path: inside the sandbox the package's
+ * folder may be masked, hidden or covered. What the host tells it travels as arguments.
  */
-const SETUP = `
-set -u
-fail() { printf 'ia-sandbox: %s\\n' "$*" >&2; exit 97; }
-ouid=$1 ogid=$2 mode=$3 uid=$4 gid=$5 layer_script=$6 holder_script=$7
-shift 7
-W=() H=() M=() P=() FD=() quota= egress= efd=
-for a in "$@"; do
-  case $a in
-    Q/*) quota=\${a#Q/} ;;
-    E/*) egress=\${a#E} ;;
-    W/*) W+=("\${a#W}") ;;
-    H/*) H+=("\${a#H}") ;;
-    M/*) M+=("\${a#M}") ;;
-    P/*) P+=("\${a#P}") ;;
-    *) fail "unknown directive" ;;
-  esac
-done
-mount --make-rprivate / || fail 'could not make the mounts private'
+const LAUNCHER = readLauncher();
 
-# Writable folders: a mount of their own (so making everything read-only below leaves them), held
-# open so that they can be put back where a private tmpfs covers them.
-for w in "\${W[@]}"; do
-  if [ -L "$w" ] || [ ! -d "$w" ]; then fail "$w is not a folder"; fi
-  mount --bind -- "$w" "$w" || fail "could not bind $w"
-  exec {f}<"$w" || fail "could not open $w"
-  FD+=("$f")
-done
-
-# The egress socket's folder, opened now: the private /tmp and /run below cover where it lives.
-if [ -n "$egress" ]; then
-  if [ -L "$egress" ] || [ ! -d "$egress" ]; then fail "$egress is not a folder"; fi
-  exec {efd}<"$egress" || fail "could not open $egress"
-fi
-
-# Hidden paths. One this user cannot reach is skipped: the sandbox user, with no more rights
-# than the init, cannot reach it either.
-for h in "\${H[@]}"; do
-  if [ -L "$h" ] || [ ! -e "$h" ]; then continue; fi
-  if [ -d "$h" ]; then
-    mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=0555 ia-hidden "$h" || fail "could not hide $h"
-  else
-    { mount --bind /dev/null "$h" && mount -o remount,bind,ro "$h"; } || fail "could not hide $h"
-  fi
-done
-
-# Masked folders: an empty tmpfs each, writable by this init only until the workspace and the
-# writable folders under it have their mount points (then read-only, below). Opened folders above
-# (fd) keep their content reachable for the binds; nothing else of the host's content is.
-masked=()
-for m in "\${M[@]}"; do
-  if [ -L "$m" ] || [ ! -d "$m" ]; then fail "$m is not a folder"; fi
-  mount -t tmpfs -o nosuid,nodev,noexec,size=1m,mode=0755 ia-masked "$m" || fail "could not mask $m"
-  masked+=("$m")
-done
-
-# Private areas first: what they cover (sockets under /run, other jobs' files under /tmp) is
-# never reached, so it needs nothing below.
-fresh=()
-for d in /tmp /var/tmp /dev/shm /run; do
-  if [ -L "$d" ] || [ ! -d "$d" ]; then continue; fi
-  m=1777; [ "$d" = /run ] && m=0755
-  mount -t tmpfs -o "nosuid,nodev,mode=$m" ia-private "$d" || fail "could not mount a private $d"
-  fresh+=("$d")
-done
-if mount -t sysfs -o ro,nosuid,nodev,noexec ia-sysfs /sys 2>/dev/null; then fresh+=(/sys); fi
-
-# The message queues of the sandbox's own IPC namespace, where they can be listed (and removed after
-# setup): over /dev/mqueue (the host's, of another namespace), or in the private /run. A kernel with
-# no mqueue file system has no POSIX message queues either.
-if grep -qw mqueue /proc/filesystems; then
-  mq=
-  if [ -d /dev/mqueue ] && [ ! -L /dev/mqueue ]; then
-    mq=/dev/mqueue
-  else
-    for k in "\${fresh[@]}"; do [ "$k" = /run ] && mq=/run/mqueue && mkdir -p /run/mqueue; done
-  fi
-  if [ -n "$mq" ]; then
-    mount -t mqueue -o nosuid,nodev,noexec ia-mqueue "$mq" || fail "could not mount the sandbox's message queues"
-    fresh+=("$mq")
-  fi
-fi
-
-# Everything else read-only. Only per-mount flags change (remount,bind): the host's mounts stay as
-# they are. Skipped: the namespace's own /proc and what it covers, the private areas and what they
-# cover, the writable folders; a mount whose path now leads elsewhere (covered) needs nothing.
-while IFS=' ' read -r _ _ _ _ mp _; do
-  printf -v mp '%b' "\${mp//\\\\/\\\\0}"
-  skip=0
-  for k in /proc "\${fresh[@]}" "\${masked[@]}"; do
-    case $mp in "$k" | "$k"/*) skip=1 ;; esac
-  done
-  for w in "\${W[@]}"; do [ "$mp" = "$w" ] && skip=1; done
-  [ "$skip" = 1 ] && continue
-  [ -e "$mp" ] || continue
-  # Tried without asking first whether the path is still a mount point (a process each, for every
-  # mount of the host): a remount of a path that is not one fails, and only then is it asked. A
-  # path no longer a mount point (covered, or its folder removed on the host meanwhile: a container
-  # that stopped) cannot reach that mount any more: nothing to make read-only.
-  if ! err=$(mount -o remount,bind,ro -- "$mp" 2>&1); then
-    if [ -e "$mp" ] && mountpoint -q -- "$mp"; then fail "could not make $mp read-only: $err"; fi
-  fi
-done </proc/self/mountinfo
-
-for i in "\${!W[@]}"; do
-  w=\${W[$i]} f=\${FD[$i]}
-  if [ "$i" = 0 ] && [ -n "$quota" ]; then
-    # The workspace with a quota: a sized tmpfs over it, filled from the host folder (still open as
-    # fd f), owned by the sandbox user. The host folder is only read, and only now.
-    { mkdir -p -- "$w" && mount -t tmpfs -o "nosuid,nodev,size=$quota,mode=0755,uid=$ouid,gid=$ogid" ia-workspace "$w"; } ||
-      fail "could not make the workspace $w"
-    cp -a --no-preserve=ownership "/proc/self/fd/$f/." "$w/" 2>/dev/null ||
-      fail "the workspace does not fit its size limit ($quota bytes)"
-    chown -R "$ouid:$ogid" -- "$w" || fail "could not hand the workspace to the sandbox user"
-  elif [ "$(stat -c %d:%i -- "$w" 2>/dev/null)" != "$(stat -L -c %d:%i "/proc/self/fd/$f")" ]; then
-    { mkdir -p -- "$w" && mount -c --rbind "/proc/self/fd/$f" "$w"; } || fail "could not bind $w"
-  fi
-  exec {f}<&-
-done
-# A masked folder under a private area (/tmp…) is covered by it already: its path is a plain folder
-# of that area now (same device as its parent), though mountinfo still lists the covered mask.
-for m in "\${masked[@]}"; do
-  [ "$(stat -c %d -- "$m")" != "$(stat -c %d -- "$m/..")" ] || continue
-  mount -o remount,bind,ro -- "$m" || fail "could not make $m read-only"
-done
-
-# HOME and TMPDIR: an existing folder gets a private tmpfs; a missing one is created (with the
-# folders above it that were missing), which only succeeds inside a private tmpfs.
-for p in "\${P[@]}"; do
-  if [ -d "$p" ]; then
-    mount -t tmpfs -o "nosuid,nodev,mode=0700,uid=$ouid,gid=$ogid" ia-home "$p" || fail "could not make $p private"
-  elif [ -e "$p" ]; then
-    fail "$p is not a folder"
-  else
-    top=$p q=$p
-    while [ ! -e "$q" ]; do top=$q; q=$(dirname -- "$q"); done
-    { mkdir -p -m 0700 -- "$p" && chown -R "$ouid:$ogid" -- "$top"; } || fail "could not create $p"
-  fi
-done
-
-if [ -n "$egress" ]; then
-  { mkdir -p -- ${LOCAL_EGRESS_MOUNT} && mount -c --bind "/proc/self/fd/$efd" ${LOCAL_EGRESS_MOUNT} &&
-    mount -o remount,bind,ro,nosuid,nodev,noexec -- ${LOCAL_EGRESS_MOUNT}; } || fail "could not bind the egress folder"
-  exec {efd}<&-
-fi
-
-ip link set lo up 2>/dev/null || true
-
-# The harness's bash: a copy the sandbox user may run but not read, on a read-only mount (no chmod
-# back). The kernel makes a process started from a file its user cannot read non-dumpable: nothing
-# of that user may trace it or open its /proc entries, not even what a harness command runs.
-hb=${dirname(LOCAL_HARNESS_BASH)}
-case " \${fresh[*]} " in *" /run "*) ;; *) fail 'no private /run for the harness shell' ;; esac
-{ mkdir -p -- "$hb" && mount -t tmpfs -o nosuid,nodev,size=16m,mode=0755 ia-harness "$hb" &&
-  cp -L -- "$(command -v bash)" ${LOCAL_HARNESS_BASH} && chmod 0111 ${LOCAL_HARNESS_BASH} &&
-  mount -o remount,bind,ro -- "$hb"; } || fail 'could not make the harness shell'
-
-# Two holders, each pid 1 of a process and mount namespace of its own, with a /proc of its own: the
-# agent's (its shells and everything they start) and the harness's (its shells). Neither side sees
-# a process of the other, so none of the agent's can name a harness process to trace, signal or
-# read it. The namespaces are made while this side still holds the capabilities to make them.
-if [ "$mode" = userns ]; then
-  bash --noprofile --norc -c "$layer_script" ia-holders "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
-else
-  drop=(setpriv "--reuid=$uid" "--regid=$gid" --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs --)
-  if "\${drop[@]}" unshare --user --map-root-user -- sh -c 'echo 2 >/proc/sys/user/max_user_namespaces' 2>/dev/null; then
-    "\${drop[@]}" unshare --user --map-root-user -- bash --noprofile --norc -c "$layer_script" ia-holders "$uid" "$gid" "$holder_script" 1 "\${W[@]}" </dev/null &
-  else
-    bash --noprofile --norc -c "$layer_script" ia-holders "$uid" "$gid" "$holder_script" 0 "\${W[@]}" </dev/null &
-  fi
-fi
-holder=$!
-# As pid 1, this shell inherits every orphan of the sandbox. bash reaps ended children between
-# commands, not while \`read\` blocks: the read gives up each second and a command runs, so orphans
-# that ended meanwhile are reaped (zombies would otherwise pile up until the sandbox ends).
-while :; do
-  IFS= read -r -t 1 _
-  rc=$?
-  [ "$rc" -eq 0 ] && continue
-  [ "$rc" -gt 128 ] || exit 0
-  kill -0 "$holder" 2>/dev/null || exit 97
-  /bin/true
-done
-`;
-
-/**
- * Starts the two holders (HOLDER), the agent's and the harness's, and ends when either does.
- * Arguments: uid, gid, HOLDER script, whether to layer (1/0), then the writable folders.
- *
- * Layered (1), it runs as root of a user namespace whose root is the sandbox user: it allows two
- * more user namespaces below this one and makes them, one per holder, where the sandbox user is
- * itself and not root; once both exist no further one can be made (the limit is this namespace's,
- * which nothing below can raise: the shells have no capability here, and the holders live as long
- * as the sandbox). Otherwise (a root host that cannot set the limit) it runs as root, and each
- * holder drops to the sandbox user after its namespaces are made.
- */
-const LAYER = `
-uid=$1 gid=$2 holder_script=$3 layer=$4
-shift 4
-if [ "$layer" = 1 ]; then
-  echo 2 >/proc/sys/user/max_user_namespaces || { echo 'ia-sandbox: could not forbid nested user namespaces' >&2; exit 97; }
-  ns=(--user "--map-user=$uid" "--map-group=$gid") drop=()
-else
-  ns=() drop=(setpriv "--reuid=$uid" "--regid=$gid" --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs --)
-fi
-for role in agent harness; do
-  unshare "\${ns[@]}" --mount --pid --fork --mount-proc --kill-child -- "\${drop[@]}" env -i "PATH=$PATH" bash --noprofile --norc -c "$holder_script" "ia-holder-$role" "$role" "$layer" "$@" </dev/null &
-done
-wait -n
-exit 97
-`;
-
-/**
- * A holder, as the sandbox user, pid 1 of its side's process namespace (the agent's or the
- * harness's), which that side's shells enter: checks each writable folder is one for this user (a
- * clear error rather than a shell that cannot write its workspace), reports, then waits with no
- * descriptor of the init's (so nothing in the sandbox can keep the init's input open) and no child
- * (a harness shell's sweep signals everything in its namespace), on a pipe only it holds, reaping
- * the namespace's orphans as they end. As its namespace's init it cannot be killed from inside.
- * Arguments: the side (agent/harness), whether nested user namespaces are forbidden (1/0), then the
- * writable folders.
- */
-const HOLDER = `
-role=$1 layer=$2
-shift 2
-for w in "$@"; do
-  if ! cd -- "$w" 2>/dev/null || [ ! -w . ]; then
-    printf 'ia-sandbox: %s is not a writable folder for the sandbox user (uid %s)\\n' "$w" "$(id -u)" >&2
-    exit 97
-  fi
-done
-cd /
-printf '${READY} %s %s\\n' "$role" "$layer"
-exec </dev/null >/dev/null 2>&1 {keep}<> <(:)
-while :; do read -r -u "$keep" _; done
-`;
+function readLauncher(): string {
+  const url = new URL('./launcher.sh', import.meta.url);
+  try {
+    return readFileSync(url, 'utf8');
+  } catch (error) {
+    throw new Error(
+      `the local sandbox's launcher ${fileURLToPath(url)} could not be read (a build that did not copy it?): ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
+  }
+}
 
 /** Finds an executable on the system PATH (the host side never runs a tool found elsewhere). */
 function systemTool(name: string): string | null {
@@ -509,7 +286,7 @@ async function topInNamespace(
 
 /**
  * A holder's pid in the sandbox's own namespace (where the shells' `nsenter` names it): the process
- * below the init that is pid 1 of a namespace one level below the init's and runs the HOLDER of
+ * below the init that is pid 1 of a namespace one level below the init's and runs the holder of
  * `role` (its argv says which, and the host reads it: /proc/<pid>/cmdline is world-readable).
  */
 async function holderOf(initHostPid: number, role: ShellRole, deadline: number): Promise<number> {
@@ -664,8 +441,10 @@ function initArgv(kind: MechanismKind, user: SandboxUser, dirs: readonly string[
     '--kill-child',
     '--',
   ];
-  const script = [bash, '--noprofile', '--norc', '-c', SETUP, 'ia-setup'];
+  const script = [bash, '--noprofile', '--norc', '-c', LAUNCHER, 'ia-setup', 'setup'];
   const ids = [String(user.uid), String(user.gid)];
+  // The holders' ready word and the paths the setup makes (see launcher.sh's setup stage).
+  const fixed = [READY, LOCAL_EGRESS_MOUNT, LOCAL_HARNESS_BASH];
   if (kind === 'userns') {
     return [
       ...asSandboxUser(user),
@@ -679,12 +458,11 @@ function initArgv(kind: MechanismKind, user: SandboxUser, dirs: readonly string[
       '0',
       'userns',
       ...ids,
-      LAYER,
-      HOLDER,
+      ...fixed,
       ...dirs,
     ];
   }
-  const privileged = [unshare, ...common, ...script, ...ids, 'privileged', ...ids, LAYER, HOLDER, ...dirs];
+  const privileged = [unshare, ...common, ...script, ...ids, 'privileged', ...ids, ...fixed, ...dirs];
   if (kind === 'root') {
     if (hostUser().uid !== 0) throw new MechanismUnavailable('the host does not run as root');
     return privileged;
@@ -695,7 +473,7 @@ function initArgv(kind: MechanismKind, user: SandboxUser, dirs: readonly string[
 /**
  * Whose shell a launch is: the agent's (and every other process of the agent's side: setup, the
  * forwarder, MCP servers), or the harness's. Each side lives in the process, mount (with its own
- * /proc) and, where there are, user namespaces of its own holder (see LAYER), so neither sees a
+ * /proc) and, where there are, user namespaces of its own holder (launcher.sh's layer), so neither sees a
  * process of the other: no process of the agent can name one of the harness's to trace it, signal
  * it or open its /proc entries. The harness's side holds nothing but harness shells and what their
  * commands start, which each shell sweeps after every command (ShellSessionOptions.sweep).
@@ -722,7 +500,7 @@ function enterArgv(
     '--',
   ];
   // The init's namespaces (with its user namespace when it has one of its own), then the holder's
-  // user (where it has one, see LAYER), mount and process namespaces.
+  // user (where it has one, see launcher.sh's layer), mount and process namespaces.
   const first = into(init.initHostPid, [
     ...(init.kind === 'userns' ? ['--user'] : []),
     '--mount',
