@@ -18,6 +18,7 @@ import { newToolContext, runToolCall, toolSpec, type Tool, type ToolCallResult }
 import { delegateInput } from './tools/schemas.js';
 import { explore, EXPLORE_MAX_STEPS } from './explore.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
+import { describedWorkspace, interruptedObservation, recordedCheckpoint } from './resume-check.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { isWholeSuite, reusableBaseline, reusedTestRun } from './baseline-answer.js';
 import { verdict, wouldResolve } from '../testing/verdict.js';
@@ -129,10 +130,18 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
 
   const ctx = newToolContext({ sandbox, limits, signal: deps.signal, testCommand: base.testCommand });
   let lastTree = existing.lastCheckpoint?.tree ?? base.workspace.baseTree;
+  // Whether the workspace is the tree the log describes. Not yet, on a resume that must rebuild it:
+  // a run that stops before it is rebuilt records no checkpoint of whatever the workspace holds.
+  const mustRestore = store.events.length > 0 && (existing.lastCheckpoint !== null || existing.steps > 0);
+  let workspaceKnown = !mustRestore;
 
-  const checkpoint = async (): Promise<void> => {
+  /**
+   * Records the workspace as a checkpoint when it changed; the tree it is at. `toolUseId`: the
+   * call whose change it is, recorded before that call's observation (see the tool loop).
+   */
+  const checkpoint = async (toolUseId?: string): Promise<string> => {
     const tree = await git.snapshot();
-    if (tree === lastTree) return;
+    if (tree === lastTree) return tree;
     const d = await git.diff(base.workspace.baseTree, tree);
     const leftOut = await git.leftOut();
     // A diff that did not fit the capture is not recorded; restore then needs the tree object.
@@ -142,8 +151,10 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       diff: d.truncated ? null : d.diff,
       filesChanged: d.files,
       ...(leftOut.length > 0 ? { leftOut } : {}),
+      ...(toolUseId === undefined ? {} : { toolUseId }),
     });
     lastTree = tree;
+    return tree;
   };
 
   // Instruction files not yet in the conversation that cover a path the agent works on are added
@@ -206,13 +217,27 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
   const steps = new StepSpans();
   try {
     if (store.events.length > 0) {
+      // The workspace the log describes: its last checkpoint, which every recorded change of a
+      // tool call is in (a step is recorded checkpoint first). A log that says otherwise, or a
+      // checkpoint that cannot be rebuilt here, stops the run with a typed cause: going on would
+      // let the model build on files that are not what it was told.
+      const described = describedWorkspace(base.workspace.baseTree, store.events);
       await append({ kind: 'run_resumed', pid: process.pid });
-      if (existing.lastCheckpoint !== null || existing.steps > 0) {
-        const from = await git.restore(
-          base.workspace.baseTree,
-          lastTree,
-          existing.lastCheckpoint?.diff ?? null,
-        );
+      if (!described.ok)
+        throw new StopRun({ outcome: 'failed', cause: described.cause, reason: described.reason });
+      if (mustRestore) {
+        let from: 'object' | 'diff';
+        try {
+          from = await git.restore(base.workspace.baseTree, lastTree, existing.lastCheckpoint?.diff ?? null);
+        } catch (error) {
+          if (!(error instanceof WorkspaceGitError)) throw error;
+          throw new StopRun({
+            outcome: 'failed',
+            cause: 'resume_unrestorable',
+            reason: `the workspace could not be rebuilt as the log describes it (tree ${lastTree}): ${error.message}`,
+          });
+        }
+        workspaceKnown = true;
         deps.logger?.info({ tree: lastTree, from }, 'workspace restored to the last checkpoint');
       }
     }
@@ -260,6 +285,14 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
       // Finish tool calls of a turn that a crash interrupted, then continue as usual.
       for (const use of state.pendingToolUses) {
         throwIfCancelled(deps.signal);
+        // A call whose checkpoint is recorded ran to its end before a crash took its observation:
+        // it is not run again (the workspace already holds its change), its observation says so.
+        const recorded = recordedCheckpoint(store.events, use.id);
+        if (recorded !== null) {
+          await append(interruptedObservation(use, recorded));
+          await addGuidance(use.input);
+          continue;
+        }
         await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
         const reuse = use.name === 'run_tests' ? reusableRun(use.input) : null;
         const result = waiting
@@ -289,6 +322,17 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
         if (result.fullOutputPath !== undefined) {
           fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);
         }
+        // A call that may have changed files is recorded checkpoint first, then its observation:
+        // the log never tells the model of a change that no checkpoint holds. A crash before the
+        // checkpoint is durable leaves the call unrecorded (resume rebuilds the tree before it
+        // and runs it again); a crash between the two leaves a checkpoint naming the call, and
+        // resume records the observation without running it again. The other order (observation
+        // first) left a window of several git commands in which a kill lost the change while the
+        // conversation kept it. One event for both was the alternative: every reader of
+        // checkpoints (PR, CLI, eval, web viewer) would then have to find them inside
+        // observations, and a harness record would carry the agent's output.
+        const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
+        const tree = result.mutates && !readOnly ? await checkpoint(use.id) : undefined;
         await append({
           kind: 'observation',
           toolUseId: use.id,
@@ -305,11 +349,10 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           ...(result.testSummary === undefined ? {} : { testSummary: result.testSummary }),
           ...(result.finishSummary === undefined ? {} : { finishSummary: result.finishSummary }),
           ...(result.question === undefined ? {} : { question: result.question }),
+          ...(tree === undefined ? {} : { tree }),
         });
         if (result.question !== undefined && !result.isError) waiting = true;
         await addGuidance(use.input);
-        const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
-        if (result.mutates && !readOnly) await checkpoint();
         if (result.killed === 'cancelled') throwIfCancelled(deps.signal);
       }
       state = reduceState(store.events);
@@ -532,8 +575,10 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     if (stop === null) throw error;
     let diffStat = '';
     try {
-      await checkpoint();
-      diffStat = await git.diffStat(base.workspace.baseTree, lastTree);
+      if (workspaceKnown) {
+        await checkpoint();
+        diffStat = await git.diffStat(base.workspace.baseTree, lastTree);
+      }
     } catch {
       // The sandbox may be gone; the outcome matters more than the stat.
     }

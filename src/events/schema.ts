@@ -377,6 +377,14 @@ export const eventSchemas = {
     finishSummary: z.string().optional(),
     /** Pre-flight triage: the agent found the issue unclear and asks (ask_for_clarification). */
     question: clarification.optional(),
+    /**
+     * For a call that may change files: the workspace tree after it, which is the tree of the last
+     * checkpoint before this event (the call's own, when it changed files: a file-changing step is
+     * recorded checkpoint first, see agent/run-agent.ts). Resume checks that the workspace it
+     * restores is this tree (agent/resume-check.ts). Absent for calls that change nothing, and in
+     * logs written before it was kept.
+     */
+    tree: z.string().optional(),
   }),
   checkpoint: z.object({
     ...common,
@@ -390,6 +398,13 @@ export const eventSchemas = {
      * pattern: what the PR says it did not take. Absent in logs written before it was kept.
      */
     leftOut: z.array(z.object({ pattern: z.string(), files: z.number().int().positive() })).optional(),
+    /**
+     * The tool call whose change this checkpoint holds. It is written before that call's
+     * observation, so the log never says a change was made that no checkpoint holds; a run killed
+     * in between records the observation on resume without running the call again. Absent: a
+     * checkpoint the harness took for itself (the end of a run), or a log from before it was kept.
+     */
+    toolUseId: z.string().optional(),
   }),
   warning: z.object({
     ...common,

@@ -17,7 +17,7 @@ const LIMIT_WORDS: { readonly [K in BudgetLimit]: string } = {
   wall_time: 'time limit (the longest a run may take)',
 };
 
-/** Failure causes the agent core produces (`model_<ModelErrorCause>`, `sandbox_<SandboxErrorCode>`, `workspace`). */
+/** Failure causes the agent core produces (`model_<ModelErrorCause>`, `sandbox_<SandboxErrorCode>`, `workspace`, `ResumeCause`). */
 const CAUSE_WORDS: Readonly<Record<string, string>> = {
   model_auth: 'the model API rejected its credentials',
   model_permission: 'the model API denied access',
@@ -38,6 +38,8 @@ const CAUSE_WORDS: Readonly<Record<string, string>> = {
   sandbox_closed: 'the sandbox was closed under it',
   sandbox_engine_unavailable: 'the container engine was unavailable',
   workspace: 'the repository checkout could not be read or restored',
+  resume_unrecorded_change: 'its event log records a change to the files that no checkpoint holds',
+  resume_unrestorable: 'the workspace could not be rebuilt from its last checkpoint',
 };
 
 /** The cause of an `unverified` outcome whose tests could not run at all (see testing/verdict.ts). */
