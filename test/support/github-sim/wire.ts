@@ -513,6 +513,10 @@ export class Wire {
       subject_type: comment.line === null ? 'file' : 'line',
     };
     if (comment.inReplyToId !== null) out.in_reply_to_id = comment.inReplyToId;
+    // A comment on a whole file has no line: GitHub leaves the line and position keys out.
+    if (comment.line === null)
+      for (const key of ['position', 'original_position', 'line', 'original_line'])
+        Reflect.deleteProperty(out, key);
     return out;
   }
 
