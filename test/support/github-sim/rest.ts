@@ -659,7 +659,7 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
       let selected: Set<number> | null = null;
       if (names !== undefined || ids !== undefined) {
         selected = new Set<number>();
-        const repos = [...host.world.repos.values()];
+        const repos = [...host.world.repos.values()].filter((r) => r.installed);
         for (const name of names ?? []) {
           const repo = repos.find((r) => r.name.toLowerCase() === name.toLowerCase());
           if (repo === undefined)
