@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -47,7 +47,9 @@ describe('the bundled action entry', () => {
     const { default: pkg } = (await import(join(ROOT, 'package.json'), { with: { type: 'json' } })) as {
       default: { scripts: Record<string, string> };
     };
-    assert.match(pkg.scripts.test ?? '', /npm run check:action/);
+    // `npm test` makes its checks (scripts/checks.mjs, check:action among them) before the tests.
+    assert.match(pkg.scripts.test ?? '', /^node scripts\/checks\.mjs && npm run test:unit$/);
+    assert.match(readFileSync(join(ROOT, 'scripts', 'checks.mjs'), 'utf8'), /'check:action'/);
     assert.equal(pkg.scripts['check:action'], 'node scripts/build-action.mjs --check');
   });
 });

@@ -11,7 +11,7 @@ import { redisSkipReason } from '../support/redis-server.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const OWNER = 'acme';
-const LONG_LOCK = { ISSUE_AGENT_LOCK_DURATION_MS: '30000', ISSUE_AGENT_STALLED_INTERVAL_MS: '15000' };
+const LONG_LOCK = { ISSUE_AGENT_LOCK_DURATION_MS: '60000', ISSUE_AGENT_STALLED_INTERVAL_MS: '15000' };
 const REPO = 'calc';
 
 /** A change to node-calc's src/calc.js, as a diff made by git. */

@@ -100,9 +100,10 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     ANTHROPIC_API_KEY: options.modelKey,
     ANTHROPIC_BASE_URL: options.modelUrl,
     ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
-    // Long enough that a loaded CI machine (Docker and npm busy on 2 cores) does not lose locks
-    // to slow renewals; the tests about dead and frozen workers ask for SHORT_LOCK.
-    ISSUE_AGENT_LOCK_DURATION_MS: '15000',
+    // The production default: a worker on a loaded 2-core CI machine has logged event-loop blocks of
+    // 5–19 s, and a lost 15 s lock had a job run twice (the tests then saw two rounds). The tests about
+    // dead and frozen workers ask for SHORT_LOCK or KILL_LOCK.
+    ISSUE_AGENT_LOCK_DURATION_MS: '60000',
     ISSUE_AGENT_STALLED_INTERVAL_MS: '5000',
     ISSUE_AGENT_RETRY_BACKOFF_MS: '300',
     ISSUE_AGENT_PROGRESS_INTERVAL_MS: '0',

@@ -128,7 +128,7 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-const defaultResolver: Resolver = (hostname) => lookup(hostname, { all: true, verbatim: true });
+const defaultResolver: Resolver = (hostname) => lookup(hostname, { all: true, order: 'verbatim' });
 
 const defaultConnector: Connector = ({ address, family, port }) =>
   netConnect({ host: address, family, port, allowHalfOpen: true, noDelay: true });
