@@ -5,9 +5,12 @@
  * each update, listing attributed to the App that made the run (not GitHub Actions).
  */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { RequestError } from '@octokit/request-error';
 import type { Octokit } from '@octokit/rest';
+import { createNodeMiddleware, Webhooks } from '@octokit/webhooks';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
 import { git, installationOctokit, makeSourceRepo, type TempDir } from './helpers.js';
 
@@ -152,4 +155,45 @@ test("an App with checks: read cannot create check runs; GitHub Actions' runs ar
     await status(octokit.rest.checks.update({ ...repo, check_run_id: id, conclusion: 'success' })),
     403,
   );
+});
+
+test('with echoWebhooks the App receives check_run created and completed about its own run, as GitHub sends them', async () => {
+  const events: { action: string; app: number | undefined; status: string }[] = [];
+  const echoing = await startGitHubSimulator({ appPermissions: { checks: 'write' }, echoWebhooks: true });
+  const webhooks = new Webhooks({ secret: echoing.app.webhookSecret });
+  webhooks.on('check_run', (event) => {
+    events.push({
+      action: event.payload.action,
+      app: event.payload.check_run.app?.id,
+      status: event.payload.check_run.status,
+    });
+  });
+  const middleware = createNodeMiddleware(webhooks);
+  const receiver = createServer((req, res) => {
+    void middleware(req, res, () => res.writeHead(404).end());
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  echoing.setWebhookTarget(
+    `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/api/github/webhooks`,
+  );
+  try {
+    await echoing.createRepo({ owner: 'octo', name: 'checks', sourceDir: source.dir });
+    const client = installationOctokit(echoing);
+    const run = await client.rest.checks.create({
+      ...repo,
+      name: 'verify',
+      head_sha: sha,
+      status: 'in_progress',
+    });
+    await client.rest.checks.update({ ...repo, check_run_id: run.data.id, conclusion: 'success' });
+    await echoing.waitFor(() => events.length === 2, 10_000, 'two check_run deliveries');
+    assert.deepEqual(events, [
+      { action: 'created', app: echoing.app.id, status: 'in_progress' },
+      { action: 'completed', app: echoing.app.id, status: 'completed' },
+    ]);
+    assert.deepEqual(echoing.responseViolations, []);
+  } finally {
+    await echoing.close();
+    await new Promise((resolve) => receiver.close(resolve));
+  }
 });
