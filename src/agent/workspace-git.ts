@@ -41,9 +41,17 @@ export class WorkspaceGit {
     return new WorkspaceGit(sandbox, indexFile, gitDir, await generatedPatterns(sandbox, gitDir));
   }
 
-  /** `git add -A` into the private index, leaving out what test runs generate. */
+  /**
+   * `git add -A` into the private index, leaving out what test runs generate. The ignore file sits in
+   * the workspace's git directory, where the agent's commands can write: it is written again from the
+   * harness's patterns in the same command, so what a checkpoint leaves out is never the agent's choice
+   * (an ignore file of `*` would otherwise keep every new file out of the change and out of the
+   * fresh sandbox that proves it).
+   */
   private addAll(): string {
-    return `GIT_INDEX_FILE=${shellQuote(this.indexFile)} ${GIT} -c core.excludesFile=${shellQuote(`${this.gitDir}/${GENERATED_FILE}`)} add -A`;
+    const file = shellQuote(`${this.gitDir}/${GENERATED_FILE}`);
+    const lines = this.generated.map((p) => shellQuote(p.ignore)).join(' ');
+    return `printf '%s\\n' ${lines} > ${file} && GIT_INDEX_FILE=${shellQuote(this.indexFile)} ${GIT} -c core.excludesFile=${file} add -A`;
   }
 
   /**
@@ -443,8 +451,8 @@ const GENERATED_FILE = 'issue-agent-generated';
  * The generated-file patterns under which the repository tracks nothing. Decided once per
  * workspace, on its first open (the base, before any edit; the same base gives the same answer on
  * every host), and kept as indices into the harness's constants: what is read back selects among
- * them and is never written into a command. The ignore file is written from the constants on
- * every open.
+ * them and is never written into a command. The ignore file is written from the constants before
+ * every `git add`.
  */
 async function generatedPatterns(sandbox: Sandbox, gitDir: string): Promise<GeneratedPattern[]> {
   const file = `${gitDir}/${GENERATED_FILE}`;
@@ -463,8 +471,7 @@ async function generatedPatterns(sandbox: Sandbox, gitDir: string): Promise<Gene
   );
   const kept = new Set(out.split('\n').map((l) => l.trim()));
   const patterns = GENERATED_PATTERNS.filter((_, i) => kept.has(String(i)));
-  const lines = patterns.map((p) => shellQuote(p.ignore)).join(' ');
-  await run(sandbox, `printf '%s\\n' ${lines} > ${shellQuote(file)}`);
+  // The ignore file itself is written before each `git add` (addAll).
   return patterns;
 }
 
