@@ -121,6 +121,7 @@ async function interrupt(
 
 /** Nothing of the run is left: no container of its owner, no process of its setup, no host folder. */
 async function assertNothingLeft(run: HangingRun, docker: Docker | null): Promise<void> {
+  const stderr = `\nthe CLI's stderr:\n${run.stderr()}`;
   if (docker !== null) {
     const left = await docker.listContainers({
       all: true,
@@ -129,7 +130,7 @@ async function assertNothingLeft(run: HangingRun, docker: Docker | null): Promis
     assert.deepEqual(
       left.map((c) => `${c.Names.join(',')} ${c.State}`),
       [],
-      'no container of the run is left',
+      `no container of the run is left${stderr}`,
     );
   }
   assert.deepEqual(processesRunning(run.sleep), [], 'the setup command is not running any more');

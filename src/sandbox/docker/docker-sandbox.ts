@@ -436,9 +436,11 @@ export class DockerSandbox implements Sandbox {
    * Removes every container this process made (its owner label), with every process in it, whoever
    * still uses it: for a process that must go now (the CLI's second Ctrl-C) while closes are under
    * way. Creations still in flight are waited for (at most `waitMs`), so a container the engine is
-   * making right now is not left behind. Returns the ids removed.
+   * making right now is not left behind; so is a removal one of those closes already asked for (the
+   * engine answers 409 "removal … already in progress" and goes on killing), so the caller may exit
+   * once this returns (at most `goneMs`). Returns the ids removed.
    */
-  static async removeOwned(docker: Docker, waitMs = 3_000): Promise<string[]> {
+  static async removeOwned(docker: Docker, waitMs = 3_000, goneMs = 5_000): Promise<string[]> {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.allSettled([...creating]),
@@ -449,15 +451,19 @@ export class DockerSandbox implements Sandbox {
       all: true,
       filters: { label: [`${LABEL_OWNER}=${ownerId()}`] },
     });
+    const deadline = Date.now() + goneMs;
     const removed = await Promise.all(
       owned.map(async (c) => {
         try {
           await docker.getContainer(c.Id).remove({ force: true, v: true });
           return [c.Id];
         } catch (error) {
-          if (statusCode(error) === 404) return [];
-          throw error;
+          const code = statusCode(error);
+          if (code === 404) return [];
+          if (code !== 409) throw error;
         }
+        await waitUntilGone(docker.getContainer(c.Id), deadline);
+        return [c.Id];
       }),
     );
     return removed.flat();
@@ -1358,4 +1364,22 @@ export function statusCode(error: unknown): number | undefined {
     return typeof code === 'number' ? code : undefined;
   }
   return undefined;
+}
+
+const GONE_POLL_MS = 100;
+
+/** Resolves once the engine no longer knows `container`; throws at `deadline` if it still does. */
+async function waitUntilGone(container: Docker.Container, deadline: number): Promise<void> {
+  for (;;) {
+    try {
+      await container.inspect();
+    } catch (error) {
+      if (statusCode(error) === 404) return;
+      throw error;
+    }
+    if (Date.now() >= deadline) {
+      throw new Error(`container ${container.id.slice(0, 12)} is still being removed; giving up waiting`);
+    }
+    await delay(GONE_POLL_MS);
+  }
 }
