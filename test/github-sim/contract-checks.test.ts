@@ -8,11 +8,10 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { RequestError } from '@octokit/request-error';
 import type { Octokit } from '@octokit/rest';
 import { createNodeMiddleware, Webhooks } from '@octokit/webhooks';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
-import { git, installationOctokit, makeSourceRepo, type TempDir } from './helpers.js';
+import { git, installationOctokit, makeSourceRepo, status, type TempDir } from './helpers.js';
 
 let sim: GitHubSim;
 let source: TempDir;
@@ -33,16 +32,6 @@ after(async () => {
   await sim.close();
   source.cleanup();
 });
-
-async function status(p: Promise<unknown>): Promise<number> {
-  try {
-    await p;
-    return 0;
-  } catch (error) {
-    if (error instanceof RequestError) return error.status;
-    throw error;
-  }
-}
 
 test('checks/create makes a queued run attributed to the App; checks/update completes it and adds annotations', async () => {
   const created = await octokit.rest.checks.create({

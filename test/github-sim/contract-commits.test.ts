@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { RequestError } from '@octokit/request-error';
 import type { Octokit } from '@octokit/rest';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
 import {
@@ -16,6 +15,7 @@ import {
   installationOctokit,
   installationToken,
   makeSourceRepo,
+  status,
   tempDir,
   type TempDir,
 } from './helpers.js';
@@ -41,16 +41,6 @@ after(async () => {
   source.cleanup();
   work.cleanup();
 });
-
-async function status(p: Promise<unknown>): Promise<number> {
-  try {
-    await p;
-    return 0;
-  } catch (error) {
-    if (error instanceof RequestError) return error.status;
-    throw error;
-  }
-}
 
 test('blobs, a tree on base_tree, a commit and a branch through the git database API: the commit is verified', async () => {
   const blob = await octokit.rest.git.createBlob({ ...repo, content: 'export const b = 2;\n' });

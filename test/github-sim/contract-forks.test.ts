@@ -9,7 +9,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { RequestError } from '@octokit/request-error';
 import { Octokit } from '@octokit/rest';
 import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
 import {
@@ -20,6 +19,7 @@ import {
   installationToken,
   makeSourceRepo,
   quietLog,
+  status,
   tempDir,
   type TempDir,
 } from './helpers.js';
@@ -48,16 +48,6 @@ after(async () => {
   source.cleanup();
   work.cleanup();
 });
-
-async function status(p: Promise<unknown>): Promise<number> {
-  try {
-    await p;
-    return 0;
-  } catch (error) {
-    if (error instanceof RequestError) return error.status;
-    throw error;
-  }
-}
 
 function withToken(dir: string, token: string, args: readonly string[]) {
   return gitResult(dir, [...CREDENTIAL_HELPER, ...args], { SIM_TOKEN: token });

@@ -19,6 +19,7 @@ import {
   installationToken,
   makeSourceRepo,
   quietLog,
+  status,
   tempDir,
   type TempDir,
 } from './helpers.js';
@@ -51,16 +52,6 @@ after(async () => {
   source.cleanup();
   work.cleanup();
 });
-
-async function status(p: Promise<unknown>): Promise<number> {
-  try {
-    await p;
-    return 0;
-  } catch (error) {
-    if (error instanceof RequestError) return error.status;
-    throw error;
-  }
-}
 
 let clones = 0;
 async function cloneAs(secret: string): Promise<string> {

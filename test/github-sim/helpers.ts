@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { createAppAuth } from '@octokit/auth-app';
+import { RequestError } from '@octokit/request-error';
 import { Octokit } from '@octokit/rest';
 import type { GitHubSim } from '../support/github-sim/index.js';
 
@@ -141,4 +142,15 @@ export async function installationToken(sim: GitHubSim): Promise<{ token: string
 
 function appRequest(sim: GitHubSim) {
   return new Octokit({ baseUrl: sim.url, log: quietLog }).request;
+}
+
+/** The HTTP status a request failed with, or 0 when it succeeded: for asserting on refusals. */
+export async function status(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+    return 0;
+  } catch (error) {
+    if (error instanceof RequestError) return error.status;
+    throw error;
+  }
 }
