@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import type { WorkspaceProbe } from '../../src/testing/detect-test-command.js';
 import {
   berryMajorForLockfile,
   chooseExtras,
@@ -13,28 +12,7 @@ import {
   setupPyExtras,
   type SetupPlan,
 } from '../../src/environment/detect-setup.js';
-
-/** A probe over an in-memory tree: keys are file paths; their parent dirs exist implicitly. */
-function memoryProbe(files: Record<string, string>): WorkspaceProbe {
-  const dirs = new Map<string, Set<string>>([['.', new Set()]]);
-  for (const file of Object.keys(files)) {
-    const parts = file.split('/');
-    for (let i = 0; i < parts.length; i++) {
-      const parent = i === 0 ? '.' : parts.slice(0, i).join('/');
-      let set = dirs.get(parent);
-      if (set === undefined) {
-        set = new Set();
-        dirs.set(parent, set);
-      }
-      set.add(parts[i] ?? '');
-    }
-  }
-  return {
-    exists: (p) => Promise.resolve(p in files || dirs.has(p)),
-    readText: (p) => Promise.resolve(files[p] ?? null),
-    listDir: (p) => Promise.resolve(dirs.has(p) ? [...(dirs.get(p) ?? [])] : null),
-  };
-}
+import { memoryProbe } from '../support/memory-probe.js';
 
 async function plan(files: Record<string, string>): Promise<SetupPlan> {
   const found = await detectSetup(memoryProbe(files));

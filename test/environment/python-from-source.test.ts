@@ -10,26 +10,7 @@ import {
   type FromSourcePlan,
 } from '../../src/environment/python-from-source.js';
 import type { SetupCommandResult } from '../../src/sandbox/docker/setup-phase.js';
-import type { WorkspaceProbe } from '../../src/testing/detect-test-command.js';
-
-/** A probe over an in-memory tree: keys are file paths; their parent dirs exist implicitly. */
-function memoryProbe(files: Record<string, string>): WorkspaceProbe {
-  const dirs = new Map<string, Set<string>>([['.', new Set()]]);
-  for (const file of Object.keys(files)) {
-    const parts = file.split('/');
-    for (let i = 0; i < parts.length; i++) {
-      const parent = i === 0 ? '.' : parts.slice(0, i).join('/');
-      const set = dirs.get(parent) ?? new Set<string>();
-      dirs.set(parent, set);
-      set.add(parts[i] ?? '');
-    }
-  }
-  return {
-    exists: (p) => Promise.resolve(p in files || dirs.has(p)),
-    readText: (p) => Promise.resolve(files[p] ?? null),
-    listDir: (p) => Promise.resolve(dirs.has(p) ? [...(dirs.get(p) ?? [])] : null),
-  };
-}
+import { memoryProbe } from '../support/memory-probe.js';
 
 async function plan(files: Record<string, string>): Promise<SetupPlan> {
   const found = await detectSetup(memoryProbe(files));

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { WorkspaceProbe } from '../../src/testing/detect-test-command.js';
 import { planEnvironment, type EnvironmentPlan } from '../../src/environment/plan.js';
 import {
   isSetupInput,
@@ -8,25 +7,7 @@ import {
   untrustedSetupNote,
   type TreeOrigin,
 } from '../../src/environment/setup-trust.js';
-
-/** A probe over an in-memory tree: keys are file paths; their parent folders exist implicitly. */
-function memoryProbe(files: Record<string, string>): WorkspaceProbe {
-  const dirs = new Map<string, Set<string>>([['.', new Set()]]);
-  for (const file of Object.keys(files)) {
-    const parts = file.split('/');
-    for (let i = 0; i < parts.length; i++) {
-      const parent = i === 0 ? '.' : parts.slice(0, i).join('/');
-      const set = dirs.get(parent) ?? new Set<string>();
-      dirs.set(parent, set);
-      set.add(parts[i] ?? '');
-    }
-  }
-  return {
-    exists: (p) => Promise.resolve(p in files || dirs.has(p)),
-    readText: (p) => Promise.resolve(files[p] ?? null),
-    listDir: (p) => Promise.resolve(dirs.has(p) ? [...(dirs.get(p) ?? [])] : null),
-  };
-}
+import { memoryProbe } from '../support/memory-probe.js';
 
 const LOCK = JSON.stringify({ name: 'lib', lockfileVersion: 3, packages: {} });
 const npmLib = (
