@@ -382,170 +382,200 @@ function listAt(toml: ReadonlyMap<string, TomlValue>, key: string): readonly str
  * arrays of tables) are skipped. Tolerant: what it cannot read it leaves out, never throws.
  */
 export function readToml(text: string): Map<string, TomlValue> {
-  const out = new Map<string, TomlValue>();
-  let i = 0;
-  let table = '';
-  const skipBlank = (newlines: boolean): void => {
-    while (i < text.length) {
-      const ch = text[i];
-      if (ch === ' ' || ch === '\t' || ch === '\r' || (newlines && ch === '\n')) i++;
-      else if (ch === '#') while (i < text.length && text[i] !== '\n') i++;
+  const out = new TomlReader(text).readDocument();
+  for (const key of [...out.keys()]) if (key.startsWith('[[]]') || key.includes('[]')) out.delete(key);
+  return out;
+}
+
+/** readToml's cursor over one document; every string value read lands in `out`. */
+class TomlReader {
+  private i = 0;
+  readonly out = new Map<string, TomlValue>();
+
+  constructor(private readonly text: string) {}
+
+  readDocument(): Map<string, TomlValue> {
+    const { text } = this;
+    let table = '';
+    while (this.i < text.length) {
+      this.skipBlank(true);
+      if (this.i >= text.length) break;
+      if (text.startsWith('[[', this.i)) {
+        // Keys below an array of tables belong to its elements: not read.
+        table = '[[]]';
+        this.toLineEnd();
+        continue;
+      }
+      if (text[this.i] === '[') {
+        this.i++;
+        const k = this.readKey();
+        table = k ?? '[[]]';
+        this.toLineEnd();
+        continue;
+      }
+      const k = this.readKey();
+      if (k === null || text[this.i] !== '=') {
+        this.toLineEnd();
+        continue;
+      }
+      this.i++;
+      this.skipBlank(false);
+      const start = this.i;
+      if (!this.readValue(table === '' ? k : `${table}.${k}`)) {
+        // Unreadable value: resume at the line after where it started.
+        this.i = start;
+      }
+      this.toLineEnd();
+    }
+    return this.out;
+  }
+
+  private skipBlank(newlines: boolean): void {
+    const { text } = this;
+    while (this.i < text.length) {
+      const ch = text[this.i];
+      if (ch === ' ' || ch === '\t' || ch === '\r' || (newlines && ch === '\n')) this.i++;
+      else if (ch === '#') this.toLineEnd();
       else break;
     }
-  };
-  const toLineEnd = (): void => {
-    while (i < text.length && text[i] !== '\n') i++;
-  };
-  const readKey = (): string | null => {
+  }
+
+  private toLineEnd(): void {
+    while (this.i < this.text.length && this.text[this.i] !== '\n') this.i++;
+  }
+
+  private readKey(): string | null {
     const parts: string[] = [];
     for (;;) {
-      skipBlank(false);
-      const ch = text[i];
+      this.skipBlank(false);
+      const ch = this.text[this.i];
       if (ch === '"' || ch === "'") {
-        const s = readString();
+        const s = this.readString();
         if (s === null) return null;
         parts.push(s);
       } else {
-        const m = /^[A-Za-z0-9_-]+/.exec(text.slice(i, i + 200));
+        const m = /^[A-Za-z0-9_-]+/.exec(this.text.slice(this.i, this.i + 200));
         if (m === null) return null;
         parts.push(m[0]);
-        i += m[0].length;
+        this.i += m[0].length;
       }
-      skipBlank(false);
-      if (text[i] !== '.') return parts.join('.');
-      i++;
+      this.skipBlank(false);
+      if (this.text[this.i] !== '.') return parts.join('.');
+      this.i++;
     }
-  };
-  const readString = (): string | null => {
-    const quote = text[i];
+  }
+
+  private readString(): string | null {
+    const { text } = this;
+    const quote = text[this.i];
     if (quote !== '"' && quote !== "'") return null;
-    const triple = text.startsWith(quote.repeat(3), i);
-    i += triple ? 3 : 1;
-    if (triple && text[i] === '\n') i++;
+    const triple = text.startsWith(quote.repeat(3), this.i);
+    this.i += triple ? 3 : 1;
+    if (triple && text[this.i] === '\n') this.i++;
     let s = '';
-    while (i < text.length) {
-      if (triple ? text.startsWith(quote.repeat(3), i) : text[i] === quote) {
-        i += triple ? 3 : 1;
+    while (this.i < text.length) {
+      if (triple ? text.startsWith(quote.repeat(3), this.i) : text[this.i] === quote) {
+        this.i += triple ? 3 : 1;
         return s;
       }
-      const ch = text[i] ?? '';
+      const ch = text[this.i] ?? '';
       if (!triple && ch === '\n') return null;
       if (quote === '"' && ch === '\\') {
-        const next = text[i + 1] ?? '';
-        const simple: Record<string, string> = { n: '\n', t: '\t', '"': '"', '\\': '\\', r: '\r' };
-        if (next in simple) {
-          s += simple[next] ?? '';
-          i += 2;
-          continue;
-        }
-        const hex = /^u([0-9A-Fa-f]{4})|^U([0-9A-Fa-f]{8})/.exec(text.slice(i + 1, i + 10));
-        if (hex !== null) {
-          s += String.fromCodePoint(parseInt(hex[1] ?? hex[2] ?? '0', 16));
-          i += 1 + hex[0].length;
-          continue;
-        }
-        if (triple && next === '\n') {
-          i += 2;
-          while (/\s/.test(text[i] ?? '')) i++;
-          continue;
-        }
-        return null;
+        const escaped = this.readEscape(triple);
+        if (escaped === null) return null;
+        s += escaped;
+        continue;
       }
       s += ch;
-      i++;
+      this.i++;
     }
     return null;
-  };
-  /** Reads a value at i; records strings and string arrays under `key`. False when unreadable. */
-  const readValue = (key: string): boolean => {
-    const ch = text[i];
-    if (ch === '"' || ch === "'") {
-      const s = readString();
-      if (s === null) return false;
-      out.set(key, s);
-      return true;
-    }
-    if (ch === '[') {
-      i++;
-      const items: string[] = [];
-      let plain = true;
-      for (;;) {
-        skipBlank(true);
-        if (i >= text.length) return false;
-        if (text[i] === ']') {
-          i++;
-          break;
-        }
-        const c = text[i];
-        const at = i;
-        if (c === '"' || c === "'") {
-          const s = readString();
-          if (s === null) return false;
-          items.push(s);
-        } else {
-          plain = false;
-          if (!readValue(`${key}[]`) || i === at) return false;
-        }
-        skipBlank(true);
-        if (text[i] === ',') i++;
-      }
-      if (plain) out.set(key, items);
-      return true;
-    }
-    if (ch === '{') {
-      i++;
-      for (;;) {
-        skipBlank(false);
-        if (text[i] === '}') {
-          i++;
-          return true;
-        }
-        const k = readKey();
-        if (k === null || text[i] !== '=') return false;
-        i++;
-        skipBlank(false);
-        if (!readValue(`${key}.${k}`)) return false;
-        skipBlank(false);
-        if (text[i] === ',') i++;
-      }
-    }
-    // A number, boolean or date: up to the next delimiter.
-    const m = /^[^,\]}\n#]*/.exec(text.slice(i));
-    i += m?.[0].length ?? 0;
-    return true;
-  };
-  while (i < text.length) {
-    skipBlank(true);
-    if (i >= text.length) break;
-    if (text.startsWith('[[', i)) {
-      // Keys below an array of tables belong to its elements: not read.
-      table = '[[]]';
-      toLineEnd();
-      continue;
-    }
-    if (text[i] === '[') {
-      i++;
-      const k = readKey();
-      table = k ?? '[[]]';
-      toLineEnd();
-      continue;
-    }
-    const k = readKey();
-    if (k === null || text[i] !== '=') {
-      toLineEnd();
-      continue;
-    }
-    i++;
-    skipBlank(false);
-    const start = i;
-    if (!readValue(table === '' ? k : `${table}.${k}`)) {
-      // Unreadable value: resume at the line after where it started.
-      i = start;
-      toLineEnd();
-      continue;
-    }
-    toLineEnd();
   }
-  for (const key of [...out.keys()]) if (key.startsWith('[[]]') || key.includes('[]')) out.delete(key);
-  return out;
+
+  /** The escape at i (a backslash in a basic string), consumed; null when TOML has no such escape. */
+  private readEscape(triple: boolean): string | null {
+    const { text } = this;
+    const next = text[this.i + 1] ?? '';
+    const simple: Record<string, string> = { n: '\n', t: '\t', '"': '"', '\\': '\\', r: '\r' };
+    if (next in simple) {
+      this.i += 2;
+      return simple[next] ?? '';
+    }
+    const hex = /^u([0-9A-Fa-f]{4})|^U([0-9A-Fa-f]{8})/.exec(text.slice(this.i + 1, this.i + 10));
+    if (hex !== null) {
+      this.i += 1 + hex[0].length;
+      return String.fromCodePoint(parseInt(hex[1] ?? hex[2] ?? '0', 16));
+    }
+    if (triple && next === '\n') {
+      // A line-ending backslash: the newline and the blanks after it vanish.
+      this.i += 2;
+      while (/\s/.test(text[this.i] ?? '')) this.i++;
+      return '';
+    }
+    return null;
+  }
+
+  /** Reads a value at i; records strings and string arrays under `key`. False when unreadable. */
+  private readValue(key: string): boolean {
+    const ch = this.text[this.i];
+    if (ch === '"' || ch === "'") {
+      const s = this.readString();
+      if (s === null) return false;
+      this.out.set(key, s);
+      return true;
+    }
+    if (ch === '[') return this.readArray(key);
+    if (ch === '{') return this.readInlineTable(key);
+    // A number, boolean or date: up to the next delimiter.
+    const m = /^[^,\]}\n#]*/.exec(this.text.slice(this.i));
+    this.i += m?.[0].length ?? 0;
+    return true;
+  }
+
+  private readArray(key: string): boolean {
+    const { text } = this;
+    this.i++;
+    const items: string[] = [];
+    let plain = true;
+    for (;;) {
+      this.skipBlank(true);
+      if (this.i >= text.length) return false;
+      if (text[this.i] === ']') {
+        this.i++;
+        break;
+      }
+      const c = text[this.i];
+      const at = this.i;
+      if (c === '"' || c === "'") {
+        const s = this.readString();
+        if (s === null) return false;
+        items.push(s);
+      } else {
+        plain = false;
+        if (!this.readValue(`${key}[]`) || this.i === at) return false;
+      }
+      this.skipBlank(true);
+      if (text[this.i] === ',') this.i++;
+    }
+    if (plain) this.out.set(key, items);
+    return true;
+  }
+
+  private readInlineTable(key: string): boolean {
+    this.i++;
+    for (;;) {
+      this.skipBlank(false);
+      if (this.text[this.i] === '}') {
+        this.i++;
+        return true;
+      }
+      const k = this.readKey();
+      if (k === null || this.text[this.i] !== '=') return false;
+      this.i++;
+      this.skipBlank(false);
+      if (!this.readValue(`${key}.${k}`)) return false;
+      this.skipBlank(false);
+      if (this.text[this.i] === ',') this.i++;
+    }
+  }
 }

@@ -357,4 +357,11 @@ void describe('reading pyproject.toml values', () => {
     assert.equal(toml.has('tool.mypy.overrides.module'), false);
     assert.equal(toml.get('tool.hatch.after'), 'still read');
   });
+
+  void test('a line-ending backslash in a multi-line basic string joins the lines; an unknown escape drops the value', () => {
+    const toml = readToml(['a = """one \\', '    two"""', 'b = "bad \\q"', 'c = "\\U0001F600"'].join('\n'));
+    assert.equal(toml.get('a'), 'one two');
+    assert.equal(toml.has('b'), false);
+    assert.equal(toml.get('c'), '😀');
+  });
 });
