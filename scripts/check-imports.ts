@@ -7,7 +7,13 @@
 //
 //   node --import tsx scripts/check-imports.ts [ROOT]     (part of `npm run lint`)
 //
-// Prints each violation as `from → to (rule)` and each cycle as its chain, and exits 1 if any.
+// And one rule that is not about imports: the sandbox backend is chosen once, at a composition root,
+// and passed down (src/sandbox/backends.ts); a comparison with a backend's name (`=== 'docker'`,
+// `case 'local':`) anywhere else is a branch on the backend that belongs in the backend's folder or
+// in one of its capabilities (SandboxBackend).
+//
+// Prints each violation as `from → to (rule)`, each cycle as its chain and each such branch as
+// `file:line`, and exits 1 if any.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -41,6 +47,61 @@ export const BOUNDARY_RULES: readonly BoundaryRule[] = [
   },
 ];
 
+/** The names of the backends in src/sandbox/backends.ts: compared with only where KIND_BRANCH_PLACES says. */
+export const SANDBOX_KINDS: readonly string[] = ['docker', 'local', 'unconfined'];
+
+/**
+ * Where a sandbox kind may be compared with: the backends' own folder, and the composition roots
+ * that choose a backend (the CLI, the worker's job, the Action). workers/ and bench/ are outside src.
+ */
+export const KIND_BRANCH_PLACES: readonly string[] = [
+  'src/sandbox',
+  'src/cli',
+  'src/worker/fix-job.ts',
+  'src/action/run-action.ts',
+];
+
+/** A comparison with a sandbox kind outside KIND_BRANCH_PLACES. */
+export interface KindBranch {
+  /** Relative to the root, `/`-separated. */
+  readonly file: string;
+  readonly line: number;
+  readonly kind: string;
+}
+
+const EQUALITY = new Set([
+  ts.SyntaxKind.EqualsEqualsEqualsToken,
+  ts.SyntaxKind.ExclamationEqualsEqualsToken,
+  ts.SyntaxKind.EqualsEqualsToken,
+  ts.SyntaxKind.ExclamationEqualsToken,
+]);
+
+/** Every `x === '<kind>'` (either side, any equality operator) and `case '<kind>':` in the file. */
+export function kindComparisons(
+  fileName: string,
+  text: string,
+  kinds: readonly string[] = SANDBOX_KINDS,
+): { readonly line: number; readonly kind: string }[] {
+  const file = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const found: { line: number; kind: string }[] = [];
+  const named = (node: ts.Node): string | null =>
+    ts.isStringLiteralLike(node) && kinds.includes(node.text) ? node.text : null;
+  const visit = (node: ts.Node): void => {
+    let kind: string | null = null;
+    if (ts.isBinaryExpression(node) && EQUALITY.has(node.operatorToken.kind)) {
+      kind = named(node.left) ?? named(node.right);
+    } else if (ts.isCaseClause(node)) {
+      kind = named(node.expression);
+    }
+    if (kind !== null) {
+      found.push({ line: file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1, kind });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
 export interface ImportEdge {
   /** Both relative to the root, `/`-separated. */
   readonly from: string;
@@ -60,6 +121,8 @@ export interface ImportReport {
   readonly violations: readonly Violation[];
   /** One per tangle (a strongly connected set of files), ordered by its first file. */
   readonly cycles: readonly Cycle[];
+  /** Comparisons with a sandbox kind outside the backends' folder and the composition roots. */
+  readonly kindBranches: readonly KindBranch[];
 }
 
 export interface Cycle {
@@ -248,8 +311,14 @@ export function checkImports(root: string, rules: readonly BoundaryRule[] = BOUN
   const files = sourceFiles(join(absRoot, 'src'));
   const known = new Set(files);
   const edges: ImportEdge[] = [];
+  const kindBranches: KindBranch[] = [];
   for (const file of files) {
-    for (const spec of specifiers(file, readFileSync(file, 'utf8'))) {
+    const text = readFileSync(file, 'utf8');
+    const rel = slash(absRoot, file);
+    if (!KIND_BRANCH_PLACES.some((place) => within(rel, place))) {
+      for (const c of kindComparisons(file, text)) kindBranches.push({ file: rel, ...c });
+    }
+    for (const spec of specifiers(file, text)) {
       const target = resolveSpecifier(file, spec.text, known);
       if (target === undefined) continue;
       edges.push({
@@ -278,7 +347,7 @@ export function checkImports(root: string, rules: readonly BoundaryRule[] = BOUN
   const cycles = tangles(nodes, next)
     .map((files) => ({ chain: chainOf(files, next), files }))
     .sort((a, b) => (a.files[0] ?? '').localeCompare(b.files[0] ?? ''));
-  return { files: files.length, edges, violations, cycles };
+  return { files: files.length, edges, violations, cycles, kindBranches };
 }
 
 export function ruleName(rule: BoundaryRule, target: string): string {
@@ -297,6 +366,11 @@ export function describe(report: ImportReport): string[] {
     const tail = others.length > 0 ? ` (tangled with it: ${others.join(', ')})` : '';
     lines.push(`cycle: ${chain.join(' → ')}${tail}`);
   }
+  for (const b of report.kindBranches) {
+    lines.push(
+      `${b.file}:${b.line}: compares with the sandbox kind '${b.kind}': choose the backend once at a composition root (${KIND_BRANCH_PLACES.slice(1).join(', ')}) and ask it (SandboxBackend's capabilities) or put the difference in its folder under src/sandbox`,
+    );
+  }
   return lines;
 }
 
@@ -305,7 +379,7 @@ function main(): void {
   const report = checkImports(root);
   const lines = describe(report);
   for (const line of lines) console.error(line);
-  const summary = `imports: ${report.files} files, ${report.edges.length} imports, ${report.violations.length} boundary violations, ${report.cycles.length} cycles`;
+  const summary = `imports: ${report.files} files, ${report.edges.length} imports, ${report.violations.length} boundary violations, ${report.cycles.length} cycles, ${report.kindBranches.length} sandbox-kind branches`;
   if (lines.length > 0) {
     console.error(summary);
     process.exit(1);

@@ -43,6 +43,7 @@ import { environmentEnv, setupSecretValues } from './environment-env.js';
 import { fileCommandPaths, runnerHidePaths } from './isolation.js';
 import { detectRunnerLayout, runnerProcess } from './runner-layout.js';
 import { RunnerIo } from './runner-io.js';
+import { loadBackend } from '../sandbox/backends.js';
 
 /** The account a workflow's GITHUB_TOKEN acts as. */
 const ACTIONS_BOT = 'github-actions[bot]';
@@ -267,7 +268,7 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
     // `setup` input; the repository's `.github/issue-agent.yml` says what to run.
     ...environmentEnv(env, inputs.setup),
   });
-  const isolateLocal =
+  const hostIsolation =
     inputs.sandbox === 'local'
       ? {
           hide: runnerHidePaths({
@@ -305,8 +306,9 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
             maxAttempts: agent.modelMaxAttempts,
             baseBackoffMs: agent.modelRetryBaseMs,
           }),
-        sandbox: inputs.sandbox === 'docker' ? 'docker' : 'local',
-        ...(isolateLocal === null ? {} : { isolateLocal }),
+        // The only place the Action names a backend; Docker's (and dockerode) loads only if chosen.
+        backend: await loadBackend(inputs.sandbox),
+        ...(hostIsolation === null ? {} : { hostIsolation }),
         runLink: runsUrl,
         trajectoryLink: () =>
           `the workflow run's summary and its \`issue-agent-trajectory\` artifact: ${runsUrl}`,

@@ -8,7 +8,7 @@ import { buildTasksFromRepo, FromRepoError, type Skipped } from '../eval/from-re
 import { readTasks, TaskFileError, type EvalTask } from '../eval/tasks.js';
 import { listenForInterrupts } from './interrupts.js';
 import { SetupError } from '../execution/provision.js';
-import { sandboxKind, UsageError } from './workspace.js';
+import { chooseSandbox, sandboxKind, UsageError } from './workspace.js';
 
 export const EVAL_USAGE = `  issue-agent eval <tasks.jsonl> [--concurrency N] [--sandbox docker|local] [--out DIR]
                    [--attempts K] [--model oracle] [--setup on|off] [--repos-dir DIR] [--json]
@@ -79,7 +79,9 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
     throw new UsageError('ANTHROPIC_API_KEY is not set (or use --model oracle to check the harness)');
   }
   const kind = sandboxKind(values.sandbox);
-  if (kind === 'unconfined') throw new UsageError('eval runs in a sandbox: --sandbox docker or local');
+  const sandbox = await chooseSandbox(kind, env);
+  // Grading must not be reachable from the agent's sandbox, nor the answers from either.
+  if (!sandbox.backend.isolated) throw new UsageError('eval runs in a sandbox: --sandbox docker or local');
   const setup = values.setup === undefined || values.setup === 'on';
   if (values.setup !== undefined && !['on', 'off'].includes(values.setup)) {
     throw new UsageError(`--setup must be on or off, got "${values.setup}"`);
@@ -101,7 +103,9 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   // Ctrl-C cancels the running tasks (their setups too); a second one removes what they started
   // at once and exits 130 (see listenForInterrupts).
   const interrupts = listenForInterrupts({
-    docker: kind === 'docker',
+    removeOwned: async () => {
+      await sandbox.backend.removeOwned?.();
+    },
     onFirst: () => {
       process.stderr.write(
         '\ninterrupted: cancelling the running tasks (Ctrl-C again to remove what they started at once and exit)\n',
@@ -123,7 +127,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       built = await buildTasksFromRepo({
         ...source,
         out,
-        kind,
+        sandbox,
         env,
         setup,
         hide: [],
@@ -168,7 +172,7 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
       out,
       concurrency,
       attempts,
-      kind,
+      sandbox,
       setup,
       env,
       model,

@@ -21,8 +21,11 @@ export interface Interrupts {
  * (stopNow) and exits EXIT_INTERRUPTED.
  */
 export function listenForInterrupts(options: {
-  /** The command may have made Docker containers: a forced stop removes them. */
-  readonly docker: boolean;
+  /**
+   * What the command's backend made beyond this process's children and held paths (Docker's
+   * containers): a forced stop removes it (SandboxBackend.removeOwned).
+   */
+  readonly removeOwned?: (() => Promise<void>) | undefined;
   readonly onFirst: (signal: NodeJS.Signals) => void;
   /** Where the forced stop says what it does. */
   readonly write: (line: string) => void;
@@ -46,7 +49,7 @@ export function listenForInterrupts(options: {
       clearTimeout(bound);
       process.exit(EXIT_INTERRUPTED);
     };
-    void stopNow(options.docker).then(exit, exit);
+    void stopNow(options.removeOwned).then(exit, exit);
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -61,19 +64,11 @@ export function listenForInterrupts(options: {
 
 /**
  * Removes everything this process started for its runs, whatever is still closing it: every process
- * below this one (an isolated local sandbox with all that runs in it, a host `tar`, `git`), every
- * container it made (by its owner label, see docker/owner.ts), then every host path it made for
- * them (held-paths.ts). The egress proxies are this process's own servers: they end with it.
+ * below this one (an isolated local sandbox with all that runs in it, a host `tar`, `git`), what
+ * the backend made (every container, by its owner label, see docker/owner.ts), then every host path
+ * it made for them (held-paths.ts). The egress proxies are this process's own servers: they end with it.
  */
-export async function stopNow(docker: boolean): Promise<void> {
-  await Promise.allSettled([killDescendants(process.pid), docker ? removeContainers() : undefined]);
+export async function stopNow(removeOwned?: () => Promise<void>): Promise<void> {
+  await Promise.allSettled([killDescendants(process.pid), removeOwned?.()]);
   await removeHeldPaths();
-}
-
-async function removeContainers(): Promise<void> {
-  const [{ default: Docker }, { DockerSandbox }] = await Promise.all([
-    import('dockerode'),
-    import('../sandbox/docker/docker-sandbox.js'),
-  ]);
-  await DockerSandbox.removeOwned(new Docker());
 }

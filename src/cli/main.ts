@@ -16,18 +16,13 @@ import { removeHeldPaths } from '../sandbox/held-paths.js';
 import { SandboxCancelledError } from '../sandbox/sandbox.js';
 import { EXIT_INTERRUPTED, listenForInterrupts, type Interrupts } from './interrupts.js';
 import { executeRun } from '../execution/execute.js';
-import {
-  recordedKind,
-  SetupError,
-  type ProvisionedWorkspace,
-  type SandboxChoice,
-} from '../execution/provision.js';
+import { SetupError, type ProvisionedWorkspace, type SandboxChoice } from '../execution/provision.js';
 import { taskFromText } from '../execution/task-text.js';
 import { applyToCheckout } from './apply-change.js';
 import { evalCommand, EVAL_USAGE } from './eval-command.js';
 import { ProgressPrinter } from './progress.js';
 import { renderTrajectory } from './render-trajectory.js';
-import { openWorkspace, sandboxKind, UsageError } from './workspace.js';
+import { chooseSandbox, openWorkspace, sandboxKind, UsageError } from './workspace.js';
 import { describeLeftOut } from '../sandbox/generated-files.js';
 
 const run = promisify(execFile);
@@ -216,10 +211,11 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
 
   const conversationId = randomUUID();
   const dir = out ?? resolve(env.runsDir, conversationId);
-  const stop = interrupts(kind, values.json === true);
+  const sandbox = await chooseSandbox(kind, env);
+  const stop = interrupts(sandbox, values.json === true);
   try {
     const ws = await openCancellable(
-      () => openWorkspace(repo, kind, env, dir, conversationId, setup, { signal: stop.signal }),
+      () => openWorkspace(repo, sandbox, env, dir, conversationId, setup, { signal: stop.signal }),
       stop.signal,
     );
     try {
@@ -231,7 +227,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
         testCommand,
         conversationId,
         workspacePath: repo,
-        sandboxLabel: recordedKind(ws.sandbox.kind, kind === 'local'),
+        sandboxLabel: sandbox.backend.kind,
         environment: ws.environment,
         instructions: { ref: 'the checkout', commit: 'HEAD', files: [...ws.instructions] },
       });
@@ -259,12 +255,12 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
   const store = openStore(positionals[0]);
   const m = model(env, store.base.model);
   const repo = await checkRepo(resolve(values.repo ?? store.base.workspace.path), true);
-  const kind = sandboxKind(values.sandbox ?? store.base.sandbox);
-  const stop = interrupts(kind, values.json === true);
+  const sandbox = await chooseSandbox(sandboxKind(values.sandbox ?? store.base.sandbox), env);
+  const stop = interrupts(sandbox, values.json === true);
   try {
     const ws = await openCancellable(
       () =>
-        openWorkspace(repo, kind, env, store.location, store.base.conversationId, setup, {
+        openWorkspace(repo, sandbox, env, store.location, store.base.conversationId, setup, {
           signal: stop.signal,
         }),
       stop.signal,
@@ -281,12 +277,14 @@ async function resumeCommand(args: readonly string[], env: AgentEnv): Promise<nu
 }
 
 /** Ctrl-C over a run (see listenForInterrupts); the first one says what it does on stderr. */
-function interrupts(kind: SandboxChoice, json: boolean): Interrupts {
+function interrupts(sandbox: SandboxChoice, json: boolean): Interrupts {
   const say = (line: string): void => {
     process.stderr.write(`${json ? '' : '\n'}issue-agent: ${line}\n`);
   };
   return listenForInterrupts({
-    docker: kind === 'docker',
+    removeOwned: async () => {
+      await sandbox.backend.removeOwned?.();
+    },
     onFirst: (signal) => {
       say(`${signal}: cancelling the run and removing what it started (Ctrl-C again: at once)`);
     },

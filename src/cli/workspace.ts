@@ -6,6 +6,7 @@ import {
   type ProvisionedWorkspace,
   type SandboxChoice,
 } from '../execution/provision.js';
+import { backendKinds, isBackendKind, loadBackend } from '../sandbox/backends.js';
 
 /**
  * The CLI's side of provisioning (src/execution does the work): the `--sandbox` flag, the setup
@@ -15,16 +16,27 @@ import {
 /** Bad usage or bad input: exit 2, one line, nothing touched. */
 export class UsageError extends Error {}
 
-export function sandboxKind(raw: string | undefined): SandboxChoice {
-  if (raw === undefined || raw === 'local') return 'local';
-  if (raw === 'docker' || raw === 'unconfined') return raw;
-  throw new UsageError(`--sandbox must be local, docker or unconfined, got "${raw}"`);
+/** How the CLI's flag turns setup off, as a failed setup's message names it. */
+export const SETUP_OFF_FLAG = '--setup off';
+
+/** The `--sandbox` flag's value: a backend of the table (sandbox/backends.ts), `local` by default. */
+export function sandboxKind(raw: string | undefined): string {
+  const kind = raw ?? 'local';
+  if (isBackendKind(kind)) return kind;
+  const kinds = backendKinds();
+  const named = `${kinds.slice(0, -1).join(', ')} or ${kinds[kinds.length - 1] ?? ''}`;
+  throw new UsageError(`--sandbox must be ${named}, got "${raw ?? ''}"`);
+}
+
+/** The CLI's choice of where runs' sandboxes are made: the flag's backend, chosen once per command. */
+export async function chooseSandbox(kind: string, env: AgentEnv): Promise<SandboxChoice> {
+  return { backend: await loadBackend(kind), home: env.hostHome, setupOff: SETUP_OFF_FLAG };
 }
 
 /** A copy of the user's checkout and a sandbox over it (see execution/provision.ts). */
 export async function openWorkspace(
   repo: string,
-  kind: SandboxChoice,
+  sandbox: SandboxChoice,
   env: AgentEnv,
   trajectory: string,
   /** The run's id (its conversation): the containers' `job` label is `cli-<runId>`. */
@@ -38,7 +50,7 @@ export async function openWorkspace(
   try {
     return await provision({
       repo,
-      kind,
+      sandbox,
       env,
       trajectory,
       runId,

@@ -27,6 +27,8 @@ export interface AgentEnv {
   readonly logLevel: string;
   /** PATH handed to local sandboxes (the only host variable they get). */
   readonly sandboxPath: string;
+  /** HOME of this process, or null: an isolated local sandbox hides it (but what PATH needs). */
+  readonly hostHome: string | null;
   /**
    * Docker sandbox sizes, bytes (unset: the sandbox's defaults, see container-spec.ts): the
    * workspace tmpfs (a job that fills it ends `failed`/`sandbox_disk_limit`) and the memory limit,
@@ -196,6 +198,7 @@ export function readAgentEnv(
     runsDir: nonEmpty(env.ISSUE_AGENT_RUNS_DIR) ?? join(state, 'issue-agent', 'runs'),
     logLevel: nonEmpty(env.ISSUE_AGENT_LOG_LEVEL) ?? 'warn',
     sandboxPath: nonEmpty(env.PATH) ?? '/usr/local/bin:/usr/bin:/bin',
+    hostHome: nonEmpty(env.HOME),
     sandboxLimits: {
       ...optionalBytes('workspaceBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_WORKSPACE_MB'))),
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { backendKinds, isBackendKind } from '../sandbox/backends.js';
 import { ConfigError, deepFreeze } from './agent-env.js';
 
 /**
@@ -34,9 +35,9 @@ export interface AppEnv {
    * docker: the hardened container. local: the isolated local sandbox (namespaces on this host,
    * see sandbox/local/launch.ts). unconfined: a plain child process of the worker, which can read
    * the worker's environment and files (the App's private key): only where every issue author and
-   * repository is trusted, e.g. tests.
+   * repository is trusted, e.g. tests. A name of the backends' table (sandbox/backends.ts).
    */
-  readonly sandbox: 'docker' | 'local' | 'unconfined';
+  readonly sandbox: string;
   /** PRIVATE_KEY_PATH when set (a key file, hidden from a local sandbox), else null. */
   readonly privateKeyPath: string | null;
   /** Started containers a Docker worker keeps ready per image (ISSUE_AGENT_WARM_POOL); empty: none. */
@@ -110,7 +111,10 @@ const schema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// (or postgresql://) URL')
     .optional(),
-  ISSUE_AGENT_SANDBOX: z.enum(['docker', 'local', 'unconfined']).default('docker'),
+  ISSUE_AGENT_SANDBOX: z
+    .string()
+    .default('docker')
+    .refine(isBackendKind, { error: `must be one of ${backendKinds().join(', ')}` }),
   ISSUE_AGENT_WARM_POOL: z
     .string()
     .transform((text, ctx) => {

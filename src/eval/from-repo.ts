@@ -360,7 +360,7 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
     const cacheKey = createHash('sha256')
       .update(
         JSON.stringify([
-          options.kind,
+          options.sandbox.backend.kind,
           options.setup,
           fixed.map((i) => [i.number, i.title, i.body]),
           pull.number,
@@ -399,7 +399,7 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       );
     }
     const place = (which: string): SandboxPlace => ({
-      kind: options.kind,
+      sandbox: options.sandbox,
       env: options.env,
       setup: options.setup,
       signal: options.signal,

@@ -142,7 +142,7 @@ export type TestRun =
   | { readonly kind: 'harness_failed'; readonly stage: 'reset' | 'test_patch'; readonly reason: string };
 
 export interface SandboxPlace {
-  readonly kind: SandboxChoice;
+  readonly sandbox: SandboxChoice;
   readonly env: AgentEnv;
   readonly setup: boolean;
   /** The task's folder (hidden from a local sandbox), and a key naming this run's copy. */
@@ -183,7 +183,7 @@ export async function openTestPlace(
   try {
     const ws = await provision({
       repo: checkout.dir,
-      kind: options.kind,
+      sandbox: options.sandbox,
       env: options.env,
       trajectory: options.folder,
       runId: options.key,

@@ -12,7 +12,7 @@ import type { AgentEvent, Usage } from '../events/schema.js';
 import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/index.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { executeRun } from '../execution/execute.js';
-import { provision, recordedKind, type SandboxChoice } from '../execution/provision.js';
+import { provision, type SandboxChoice } from '../execution/provision.js';
 import { taskFromText } from '../execution/task-text.js';
 import { checkoutAt, secondCheckout, type Checkout } from './checkout.js';
 import { fetchRepository } from './fetch-repo.js';
@@ -70,7 +70,8 @@ export interface EvalOptions {
   readonly concurrency: number;
   /** Independent attempts per task (each its own sandbox, trajectory and grade). */
   readonly attempts: number;
-  readonly kind: SandboxChoice;
+  /** Where the tasks' sandboxes are made (the entry point's choice). */
+  readonly sandbox: SandboxChoice;
   readonly setup: boolean;
   readonly env: AgentEnv;
   /** `oracle`: each task's gold patch through the model simulator; otherwise the configured model. */
@@ -109,7 +110,10 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
   const started = performance.now();
   await mkdir(join(options.out, 'tasks'), { recursive: true });
   // Results of one configuration only: a folder of oracle results is not continued with a model.
-  const config = { model: options.model === 'oracle' ? 'oracle' : options.env.model, sandbox: options.kind };
+  const config = {
+    model: options.model === 'oracle' ? 'oracle' : options.env.model,
+    sandbox: options.sandbox.backend.kind,
+  };
   const configFile = join(options.out, 'eval.json');
   if (existsSync(configFile)) {
     const earlier = JSON.parse(await readFile(configFile, 'utf8')) as typeof config;
@@ -279,7 +283,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
     .slice(0, 20)}`;
   const logger = options.logger.child({ task: attemptName(task, attempt) });
   const place = {
-    kind: options.kind,
+    sandbox: options.sandbox,
     env: options.env,
     setup: options.setup,
     folder,
@@ -316,7 +320,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
           gradingCopy = await secondCheckout(checkout, place.key);
           const ws = await provision({
             repo: checkout.dir,
-            kind: options.kind,
+            sandbox: options.sandbox,
             env: options.env,
             trajectory: folder,
             runId: key,
@@ -349,7 +353,7 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
                 limits: options.env.limits,
                 conversationId: key,
                 workspacePath: repo,
-                sandboxLabel: recordedKind(ws.sandbox.kind, options.kind === 'local'),
+                sandboxLabel: options.sandbox.backend.kind,
                 environment: ws.environment,
                 instructions: {
                   ref: 'the base commit',

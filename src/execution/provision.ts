@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { pino } from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { collectInstructions, probeInstructionSource } from '../agent/instructions.js';
 import type { AgentEnv } from '../config/agent-env.js';
@@ -16,29 +16,30 @@ import { planEnvironment, type EnvironmentPlan } from '../environment/plan.js';
 import type { EnvironmentRecord, RepoInstruction } from '../events/schema.js';
 import { failedSetupOutput } from '../publish/environment.js';
 import { Redactor } from '../publish/redact.js';
-import { createSandbox } from '../sandbox/create-sandbox.js';
-import { DEFAULT_LIMITS } from '../sandbox/docker/container-spec.js';
+import type { SandboxBackend } from '../sandbox/backend.js';
 import { throwIfCancelled, type Sandbox } from '../sandbox/sandbox.js';
 import { copyCheckout, hostPathsToHide, WorkspaceCopyError, type CheckoutCopy } from './checkout-copy.js';
 
 /**
  * From a local checkout to a ready sandbox: a private copy of the checkout, its committed
  * `.github/issue-agent.yml`, its instruction files, and a sandbox of the chosen kind over the copy
- * with its environment prepared. The CLI (`resolve`, `resume`) and eval (the agent's workspace and
+ * with its environment prepared by the chosen backend. The CLI (`resolve`, `resume`) and eval (the agent's workspace and
  * grading's) provision here; they keep their flags and their terminal.
  */
 
 /**
- * local: a shell in namespaces (no network, no host processes, the user's checkout, home and
- * trajectories hidden); docker: a hardened container; unconfined: a plain child process of the
- * user (it can read everything the user can, the network included): only for trusted work.
+ * Where a run's sandboxes are made, as its entry point chose once: the backend (see
+ * sandbox/backends.ts) and what of the host the entry point read for it.
  */
-export type SandboxChoice = 'local' | 'docker' | 'unconfined';
-
-/** Recorded in the trajectory: what resume uses when --sandbox is not given. */
-export function recordedKind(kind: string, confined: boolean): SandboxChoice {
-  if (kind === 'docker') return 'docker';
-  return confined ? 'local' : 'unconfined';
+export interface SandboxChoice {
+  readonly backend: SandboxBackend;
+  /** The user's home folder (hidden from an isolated sandbox, but what PATH needs); null: none. */
+  readonly home: string | null;
+  /**
+   * How the user turns setup off, as a setup failure's message names it (the CLI's `--setup off`);
+   * null: the message names only the config.
+   */
+  readonly setupOff: string | null;
 }
 
 /** The checkout cannot be used as given (not copyable, its config unreadable): the caller's input. */
@@ -46,7 +47,10 @@ export class ProvisionInputError extends Error {
   override readonly name: string = 'ProvisionInputError';
 }
 
-/** The isolated local sandbox cannot start on this host (the error's message says why). */
+/**
+ * The chosen backend cannot start on this host (SandboxBackend.needsHostSupport; the error's
+ * message says why).
+ */
 export class LocalSandboxUnavailableError extends ProvisionInputError {
   override readonly name = 'LocalSandboxUnavailableError';
 }
@@ -61,7 +65,7 @@ export interface ProvisionedWorkspace {
   readonly sandbox: Sandbox;
   /** The deployment's (ISSUE_AGENT_MCP_CONFIG) and the checkout's MCP servers. */
   readonly mcp: McpConfig;
-  /** How the environment was made; null for an unconfined sandbox (it has no setup phase). */
+  /** How the environment was made; null for a backend that is not isolated (it has no setup phase). */
   readonly environment: EnvironmentRecord | null;
   /**
    * The deployment's setup secrets (ISSUE_AGENT_SETUP_SECRET_*): redacted from everything the run
@@ -75,7 +79,7 @@ export interface ProvisionedWorkspace {
 export interface ProvisionOptions {
   /** The local checkout (a git repository with a commit). */
   readonly repo: string;
-  readonly kind: SandboxChoice;
+  readonly sandbox: SandboxChoice;
   readonly env: AgentEnv;
   /** The run's trajectory folder (hidden from a local sandbox). */
   readonly trajectory: string;
@@ -135,7 +139,8 @@ export async function checkoutConfig(copy: string): Promise<RepoConfig> {
 
 /** A copy of the checkout and a sandbox over it, its environment prepared (see checkout-copy.ts). */
 export async function provision(options: ProvisionOptions): Promise<ProvisionedWorkspace> {
-  const { repo, kind, env, runId, signal } = options;
+  const { repo, env, runId, signal } = options;
+  const { backend, home, setupOff } = options.sandbox;
   throwIfCancelled(signal);
   let copy: CheckoutCopy;
   if (options.ownCopy !== undefined) {
@@ -171,84 +176,46 @@ export async function provision(options: ProvisionOptions): Promise<ProvisionedW
     const instructions = redactor.redactDeep(
       await collectInstructions(probeInstructionSource(hostProbe(copy.dir))),
     );
-    if (kind === 'unconfined') {
-      const sandbox = await createSandbox({
-        kind: 'local',
-        workspace: copy.dir,
-        path: env.sandboxPath,
-        jobId: `cli-${runId}`,
-        limits: env.sandboxLimits,
-      });
-      return {
+    const logger = pino({ level: env.logLevel, base: { run: runId } }, pino.destination(2));
+    const prepared = await backend.provision({
+      workspace: copy.dir,
+      // The copy was made by this process and no sandbox process has seen it: reading it is safe.
+      probe: hostProbe(copy.dir),
+      plan: async () => {
+        const plan = await planEnvironment(hostProbe(copy.dir), config, { kind: 'own-checkout' });
+        if (settings.setupEnabled && plan.setup.commands.length > 0) options.onSetupPlan?.(plan.setup);
+        return plan;
+      },
+      settings,
+      jobId: `cli-${runId}`,
+      // The cache is keyed by the checkout's path: entries never cross repositories.
+      repoKey: options.cacheKey ?? `local:${repo}`,
+      mayStoreCache: true,
+      limits: env.sandboxLimits,
+      path: env.sandboxPath,
+      hide: hostPathsToHide({
+        repo,
         copy: copy.dir,
-        instructions,
-        sandbox,
-        mcp,
-        environment: null,
-        setupSecrets,
-        close: async () => {
-          await sandbox.close();
-          await closeCopy();
-        },
-      };
-    }
-    // The copy was made by this process and no sandbox process has seen it: reading it is safe.
-    const plan = await planEnvironment(hostProbe(copy.dir), config, { kind: 'own-checkout' });
-    if (settings.setupEnabled && plan.setup.commands.length > 0) options.onSetupPlan?.(plan.setup);
-    const logger: Logger = pino({ level: env.logLevel, base: { run: runId } }, pino.destination(2));
-    const prepared =
-      kind === 'docker'
-        ? await (
-            await import('../environment/prepare.js')
-          ).prepareEnvironment({
-            workspace: copy.dir,
-            probe: hostProbe(copy.dir),
-            jobId: `cli-${runId}`,
-            // The cache is keyed by the checkout's path: entries never cross repositories.
-            repoKey: options.cacheKey ?? `local:${repo}`,
-            plan,
-            settings,
-            limits: env.sandboxLimits,
-            mayStoreCache: true,
-            lazyAgentShell: options.lazyAgentShell,
-            signal,
-            scrub,
-            logger,
-          })
-        : await (
-            await import('../environment/prepare-local.js')
-          ).prepareLocalEnvironment({
-            workspace: copy.dir,
-            plan,
-            settings,
-            path: env.sandboxPath,
-            isolate: {
-              hide: hostPathsToHide({
-                repo,
-                copy: copy.dir,
-                trajectory: options.trajectory,
-                runsDir: env.runsDir,
-                home: process.env.HOME,
-                path: env.sandboxPath,
-                extra: options.hide ?? [],
-              }),
-              mask: options.mask ?? [],
-              workspaceBytes: env.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
-            },
-            lazyAgentShell: options.lazyAgentShell,
-            signal,
-            scrub,
-            logger,
-          });
+        trajectory: options.trajectory,
+        runsDir: env.runsDir,
+        home: home ?? undefined,
+        path: env.sandboxPath,
+        extra: options.hide ?? [],
+      }),
+      mask: options.mask ?? [],
+      lazyAgentShell: options.lazyAgentShell,
+      signal,
+      scrub,
+      logger,
+    });
     return {
       copy: copy.dir,
       instructions,
       mcp,
       sandbox: prepared.sandbox,
-      environment: prepared.record,
+      environment: prepared.environment,
       setupSecrets,
       close: async () => {
-        await prepared.sandbox.close();
         await prepared.close();
         await closeCopy();
       },
@@ -258,10 +225,10 @@ export async function provision(options: ProvisionOptions): Promise<ProvisionedW
     if (error instanceof EnvironmentSetupError) {
       const output = failedSetupOutput(error.record);
       throw new SetupError(
-        `setup failed: ${error.message}${output === '' ? '' : `\n${output.trimEnd()}`}\n(fix the command, change setup: in ${REPO_CONFIG_PATH}, or pass --setup off)`,
+        `setup failed: ${error.message}${output === '' ? '' : `\n${output.trimEnd()}`}\n(fix the command${setupOff === null ? ', or' : ','} change setup: in ${REPO_CONFIG_PATH}${setupOff === null ? '' : `, or pass ${setupOff}`})`,
       );
     }
-    if (error instanceof Error && error.name === 'SandboxError' && kind === 'local')
+    if (error instanceof Error && error.name === 'SandboxError' && backend.needsHostSupport)
       throw new LocalSandboxUnavailableError(error.message, { cause: error });
     throw error;
   }

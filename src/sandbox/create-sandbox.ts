@@ -17,7 +17,12 @@ export interface CreateSandboxOptions {
   readonly limits?: { readonly workspaceBytes?: number; readonly memoryBytes?: number };
 }
 
-/** Docker is loaded only when asked for, so the CLI and the Action do not need dockerode at start. */
+/**
+ * A bare sandbox of one of the two implementations, with no environment and no setup phase: for the
+ * benchmarks and the tests that measure a sandbox itself. The entry points never call this: they
+ * choose a backend from the table in backends.ts, which provisions a ready sandbox. Docker is
+ * loaded only when asked for.
+ */
 export async function createSandbox(options: CreateSandboxOptions): Promise<Sandbox> {
   if (options.kind === 'local')
     return LocalSandbox.create({

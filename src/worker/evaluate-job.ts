@@ -10,6 +10,7 @@ import { codeSpan, neutralizeInline, neutralizeProse } from '../publish/markdown
 import { progressMarker } from '../publish/markers.js';
 import { githubHosts, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
+import type { SandboxChoice } from '../execution/provision.js';
 import type { FixJob } from '../queue/payloads.js';
 import type { FixJobResult } from './fix-runtime.js';
 
@@ -28,8 +29,9 @@ export interface EvaluateContext {
   readonly jobId: string;
   readonly workDir: string;
   readonly apiUrl: string;
-  readonly sandbox: 'docker' | 'local' | 'unconfined';
-  /** For `local`: what the App's isolated sandbox hides and masks (see local-isolation.ts). */
+  /** Where the tasks' sandboxes are made: the worker's backend (chosen in fix-job.ts). */
+  readonly sandbox: SandboxChoice;
+  /** What a sandbox on the worker's host hides and masks (see local-isolation.ts). */
   readonly isolation?: { readonly hide: readonly string[]; readonly mask: readonly string[] };
   readonly gh: GitHubClient;
   readonly tokens: InstallationTokens;
@@ -96,7 +98,7 @@ export async function runEvaluateJob(
       () => undefined,
     );
   }, 2000);
-  const kind = ctx.sandbox;
+  const sandbox = ctx.sandbox;
   const model = request.model === 'oracle' ? 'oracle' : ctx.agent.model;
   // The tasks' setups get only what this repository was granted (config/grants.ts).
   const env = { ...ctx.agent, environment: grantedTo(ctx.agent.environment, repo) };
@@ -122,7 +124,7 @@ export async function runEvaluateJob(
         limit: request.limit,
         testCommand: null,
         out,
-        kind,
+        sandbox,
         env,
         setup: true,
         hide: ctx.isolation?.hide ?? [],
@@ -157,7 +159,7 @@ export async function runEvaluateJob(
       out,
       concurrency: 1,
       attempts: 1,
-      kind,
+      sandbox,
       setup: true,
       env,
       model: request.model,
@@ -172,7 +174,7 @@ export async function runEvaluateJob(
       total: built.tasks.length,
       attempts: 1,
       model,
-      sandbox: kind,
+      sandbox: sandbox.backend.kind,
       source: { repo, skipped: built.skipped },
     });
     await writeReport(out, run.results, summary);

@@ -20,6 +20,7 @@ import { trajectoryUrl } from '../app/run-routes.js';
 import { markQuestion } from '../app/question.js';
 import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
+import { loadBackend } from '../sandbox/backends.js';
 import { appLocalIsolation } from './local-isolation.js';
 import type { RunStorage } from '../events/run-storage.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
@@ -88,8 +89,14 @@ export async function runFixJob(
     deps.app.webhookSecret,
     ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
   ];
-  const localIsolation = () =>
-    appLocalIsolation(deps.app, deps.agent, { home: process.env.HOME ?? null, cwd: process.cwd() });
+  // The worker's one choice of backend (ISSUE_AGENT_SANDBOX), passed down to every stage.
+  const backend = await loadBackend(deps.app.sandbox);
+  // An isolated sandbox on this host (not Docker's, which sees none of it) hides the work folder,
+  // the worker's home and key (see local-isolation.ts); a plain child process hides nothing.
+  const hostIsolation =
+    backend.isolated && !backend.hostDiskSealed
+      ? appLocalIsolation(deps.app, deps.agent, { home: deps.agent.hostHome, cwd: process.cwd() })
+      : undefined;
   if (p.kind === 'evaluate') {
     return runEvaluateJob(
       p,
@@ -97,8 +104,8 @@ export async function runFixJob(
         jobId,
         workDir: deps.app.workDir,
         apiUrl: deps.app.githubApiUrl,
-        sandbox: deps.app.sandbox,
-        ...(deps.app.sandbox === 'local' ? { isolation: localIsolation() } : {}),
+        sandbox: { backend, home: deps.agent.hostHome, setupOff: null },
+        ...(hostIsolation === undefined ? {} : { isolation: hostIsolation }),
         gh,
         tokens,
         agent: deps.agent,
@@ -131,14 +138,8 @@ export async function runFixJob(
           bot,
           agent: deps.agent,
           model: deps.model,
-          sandbox: deps.app.sandbox === 'docker' ? 'docker' : 'local',
-          // `local` is the isolated sandbox with the work folder masked (see local-isolation.ts);
-          // `unconfined` (trusted setups only) a plain child process.
-          ...(deps.app.sandbox === 'local'
-            ? {
-                isolateLocal: localIsolation(),
-              }
-            : {}),
+          backend,
+          ...(hostIsolation === undefined ? {} : { hostIsolation }),
           ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
           runLink,
           trajectoryLink: (dir, runId) =>

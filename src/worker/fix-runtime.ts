@@ -5,6 +5,7 @@ import type { SandboxPool } from '../environment/prepare.js';
 import type { RunStorage } from '../events/run-storage.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import type { Model } from '../model/model.js';
+import type { SandboxBackend } from '../sandbox/backend.js';
 
 /**
  * Where a fix run gets what the App and the Action provide differently: the GitHub client and the
@@ -36,14 +37,14 @@ export interface FixRuntime {
    * continues another's job rebuilds them from the clone and the last checkpoint's diff.
    */
   readonly storage?: RunStorage;
-  readonly sandbox: 'docker' | 'local';
+  /** Where the agent's commands run: the backend the App worker or the Action chose. */
+  readonly backend: SandboxBackend;
   /**
-   * For a `local` sandbox: run it in namespaces (no host processes, no network) with these host
-   * paths hidden, beside the job's own pristine clone and trajectory, which are always hidden then.
-   * Unset: a plain child process (the App's workers use Docker for untrusted code).
+   * What an isolated sandbox on this host hides beyond the job's own pristine clone and trajectory
+   * (always hidden), and the folders it masks (see BackendRequest.hide and mask).
    */
-  readonly isolateLocal?: { readonly hide: readonly string[]; readonly mask?: readonly string[] };
-  /** Warm Docker containers to start jobs in (the worker's pool), when a job can use one. */
+  readonly hostIsolation?: { readonly hide: readonly string[]; readonly mask?: readonly string[] };
+  /** Warm sandboxes to start jobs in (the worker's pool), when a job can use one. */
   readonly warmPool?: SandboxPool | undefined;
   /** Where people read the full trajectory (the run view), or null. */
   readonly runLink: string | null;

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pino } from 'pino';
+import { loadBackend } from '../../src/sandbox/backends.js';
 import { readAgentEnv } from '../../src/config/agent-env.js';
 import { grade } from '../../src/eval/grade.js';
 import { parseTasks } from '../../src/eval/tasks.js';
@@ -84,7 +85,7 @@ test(NAME, (t) =>
       task,
       repo,
       patch: modelPatch,
-      kind: 'local',
+      sandbox: { backend: await loadBackend('local'), home: process.env.HOME ?? null, setupOff: null },
       env,
       setup: true,
       folder: join(root, 'out'),

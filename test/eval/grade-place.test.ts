@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadBackend } from '../../src/sandbox/backends.js';
 import { readAgentEnv } from '../../src/config/agent-env.js';
 import { openTestPlace } from '../../src/eval/grade.js';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
@@ -26,7 +27,7 @@ dockerTest(
     git('add', '-A');
     git('commit', '-qm', 'base');
     const place = await openTestPlace({
-      kind: 'docker',
+      sandbox: { backend: await loadBackend('docker'), home: process.env.HOME ?? null, setupOff: null },
       env: readAgentEnv({ PATH: process.env.PATH, HOME: process.env.HOME, ISSUE_AGENT_ENV_CACHE: 'off' }),
       setup: true,
       folder: join(root, 'out'),

@@ -204,3 +204,30 @@ test('the script exits 1 and prints what it found; 0 on a clean tree', () => {
   assert.equal(ok.status, 0, ok.stderr);
   assert.match(ok.stdout, /2 files, 1 imports, 0 boundary violations, 0 cycles/);
 });
+
+test('a comparison with a sandbox kind is reported outside src/sandbox and the composition roots', () => {
+  const root = tree({
+    'src/worker/stages/run.ts':
+      "export const a = (k: string) => k === 'docker';\nexport const b = (k: string) => 'local' != k;\n",
+    'src/eval/grade.ts':
+      "export function f(k: string) {\n  switch (k) {\n    case 'unconfined':\n      return 1;\n  }\n  return k === 'fresh' ? 2 : 0;\n}\n",
+    'src/sandbox/local/backend.ts': "export const c = (k: string) => k === 'local';\n",
+    'src/cli/main.ts': "export const d = (k: string) => k !== 'docker';\n",
+    'src/worker/fix-job.ts': "export const e = (k: string) => k === 'unconfined';\n",
+  });
+  const report = checkImports(root);
+  assert.deepEqual(
+    report.kindBranches.map((b) => `${b.file}:${b.line} ${b.kind}`),
+    [
+      'src/eval/grade.ts:3 unconfined',
+      'src/worker/stages/run.ts:1 docker',
+      'src/worker/stages/run.ts:2 local',
+    ],
+  );
+  const lines = describe(report);
+  assert.equal(lines.length, 3);
+  assert.match(
+    lines[0] ?? '',
+    /^src\/eval\/grade\.ts:3: compares with the sandbox kind 'unconfined': choose the backend once at a composition root/,
+  );
+});

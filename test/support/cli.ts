@@ -26,8 +26,11 @@ export function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 export function startCli(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
+  /** Modules preloaded after tsx (a test's hook, e.g. recording-backend.ts's). */
+  imports: readonly string[] = [],
 ): ChildProcess & { result: Promise<CliResult> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+  const preload = imports.flatMap((m) => ['--import', m]);
+  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, CLI, ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -44,8 +47,12 @@ export function startCli(
   return Object.assign(child, { result });
 }
 
-export function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
-  return startCli(args, env).result;
+export function runCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  imports: readonly string[] = [],
+): Promise<CliResult> {
+  return startCli(args, env, imports).result;
 }
 
 /** The JSON object a `--json` run prints as its last stdout line. */

@@ -39,9 +39,11 @@ export interface PipelineOptions {
   readonly workers?: number;
   /**
    * Default `unconfined` (a plain child process, fast): the App's isolated `local` sandbox and
-   * `docker` are asked for by the tests about them.
+   * `docker` are asked for by the tests about them (a test's own backend by its name in the table).
    */
-  readonly sandbox?: 'unconfined' | 'local' | 'docker';
+  readonly sandbox?: string;
+  /** Modules every process preloads after tsx (a test's hook, e.g. register-recording-backend.ts). */
+  readonly imports?: readonly string[];
   readonly env?: Record<string, string>;
   /** Settings of the n-th worker started (from 0) over `env`: each its own host, say. */
   readonly workerEnv?: (n: number) => Record<string, string>;
@@ -119,7 +121,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   const spawnProc = (name: string, script: string, own: Record<string, string> = {}): Proc => {
     const log = join(workDir, `${name}-${n++}.log`);
     const fd = openSync(log, 'a');
-    const child = spawn(process.execPath, ['--import', TSX, script], {
+    const preload = (options.imports ?? []).flatMap((m) => ['--import', m]);
+    const child = spawn(process.execPath, ['--import', TSX, ...preload, script], {
       cwd: workDir,
       env: { ...env, ...own },
       stdio: ['ignore', fd, fd],
@@ -214,7 +217,9 @@ export interface StackOptions {
   /** A user with this role on the repository. */
   readonly maintainer: { readonly login: string; readonly permission: RepoPermission };
   readonly workers?: number;
-  readonly sandbox?: 'unconfined' | 'local' | 'docker';
+  readonly sandbox?: string;
+  /** Modules every process of the pipeline preloads after tsx (a test's hook). */
+  readonly imports?: readonly string[];
   /** Configure the App's "Sign in with GitHub" (its OAuth client) against the simulator. */
   readonly githubSignIn?: boolean;
   /** The repository (default node-calc). */
@@ -260,6 +265,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       extraLogs: () => `==== redis-server\n${redis.log()}`,
       ...(options.workers === undefined ? {} : { workers: options.workers }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
+      ...(options.imports === undefined ? {} : { imports: options.imports }),
       ...(options.workerEnv === undefined ? {} : { workerEnv: options.workerEnv }),
       env: {
         ...(options.githubSignIn === true

@@ -30,7 +30,7 @@ export function attemptsOf(p: FixJob): number {
 
 function mirrorFor(ctx: JobContext, rt: FixRuntime): string | undefined {
   // Only where no sandbox process can reach the host's disk: a mirror outlives the job.
-  return rt.mirrors === true && rt.sandbox === 'docker'
+  return rt.mirrors === true && rt.backend.hostDiskSealed
     ? mirrorDir(rt.jobsDir, ctx.p.installationId, ctx.p.repo.id)
     : undefined;
 }
@@ -64,8 +64,8 @@ export async function runAttempt(
     repository: `${ctx.p.repo.owner}/${ctx.p.repo.name}`,
     branch: pull?.headRef ?? repo.default_branch,
     baseCommit: store?.base.workspace.baseCommit ?? input.baseCommit ?? null,
-    kind: rt.sandbox,
-    isolateLocal: rt.isolateLocal,
+    backend: rt.backend,
+    hostIsolation: rt.hostIsolation,
     agent: rt.agent,
     config: ctx.p.config,
     mirror: mirrorFor(ctx, rt),
@@ -79,18 +79,17 @@ export async function runAttempt(
   } satisfies PrepareSandboxInput;
   // A stop during setup ends it at once (SandboxCancelledError); the verdict's sandbox below is
   // made while the agent runs, which the same stop ends at its next step.
-  const prepared = await inSpan('sandbox', { 'issue_agent.sandbox': rt.sandbox }, () =>
+  const prepared = await inSpan('sandbox', { 'issue_agent.sandbox': rt.backend.kind }, () =>
     prepareSandbox({ ...prepareInput, signal: input.signal }),
   );
   // The verdict's final run is made in a second sandbox prepared as the first was: with Docker a
   // container (same image, environment, cache entry or setup, history; labelled with the job, so
   // it is reaped with it) on its own host folder for the `.git` it is given; with the isolated
   // local sandbox (the Action) a second copy and a second setup in new namespaces, which also
-  // hide the agent's workspace. Never for the unconfined sandbox: nothing is isolated there.
-  const isolateLocal = rt.isolateLocal;
-  const verifiable = rt.sandbox === 'docker' || isolateLocal !== undefined;
+  // hide the agent's workspace. Never for a backend that does not isolate: nothing is isolated there.
+  const hostIsolation = rt.hostIsolation;
   const verifier: FreshVerifier | undefined =
-    verifiable && rt.agent.verifyFresh !== false
+    rt.backend.isolated && rt.agent.verifyFresh !== false
       ? {
           open: async (baseCommit) => {
             const fresh = await inSpan('verification sandbox', {}, () =>
@@ -100,14 +99,10 @@ export async function runAttempt(
                 baseCommit,
                 // The final run and the change's rebuild go through the harness shell alone.
                 lazyAgentShell: true,
-                ...(isolateLocal === undefined
-                  ? {}
-                  : {
-                      isolateLocal: {
-                        ...isolateLocal,
-                        hide: [...isolateLocal.hide, prepareInput.paths.workspace],
-                      },
-                    }),
+                hostIsolation: {
+                  ...hostIsolation,
+                  hide: [...(hostIsolation?.hide ?? []), prepareInput.paths.workspace],
+                },
                 logger: ctx.log.child({ sandboxFor: 'verdict' }),
               }),
             );
@@ -134,6 +129,7 @@ export async function runAttempt(
       baseBranch: repo.default_branch,
       attempt: input.attempt,
       canContinue: rt.canContinue !== false,
+      hostDiskSealed: rt.backend.hostDiskSealed,
       verifier,
     });
   } finally {

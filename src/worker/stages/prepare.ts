@@ -5,7 +5,6 @@ import { hostProbe } from '../../environment/host-probe.js';
 import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/plan.js';
 import type { TreeOrigin } from '../../environment/setup-trust.js';
 import type { SandboxPool } from '../../environment/prepare.js';
-import type { EnvironmentRecord } from '../../events/schema.js';
 import type { RunStorage } from '../../events/run-storage.js';
 import { HostGitError, type HostGit } from '../../github/host-git.js';
 import { grantedTo, ungranted } from '../../config/grants.js';
@@ -13,9 +12,9 @@ import { REPO_CONFIG_PATH } from '../../config/repo-config.js';
 import { historyCacheDir } from '../../github/history-cache.js';
 import { mirrorRoot, pristineRoot } from '../../github/pristine-clone.js';
 import type { FixJob } from '../../queue/payloads.js';
-import { createSandbox } from '../../sandbox/create-sandbox.js';
-import { DEFAULT_LIMITS } from '../../sandbox/docker/container-spec.js';
-import { throwIfCancelled, type Sandbox } from '../../sandbox/sandbox.js';
+import type { ProvisionedSandbox } from '../../sandbox/backend.js';
+import { throwIfCancelled } from '../../sandbox/sandbox.js';
+import type { WorkspaceProbe } from '../../testing/detect-test-command.js';
 import { approvedIssueText, pullOwnership } from '../../app/trigger-rules.js';
 import type { FixRuntime, TokenSource } from '../fix-runtime.js';
 import { PermanentJobError } from '../permanent-job-error.js';
@@ -127,8 +126,8 @@ export interface PrepareSandboxInput {
   readonly mirror?: string | undefined;
   /** The commit a resumed run started from; null for a new run (the clone's HEAD). */
   readonly baseCommit: string | null;
-  readonly kind: FixRuntime['sandbox'];
-  readonly isolateLocal: FixRuntime['isolateLocal'];
+  readonly backend: FixRuntime['backend'];
+  readonly hostIsolation: FixRuntime['hostIsolation'];
   readonly agent: Pick<AgentEnv, 'sandboxPath' | 'sandboxLimits' | 'environment' | 'workspaceHistory'>;
   /** The repository's environment settings (`.github/issue-agent.yml`). */
   readonly config: RepoEnvironmentConfig & { readonly history?: number | 'full' | undefined };
@@ -141,7 +140,7 @@ export interface PrepareSandboxInput {
   readonly followUp: boolean;
   /** Removes the job's secrets from recorded text. */
   readonly scrub: (text: string) => string;
-  /** The worker's warm containers (Docker), for jobs that can use one (see PrepareInput.pool). */
+  /** The worker's warm sandboxes, for jobs that can use one (see BackendRequest.pool). */
   readonly pool?: SandboxPool | undefined;
   /** Names the repository, per installation, for the warm pool's prepared containers. */
   readonly poolRepository?: string | undefined;
@@ -155,23 +154,15 @@ export interface PrepareSandboxInput {
   readonly logger?: Logger | undefined;
 }
 
-/** A sandbox ready for the agent, and how its environment was made. */
-export interface PreparedSandbox {
-  readonly sandbox: Sandbox;
-  /** Null for a local sandbox that is not isolated (it has no setup phase). */
-  readonly environment: EnvironmentRecord | null;
-  /** Closes the sandbox and what served it (the agent phase's egress). Safe to call twice. */
-  close(): Promise<void>;
-}
-
 /**
- * The pristine clone (fetched or checked), the workspace copied from it at the base commit, and a
- * sandbox on that workspace: for Docker, with the repository's environment (runtime image, setup
- * through the egress proxy or a cached environment). The sandbox returned is ready for the agent;
- * the caller closes it. If anything after its creation fails, it is closed here first.
+ * The pristine clone (fetched or checked), the workspace made from it at the base commit (a `.git`
+ * alone for a backend that checks out inside, else a copy of the files), and the runtime's backend's
+ * sandbox on it with the repository's environment (its plan read from the commit). The sandbox
+ * returned is ready for the agent; the caller closes it. If anything after its creation fails, it
+ * is closed here first.
  */
-export async function prepareSandbox(input: PrepareSandboxInput): Promise<PreparedSandbox> {
-  const { git, paths, repo } = input;
+export async function prepareSandbox(input: PrepareSandboxInput): Promise<ProvisionedSandbox> {
+  const { git, paths, repo, backend } = input;
   // Before anything of the repository is fetched or run: what it asks of the deployment must be its.
   const grants = input.agent.environment.grants;
   if (grants !== null) {
@@ -191,9 +182,11 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
   }
   const baseCommit = input.baseCommit ?? (await git.revParse(paths.pristine, 'HEAD'));
   throwIfCancelled(input.signal);
-  if (input.kind === 'docker') {
+  const inside = backend.checksOutInside;
+  let probe: WorkspaceProbe;
+  if (inside) {
     // The host writes no file of the repository: the workspace is a `.git` with `history` commits,
-    // checked out by the sandbox user inside the container, and the planner reads the commit's tree
+    // checked out by the sandbox user inside the sandbox, and the planner reads the commit's tree
     // from the pristine clone (which no sandbox process ever sees).
     const history =
       input.config.history === undefined
@@ -215,86 +208,49 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Prepar
     if (historyUse.notStored !== null) {
       input.logger?.warn({ reason: historyUse.notStored }, "the sandbox's history was not kept in the cache");
     }
-    // Loaded only here: the Action and the CLI's local sandbox never need the Docker client.
-    const { prepareEnvironment } = await import('../../environment/prepare.js');
-    const probe = git.treeProbe(paths.pristine, baseCommit);
-    const plan = await planEnvironment(probe, input.config, await treeOrigin(input, baseCommit));
-    const prepared = await prepareEnvironment({
-      workspace: paths.workspace,
-      checkout: true,
-      probe,
-      jobId: input.jobId,
-      repoKey: input.repoKey,
-      plan,
-      settings,
-      limits: input.agent.sandboxLimits,
-      // Only a tree whose setup ran as the maintainers committed it may serve other jobs.
-      mayStoreCache: !input.followUp && plan.trust.trusted,
-      scrub: input.scrub,
-      pool: input.pool,
-      poolRepository: input.poolRepository,
-      lazyAgentShell: input.lazyAgentShell,
-      signal: input.signal,
-      logger: input.logger,
-    });
-    const close = async (): Promise<void> => {
-      await prepared.sandbox.close();
-      await prepared.close();
-    };
+    probe = git.treeProbe(paths.pristine, baseCommit);
+  } else {
+    await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
+    // Read before any sandbox process exists.
+    probe = hostProbe(paths.workspace);
+  }
+  const prepared = await backend.provision({
+    workspace: paths.workspace,
+    checkout: inside,
+    probe,
+    plan: async () => planEnvironment(probe, input.config, await treeOrigin(input, baseCommit)),
+    settings,
+    jobId: input.jobId,
+    repoKey: input.repoKey,
+    // A follow-up's tree holds the agent's earlier changes: they must not reach other jobs.
+    mayStoreCache: !input.followUp,
+    limits: input.agent.sandboxLimits,
+    path: input.agent.sandboxPath,
+    hide: [
+      pristineRoot(input.jobsDir),
+      ...(input.mirror === undefined ? [] : [mirrorRoot(input.jobsDir)]),
+      paths.trajectory,
+      ...(input.hostIsolation?.hide ?? []),
+    ],
+    mask: input.hostIsolation?.mask ?? [],
+    pool: input.pool,
+    poolRepository: input.poolRepository,
+    lazyAgentShell: input.lazyAgentShell,
+    signal: input.signal,
+    scrub: input.scrub,
+    logger: input.logger,
+  });
+  if (inside) {
     try {
-      // The container got its own copy of the files (the host copy was never seen by any sandbox
+      // The sandbox got its own copy of the files (the host copy was never seen by any sandbox
       // process, so removing it by name is safe).
       await rm(paths.workspace, { recursive: true, force: true });
     } catch (error) {
-      await close();
+      await prepared.close();
       throw error;
     }
-    return { sandbox: prepared.sandbox, environment: prepared.record, close };
   }
-  await git.copyForSandbox(paths.pristine, paths.workspace, baseCommit, repo.clone_url);
-  if (input.isolateLocal !== undefined) {
-    // The isolated local sandbox (the Action's default) has a setup phase of its own: the same plan,
-    // the same egress proxy, inside the sandbox's namespaces (see environment/prepare-local.ts).
-    const { prepareLocalEnvironment } = await import('../../environment/prepare-local.js');
-    const plan = await planEnvironment(
-      hostProbe(paths.workspace),
-      input.config,
-      await treeOrigin(input, baseCommit),
-    );
-    const prepared = await prepareLocalEnvironment({
-      workspace: paths.workspace,
-      plan,
-      settings,
-      path: input.agent.sandboxPath,
-      isolate: {
-        hide: [
-          pristineRoot(input.jobsDir),
-          ...(input.mirror === undefined ? [] : [mirrorRoot(input.jobsDir)]),
-          paths.trajectory,
-          ...input.isolateLocal.hide,
-        ],
-        mask: input.isolateLocal.mask ?? [],
-        workspaceBytes: input.agent.sandboxLimits.workspaceBytes ?? DEFAULT_LIMITS.workspaceBytes,
-      },
-      lazyAgentShell: input.lazyAgentShell,
-      signal: input.signal,
-      scrub: input.scrub,
-      logger: input.logger,
-    });
-    const close = async (): Promise<void> => {
-      await prepared.sandbox.close();
-      await prepared.close();
-    };
-    return { sandbox: prepared.sandbox, environment: prepared.record, close };
-  }
-  const sandbox: Sandbox = await createSandbox({
-    kind: input.kind,
-    workspace: paths.workspace,
-    path: input.agent.sandboxPath,
-    jobId: input.jobId,
-    limits: input.agent.sandboxLimits,
-  });
-  return { sandbox, environment: null, close: () => sandbox.close() };
+  return prepared;
 }
 
 /**

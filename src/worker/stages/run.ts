@@ -1,16 +1,15 @@
 import { join } from 'node:path';
 import { FileBaselineStore } from '../baseline-store.js';
 import { newBaseState } from '../../agent/new-run.js';
-import { runAgent, type FreshVerifier, type Outcome } from '../../agent/run-agent.js';
+import type { FreshVerifier, Outcome } from '../../agent/run-agent.js';
 import { fenceUntrusted, stripHiddenText } from '../../agent/untrusted-text.js';
 import type { AgentEnv } from '../../config/agent-env.js';
 import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { BaseState, EnvironmentRecord, Limits, Task } from '../../events/schema.js';
 import { collectInstructions } from '../../agent/instructions.js';
-import { startMcpServers } from '../../agent/mcp/servers.js';
-import { defaultTools } from '../../agent/tools/index.js';
 import { mergeMcp } from '../../config/mcp-config.js';
+import { runAgentIn } from '../../execution/execute.js';
 import type { Model } from '../../model/model.js';
 import type { FixJob } from '../../queue/payloads.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
@@ -55,6 +54,8 @@ export interface RunInput {
   readonly attempt?: { readonly number: number; readonly of: number; readonly jobId: string } | undefined;
   /** The runtime can continue the conversation after an answer (see FixRuntime.canContinue). */
   readonly canContinue: boolean;
+  /** No sandbox process can reach the worker's disk (SandboxBackend.hostDiskSealed). */
+  readonly hostDiskSealed: boolean;
   /** Where the verdict's final run happens, when not in `sandbox` (AgentDeps.verifier). */
   readonly verifier?: FreshVerifier | undefined;
 }
@@ -125,48 +126,29 @@ export async function runInSandbox(
     });
   }
   const s = store;
-  // The deployment's and the repository's MCP servers, in this sandbox; one that does not start is a
-  // warning the model and the trajectory see (once, also across a resume), and the run goes on.
-  // Remote servers are reached from this process through an egress proxy with the deployment's
-  // address ranges; their header values are secrets the redactor also knows (fix-run).
-  const mcp = await startMcpServers(sandbox, mergeMcp(input.agent.mcp?.config ?? null, p.config.mcp), {
-    allowCidrs: input.agent.environment.allowCidrs,
-    trusted: new Set(Object.keys(input.agent.mcp?.config.mcpServers ?? {})),
-    extraCaPem: input.agent.environment.extraCaPem,
+  const outcome = await runAgentIn({
+    store: s,
+    sandbox,
+    model: input.model(s.base.model),
+    // The deployment's and the repository's MCP servers; their header values are secrets the
+    // redactor also knows (fix-run).
+    mcp: mergeMcp(input.agent.mcp?.config ?? null, p.config.mcp),
+    env: input.agent,
+    // Known secrets never reach the model or the log, even if a command saw one.
+    scrub: (text) => redactor().redact(text),
+    signal: input.signal,
     logger: ctx.log,
+    onEvent: (e) => {
+      progress.onEvent(e, s, input.attempt);
+    },
+    verifier: input.verifier,
+    // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
+    // baseline, only where no sandbox process can reach the worker's disk (Docker), so no run can
+    // write the baseline a later run trusts.
+    baselines: input.hostDiskSealed
+      ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
+      : undefined,
   });
-  if (mcp.servers.length > 0) ctx.log.info({ servers: mcp.servers }, 'MCP servers');
-  const tools = new Map([...defaultTools(), ...mcp.tools.map((t) => [t.name, t] as const)]);
-  // try/finally, not .finally(): building the run's arguments may throw, and the servers (and their
-  // egress proxies) must end with the job either way.
-  let outcome: Outcome;
-  try {
-    outcome = await runAgent({
-      store: s,
-      tools,
-      notices: mcp.warnings.map((message) => ({ code: 'mcp_unavailable', message })),
-      sandbox,
-      model: input.model(s.base.model),
-      prices: input.agent.prices,
-      signal: input.signal,
-      logger: ctx.log,
-      // Known secrets never reach the model or the log, even if a command saw one.
-      scrub: (text) => redactor().redact(text),
-      onEvent: (e) => {
-        progress.onEvent(e, s, input.attempt);
-      },
-      // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
-      // baseline. Only with the Docker sandbox: no sandbox process can reach the worker's disk there,
-      // so no run can write the baseline a later run trusts.
-      verifier: input.verifier,
-      baselines:
-        s.base.sandbox === 'docker'
-          ? new FileBaselineStore(join(ctx.jobsDir, '..', 'baselines'), `github:${ctx.p.repo.id}`)
-          : undefined,
-    });
-  } finally {
-    await mcp.close();
-  }
   return { store: s, outcome };
 }
 
