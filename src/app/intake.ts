@@ -101,7 +101,7 @@ interface Context {
   readonly log: Logger;
 }
 
-/** Reads that decide nothing on their own: a decision that asks for more than this is a bug. */
+/** The decision asks for each fact at most once: more reads than this for one trigger is a bug. */
 const MAX_FACTS = 16;
 
 /**
