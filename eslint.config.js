@@ -42,6 +42,31 @@ const forbiddenInActionPath = [
   },
 ];
 
+/**
+ * The App's intake decision (src/app/intake-decision.ts) is pure: it reads no GitHub, queue or
+ * Redis, only the facts it is given. Types from the modules that read them are fine.
+ */
+const forbiddenInIntakeDecision = [
+  {
+    group: ['probot', 'probot/*', '@octokit/*', 'octokit', 'bullmq', 'bullmq/*', 'ioredis'],
+    message: 'the intake decision does no I/O: intake.ts reads the facts and carries out the plan.',
+  },
+  {
+    group: [
+      '**/github/**',
+      '**/queue/queues.js',
+      '**/queue/control.js',
+      '**/queue/issue-lock.js',
+      './intake.js',
+      './question.js',
+      './ci-round.js',
+      './main.js',
+    ],
+    allowTypeImports: true,
+    message: 'the intake decision does no I/O: intake.ts reads the facts and carries out the plan.',
+  },
+];
+
 export default tseslint.config(
   {
     ignores: [
@@ -96,6 +121,10 @@ export default tseslint.config(
       'src/queue/trigger.ts',
     ],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInActionPath }] },
+  },
+  {
+    files: ['src/app/intake-decision.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInIntakeDecision }] },
   },
   {
     // Entry points and test support talk to a terminal.

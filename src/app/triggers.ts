@@ -147,11 +147,7 @@ function parseAny(
   now: Date,
   plainComments: boolean,
 ): TriggerParse {
-  const common = (p: {
-    repository: z.infer<typeof repository>;
-    sender: z.infer<typeof user>;
-    installation?: { id: number } | undefined;
-  }) => ({
+  const common: Common = (p) => ({
     v: 1 as const,
     deliveryId,
     installationId: p.installation?.id ?? 0,
@@ -229,68 +225,84 @@ function parseAny(
       },
     };
   }
-  if (event === 'check_run') {
-    const p = checkRunPayload.safeParse(payload);
-    if (!p.success) return { ok: false, reason: describe(event, payload, p.error) };
-    const run = p.data.check_run;
-    if (run.app?.id === appId) return { ok: false, reason: 'a check run of this App' };
-    if (run.conclusion === null || !FAILED_CONCLUSIONS.has(run.conclusion))
-      return { ok: false, reason: `a check run that did not fail (${run.conclusion ?? 'no conclusion'})` };
-    // One pull request per delivery: GitHub lists every open PR whose head is this commit; the
-    // App's own branches are never another PR's head in practice, and intake checks ownership.
-    const pr = run.pull_requests[0];
-    if (pr === undefined) return { ok: false, reason: 'a failed check run on no pull request' };
-    // Only the App's own branches get rounds: anything else is dropped before it costs a request.
-    const branch = run.check_suite?.head_branch ?? null;
-    if (branch !== null && !branch.startsWith('issue-agent/issue-'))
-      return { ok: false, reason: 'a failed check run on a branch that is not the App’s' };
-    return {
-      ok: true,
-      trigger: {
-        ...common(p.data),
-        kind: 'ci_failure',
-        issue: { number: pr.number, title: `#${pr.number}`, state: 'open', isPullRequest: true },
-        checkRun: {
-          id: run.id,
-          name: run.name,
-          headSha: run.head_sha,
-          conclusion: run.conclusion,
-          appSlug: run.app?.slug ?? null,
-        },
-      },
-    };
-  }
-  if (event === 'workflow_run') {
-    const p = workflowRunPayload.safeParse(payload);
-    if (!p.success) return { ok: false, reason: describe(event, payload, p.error) };
-    const run = p.data.workflow_run;
-    if (run.conclusion === null || !FAILED_CONCLUSIONS.has(run.conclusion))
-      return { ok: false, reason: `a workflow run that did not fail (${run.conclusion ?? 'no conclusion'})` };
-    // GitHub lists only pull requests of this repository (none for a fork's), and only the agent's
-    // own branches get rounds: anything else is dropped before it costs a request.
-    if (run.head_repository != null && run.head_repository.id !== p.data.repository.id)
-      return { ok: false, reason: 'a failed workflow run of another repository’s branch' };
-    const pr = run.pull_requests[0];
-    if (pr === undefined) return { ok: false, reason: 'a failed workflow run on no pull request' };
-    if (run.head_branch === null || !run.head_branch.startsWith('issue-agent/issue-'))
-      return { ok: false, reason: 'a failed workflow run on a branch that is not the agent’s' };
-    return {
-      ok: true,
-      trigger: {
-        ...common(p.data),
-        kind: 'ci_failure',
-        issue: { number: pr.number, title: `#${pr.number}`, state: 'open', isPullRequest: true },
-        workflowRun: {
-          id: run.id,
-          name: run.name ?? 'workflow',
-          headSha: run.head_sha,
-          conclusion: run.conclusion,
-          runAttempt: run.run_attempt ?? 1,
-        },
-      },
-    };
-  }
+  if (event === 'check_run') return parseCheckRun(payload, appId, common);
+  if (event === 'workflow_run') return parseWorkflowRun(payload, common);
   return { ok: false, reason: `event ${event} is not handled` };
+}
+
+/** A payload's repository, sender and installation: what every trigger carries. */
+type Sourced = {
+  repository: z.infer<typeof repository>;
+  sender: z.infer<typeof user>;
+  installation?: { id: number } | undefined;
+};
+type Common = (
+  p: Sourced,
+) => Pick<Trigger, 'v' | 'deliveryId' | 'installationId' | 'repo' | 'sender' | 'receivedAt'>;
+
+/** A failed check run on one of the App's pull requests (not one of its own checks). */
+function parseCheckRun(payload: unknown, appId: number, common: Common): TriggerParse {
+  const p = checkRunPayload.safeParse(payload);
+  if (!p.success) return { ok: false, reason: describe('check_run', payload, p.error) };
+  const run = p.data.check_run;
+  if (run.app?.id === appId) return { ok: false, reason: 'a check run of this App' };
+  if (run.conclusion === null || !FAILED_CONCLUSIONS.has(run.conclusion))
+    return { ok: false, reason: `a check run that did not fail (${run.conclusion ?? 'no conclusion'})` };
+  // One pull request per delivery: GitHub lists every open PR whose head is this commit; the
+  // App's own branches are never another PR's head in practice, and intake checks ownership.
+  const pr = run.pull_requests[0];
+  if (pr === undefined) return { ok: false, reason: 'a failed check run on no pull request' };
+  // Only the App's own branches get rounds: anything else is dropped before it costs a request.
+  const branch = run.check_suite?.head_branch ?? null;
+  if (branch !== null && !branch.startsWith('issue-agent/issue-'))
+    return { ok: false, reason: 'a failed check run on a branch that is not the App’s' };
+  return {
+    ok: true,
+    trigger: {
+      ...common(p.data),
+      kind: 'ci_failure',
+      issue: { number: pr.number, title: `#${pr.number}`, state: 'open', isPullRequest: true },
+      checkRun: {
+        id: run.id,
+        name: run.name,
+        headSha: run.head_sha,
+        conclusion: run.conclusion,
+        appSlug: run.app?.slug ?? null,
+      },
+    },
+  };
+}
+
+/** A failed workflow run on one of the agent's branches of this repository (the Action's). */
+function parseWorkflowRun(payload: unknown, common: Common): TriggerParse {
+  const p = workflowRunPayload.safeParse(payload);
+  if (!p.success) return { ok: false, reason: describe('workflow_run', payload, p.error) };
+  const run = p.data.workflow_run;
+  if (run.conclusion === null || !FAILED_CONCLUSIONS.has(run.conclusion))
+    return { ok: false, reason: `a workflow run that did not fail (${run.conclusion ?? 'no conclusion'})` };
+  // GitHub lists only pull requests of this repository (none for a fork's), and only the agent's
+  // own branches get rounds: anything else is dropped before it costs a request.
+  if (run.head_repository != null && run.head_repository.id !== p.data.repository.id)
+    return { ok: false, reason: 'a failed workflow run of another repository’s branch' };
+  const pr = run.pull_requests[0];
+  if (pr === undefined) return { ok: false, reason: 'a failed workflow run on no pull request' };
+  if (run.head_branch === null || !run.head_branch.startsWith('issue-agent/issue-'))
+    return { ok: false, reason: 'a failed workflow run on a branch that is not the agent’s' };
+  return {
+    ok: true,
+    trigger: {
+      ...common(p.data),
+      kind: 'ci_failure',
+      issue: { number: pr.number, title: `#${pr.number}`, state: 'open', isPullRequest: true },
+      workflowRun: {
+        id: run.id,
+        name: run.name ?? 'workflow',
+        headSha: run.head_sha,
+        conclusion: run.conclusion,
+        runAttempt: run.run_attempt ?? 1,
+      },
+    },
+  };
 }
 
 function createdAt(at: string | null | undefined): { createdAt?: string } {
