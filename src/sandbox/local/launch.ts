@@ -12,6 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SandboxError } from '../sandbox.js';
+import { underNice } from '../cpu-priority.js';
 import { descendantsOf } from './proc-tree.js';
 
 /**
@@ -215,6 +216,16 @@ function sandboxUserFor(options: { readonly sandboxUser?: SandboxUser | undefine
 function asSandboxUser(user: SandboxUser): string[] {
   if (hostUser().uid !== 0) return [];
   return [need('setpriv'), `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'];
+}
+
+/**
+ * `argv` under the sandboxes' lower CPU priority (cpu-priority.ts): `nice` execs the program in its
+ * place (the same pid), and everything the sandbox starts inherits the value; nothing inside can
+ * raise it again (no capabilities). A host without `nice` runs the sandbox at the worker's priority.
+ */
+function lowered(argv: readonly string[]): string[] {
+  const nice = systemTool('nice');
+  return nice === null ? [...argv] : underNice(nice, argv);
 }
 
 function need(tool: string): string {
@@ -548,7 +559,7 @@ function enterArgv(
 
 /** Starts the sandbox's init with one mechanism and waits until its holder reports. */
 async function startInit(kind: MechanismKind, user: SandboxUser, dirs: readonly string[]): Promise<Init> {
-  const argv = initArgv(kind, user, dirs);
+  const argv = lowered(initArgv(kind, user, dirs));
   const [cmd, ...args] = argv;
   if (cmd === undefined) throw new MechanismUnavailable('nothing to run');
   // A new session: nothing in the sandbox has the host's terminal (no TIOCSTI into it). Started in
@@ -829,7 +840,8 @@ export class ShellLauncher {
   }
 
   private launchUnconfined(): LaunchedShell {
-    const child = spawn('bash', ['--noprofile', '--norc'], {
+    const [cmd = 'bash', ...args] = lowered(['bash', '--noprofile', '--norc']);
+    const child = spawn(cmd, args, {
       cwd: this.options.cwd,
       env: { ...this.options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -947,7 +959,7 @@ export class ShellLauncher {
     bashArgs: readonly string[] = [],
     role: ShellRole = 'agent',
   ): LaunchedShell {
-    const argv = enterArgv(init, canonical(this.options.cwd), env, bashArgs, role);
+    const argv = lowered(enterArgv(init, canonical(this.options.cwd), env, bashArgs, role));
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new SandboxError('start_failed', 'nothing to run');
     const child = spawn(cmd, args, {
