@@ -1,14 +1,6 @@
 import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import {
-  accessSync,
-  constants,
-  lstatSync,
-  readdirSync,
-  readFileSync,
-  lchownSync,
-  realpathSync,
-} from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { accessSync, constants, readFileSync, realpathSync } from 'node:fs';
+import { lchown, lstat, readdir, readFile } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SandboxError } from '../sandbox.js';
@@ -378,19 +370,25 @@ function canonical(path: string): string {
 /**
  * Gives the sandbox user the workspace tree: every entry, without following links (lchown; a link
  * is never descended into). Only ever called before any process of the sandbox exists, so nothing
- * can swap an entry for a link while the walk runs.
+ * can swap an entry for a link while the walk runs. Asynchronous, a folder's entries at a time: a
+ * large repository is tens of thousands of calls, which on the worker's event loop held up every
+ * other job (and, before they had their own thread, its lock renewals).
  */
-function chownTree(dir: string, user: SandboxUser): void {
-  lchownSync(dir, user.uid, user.gid);
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, entry.name);
-    if (entry.isDirectory()) chownTree(p, user);
-    else lchownSync(p, user.uid, user.gid);
-  }
+async function chownTree(dir: string, user: SandboxUser): Promise<void> {
+  await lchown(dir, user.uid, user.gid);
+  const entries = await readdir(dir, { withFileTypes: true });
+  await Promise.all(
+    entries.map((entry) => {
+      const p = join(dir, entry.name);
+      return entry.isDirectory() ? chownTree(p, user) : lchown(p, user.uid, user.gid);
+    }),
+  );
 }
 
 /** Workspaces that a live sandbox has been given: never walked again while it lives. */
 const handedOver = new Map<string, number>();
+/** The hand-over of a workspace under way: a second sandbox of it waits for it before starting. */
+const handingOver = new Map<string, Promise<void>>();
 
 interface Init {
   readonly kind: MechanismKind;
@@ -892,7 +890,15 @@ export class ShellLauncher {
       else handedOver.set(ws, n);
     };
     try {
-      if (!this.handed && holders === 0 && hostUser().uid === 0) this.handOver(user);
+      if (!this.handed && holders === 0 && hostUser().uid === 0) {
+        const handing = this.handOver(user);
+        handingOver.set(ws, handing);
+        await handing.finally(() => {
+          if (handingOver.get(ws) === handing) handingOver.delete(ws);
+        });
+      } else {
+        await handingOver.get(ws)?.catch(() => undefined);
+      }
       this.handed = true;
     } catch (error) {
       release();
@@ -935,11 +941,11 @@ export class ShellLauncher {
    * launcher, before its first sandbox exists, and not at all while another live sandbox has the
    * same workspace (it was handed over for that one). The sandbox user owns what it creates later.
    */
-  private handOver(user: SandboxUser): void {
+  private async handOver(user: SandboxUser): Promise<void> {
     if (this.options.confinement.kind !== 'isolated') return;
     try {
       for (const dir of [this.options.cwd, ...(this.options.confinement.writable ?? [])].map(canonical))
-        if (lstatSync(dir).isDirectory()) chownTree(dir, user);
+        if ((await lstat(dir)).isDirectory()) await chownTree(dir, user);
     } catch (error) {
       throw new SandboxError(
         'start_failed',
