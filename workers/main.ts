@@ -16,6 +16,8 @@ import { handOff } from '../src/queue/control.js';
 import { FIX_QUEUE, connectionOptions, jobTarget, redisClient } from '../src/queue/queues.js';
 import { runFixJob, type FixJobResult } from '../src/worker/fix-job.js';
 import { FixRunError } from '../src/worker/fix-run.js';
+import { LockKeeper } from '../src/worker/lock-keeper.js';
+import { setSandboxNice } from '../src/sandbox/cpu-priority.js';
 import { WorkerMetrics } from '../src/worker/worker-metrics.js';
 
 /**
@@ -34,6 +36,8 @@ async function main(): Promise<void> {
   const apiKey = agent.anthropicApiKey;
   if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
+  // The sandboxes' processes yield the CPU to the worker's when both want it (cpu-priority.ts).
+  setSandboxNice(agent.sandboxNice);
   const tracing = startTracing('issue-agent-worker');
   if (tracing !== null) logger.info('OpenTelemetry traces go to the OTLP endpoint');
 
@@ -129,6 +133,23 @@ async function main(): Promise<void> {
     connection: connectionOptions(app.redisUrl, 'issue-agent-worker-queue'),
     prefix: app.queuePrefix,
   });
+  // Job locks are renewed from a thread of their own, which the jobs' work cannot starve (see
+  // lock-keeper.ts); BullMQ's renewals on this loop go on beside them.
+  const lockKeeper = await LockKeeper.start(
+    { queue: FIX_QUEUE, prefix: app.queuePrefix, redisUrl: app.redisUrl, lockDurationMs: app.lockDurationMs },
+    (message) => {
+      logger.warn(message);
+    },
+  );
+  /** How the renewals kept up since the last job ended: the renewing thread's delay and this loop's. */
+  const renewalReport = (job: string | undefined): void => {
+    lockKeeper.measure(true).then(
+      (stats) => {
+        logger.info({ job, ...stats, lockDurationMs: app.lockDurationMs }, 'lock renewals');
+      },
+      () => undefined,
+    );
+  };
   const worker = new Worker<FixJob, FixJobResult>(
     FIX_QUEUE,
     async (job, token, signal) => {
@@ -175,6 +196,7 @@ async function main(): Promise<void> {
                 redis,
                 fixQueue,
                 settings,
+                lockKeeper,
                 ...(metrics === null
                   ? {}
                   : {
@@ -233,10 +255,12 @@ async function main(): Promise<void> {
   };
   worker.on('completed', (job, result) => {
     logger.info({ job: job.id, outcome: result.outcome, pr: result.pullRequest?.url }, 'job completed');
+    renewalReport(job.id);
     next(job);
   });
   worker.on('failed', (job, error) => {
     logger.warn({ job: job?.id, err: error.message, attempts: job?.attemptsMade }, 'job failed');
+    renewalReport(job?.id);
     if (job === undefined) return;
     void job.getState().then(
       (state) => {
@@ -264,6 +288,7 @@ async function main(): Promise<void> {
     worker
       .close()
       .then(async () => {
+        await lockKeeper.close();
         await warmPool?.close();
         await storage.close();
         await tracing?.shutdown();
@@ -278,9 +303,9 @@ async function main(): Promise<void> {
 }
 
 /**
- * Says when this process's event loop was blocked long enough to matter: lock renewals run on it,
- * so a block near the lock's duration makes BullMQ hand a job to another worker. The log line is
- * how an operator tells that cause from Redis being slow or out of reach.
+ * Says when this process's event loop was blocked long enough to matter. Job locks no longer wait
+ * for it (the lock keeper's thread renews them), but every job's steps, sandbox output and the
+ * progress comment do; a block of minutes (LockKeeper's MAX_LOOP_SILENCE_MS) lets the locks lapse.
  */
 function watchEventLoop(logger: Logger, lockDurationMs: number, onBlock: (ms: number) => void): void {
   const everyMs = 500;
@@ -292,10 +317,7 @@ function watchEventLoop(logger: Logger, lockDurationMs: number, onBlock: (ms: nu
     last = now;
     if (blockedMs < reportFromMs) return;
     onBlock(blockedMs);
-    logger.warn(
-      { blockedMs, lockDurationMs },
-      'the event loop was blocked; job locks may not have been renewed',
-    );
+    logger.warn({ blockedMs, lockDurationMs }, 'the event loop was blocked');
   }, everyMs).unref();
 }
 

@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { newBaseState } from '../agent/new-run.js';
 import type { Outcome } from '../agent/run-agent.js';
 import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
+import { setSandboxNice } from '../sandbox/cpu-priority.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
@@ -63,6 +64,7 @@ async function main(argv: readonly string[]): Promise<number> {
   let env: AgentEnv;
   try {
     env = readAgentEnv();
+    setSandboxNice(env.sandboxNice);
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(error.message);
     throw error;

@@ -13,6 +13,7 @@ import {
 import { expandDeploymentMcp, mcpConfig, type McpConfig } from './mcp-config.js';
 import type { Limits } from '../events/schema.js';
 import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
+import { DEFAULT_SANDBOX_NICE, cpuSharesForNice, validNice } from '../sandbox/cpu-priority.js';
 
 /** Settings of the agent core that come from the environment. The only reader of process.env. */
 export interface AgentEnv {
@@ -34,7 +35,18 @@ export interface AgentEnv {
    * workspace tmpfs (a job that fills it ends `failed`/`sandbox_disk_limit`) and the memory limit,
    * which covers processes and everything the tmpfs mounts hold.
    */
-  readonly sandboxLimits: { readonly workspaceBytes?: number; readonly memoryBytes?: number };
+  readonly sandboxLimits: {
+    readonly workspaceBytes?: number;
+    readonly memoryBytes?: number;
+    /** A container's CPU weight, from sandboxNice (see sandbox/cpu-priority.ts). */
+    readonly cpuShares?: number;
+  };
+  /**
+   * How much lower the sandboxes' CPU priority is than the process's (`ISSUE_AGENT_SANDBOX_NICE`,
+   * a nice value 0–19, 0 for the same; default DEFAULT_SANDBOX_NICE): local sandboxes run under
+   * `nice`, Docker containers get the matching CPU shares. See sandbox/cpu-priority.ts.
+   */
+  readonly sandboxNice: number;
   /**
    * Commits of history a Docker sandbox's workspace gets (`git log`, `git blame` reach this far),
    * null for all of it. `ISSUE_AGENT_WORKSPACE_HISTORY`: a number or `full`; default
@@ -183,6 +195,7 @@ export function readAgentEnv(
     ...defined('testTimeoutMs', seconds(num(env, 'ISSUE_AGENT_TEST_TIMEOUT_S'))),
     ...defined('testMemoryBytes', mib(num(env, 'ISSUE_AGENT_TEST_MEMORY_MB'))),
   };
+  const sandboxNice = niceValue(env.ISSUE_AGENT_SANDBOX_NICE);
   const state =
     env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== ''
       ? env.XDG_STATE_HOME
@@ -202,7 +215,9 @@ export function readAgentEnv(
     sandboxLimits: {
       ...optionalBytes('workspaceBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_WORKSPACE_MB'))),
       ...optionalBytes('memoryBytes', mib(num(env, 'ISSUE_AGENT_SANDBOX_MEMORY_MB'))),
+      cpuShares: cpuSharesForNice(sandboxNice),
     },
+    sandboxNice,
     workspaceHistory: workspaceHistory(env.ISSUE_AGENT_WORKSPACE_HISTORY),
     verifyFresh: onOff(env, 'ISSUE_AGENT_VERIFY_FRESH', true),
     mcp: readMcp(env),
@@ -234,6 +249,17 @@ function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean
   if (v === 'on') return true;
   if (v === 'off') return false;
   throw new ConfigError(`${name} must be on or off`);
+}
+
+function niceValue(v: string | undefined): number {
+  const text = nonEmpty(v);
+  if (text === null) return DEFAULT_SANDBOX_NICE;
+  const n = /^[0-9]{1,2}$/.test(text) ? Number(text) : NaN;
+  if (!validNice(n))
+    throw new ConfigError(
+      `ISSUE_AGENT_SANDBOX_NICE must be a nice value from 0 (the worker's CPU priority) to 19 (the lowest), got "${text}"`,
+    );
+  return n;
 }
 
 function workspaceHistory(v: string | undefined): number | null {

@@ -25,6 +25,7 @@ import { appLocalIsolation } from './local-isolation.js';
 import type { RunStorage } from '../events/run-storage.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
 import { asFencedWriter } from '../events/file-event-store.js';
+import type { LockKeeper } from './lock-keeper.js';
 
 export { branchFor, type FixJobResult } from './fix-run.js';
 
@@ -47,6 +48,11 @@ export interface WorkerDeps {
   readonly onLockLost?: () => void;
   /** Whether this worker lost the lock of a job (by id): BullMQ may run it elsewhere now. */
   readonly lost?: (jobId: string) => boolean;
+  /**
+   * The worker's lock renewal thread (lock-keeper.ts): a job's lock is renewed there, where the
+   * job's own work cannot delay it. Without one, renewals run on this event loop.
+   */
+  readonly lockKeeper?: LockKeeper;
 }
 
 /**
@@ -98,6 +104,17 @@ export async function runFixJob(
       ? appLocalIsolation(deps.app, deps.agent, { home: deps.agent.hostHome, cwd: process.cwd() })
       : undefined;
   if (p.kind === 'evaluate') {
+    // An evaluation publishes nothing and writes no shared log: its lock is only kept, and a
+    // refusal (another worker has the job) said.
+    const release =
+      token === undefined || deps.lockKeeper === undefined
+        ? () => undefined
+        : deps.lockKeeper.hold(jobId, token, {
+            refused: () => {
+              deps.onLockLost?.();
+              log.warn({ job: jobId }, 'lost the job lock: another run has the job now');
+            },
+          });
     return runEvaluateJob(
       p,
       {
@@ -115,13 +132,15 @@ export async function runFixJob(
         logger: deps.logger,
       },
       signal,
-    ).catch((error: unknown) => {
-      if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
-      throw error;
-    });
+    )
+      .catch((error: unknown) => {
+        if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
+        throw error;
+      })
+      .finally(release);
   }
   const bot = await deps.bot(gh, credentials);
-  const lock = watchLock(job, token, deps.app.lockDurationMs, log, signal, deps.onLockLost);
+  const lock = watchLock(job, token, deps.app.lockDurationMs, log, signal, deps.onLockLost, deps.lockKeeper);
   try {
     return await asFencedWriter(lock.lost, () =>
       runFix(
@@ -181,7 +200,8 @@ export async function runFixJob(
 /**
  * This run's hold on its job: the lock is renewed with this run's token every third of its
  * duration (besides BullMQ's own renewals, which follow the job id, and so the newest run of it in
- * this process). When a renewal is refused, the lock is another run's: this worker was frozen, or
+ * this process), by the worker's lock renewal thread when it has one (lock-keeper.ts), else on this
+ * event loop. When a renewal is refused, the lock is another run's: this worker was frozen, or
  * out of Redis's reach, longer than the lock lasts, and BullMQ handed the job over, maybe to this
  * same process. The run is then `lost`: its signal aborts (it stops at the next step), its event
  * appends are fenced, and it says nothing more (see lostTheJob in fix-run.ts). A Redis error is
@@ -194,19 +214,20 @@ function watchLock(
   log: Logger,
   signal: AbortSignal | undefined,
   onLost?: () => void,
+  keeper?: LockKeeper,
 ): { lost: () => boolean; holds: () => Promise<boolean>; signal: AbortSignal | undefined; stop: () => void } {
   if (token === undefined) {
     return { lost: () => false, holds: () => Promise.resolve(true), signal, stop: () => undefined };
   }
   let lost = false;
-  let heldAt = performance.now();
+  let heldAt = Date.now();
   const controller = new AbortController();
   const markLost = (): void => {
     if (lost) return;
     lost = true;
     onLost?.();
     log.warn(
-      { job: job.id, sinceRenewedMs: Math.round(performance.now() - heldAt), lockDurationMs: durationMs },
+      { job: job.id, sinceRenewedMs: Date.now() - heldAt, lockDurationMs: durationMs },
       'lost the job lock: another run has the job now; this one stops without a word',
     );
     controller.abort(new Error('this worker lost the job lock'));
@@ -214,23 +235,34 @@ function watchLock(
   const holds = async (): Promise<boolean> => {
     if (lost) return false;
     const held = (await job.extendLock(token, durationMs)) === 1;
-    if (held) heldAt = performance.now();
+    if (held) heldAt = Date.now();
     else markLost();
     return held;
   };
-  const timer = setInterval(
-    () => {
-      holds().catch(() => undefined);
-    },
-    Math.max(200, Math.floor(durationMs / 3)),
-  );
-  timer.unref();
+  let stop: () => void;
+  if (keeper !== undefined) {
+    stop = keeper.hold(job.id ?? '', token, {
+      renewed: (at) => {
+        heldAt = Math.max(heldAt, at);
+      },
+      refused: markLost,
+    });
+  } else {
+    const timer = setInterval(
+      () => {
+        holds().catch(() => undefined);
+      },
+      Math.max(200, Math.floor(durationMs / 3)),
+    );
+    timer.unref();
+    stop = () => {
+      clearInterval(timer);
+    };
+  }
   return {
     lost: () => lost,
     holds,
     signal: signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal]),
-    stop: () => {
-      clearInterval(timer);
-    },
+    stop,
   };
 }

@@ -186,3 +186,20 @@ test('createAsync (the worker’s, off the event loop) writes what create writes
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test('attachments past the budget keep the first bytes and a note, and the budget holds over later ones', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'ia-store-'));
+  try {
+    const store = FileEventStore.create(join(root, 'run'), base).withAttachmentBudget(3 * 1024 * 1024);
+    const big = join(root, 'big.log');
+    writeFileSync(big, Buffer.alloc(5 * 1024 * 1024 + 7, 'x'));
+    const rel = await store.attachFile(big, 'out-1.log');
+    const kept = readFileSync(join(root, 'run', rel), 'utf8');
+    assert.ok(kept.startsWith('x'.repeat(3 * 1024 * 1024)));
+    assert.match(kept, /budget for attached output \(3145728 bytes\) is used up: 2097159 bytes/);
+    const rel2 = await store.attachFile(big, 'out-2.log');
+    assert.doesNotMatch(readFileSync(join(root, 'run', rel2), 'utf8'), /^x/);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import { LABEL_JOB, LABEL_OWNER, LABEL_POOL, LABEL_SANDBOX } from './owner.js';
 import { generatedFilesEnv } from '../generated-files.js';
+import { DEFAULT_SANDBOX_NICE, cpuSharesForNice } from '../cpu-priority.js';
 
 /** Resource limits of a sandbox container. Every field documents its default. */
 export interface SandboxLimits {
@@ -11,6 +12,12 @@ export interface SandboxLimits {
   readonly memoryBytes?: number;
   /** CPUs (fractional allowed). Default 2. */
   readonly cpus?: number;
+  /**
+   * CPU weight against the container's cgroup siblings when the CPU is short (HostConfig.CpuShares;
+   * the engine's default is 1024). Default: the weight of nice DEFAULT_SANDBOX_NICE, 110, so a
+   * worker in a container beside its sandboxes goes first (see cpu-priority.ts).
+   */
+  readonly cpuShares?: number;
   /** Max processes and threads in the container. Default 512. */
   readonly pids?: number;
   /** Size of the tmpfs at /tmp. Default 1 GiB (counts against the memory limit when used). */
@@ -27,6 +34,7 @@ export interface SandboxLimits {
 export const DEFAULT_LIMITS: Required<SandboxLimits> = {
   memoryBytes: 4 * 1024 ** 3,
   cpus: 2,
+  cpuShares: cpuSharesForNice(DEFAULT_SANDBOX_NICE),
   pids: 512,
   tmpBytes: 1024 ** 3,
   homeBytes: 512 * 1024 ** 2,
@@ -193,6 +201,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Memory: limits.memoryBytes,
       MemorySwap: limits.memoryBytes,
       NanoCpus: Math.round(limits.cpus * 1e9),
+      CpuShares: limits.cpuShares,
       PidsLimit: limits.pids,
       // When the host runs short of memory, the sandbox goes first.
       OomScoreAdj: 500,

@@ -1,17 +1,10 @@
 import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import {
-  accessSync,
-  constants,
-  lstatSync,
-  readdirSync,
-  readFileSync,
-  lchownSync,
-  realpathSync,
-} from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { accessSync, constants, readFileSync, realpathSync } from 'node:fs';
+import { lchown, lstat, readdir, readFile } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SandboxError } from '../sandbox.js';
+import { underNice } from '../cpu-priority.js';
 import { descendantsOf } from './proc-tree.js';
 
 /**
@@ -217,6 +210,16 @@ function asSandboxUser(user: SandboxUser): string[] {
   return [need('setpriv'), `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'];
 }
 
+/**
+ * `argv` under the sandboxes' lower CPU priority (cpu-priority.ts): `nice` execs the program in its
+ * place (the same pid), and everything the sandbox starts inherits the value; nothing inside can
+ * raise it again (no capabilities). A host without `nice` runs the sandbox at the worker's priority.
+ */
+function lowered(argv: readonly string[]): string[] {
+  const nice = systemTool('nice');
+  return nice === null ? [...argv] : underNice(nice, argv);
+}
+
 function need(tool: string): string {
   const p = systemTool(tool);
   if (p === null) throw new MechanismUnavailable(`${tool} is not installed`);
@@ -367,19 +370,25 @@ function canonical(path: string): string {
 /**
  * Gives the sandbox user the workspace tree: every entry, without following links (lchown; a link
  * is never descended into). Only ever called before any process of the sandbox exists, so nothing
- * can swap an entry for a link while the walk runs.
+ * can swap an entry for a link while the walk runs. Asynchronous, a folder's entries at a time: a
+ * large repository is tens of thousands of calls, which on the worker's event loop held up every
+ * other job (and, before they had their own thread, its lock renewals).
  */
-function chownTree(dir: string, user: SandboxUser): void {
-  lchownSync(dir, user.uid, user.gid);
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, entry.name);
-    if (entry.isDirectory()) chownTree(p, user);
-    else lchownSync(p, user.uid, user.gid);
-  }
+async function chownTree(dir: string, user: SandboxUser): Promise<void> {
+  await lchown(dir, user.uid, user.gid);
+  const entries = await readdir(dir, { withFileTypes: true });
+  await Promise.all(
+    entries.map((entry) => {
+      const p = join(dir, entry.name);
+      return entry.isDirectory() ? chownTree(p, user) : lchown(p, user.uid, user.gid);
+    }),
+  );
 }
 
 /** Workspaces that a live sandbox has been given: never walked again while it lives. */
 const handedOver = new Map<string, number>();
+/** The hand-over of a workspace under way: a second sandbox of it waits for it before starting. */
+const handingOver = new Map<string, Promise<void>>();
 
 interface Init {
   readonly kind: MechanismKind;
@@ -548,7 +557,7 @@ function enterArgv(
 
 /** Starts the sandbox's init with one mechanism and waits until its holder reports. */
 async function startInit(kind: MechanismKind, user: SandboxUser, dirs: readonly string[]): Promise<Init> {
-  const argv = initArgv(kind, user, dirs);
+  const argv = lowered(initArgv(kind, user, dirs));
   const [cmd, ...args] = argv;
   if (cmd === undefined) throw new MechanismUnavailable('nothing to run');
   // A new session: nothing in the sandbox has the host's terminal (no TIOCSTI into it). Started in
@@ -829,7 +838,8 @@ export class ShellLauncher {
   }
 
   private launchUnconfined(): LaunchedShell {
-    const child = spawn('bash', ['--noprofile', '--norc'], {
+    const [cmd = 'bash', ...args] = lowered(['bash', '--noprofile', '--norc']);
+    const child = spawn(cmd, args, {
       cwd: this.options.cwd,
       env: { ...this.options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -880,7 +890,15 @@ export class ShellLauncher {
       else handedOver.set(ws, n);
     };
     try {
-      if (!this.handed && holders === 0 && hostUser().uid === 0) this.handOver(user);
+      if (!this.handed && holders === 0 && hostUser().uid === 0) {
+        const handing = this.handOver(user);
+        handingOver.set(ws, handing);
+        await handing.finally(() => {
+          if (handingOver.get(ws) === handing) handingOver.delete(ws);
+        });
+      } else {
+        await handingOver.get(ws)?.catch(() => undefined);
+      }
       this.handed = true;
     } catch (error) {
       release();
@@ -923,11 +941,11 @@ export class ShellLauncher {
    * launcher, before its first sandbox exists, and not at all while another live sandbox has the
    * same workspace (it was handed over for that one). The sandbox user owns what it creates later.
    */
-  private handOver(user: SandboxUser): void {
+  private async handOver(user: SandboxUser): Promise<void> {
     if (this.options.confinement.kind !== 'isolated') return;
     try {
       for (const dir of [this.options.cwd, ...(this.options.confinement.writable ?? [])].map(canonical))
-        if (lstatSync(dir).isDirectory()) chownTree(dir, user);
+        if ((await lstat(dir)).isDirectory()) await chownTree(dir, user);
     } catch (error) {
       throw new SandboxError(
         'start_failed',
@@ -947,7 +965,7 @@ export class ShellLauncher {
     bashArgs: readonly string[] = [],
     role: ShellRole = 'agent',
   ): LaunchedShell {
-    const argv = enterArgv(init, canonical(this.options.cwd), env, bashArgs, role);
+    const argv = lowered(enterArgv(init, canonical(this.options.cwd), env, bashArgs, role));
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new SandboxError('start_failed', 'nothing to run');
     const child = spawn(cmd, args, {

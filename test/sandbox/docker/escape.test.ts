@@ -132,6 +132,8 @@ escapeAttempt(
     assert.equal(info.HostConfig.ReadonlyRootfs, true);
     assert.equal(info.HostConfig.Memory, info.HostConfig.MemorySwap, 'no swap');
     assert.ok((info.HostConfig.PidsLimit ?? 0) > 0);
+    // A lower CPU weight than the engine's default (1024): the worker goes first when both want the CPU.
+    assert.equal(info.HostConfig.CpuShares, 110);
   },
 );
 
