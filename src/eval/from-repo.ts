@@ -228,18 +228,58 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
   }
   const inClone = async (args: readonly string[]): Promise<string> =>
     (await git.run(['-C', clone, ...args], { env: { GIT_LITERAL_PATHSPECS: '1' } })).stdout;
-  const has = (sha: string): Promise<boolean> =>
-    inClone(['cat-file', '-e', `${sha}^{commit}`]).then(
-      () => true,
-      () => false,
-    );
+  const build: BuildContext = { options, owner, name, dir, clone, redact, inClone };
+  const candidates = groupCandidates(issues, fixes, options.since);
+  const decisions = await decideAll(build, candidates);
+  const tasks: BuiltTask[] = [];
+  const skipped: Skipped[] = [];
+  for (const candidate of candidates) {
+    const d = decisions.get(candidate.issues[0]?.number ?? 0);
+    if (d === undefined) continue;
+    if ('task' in d) {
+      if (tasks.length < options.limit) tasks.push(d.task);
+    } else skipped.push(d.skipped);
+  }
+  const file = join(dir, 'tasks.jsonl');
+  await writeText(file, tasks.map((t) => JSON.stringify(t)).join('\n') + (tasks.length > 0 ? '\n' : ''));
+  await writeText(
+    join(dir, 'skipped.jsonl'),
+    skipped.map((s) => JSON.stringify(s)).join('\n') + (skipped.length > 0 ? '\n' : ''),
+  );
+  return { tasks, skipped, file, clone };
+}
 
-  // One candidate per pull request (with every issue it closes, as SWE-bench does), or per issue
-  // that no merged pull request names; the most recently closed first.
-  const candidates: { issues: IssueInfo[]; pull: PullInfo | null }[] = [];
-  const byPull = new Map<number, { issues: IssueInfo[]; pull: PullInfo | null }>();
+/** What deciding a candidate needs: the build's options and the repository's bare clone. */
+interface BuildContext {
+  readonly options: FromRepoOptions;
+  readonly owner: string;
+  readonly name: string;
+  /** The build's folder (candidates' records, the task set). */
+  readonly dir: string;
+  readonly clone: string;
+  readonly redact: (text: string) => string;
+  /** Runs git in the clone (literal pathspecs) and answers its standard output. */
+  readonly inClone: (args: readonly string[]) => Promise<string>;
+}
+
+interface Candidate {
+  readonly issues: IssueInfo[];
+  readonly pull: PullInfo | null;
+}
+
+/**
+ * One candidate per pull request (with every issue it closes, as SWE-bench does), or per issue
+ * that no merged pull request names; the most recently closed first.
+ */
+function groupCandidates(
+  issues: readonly IssueInfo[],
+  fixes: ReadonlyMap<number, PullInfo>,
+  since: Date | null,
+): Candidate[] {
+  const candidates: Candidate[] = [];
+  const byPull = new Map<number, Candidate>();
   for (const issue of issues) {
-    if (options.since !== null && Date.parse(issue.closedAt) < options.since.getTime()) continue;
+    if (since !== null && Date.parse(issue.closedAt) < since.getTime()) continue;
     const pull = fixes.get(issue.number) ?? null;
     const known = pull === null ? undefined : byPull.get(pull.number);
     if (known !== undefined) {
@@ -250,6 +290,18 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
     candidates.push(candidate);
     if (pull !== null) byPull.set(pull.number, candidate);
   }
+  return candidates;
+}
+
+/**
+ * Decides candidates in order, `concurrency` at a time, until `limit` tasks are built, the tries
+ * run out or the build is interrupted; by each candidate's first issue.
+ */
+async function decideAll(
+  build: BuildContext,
+  candidates: readonly Candidate[],
+): Promise<Map<number, Decision>> {
+  const { options, redact } = build;
   const decisions = new Map<number, Decision>();
   const say = (line: string): void => {
     options.onProgress?.(line);
@@ -274,7 +326,7 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       if (first === undefined) continue;
       let decision: Decision | null;
       try {
-        decision = await decide(candidate.issues, candidate.pull, () => {
+        decision = await decideCandidate(build, candidate.issues, candidate.pull, () => {
           tried += 1;
         });
       } catch (error) {
@@ -303,164 +355,180 @@ export async function buildTasksFromRepo(options: FromRepoOptions): Promise<From
       }
     }
   };
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
+  return decisions;
+}
 
-  /** The task a candidate makes, or why it makes none; null when interrupted. */
-  const decide = async (
-    fixed: readonly IssueInfo[],
-    pull: PullInfo | null,
-    runsTests: () => void,
-  ): Promise<Decision | null> => {
-    const issue = fixed[0];
-    if (issue === undefined) return null;
-    const others =
-      fixed.length > 1
-        ? ` (with ${fixed
-            .slice(1)
-            .map((i) => `#${i.number}`)
-            .join(', ')})`
-        : '';
-    const skip = (code: SkipCode, reason: string): Decision => ({
-      skipped: { issue: issue.number, pull: pull?.number ?? null, code, reason: `${reason}${others}` },
-    });
-    if (pull === null) {
-      return skip(
-        'no_pull_request',
-        'closed without a merged pull request that names it with a closing keyword (fixes #N)',
-      );
-    }
-    const head = (await has(pull.headSha)) ? pull.headSha : pull.mergeCommitSha;
-    if (!(await has(pull.baseSha)) || head === null || !(await has(head))) {
-      return skip('commits_missing', `the commits of pull request #${pull.number} are not in the repository`);
-    }
-    const from = (await inClone(['merge-base', pull.baseSha, head])).trim();
-    const paths = (await inClone(['diff', '--no-renames', '--name-only', '-z', from, head, '--']))
-      .split('\0')
-      .filter((p) => p !== '');
-    const testPaths = paths.filter(isTestPath);
-    const codePaths = paths.filter((p) => !isTestPath(p));
-    if (testPaths.length === 0)
-      return skip('no_test_changes', `pull request #${pull.number} changed no tests`);
-    if (codePaths.length === 0) {
-      return skip(
-        'only_test_changes',
-        `pull request #${pull.number} changed only tests (there is no fix to find)`,
-      );
-    }
-    const runnable = runnableTestFiles(testPaths);
-    const commands = commandsFor(runnable, options.testCommand);
-    if (commands === null) {
-      return skip(
-        'no_test_command',
+/** What a candidate's pull request changed, read from the clone. */
+interface PullChange {
+  readonly from: string;
+  readonly head: string;
+  readonly testPaths: readonly string[];
+  readonly codePaths: readonly string[];
+  readonly commands: TestCommand[];
+}
+
+/** The task a candidate makes, or why it makes none; null when interrupted. */
+async function decideCandidate(
+  build: BuildContext,
+  fixed: readonly IssueInfo[],
+  pull: PullInfo | null,
+  runsTests: () => void,
+): Promise<Decision | null> {
+  const issue = fixed[0];
+  if (issue === undefined) return null;
+  const others =
+    fixed.length > 1
+      ? ` (with ${fixed
+          .slice(1)
+          .map((i) => `#${i.number}`)
+          .join(', ')})`
+      : '';
+  const skip = (code: SkipCode, reason: string): Decision => ({
+    skipped: { issue: issue.number, pull: pull?.number ?? null, code, reason: `${reason}${others}` },
+  });
+  if (pull === null) {
+    return skip(
+      'no_pull_request',
+      'closed without a merged pull request that names it with a closing keyword (fixes #N)',
+    );
+  }
+  const change = await readPullChange(build, pull);
+  if ('code' in change) return skip(change.code, change.reason);
+  const { options, dir, clone, owner, name, inClone } = build;
+  const { from, head, testPaths, codePaths, commands } = change;
+  // Cached by everything the decision depends on: a second build runs nothing again.
+  const cacheKey = createHash('sha256')
+    .update(
+      JSON.stringify([
+        options.sandbox.backend.kind,
+        options.setup,
+        fixed.map((i) => [i.number, i.title, i.body]),
+        pull.number,
+        pull.baseSha,
+        head,
+        commands.map((c) => c.command),
+      ]),
+    )
+    .digest('hex');
+  const cached = join(dir, 'candidates', `${issue.number}.json`);
+  if (existsSync(cached)) {
+    const earlier = JSON.parse(await readFile(cached, 'utf8')) as { key: string; decision: Decision };
+    if (earlier.key === cacheKey) return earlier.decision;
+  }
+  runsTests();
+  const diff = (paths: readonly string[]): Promise<string> =>
+    inClone([
+      'diff',
+      '--no-ext-diff',
+      '--no-textconv',
+      '--no-color',
+      '--no-renames',
+      '--binary',
+      '--full-index',
+      from,
+      head,
+      '--',
+      ...paths,
+    ]);
+  const testPatch = await diff(testPaths);
+  const gold = await diff(codePaths);
+  if (Buffer.byteLength(testPatch) + Buffer.byteLength(gold) > MAX_PATCH_BYTES) {
+    return skip(
+      'too_large',
+      `pull request #${pull.number} changes more than ${MAX_PATCH_BYTES / 2 ** 20} MiB`,
+    );
+  }
+  const place = (which: string): SandboxPlace => ({
+    sandbox: options.sandbox,
+    env: options.env,
+    setup: options.setup,
+    signal: options.signal,
+    folder: join(dir, 'candidates', String(issue.number)),
+    key: `from-repo-${cacheKey.slice(0, 16)}-${which}`,
+    hide: [...options.hide, options.out, clone],
+    mask: options.mask ?? [],
+    cacheKey: `eval:${clone}`,
+  });
+  const common = { repo: clone, base: pull.baseSha, testPatch, commands };
+  const before = await runTestsAt({ ...place('before'), ...common, patch: null });
+  const after = await runTestsAt({ ...place('after'), ...common, patch: gold });
+  if (options.signal?.aborted === true) return null;
+  const decision = judge(before, after);
+  let result: Decision;
+  if ('code' in decision) {
+    result = skip(decision.code, decision.reason);
+  } else {
+    result = {
+      task: {
+        instance_id: `${owner}__${name}-${pull.number}`,
+        repo: `${owner}/${name}`,
+        repo_path: clone,
+        base_commit: pull.baseSha,
+        problem_statement: fixed.map((i) => `${i.title}\n${i.body}\n`).join('\n'),
+        test_patch: testPatch,
+        patch: gold,
+        FAIL_TO_PASS: decision.failToPass,
+        PASS_TO_PASS: decision.passToPass,
+        ...(options.testCommand === null ? {} : { test_command: commands[0]?.command ?? '' }),
+        issue_number: issue.number,
+        issue_numbers: fixed.map((i) => i.number),
+        pull_number: pull.number,
+        created_at: issue.createdAt,
+      },
+    };
+  }
+  // A harness failure is not the candidate's: the next build tries it again.
+  if (!('skipped' in result && result.skipped.code === 'harness_error')) {
+    await writeJson(cached, { key: cacheKey, decision: result });
+  }
+  return result;
+}
+
+/** What the pull request changed, or why its candidate is no task (the skip's code and reason). */
+async function readPullChange(
+  build: BuildContext,
+  pull: PullInfo,
+): Promise<PullChange | { readonly code: SkipCode; readonly reason: string }> {
+  const { options, inClone } = build;
+  const has = (sha: string): Promise<boolean> =>
+    inClone(['cat-file', '-e', `${sha}^{commit}`]).then(
+      () => true,
+      () => false,
+    );
+  const head = (await has(pull.headSha)) ? pull.headSha : pull.mergeCommitSha;
+  if (!(await has(pull.baseSha)) || head === null || !(await has(head))) {
+    return {
+      code: 'commits_missing',
+      reason: `the commits of pull request #${pull.number} are not in the repository`,
+    };
+  }
+  const from = (await inClone(['merge-base', pull.baseSha, head])).trim();
+  const paths = (await inClone(['diff', '--no-renames', '--name-only', '-z', from, head, '--']))
+    .split('\0')
+    .filter((p) => p !== '');
+  const testPaths = paths.filter(isTestPath);
+  const codePaths = paths.filter((p) => !isTestPath(p));
+  if (testPaths.length === 0)
+    return { code: 'no_test_changes', reason: `pull request #${pull.number} changed no tests` };
+  if (codePaths.length === 0) {
+    return {
+      code: 'only_test_changes',
+      reason: `pull request #${pull.number} changed only tests (there is no fix to find)`,
+    };
+  }
+  const runnable = runnableTestFiles(testPaths);
+  const commands = commandsFor(runnable, options.testCommand);
+  if (commands === null) {
+    return {
+      code: 'no_test_command',
+      reason:
         runnable.length === 0
           ? `pull request #${pull.number} changed test files but none that a test runner runs (${testPaths.slice(0, 3).join(', ')})`
           : `no default way to run ${runnable.slice(0, 3).join(', ')} (pytest or node's test runner): give --test-command`,
-      );
-    }
-    // Cached by everything the decision depends on: a second build runs nothing again.
-    const cacheKey = createHash('sha256')
-      .update(
-        JSON.stringify([
-          options.sandbox.backend.kind,
-          options.setup,
-          fixed.map((i) => [i.number, i.title, i.body]),
-          pull.number,
-          pull.baseSha,
-          head,
-          commands.map((c) => c.command),
-        ]),
-      )
-      .digest('hex');
-    const cached = join(dir, 'candidates', `${issue.number}.json`);
-    if (existsSync(cached)) {
-      const earlier = JSON.parse(await readFile(cached, 'utf8')) as { key: string; decision: Decision };
-      if (earlier.key === cacheKey) return earlier.decision;
-    }
-    runsTests();
-    const diff = (paths: readonly string[]): Promise<string> =>
-      inClone([
-        'diff',
-        '--no-ext-diff',
-        '--no-textconv',
-        '--no-color',
-        '--no-renames',
-        '--binary',
-        '--full-index',
-        from,
-        head,
-        '--',
-        ...paths,
-      ]);
-    const testPatch = await diff(testPaths);
-    const gold = await diff(codePaths);
-    if (Buffer.byteLength(testPatch) + Buffer.byteLength(gold) > MAX_PATCH_BYTES) {
-      return skip(
-        'too_large',
-        `pull request #${pull.number} changes more than ${MAX_PATCH_BYTES / 2 ** 20} MiB`,
-      );
-    }
-    const place = (which: string): SandboxPlace => ({
-      sandbox: options.sandbox,
-      env: options.env,
-      setup: options.setup,
-      signal: options.signal,
-      folder: join(dir, 'candidates', String(issue.number)),
-      key: `from-repo-${cacheKey.slice(0, 16)}-${which}`,
-      hide: [...options.hide, options.out, clone],
-      mask: options.mask ?? [],
-      cacheKey: `eval:${clone}`,
-    });
-    const common = { repo: clone, base: pull.baseSha, testPatch, commands };
-    const before = await runTestsAt({ ...place('before'), ...common, patch: null });
-    const after = await runTestsAt({ ...place('after'), ...common, patch: gold });
-    if (options.signal?.aborted === true) return null;
-    const decision = judge(before, after);
-    let result: Decision;
-    if ('code' in decision) {
-      result = skip(decision.code, decision.reason);
-    } else {
-      result = {
-        task: {
-          instance_id: `${owner}__${name}-${pull.number}`,
-          repo: `${owner}/${name}`,
-          repo_path: clone,
-          base_commit: pull.baseSha,
-          problem_statement: fixed.map((i) => `${i.title}\n${i.body}\n`).join('\n'),
-          test_patch: testPatch,
-          patch: gold,
-          FAIL_TO_PASS: decision.failToPass,
-          PASS_TO_PASS: decision.passToPass,
-          ...(options.testCommand === null ? {} : { test_command: commands[0]?.command ?? '' }),
-          issue_number: issue.number,
-          issue_numbers: fixed.map((i) => i.number),
-          pull_number: pull.number,
-          created_at: issue.createdAt,
-        },
-      };
-    }
-    // A harness failure is not the candidate's: the next build tries it again.
-    if (!('skipped' in result && result.skipped.code === 'harness_error')) {
-      await writeJson(cached, { key: cacheKey, decision: result });
-    }
-    return result;
-  };
-
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
-  const tasks: BuiltTask[] = [];
-  const skipped: Skipped[] = [];
-  for (const candidate of candidates) {
-    const d = decisions.get(candidate.issues[0]?.number ?? 0);
-    if (d === undefined) continue;
-    if ('task' in d) {
-      if (tasks.length < options.limit) tasks.push(d.task);
-    } else skipped.push(d.skipped);
+    };
   }
-  const file = join(dir, 'tasks.jsonl');
-  await writeText(file, tasks.map((t) => JSON.stringify(t)).join('\n') + (tasks.length > 0 ? '\n' : ''));
-  await writeText(
-    join(dir, 'skipped.jsonl'),
-    skipped.map((s) => JSON.stringify(s)).join('\n') + (skipped.length > 0 ? '\n' : ''),
-  );
-  return { tasks, skipped, file, clone };
+  return { from, head, testPaths, codePaths, commands };
 }
 
 /** The commands for the test files: the default for their language, or `--test-command` with them appended. */
