@@ -13,14 +13,14 @@ import { runTestCommand, type TestRunResult } from './run-test-command.js';
 import { DEFAULT_STUCK, detectStuck, type StuckThresholds } from './stuck.js';
 import { defaultTools } from './tools/index.js';
 import { askTool } from './tools/ask.js';
+import { asRunFailure, type RunControl } from './tools/run-control.js';
 import { StepSpans } from '../telemetry/tracing.js';
-import { newToolContext, runToolCall, toolSpec, type Tool, type ToolCallResult } from './tools/tool.js';
-import { delegateInput } from './tools/schemas.js';
-import { explore, EXPLORE_MAX_STEPS } from './explore.js';
+import { newToolContext, runToolCall, toolSpec, type Tool } from './tools/tool.js';
+import { explore } from './explore.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 import { describedWorkspace, interruptedObservation, recordedCheckpoint } from './resume-check.js';
 import { isReadOnlyCommand } from './read-only-command.js';
-import { isWholeSuite, reusableBaseline, reusedTestRun } from './baseline-answer.js';
+import { reusableBaseline } from './baseline-answer.js';
 import { verdict, wouldResolve } from '../testing/verdict.js';
 import { isTestPath } from '../testing/test-paths.js';
 import { appliesFromStart, covers, workspaceRelative } from './instructions.js';
@@ -173,46 +173,33 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
     if (paths.length > 0) await append({ kind: 'guidance_added', paths, touched: rel });
   };
 
-  // A delegate call runs a read-only sub-agent (explore.ts) whose turns are nested in this log.
-  const delegate = async (use: ToolUseBlock): Promise<ToolCallResult> => {
-    const started = performance.now();
-    const parsed = delegateInput.safeParse(use.input);
-    if (!parsed.success) {
-      return {
-        content: `Invalid input for tool "delegate": ${parsed.error.issues.map((i) => i.message).join('; ')}`,
-        isError: true,
-        mutates: false,
-        durationMs: 0,
-      };
-    }
-    const state = reduceState(store.events);
-    const out = await explore({
-      id: use.id,
-      question: parsed.data.question,
-      maxSteps: Math.min(parsed.data.max_steps ?? EXPLORE_MAX_STEPS, EXPLORE_MAX_STEPS),
-      events: () => store.events,
-      append,
-      model,
-      price,
-      tools,
-      ctx,
-      limits,
-      remaining: {
-        tokens: Math.max(0, limits.maxTokens - totalTokens(state.usage)),
-        usd: Math.max(0, limits.maxUsd - state.usd),
-      },
-      signal: deps.signal,
-      scrub,
-    });
-    return { ...out, durationMs: performance.now() - started };
-  };
-
-  // An unfiltered run_tests while nothing can have changed since the baseline (baseline-answer.ts).
-  const reusableRun = (input: unknown): EventOf<'test_run'> | null => {
-    if (!tools.has('run_tests') || !isWholeSuite(input)) return null;
-    const baseline = reusableBaseline(store.events);
-    return baseline !== null && baseline.command === ctx.testCommand ? baseline : null;
-  };
+  // What the tools that act on the run may ask of it (run-control.ts), for the call `use`.
+  const control = (use: ToolUseBlock): RunControl => ({
+    changedFiles: lastTree !== base.workspace.baseTree,
+    reusableBaseline: () => reusableBaseline(store.events),
+    delegate: (question, maxSteps) =>
+      asRunFailure(() => {
+        const state = reduceState(store.events);
+        return explore({
+          id: use.id,
+          question,
+          maxSteps,
+          events: () => store.events,
+          append,
+          model,
+          price,
+          tools,
+          ctx,
+          limits,
+          remaining: {
+            tokens: Math.max(0, limits.maxTokens - totalTokens(state.usage)),
+            usd: Math.max(0, limits.maxUsd - state.usd),
+          },
+          signal: deps.signal,
+          scrub,
+        });
+      }),
+  });
 
   const steps = new StepSpans();
   try {
@@ -294,7 +281,6 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
           continue;
         }
         await append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
-        const reuse = use.name === 'run_tests' ? reusableRun(use.input) : null;
         const result = waiting
           ? {
               content:
@@ -303,21 +289,9 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
               mutates: false,
               durationMs: 0,
             }
-          : use.name === 'delegate' && tools.has('delegate')
-            ? await delegate(use)
-            : reuse !== null
-              ? reusedTestRun(reuse, limits)
-              : use.name === askTool.name && lastTree !== base.workspace.baseTree
-                ? {
-                    content:
-                      'Not asked: you have already changed files. A question comes before any change; finish the work, or undo your changes first.',
-                    isError: true,
-                    mutates: false,
-                    durationMs: 0,
-                  }
-                : await steps.child(`tool ${use.name}`, { 'issue_agent.tool': use.name }, () =>
-                    runToolCall(tools, use.name, use.input, ctx),
-                  );
+          : await steps.child(`tool ${use.name}`, { 'issue_agent.tool': use.name }, () =>
+              runToolCall(tools, use.name, use.input, ctx, control(use)),
+            );
         let fullContentFile: string | undefined;
         if (result.fullOutputPath !== undefined) {
           fullContentFile = await store.attachFile(result.fullOutputPath, `${use.id}.log`);
