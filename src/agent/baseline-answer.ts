@@ -1,14 +1,12 @@
-import type { AgentEvent, EventOf, Limits } from '../events/schema.js';
+import type { AgentEvent, EventOf } from '../events/schema.js';
 import { isReadOnlyCommand } from './read-only-command.js';
-import { describeTestRun } from './run-test-command.js';
-import { truncateMiddle, type ToolCallResult } from './tools/tool.js';
 
 /**
  * The model's first move is usually to run the tests, before it has changed anything. The harness
  * has just run that same command on that same tree (the baseline) and told the model the result in
  * its first message, so running it again costs a whole test run for nothing. While nothing can have
  * changed since the baseline, an unfiltered `run_tests` answers with the baseline's result, saying
- * so; the model can still run the tests again through bash.
+ * so (tools/run-tests.ts); the model can still run the tests again through bash.
  *
  * "Nothing can have changed" is decided from the log alone (so a resumed run agrees): every action
  * since the baseline only read. That is an editor `view`, a `search`, a bash command that
@@ -30,26 +28,8 @@ export function reusableBaseline(events: readonly AgentEvent[]): EventOf<'test_r
 }
 
 /** Whether this `run_tests` input asks for the whole suite (no filter): the only kind reused. */
-export function isWholeSuite(input: unknown): boolean {
+function isWholeSuite(input: unknown): boolean {
   return field(input, 'filter') === undefined;
-}
-
-/** The observation for a `run_tests` answered with the baseline's result. */
-export function reusedTestRun(baseline: EventOf<'test_run'>, limits: Limits): ToolCallResult {
-  const head =
-    `$ ${baseline.command}\n` +
-    'Not run again: nothing has changed since the harness ran the tests before any change (no file ' +
-    'edited, no command run since), so this is that run. To run them again anyway, use bash.\n' +
-    describeTestRun(baseline, limits);
-  return {
-    content: `${head}\n\n${truncateMiddle(baseline.output, limits.observationChars)}`,
-    isError: false,
-    mutates: false,
-    exitCode: baseline.exitCode,
-    killed: baseline.killed,
-    testSummary: baseline.summary,
-    durationMs: 0,
-  };
 }
 
 function onlyReads(tool: string, input: unknown): boolean {

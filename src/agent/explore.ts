@@ -3,7 +3,7 @@ import type { ConversationMessage, Model, ModelRequest, UserBlock } from '../mod
 import { costUsd, type ModelPrice } from '../model/pricing.js';
 import { assistantMessage, estimateTokens, toolResult } from './conversation.js';
 import { isReadOnlyCommand } from './read-only-command.js';
-import { runToolCall, toolSpec, type Tool, type ToolContext, type ToolOutput } from './tools/tool.js';
+import { runToolCall, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
 
 /**
  * The `delegate` tool's sub-agent: a read-only explorer with its own short context and a share of
@@ -107,7 +107,7 @@ function lastText(mine: readonly AgentEvent[]): string {
 }
 
 /** Runs (or resumes) one exploration; its summary is the delegate call's observation. */
-export async function explore(d: ExploreDeps): Promise<ToolOutput> {
+export async function explore(d: ExploreDeps): Promise<string> {
   const tools = exploreTools(d.tools);
   const specs = [...tools.values()].map(toolSpec);
   const system = exploreSystemPrompt(d.ctx.sandbox.workdir);
@@ -115,13 +115,9 @@ export async function explore(d: ExploreDeps): Promise<ToolOutput> {
   const tokenShare = Math.floor(d.remaining.tokens * BUDGET_SHARE);
   const usdShare = d.remaining.usd * BUDGET_SHARE;
   const mine = (): AgentEvent[] => d.events().filter((e) => 'parent' in e && e.parent === d.id);
-  const stopped = (why: string): ToolOutput => {
+  const stopped = (why: string): string => {
     const found = lastText(mine());
-    return {
-      content: `The exploration stopped: ${why}.${found === '' ? ' It found nothing to report.' : ` What it had found so far:\n\n${found}`}`,
-      isError: false,
-      mutates: false,
-    };
+    return `The exploration stopped: ${why}.${found === '' ? ' It found nothing to report.' : ` What it had found so far:\n\n${found}`}`;
   };
   for (;;) {
     const events = mine();
@@ -144,11 +140,7 @@ export async function explore(d: ExploreDeps): Promise<ToolOutput> {
       const calls = last.content.some((b) => b.type === 'tool_use');
       if (!calls) {
         const summary = lastText([last]);
-        return {
-          content: summary === '' ? 'The exploration ended without a summary.' : summary,
-          isError: false,
-          mutates: false,
-        };
+        return summary === '' ? 'The exploration ended without a summary.' : summary;
       }
     }
     for (const use of pending) {

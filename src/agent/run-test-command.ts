@@ -3,6 +3,7 @@ import type { Sandbox } from '../sandbox/sandbox.js';
 import { boundsAfter } from '../testing/bounds.js';
 import type { RunnerKind } from '../testing/detect-test-command.js';
 import { runTests, type TestRunResult } from '../testing/run-tests.js';
+import type { BaselineRun } from './baseline-cache.js';
 
 export type { TestRunResult } from '../testing/run-tests.js';
 export { describeTestRun } from '../testing/describe-run.js';
@@ -38,4 +39,21 @@ export async function runTestCommand(
     runner,
     perTestMs: bounds.perTestMs,
   });
+}
+
+/** What the event log keeps of a harness test run: its output capped and scrubbed. */
+export function recordedRun(r: TestRunResult, scrub: (text: string) => string): BaselineRun {
+  return {
+    command: r.command,
+    exitCode: r.exitCode,
+    killed: r.killed,
+    durationMs: r.durationMs,
+    summary: r.summary,
+    output: scrub(cap(r.output)),
+    outputBytes: r.outputBytes,
+  };
+}
+
+function cap(output: string): string {
+  return output.length > 200_000 ? `${output.slice(0, 100_000)}\n[...]\n${output.slice(-100_000)}` : output;
 }

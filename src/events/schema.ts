@@ -380,7 +380,7 @@ export const eventSchemas = {
     /**
      * For a call that may change files: the workspace tree after it, which is the tree of the last
      * checkpoint before this event (the call's own, when it changed files: a file-changing step is
-     * recorded checkpoint first, see agent/run-agent.ts). Resume checks that the workspace it
+     * recorded checkpoint first, see agent/step.ts). Resume checks that the workspace it
      * restores is this tree (agent/resume-check.ts). Absent for calls that change nothing, and in
      * logs written before it was kept.
      */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { outsideLoop } from './run-control.js';
 import { defineTool } from './tool.js';
 
 export const askInput = z
@@ -18,8 +19,8 @@ export const askInput = z
 
 /**
  * Pre-flight triage (on when the run's base state says so): the agent asks instead of guessing. The
- * loop ends the run `needs_info` after this call; the harness refuses it once a file was changed
- * (see run-agent.ts), so a question never leaves a half-made change behind.
+ * loop ends the run `needs_info` after the turn that asked (the question is the observation's); it
+ * is refused once a file was changed, so a question never leaves a half-made change behind.
  */
 export const askTool = defineTool({
   name: 'ask_for_clarification',
@@ -28,7 +29,15 @@ export const askTool = defineTool({
     'expected behaviour or where to start. Say what is missing and ask at most three questions; the run ' +
     "then waits for the answer of the issue's author or a maintainer, which continues this conversation.",
   schema: askInput,
-  run(input) {
+  run(input, _ctx, control = outsideLoop) {
+    if (control.changedFiles)
+      return Promise.resolve({
+        content:
+          'Not asked: you have already changed files. A question comes before any change; finish the work, or undo your changes first.',
+        isError: true,
+        mutates: false,
+        durationMs: 0,
+      });
     return Promise.resolve({
       content: 'The question is posted on the issue. This run now ends and waits for the answer.',
       isError: false,

@@ -1,9 +1,12 @@
+import { EXPLORE_MAX_STEPS } from '../explore.js';
 import { delegateInput } from './schemas.js';
+import { outsideLoop } from './run-control.js';
 import { defineTool } from './tool.js';
 
 /**
- * The `delegate` tool as the model sees it. The agent loop runs it (agent/explore.ts), because a
- * sub-agent needs the model, the budget and the log, which a tool's context does not carry.
+ * A read-only exploration by a sub-agent with its own context (agent/explore.ts), which answers one
+ * question with a short summary. It runs on the run's model, budget and log, which the loop lends
+ * through RunControl; the summary is this call's observation.
  */
 export const delegateTool = defineTool({
   name: 'delegate',
@@ -13,11 +16,8 @@ export const delegateTool = defineTool({
     'search and run read-only commands; it cannot edit. Use it for questions that need many files to ' +
     'be read, so that your own context stays small. Its cost counts toward this run.',
   schema: delegateInput,
-  run() {
-    return Promise.resolve({
-      content: 'delegate runs only inside the agent loop.',
-      isError: true,
-      mutates: false,
-    });
+  async run(input, _ctx, control = outsideLoop) {
+    const maxSteps = Math.min(input.max_steps ?? EXPLORE_MAX_STEPS, EXPLORE_MAX_STEPS);
+    return { content: await control.delegate(input.question, maxSteps), isError: false, mutates: false };
   },
 });

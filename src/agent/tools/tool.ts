@@ -4,6 +4,7 @@ import type { ToolSpec } from '../../model/model.js';
 import type { KillReason, Sandbox } from '../../sandbox/sandbox.js';
 import type { SyntaxResult } from '../syntax-check.js';
 import { SandboxFiles } from '../../sandbox/sandbox-files.js';
+import { outsideLoop, RunFailure, type RunControl } from './run-control.js';
 
 export interface ToolContext {
   readonly sandbox: Sandbox;
@@ -52,6 +53,8 @@ export interface ToolOutput {
   readonly finishSummary?: string;
   /** ask_for_clarification: what is missing and the questions (the run ends `needs_info`). */
   readonly question?: Clarification;
+  /** What the call took, when it is not the time the tool ran: 0 for an answer in which nothing ran. */
+  readonly durationMs?: number;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType> {
@@ -60,7 +63,11 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   readonly schema: S;
   /** The JSON schema the model is given, when it is not `schema`'s (an MCP server's tool). */
   readonly inputSchema?: Record<string, unknown> | undefined;
-  run(input: z.infer<S>, ctx: ToolContext): Promise<ToolOutput>;
+  /**
+   * `control`: the loop that runs the call, for the few tools that act on the run (run-control.ts);
+   * absent for a call with no loop around it, which those tools take as `outsideLoop`.
+   */
+  run(input: z.infer<S>, ctx: ToolContext, control?: RunControl): Promise<ToolOutput>;
 }
 
 export function defineTool<S extends z.ZodType>(tool: Tool<S>): Tool {
@@ -81,16 +88,21 @@ export interface ToolCallResult extends ToolOutput {
 
 /**
  * The one place tool calls are validated and run. Unknown tools, invalid input and unexpected
- * exceptions all become error observations written for the model, so the loop always goes on.
+ * exceptions all become error observations written for the model, so the loop always goes on;
+ * only a broken sandbox and a failure of the run itself (RunFailure) are thrown to the loop.
  */
 export async function runToolCall(
   tools: ReadonlyMap<string, Tool>,
   name: string,
   input: unknown,
   ctx: ToolContext,
+  control: RunControl = outsideLoop,
 ): Promise<ToolCallResult> {
   const started = performance.now();
-  const done = (out: ToolOutput): ToolCallResult => ({ ...out, durationMs: performance.now() - started });
+  const done = (out: ToolOutput): ToolCallResult => ({
+    ...out,
+    durationMs: out.durationMs ?? performance.now() - started,
+  });
   const tool = tools.get(name);
   if (tool === undefined) {
     return done({
@@ -111,9 +123,11 @@ export async function runToolCall(
     });
   }
   try {
-    return done(await tool.run(parsed.data, ctx));
+    return done(await tool.run(parsed.data, ctx, control));
   } catch (error) {
-    // Sandbox breakage is not the model's to handle; anything else is reported back to it.
+    // Sandbox breakage and the run's own failures are not the model's to handle; anything else is
+    // reported back to it.
+    if (error instanceof RunFailure) throw error.error;
     if (error instanceof Error && error.name === 'SandboxError') throw error;
     const message = error instanceof Error ? error.message : String(error);
     return done({ content: `The ${name} tool failed: ${message}`, isError: true, mutates: false });
