@@ -22,70 +22,11 @@ export const EVAL_USAGE = `  issue-agent eval <tasks.jsonl> [--concurrency N] [-
  * ones; twice exits at once (their event logs resume on the next run).
  */
 export async function evalCommand(args: readonly string[], env: AgentEnv): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        concurrency: { type: 'string' },
-        sandbox: { type: 'string' },
-        out: { type: 'string' },
-        model: { type: 'string' },
-        setup: { type: 'string' },
-        attempts: { type: 'string' },
-        'repos-dir': { type: 'string' },
-        json: { type: 'boolean' },
-        'from-repo': { type: 'string' },
-        since: { type: 'string' },
-        limit: { type: 'string' },
-        'test-command': { type: 'string' },
-        'build-only': { type: 'boolean' },
-      },
-    });
-  } catch (error) {
-    throw new UsageError(error instanceof Error ? (error.message.split('\n')[0] ?? '') : 'bad arguments');
-  }
-  const { values, positionals } = parsed;
-  const fromRepo = values['from-repo'] ?? null;
-  if (fromRepo === null) {
-    if (positionals.length !== 1 || positionals[0] === undefined) {
-      throw new UsageError('eval takes exactly one <tasks.jsonl>, or --from-repo owner/name');
-    }
-    for (const flag of ['since', 'limit', 'test-command', 'build-only'] as const) {
-      if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --from-repo`);
-    }
-  } else {
-    if (positionals.length > 0)
-      throw new UsageError('--from-repo builds the task set: give no <tasks.jsonl>');
-    if (!/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(fromRepo)) {
-      throw new UsageError(`--from-repo takes owner/name, got "${fromRepo}"`);
-    }
-  }
-  const concurrency = Number(values.concurrency ?? '1');
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
-    throw new UsageError(`--concurrency must be an integer from 1 to 64, got "${values.concurrency ?? ''}"`);
-  }
-  const attempts = Number(values.attempts ?? '1');
-  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
-    throw new UsageError(`--attempts must be an integer from 1 to 10, got "${values.attempts ?? ''}"`);
-  }
-  if (values.model !== undefined && values.model !== 'oracle') {
-    throw new UsageError('--model takes `oracle`; the model otherwise comes from ISSUE_AGENT_MODEL');
-  }
-  const model = values.model === 'oracle' ? 'oracle' : 'configured';
-  if (model === 'configured' && env.anthropicApiKey === null && values['build-only'] !== true) {
-    throw new UsageError('ANTHROPIC_API_KEY is not set (or use --model oracle to check the harness)');
-  }
+  const { values, positionals, fromRepo, concurrency, attempts, model, setup } = parseEvalArgs(args, env);
   const kind = sandboxKind(values.sandbox);
   const sandbox = await chooseSandbox(kind, env);
   // Grading must not be reachable from the agent's sandbox, nor the answers from either.
   if (!sandbox.backend.isolated) throw new UsageError('eval runs in a sandbox: --sandbox docker or local');
-  const setup = values.setup === undefined || values.setup === 'on';
-  if (values.setup !== undefined && !['on', 'off'].includes(values.setup)) {
-    throw new UsageError(`--setup must be on or off, got "${values.setup}"`);
-  }
   const source = fromRepo === null ? null : fromRepoSource(fromRepo, values);
   let tasks: EvalTask[] = [];
   if (positionals[0] !== undefined) {
@@ -208,6 +149,71 @@ export async function evalCommand(args: readonly string[], env: AgentEnv): Promi
   else console.log(terminalReport(run.results, summary));
   if (run.interrupted.length > 0) return 130;
   return run.results.some((r) => r.grade === null || r.grade.status === 'error') ? 1 : 0;
+}
+
+/** The command's arguments, checked: every usage error before anything runs. */
+function parseEvalArgs(args: readonly string[], env: AgentEnv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...args],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        concurrency: { type: 'string' },
+        sandbox: { type: 'string' },
+        out: { type: 'string' },
+        model: { type: 'string' },
+        setup: { type: 'string' },
+        attempts: { type: 'string' },
+        'repos-dir': { type: 'string' },
+        json: { type: 'boolean' },
+        'from-repo': { type: 'string' },
+        since: { type: 'string' },
+        limit: { type: 'string' },
+        'test-command': { type: 'string' },
+        'build-only': { type: 'boolean' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? (error.message.split('\n')[0] ?? '') : 'bad arguments');
+  }
+  const { values, positionals } = parsed;
+  const fromRepo = values['from-repo'] ?? null;
+  if (fromRepo === null) {
+    if (positionals.length !== 1 || positionals[0] === undefined) {
+      throw new UsageError('eval takes exactly one <tasks.jsonl>, or --from-repo owner/name');
+    }
+    for (const flag of ['since', 'limit', 'test-command', 'build-only'] as const) {
+      if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --from-repo`);
+    }
+  } else {
+    if (positionals.length > 0)
+      throw new UsageError('--from-repo builds the task set: give no <tasks.jsonl>');
+    if (!/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(fromRepo)) {
+      throw new UsageError(`--from-repo takes owner/name, got "${fromRepo}"`);
+    }
+  }
+  const concurrency = Number(values.concurrency ?? '1');
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+    throw new UsageError(`--concurrency must be an integer from 1 to 64, got "${values.concurrency ?? ''}"`);
+  }
+  const attempts = Number(values.attempts ?? '1');
+  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
+    throw new UsageError(`--attempts must be an integer from 1 to 10, got "${values.attempts ?? ''}"`);
+  }
+  if (values.model !== undefined && values.model !== 'oracle') {
+    throw new UsageError('--model takes `oracle`; the model otherwise comes from ISSUE_AGENT_MODEL');
+  }
+  const model: 'oracle' | 'configured' = values.model === 'oracle' ? 'oracle' : 'configured';
+  if (model === 'configured' && env.anthropicApiKey === null && values['build-only'] !== true) {
+    throw new UsageError('ANTHROPIC_API_KEY is not set (or use --model oracle to check the harness)');
+  }
+  const setup = values.setup === undefined || values.setup === 'on';
+  if (values.setup !== undefined && !['on', 'off'].includes(values.setup)) {
+    throw new UsageError(`--setup must be on or off, got "${values.setup}"`);
+  }
+  return { values, positionals, fromRepo, concurrency, attempts, model, setup };
 }
 
 /** Where `--from-repo` reads: GITHUB_TOKEN (or GH_TOKEN) at GITHUB_API_URL (GitHub's by default). */

@@ -84,20 +84,7 @@ export async function runEvaluateJob(
       await ctx.gh.rest.issues.updateComment({ ...where, comment_id: commentId, body });
     }
   };
-  // A stop request (`@agent stop`) is read from Redis every few seconds, as fix jobs do.
-  const controller = new AbortController();
-  const onAbort = (): void => {
-    controller.abort();
-  };
-  signal?.addEventListener('abort', onAbort, { once: true });
-  const poll = setInterval(() => {
-    ctx.cancelled().then(
-      (by) => {
-        if (by !== null) controller.abort(`stopped by ${by}`);
-      },
-      () => undefined,
-    );
-  }, 2000);
+  const { controller, dispose } = watchStop(ctx, signal);
   const sandbox = ctx.sandbox;
   const model = request.model === 'oracle' ? 'oracle' : ctx.agent.model;
   // The tasks' setups get only what this repository was granted (config/grants.ts).
@@ -203,9 +190,38 @@ export async function runEvaluateJob(
     }
     throw error;
   } finally {
-    clearInterval(poll);
-    signal?.removeEventListener('abort', onAbort);
+    dispose();
   }
+}
+
+/**
+ * Aborted when the worker stops or a stop request (`@agent stop`) is seen: read from Redis every
+ * few seconds, as fix jobs do. `dispose` stops watching.
+ */
+function watchStop(
+  ctx: EvaluateContext,
+  signal: AbortSignal | undefined,
+): { readonly controller: AbortController; readonly dispose: () => void } {
+  const controller = new AbortController();
+  const onAbort = (): void => {
+    controller.abort();
+  };
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const poll = setInterval(() => {
+    ctx.cancelled().then(
+      (by) => {
+        if (by !== null) controller.abort(`stopped by ${by}`);
+      },
+      () => undefined,
+    );
+  }, 2000);
+  return {
+    controller,
+    dispose: () => {
+      clearInterval(poll);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
 }
 
 /** Read again after an await (TypeScript keeps a narrowing of `signal.aborted` across them). */

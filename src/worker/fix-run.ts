@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { Outcome } from '../agent/run-agent.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState } from '../events/reduce-state.js';
-import { FileRunStorage } from '../events/run-storage.js';
+import { FileRunStorage, type RunStorage } from '../events/run-storage.js';
 import { HostGit } from '../github/host-git.js';
 import { pristineDir } from '../github/pristine-clone.js';
 import { Redactor } from '../publish/redact.js';
@@ -74,7 +74,23 @@ async function lostTheJob(rt: FixRuntime, error: unknown): Promise<boolean> {
  * publishing finds its commit (deterministic), its branch and its PR again instead of duplicating
  * them. Failures are reported on the progress comment and thrown as FixRunError.
  */
-export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): Promise<FixJobResult> {
+/** The result of a job that published nothing. */
+function nothingPublished(outcome: Outcome['outcome'], storage: RunStorage, jobId: string): FixJobResult {
+  return {
+    outcome,
+    pullRequest: null,
+    pushed: false,
+    trajectory: storage.locationOf(jobId),
+    runId: jobId,
+    branch: null,
+  };
+}
+
+/** The job's context: its folders, clients, progress comment and redactor, from its payload and runtime. */
+function jobContext(
+  p: FixJob,
+  rt: FixRuntime,
+): { ctx: JobContext; storage: RunStorage; progress: ProgressReporter } {
   const jobId = rt.jobId;
   const dir = jobFolder(rt.jobsDir, jobId);
   const storage = rt.storage ?? new FileRunStorage(rt.jobsDir);
@@ -139,14 +155,13 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
     trajectoryLink: rt.trajectoryLink,
     log,
   };
-  const none = (outcome: Outcome['outcome']): FixJobResult => ({
-    outcome,
-    pullRequest: null,
-    pushed: false,
-    trajectory: storage.locationOf(jobId),
-    runId: jobId,
-    branch: null,
-  });
+  return { ctx, storage, progress };
+}
+
+export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): Promise<FixJobResult> {
+  const jobId = rt.jobId;
+  const { ctx, storage, progress } = jobContext(p, rt);
+  const none = (outcome: Outcome['outcome']): FixJobResult => nothingPublished(outcome, storage, jobId);
 
   const stop = await watchForStop(rt, signal);
   const giveUpIfInterrupted = (): void => {
