@@ -36,12 +36,12 @@ export async function postCheckRun(
   },
 ): Promise<RenderedCheckRun | null> {
   const { gh, where, log } = target;
-  const rendered = renderCheckRun({
-    runs: input.runs,
-    audience: input.audience,
-    trajectoryLink: input.trajectoryLink,
-  });
   try {
+    const rendered = renderCheckRun({
+      runs: input.runs,
+      audience: input.audience,
+      trajectoryLink: input.trajectoryLink,
+    });
     const { data } = await gh.rest.checks.listForRef({
       ...where,
       ref: input.head,
