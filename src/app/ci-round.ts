@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { stripHiddenText } from '../agent/untrusted-text.js';
+import { CHECK_RUN_NAME } from '../publish/check-run.js';
 import { codeSpan } from '../publish/markdown.js';
 import type { RepoConfig } from '../config/repo-config.js';
 import type { FixJob } from '../queue/payloads.js';
@@ -217,18 +218,22 @@ async function failingChecks(
     filter: 'latest',
     per_page: 100,
   });
-  return data.check_runs
-    .filter((c) => c.conclusion === 'failure' || c.conclusion === 'timed_out')
-    .sort((a, b) => (a.id === first ? -1 : b.id === first ? 1 : a.name.localeCompare(b.name)))
-    .map((c) => ({
-      id: c.id,
-      name: c.name,
-      conclusion: c.conclusion ?? 'failure',
-      title: c.output.title ?? '',
-      summary: c.output.summary ?? '',
-      text: c.output.text ?? '',
-      actions: c.app?.slug === 'github-actions',
-    }));
+  return (
+    data.check_runs
+      // The agent's own verdict (publish/check-run.ts) is not CI for a round to fix.
+      .filter((c) => c.name !== CHECK_RUN_NAME)
+      .filter((c) => c.conclusion === 'failure' || c.conclusion === 'timed_out')
+      .sort((a, b) => (a.id === first ? -1 : b.id === first ? 1 : a.name.localeCompare(b.name)))
+      .map((c) => ({
+        id: c.id,
+        name: c.name,
+        conclusion: c.conclusion ?? 'failure',
+        title: c.output.title ?? '',
+        summary: c.output.summary ?? '',
+        text: c.output.text ?? '',
+        actions: c.app?.slug === 'github-actions',
+      }))
+  );
 }
 
 /** Whether the check `name` failed in its latest run on the tip of `branch`. */

@@ -21,6 +21,7 @@ import { SetupError, type ProvisionedWorkspace, type SandboxChoice } from '../ex
 import { taskFromText } from '../execution/task-text.js';
 import { applyToCheckout } from './apply-change.js';
 import { evalCommand, EVAL_USAGE } from './eval-command.js';
+import { verifyCommand, VERIFY_USAGE } from './verify-command.js';
 import { ProgressPrinter } from './progress.js';
 import { renderTrajectory } from './render-trajectory.js';
 import { chooseSandbox, openWorkspace, sandboxKind, UsageError } from './workspace.js';
@@ -35,6 +36,7 @@ const USAGE = `usage:
   issue-agent resume <trajectory-dir> [--repo DIR] [--sandbox local|docker|unconfined] [--setup on|off] [--json]
   issue-agent replay <trajectory-dir> [--json]
 ${EVAL_USAGE}
+${VERIFY_USAGE}
 
 --setup on (default): before the agent, the checkout's setup (from .github/issue-agent.yml or detected
   from its lockfile) runs in the sandbox through the egress proxy; off: none. Not in --sandbox unconfined.
@@ -78,8 +80,10 @@ async function main(argv: readonly string[]): Promise<number> {
       return replayCommand(rest);
     case 'eval':
       return evalCommand(rest, env);
+    case 'verify':
+      return verifyCommand(rest, env);
     default:
-      throw new UsageError(`unknown command "${command}" (expected resolve, resume, replay or eval)`);
+      throw new UsageError(`unknown command "${command}" (expected resolve, resume, replay, eval or verify)`);
   }
 }
 

@@ -359,16 +359,10 @@ function renderHead(
   );
   head.push(outcomeSection(lastView.state.outcome, redactor, caps));
 
-  const before = firstOf(views.map((v) => v.state.baseline));
-  const after = firstOf([...views].reverse().map((v) => v.state.finalTest));
-  const noTests =
-    lastView.run.base.testCommand === null
-      ? 'No tests were run: no test command is known for this repository, so the change is not proven by tests.'
-      : 'No test run was recorded: the run ended before the tests ran.';
-  const verification = renderVerification(before, after, {
-    // From the run whose final run is shown: the two belong together.
-    withoutFix: [...views].reverse().find((v) => v.state.finalTest !== null)?.state.withoutFix ?? null,
-    noTestsReason: noTests,
+  const shown = verifiedRuns(views);
+  const verification = renderVerification(shown.before, shown.after, {
+    withoutFix: shown.withoutFix,
+    noTestsReason: shown.noTestsReason,
     maxRows: caps.rows,
     maxNameChars: caps.name,
     redact: (t) => redactor.redact(t),
@@ -406,6 +400,37 @@ function renderHead(
     `📄 The full trajectory, step by step: ${truncateEnd(redactor.redact(input.trajectoryLink), 2000)}`,
   );
   return head.join('\n\n');
+}
+
+/** The runs one verification section shows (see verifiedRuns). */
+export interface VerifiedRuns {
+  readonly before: EventOf<'test_run'> | null;
+  readonly after: EventOf<'test_run'> | null;
+  readonly withoutFix: EventOf<'test_run'> | null;
+  readonly noTestsReason: string;
+}
+
+/**
+ * Which test runs a pull request's verification shows, for its body and its check run alike: the
+ * earliest round's baseline ("before"), the latest round's final run ("after") and that round's
+ * `without_fix` run, with why there is none when no test ran.
+ */
+export function verificationOf(runs: readonly PublishedRun[]): VerifiedRuns {
+  return verifiedRuns(runs.map((run) => ({ run, state: reduceState(run.events) })));
+}
+
+function verifiedRuns(views: readonly RunView[]): VerifiedRuns {
+  const last = views[views.length - 1];
+  return {
+    before: firstOf(views.map((v) => v.state.baseline)),
+    after: firstOf([...views].reverse().map((v) => v.state.finalTest)),
+    // From the run whose final run is shown: the two belong together.
+    withoutFix: [...views].reverse().find((v) => v.state.finalTest !== null)?.state.withoutFix ?? null,
+    noTestsReason:
+      last?.run.base.testCommand === null
+        ? 'No tests were run: no test command is known for this repository, so the change is not proven by tests.'
+        : 'No test run was recorded: the run ended before the tests ran.',
+  };
 }
 
 function renderTrajectoryParts(

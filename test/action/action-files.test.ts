@@ -45,7 +45,12 @@ describe('action.yml, its docs and the example workflow', () => {
   });
 
   it('the example workflow: minimal permissions, per-issue concurrency, a timeout, known inputs', () => {
-    assert.deepEqual(example.permissions, { contents: 'write', issues: 'write', 'pull-requests': 'write' });
+    assert.deepEqual(example.permissions, {
+      contents: 'write',
+      issues: 'write',
+      'pull-requests': 'write',
+      checks: 'write',
+    });
     assert.equal(example.concurrency, undefined, 'per job: only events that pass `if:` enter the group');
     assert.deepEqual(Object.keys(example.on).sort(), [
       'issue_comment',

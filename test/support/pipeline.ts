@@ -230,6 +230,8 @@ export interface StackOptions {
   readonly env?: Record<string, string>;
   /** Settings of the n-th worker (from 0) over `env`. */
   readonly workerEnv?: (n: number) => Record<string, string>;
+  /** The App's permissions over the simulator's default (app.yml's, with `checks: read`). */
+  readonly appPermissions?: Readonly<Record<string, 'read' | 'write' | 'admin' | 'none'>>;
 }
 
 /**
@@ -250,7 +252,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     if (options.files !== undefined) commitFiles(fixture.dir, options.files);
     const redis = await startRedis();
     cleanups.push(() => redis.stop());
-    const sim = await startGitHubSimulator();
+    const sim = await startGitHubSimulator(
+      options.appPermissions === undefined ? {} : { appPermissions: options.appPermissions },
+    );
     cleanups.push(() => sim.close());
     await sim.createRepo({ owner: options.owner, name: options.repo, sourceDir: fixture.dir });
     sim.addUser({ login: options.maintainer.login });

@@ -13,6 +13,7 @@ import { PermanentJobError } from '../permanent-job-error.js';
 import { audienceOf, oneParagraph, type JobEnd } from './report.js';
 import { issueNumberOf, priorRoundsById, roundsMarker } from './rounds.js';
 import type { AttemptRow } from './attempt-run.js';
+import { postCheckRun } from './check-run.js';
 import type { JobContext, PullInfo, RepoInfo } from './types.js';
 
 export const branchFor = (issue: number): string => `issue-agent/issue-${issue}`;
@@ -144,12 +145,14 @@ export async function publish(input: PublishInput): Promise<Published> {
         );
   const prior = priorById.map((r) => r.store);
   const rounds = [...prior, store];
+  const runs = rounds.map((r, i) => ({
+    base: r.base,
+    events: r.events,
+    label: roundLabel(i + 1, r.base.task),
+  }));
+  const trajectoryLink = ctx.trajectoryLink(ctx.storage.locationOf(ctx.jobId), ctx.jobId);
   const rendered = renderPullRequest({
-    runs: rounds.map((r, i) => ({
-      base: r.base,
-      events: r.events,
-      label: roundLabel(i + 1, r.base.task),
-    })),
+    runs,
     issue: {
       number: pull === null ? p.issue.number : issueNumberOf(pull.body, p.issue.number),
       title: pull?.title ?? p.issue.title,
@@ -157,7 +160,7 @@ export async function publish(input: PublishInput): Promise<Published> {
     redactor: ctx.redactor(),
     trustedHosts: githubHosts(gh.request.endpoint.DEFAULTS.baseUrl),
     conversationId: rounds[0]?.base.conversationId ?? store.base.conversationId,
-    trajectoryLink: ctx.trajectoryLink(ctx.storage.locationOf(ctx.jobId), ctx.jobId),
+    trajectoryLink,
     ...(input.attempts === undefined ? {} : { attempts: input.attempts }),
     ...(p.trigger.approvedBy == null
       ? {}
@@ -199,6 +202,10 @@ export async function publish(input: PublishInput): Promise<Published> {
       )
       .map((c) => publishableText(c, audienceOf(ctx))),
     bot.login,
+  );
+  await postCheckRun(
+    { gh, where, permissionKey: `installation ${p.installationId}`, jobId: ctx.jobId, log },
+    { head, runs, audience: audienceOf(ctx), trajectoryLink },
   );
   return {
     result: {
