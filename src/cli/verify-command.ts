@@ -13,7 +13,7 @@ import { CHECK_RUN_NAME } from '../publish/check-run.js';
 import { renderVerification } from '../publish/verification.js';
 import { detectTestCommand } from '../testing/detect-test-command.js';
 import { isFailing } from '../testing/test-run.js';
-import { sandboxKind, UsageError } from './workspace.js';
+import { chooseSandbox, sandboxKind, UsageError } from './workspace.js';
 
 const run = promisify(execFile);
 
@@ -60,7 +60,9 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
   const remote = /^[\w.-]+\/[\w.-]+$/.test(target) && !target.startsWith('.');
   if (pr !== null && !remote)
     throw new UsageError('--pr needs the repository as owner/name (read from the API)');
-  const kind = sandboxKind(values.sandbox ?? 'local');
+  const sandbox = await chooseSandbox(sandboxKind(values.sandbox ?? 'local'), env);
+  // A verdict is only worth what its sandbox keeps out: the same rule as eval's.
+  if (!sandbox.backend.isolated) throw new UsageError('verify runs in a sandbox: --sandbox docker or local');
   const setup = (values.setup ?? 'on') !== 'off';
 
   const work = await mkdtemp(join(tmpdir(), 'ia-verify-'));
@@ -126,7 +128,7 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
     if (command === null) throw new UsageError('no test command is known: give --test-command');
 
     const place = (key: string) => ({
-      kind,
+      sandbox,
       env,
       setup,
       folder: join(work, key),
