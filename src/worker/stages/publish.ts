@@ -86,25 +86,7 @@ export async function publish(input: PublishInput): Promise<Published> {
     log.warn({ violations: verdict.violations }, 'push refused by policy');
     return { result: none, end: { kind: 'refused_by_policy', violations: verdict.violations } };
   }
-  const subject =
-    pull === null
-      ? `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`
-      : p.ci != null
-        ? `Fix CI on #${pull.number} (round ${p.ci.round} of ${p.ci.of}): ${oneLine(p.ci.checks.map((c) => c.name).join(', '))}`
-        : `Follow-up on #${pull.number}: ${oneLine(p.instructions[0] ?? p.reviewComments[0]?.body ?? 'review comments')}`;
-  const message = ctx
-    .redactor()
-    .redact(
-      [
-        subject.slice(0, 200),
-        '',
-        oneParagraph(outcome.summary ?? ''),
-        '',
-        ...(pull === null ? [`Fixes #${p.issue.number}`, ''] : []),
-        `Issue-Agent-Job: ${ctx.jobId}`,
-        `Issue-Agent-Outcome: ${outcome.outcome}`,
-      ].join('\n'),
-    );
+  const message = commitMessage(ctx, pull, outcome);
   // The commit is a function of the run (author, dates, message, tree, parent), so a retry after a
   // crash produces the same commit id and its push is a no-op.
   const at = store.events.at(-1)?.ts ?? store.base.createdAt;
@@ -218,6 +200,30 @@ export async function publish(input: PublishInput): Promise<Published> {
     },
     end: { kind: 'pr_ready', outcome, pr, draft, updated: pull !== null, head, branch },
   };
+}
+
+/** The commit's message: what it fixes, the agent's summary, and trailers naming the job. */
+function commitMessage(ctx: JobContext, pull: PullInfo | null, outcome: Outcome): string {
+  const { p } = ctx;
+  const subject =
+    pull === null
+      ? `Fix #${p.issue.number}: ${oneLine(p.issue.title)}`
+      : p.ci != null
+        ? `Fix CI on #${pull.number} (round ${p.ci.round} of ${p.ci.of}): ${oneLine(p.ci.checks.map((c) => c.name).join(', '))}`
+        : `Follow-up on #${pull.number}: ${oneLine(p.instructions[0] ?? p.reviewComments[0]?.body ?? 'review comments')}`;
+  return ctx
+    .redactor()
+    .redact(
+      [
+        subject.slice(0, 200),
+        '',
+        oneParagraph(outcome.summary ?? ''),
+        '',
+        ...(pull === null ? [`Fixes #${p.issue.number}`, ''] : []),
+        `Issue-Agent-Job: ${ctx.jobId}`,
+        `Issue-Agent-Outcome: ${outcome.outcome}`,
+      ].join('\n'),
+    );
 }
 
 async function pushOrExplain(
