@@ -66,7 +66,7 @@ describe('issue-agent verify (end to end)', { skip, timeout: 300_000 }, () => {
     await stack?.stop();
   });
 
-  const verify = () => {
+  const verify = (sandbox = 'local') => {
     assert.ok(stack);
     return runCli(
       [
@@ -77,13 +77,19 @@ describe('issue-agent verify (end to end)', { skip, timeout: 300_000 }, () => {
         '--api-url',
         stack.sim.url,
         '--sandbox',
-        'unconfined',
+        sandbox,
         '--setup',
         'off',
       ],
       cliEnv({ GITHUB_TOKEN: token }),
     );
   };
+
+  it('refuses a sandbox that is not isolated: a verdict is worth what its sandbox keeps out', async () => {
+    const r = await verify('unconfined');
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /verify runs in a sandbox: --sandbox docker or local/);
+  });
 
   it('reproduces the published table: exit 0', async () => {
     const r = await verify();
