@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
+import type { EgressPhaseRecord } from '../events/schema.js';
 import { EGRESS_SOCKET_NAME } from '../sandbox/docker/setup-phase.js';
 import { holdPath, releasePath } from '../sandbox/held-paths.js';
 import { EgressLog } from '../sandbox/egress/egress-log.js';
@@ -135,4 +136,38 @@ export async function startEgressSession(options: EgressSessionOptions): Promise
     },
   });
   return result;
+}
+
+/** What the trajectory records of an egress session: the allowed hosts, each request, the denials, the totals. */
+export function egressRecord(session: EgressSession, allowHosts: readonly string[]): EgressPhaseRecord {
+  const t = session.log.totals();
+  return {
+    allowHosts: [...allowHosts],
+    requests: session.requests.map((r) => ({
+      time: r.time,
+      method: r.method,
+      host: r.host,
+      port: r.port,
+      allowed: r.allowed,
+      ...(r.reason === undefined ? {} : { reason: r.reason }),
+      ...(r.status === undefined ? {} : { status: r.status }),
+      bytesUp: r.bytesUp,
+      bytesDown: r.bytesDown,
+      durationMs: r.durationMs,
+    })),
+    dropped: session.dropped,
+    denied: session.log.deniedHosts().map((d) => ({
+      host: d.host,
+      ports: [...d.ports],
+      count: d.count,
+      reason: d.reason,
+    })),
+    totals: {
+      requests: t.requests,
+      allowed: t.allowed,
+      denied: t.denied,
+      bytesUp: t.bytesUp,
+      bytesDown: t.bytesDown,
+    },
+  };
 }

@@ -2,12 +2,12 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
-import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
+import type { EnvironmentRecord } from '../events/schema.js';
 import type { SetupCommandResult } from '../sandbox/docker/setup-phase.js';
 import { LocalSandbox, LocalSetupFailedError, type LocalSetupSpec } from '../sandbox/local/local-sandbox.js';
 import { localProxyEnv } from '../sandbox/local/setup-phase.js';
 import { throwIfCancelled } from '../sandbox/sandbox.js';
-import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
+import { egressRecord, mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import { EnvironmentSetupError } from './errors.js';
 import { setupSecretsOf, untrustedSetupNote } from './setup-trust.js';
 import { sourceFallback } from './python-from-source.js';
@@ -277,39 +277,6 @@ async function askVersion(tool: string, args: readonly string[], path: string): 
   } catch {
     return null;
   }
-}
-
-function egressRecord(session: EgressSession, allowHosts: readonly string[]): EgressPhaseRecord {
-  const t = session.log.totals();
-  return {
-    allowHosts: [...allowHosts],
-    requests: session.requests.map((r) => ({
-      time: r.time,
-      method: r.method,
-      host: r.host,
-      port: r.port,
-      allowed: r.allowed,
-      ...(r.reason === undefined ? {} : { reason: r.reason }),
-      ...(r.status === undefined ? {} : { status: r.status }),
-      bytesUp: r.bytesUp,
-      bytesDown: r.bytesDown,
-      durationMs: r.durationMs,
-    })),
-    dropped: session.dropped,
-    denied: session.log.deniedHosts().map((d) => ({
-      host: d.host,
-      ports: [...d.ports],
-      count: d.count,
-      reason: d.reason,
-    })),
-    totals: {
-      requests: t.requests,
-      allowed: t.allowed,
-      denied: t.denied,
-      bytesUp: t.bytesUp,
-      bytesDown: t.bytesDown,
-    },
-  };
 }
 
 function unique(xs: readonly string[]): string[] {

@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { EnvironmentSettings } from '../config/agent-env.js';
-import type { EgressPhaseRecord, EnvironmentRecord } from '../events/schema.js';
+import type { EnvironmentRecord } from '../events/schema.js';
 import type { WorkspaceProbe } from '../testing/detect-test-command.js';
 import { DockerSandbox, SetupFailedError, type DockerSetupSpec } from '../sandbox/docker/docker-sandbox.js';
 import { throwIfCancelled } from '../sandbox/sandbox.js';
@@ -16,7 +16,7 @@ import { setupSecretsOf, untrustedSetupNote } from './setup-trust.js';
 import { sourceFallback } from './python-from-source.js';
 
 export { EnvironmentSetupError };
-import { mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
+import { egressRecord, mirrorsOf, startEgressSession, type EgressSession } from './egress.js';
 import type { EnvironmentPlan } from './plan.js';
 
 export interface PrepareInput {
@@ -389,39 +389,6 @@ export async function prepareEnvironment(input: PrepareInput): Promise<PreparedE
     record: done,
     close: async () => {
       if (agentEgress !== null) await agentEgress.close();
-    },
-  };
-}
-
-function egressRecord(session: EgressSession, allowHosts: readonly string[]): EgressPhaseRecord {
-  const t = session.log.totals();
-  return {
-    allowHosts: [...allowHosts],
-    requests: session.requests.map((r) => ({
-      time: r.time,
-      method: r.method,
-      host: r.host,
-      port: r.port,
-      allowed: r.allowed,
-      ...(r.reason === undefined ? {} : { reason: r.reason }),
-      ...(r.status === undefined ? {} : { status: r.status }),
-      bytesUp: r.bytesUp,
-      bytesDown: r.bytesDown,
-      durationMs: r.durationMs,
-    })),
-    dropped: session.dropped,
-    denied: session.log.deniedHosts().map((d) => ({
-      host: d.host,
-      ports: [...d.ports],
-      count: d.count,
-      reason: d.reason,
-    })),
-    totals: {
-      requests: t.requests,
-      allowed: t.allowed,
-      denied: t.denied,
-      bytesUp: t.bytesUp,
-      bytesDown: t.bytesDown,
     },
   };
 }
