@@ -101,3 +101,22 @@ export interface ProvisionedSandbox {
   /** Closes the sandbox and what served it (the agent phase's egress). Safe to call twice. */
   close(): Promise<void>;
 }
+
+/**
+ * A prepared environment (a sandbox whose setup phase ran, and the agent phase's egress that serves
+ * it) as what provision returns: closing it closes the sandbox first, then what served it.
+ */
+export function provisioned(prepared: {
+  readonly sandbox: Sandbox;
+  readonly record: EnvironmentRecord;
+  close(): Promise<void>;
+}): ProvisionedSandbox {
+  return {
+    sandbox: prepared.sandbox,
+    environment: prepared.record,
+    close: async () => {
+      await prepared.sandbox.close();
+      await prepared.close();
+    },
+  };
+}

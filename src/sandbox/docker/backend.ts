@@ -1,6 +1,11 @@
 import Docker from 'dockerode';
 import { prepareEnvironment } from '../../environment/prepare.js';
-import type { BackendRequest, ProvisionedSandbox, SandboxBackend } from '../backend.js';
+import {
+  provisioned,
+  type BackendRequest,
+  type ProvisionedSandbox,
+  type SandboxBackend,
+} from '../backend.js';
 import { DockerSandbox } from './docker-sandbox.js';
 
 /**
@@ -34,14 +39,7 @@ export const dockerBackend: SandboxBackend = {
       scrub: request.scrub,
       logger: request.logger,
     });
-    return {
-      sandbox: prepared.sandbox,
-      environment: prepared.record,
-      close: async () => {
-        await prepared.sandbox.close();
-        await prepared.close();
-      },
-    };
+    return provisioned(prepared);
   },
   async removeOwned(): Promise<void> {
     await DockerSandbox.removeOwned(new Docker());

@@ -1,5 +1,10 @@
 import { prepareLocalEnvironment } from '../../environment/prepare-local.js';
-import type { BackendRequest, ProvisionedSandbox, SandboxBackend } from '../backend.js';
+import {
+  provisioned,
+  type BackendRequest,
+  type ProvisionedSandbox,
+  type SandboxBackend,
+} from '../backend.js';
 import { DEFAULT_LIMITS } from '../docker/container-spec.js';
 import { LocalSandbox } from './local-sandbox.js';
 
@@ -30,14 +35,7 @@ export const localBackend: SandboxBackend = {
       scrub: request.scrub,
       logger: request.logger,
     });
-    return {
-      sandbox: prepared.sandbox,
-      environment: prepared.record,
-      close: async () => {
-        await prepared.sandbox.close();
-        await prepared.close();
-      },
-    };
+    return provisioned(prepared);
   },
 };
 
