@@ -150,6 +150,32 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
+await imagesBuilt();
+
+/**
+ * `.ci/run` builds the sandbox and App images while npm installs and the checks run, and names the
+ * file the build writes its exit status to: wait for it (no test may start without the images), and
+ * stop with the build's log if it failed.
+ */
+async function imagesBuilt() {
+  const status = process.env.ISSUE_AGENT_IMAGES_STATUS;
+  if (status === undefined || status === '') return;
+  const since = Date.now();
+  let said = false;
+  while (!existsSync(status)) {
+    if (!said) console.log(`waiting for the images to build (${status})`);
+    said = true;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  if (said) console.log(`the images were ready after ${((Date.now() - since) / 1000).toFixed(0)} s more`);
+  const code = readFileSync(status, 'utf8').trim();
+  if (code === '0') return;
+  const logFile = join(status, '..', 'log');
+  console.error(`the image build failed (exit ${code}):`);
+  console.error(existsSync(logFile) ? readFileSync(logFile, 'utf8') : `(no log at ${logFile})`);
+  process.exit(1);
+}
+
 const started = Date.now();
 const pending = [...files];
 let heavyRunning = 0;
