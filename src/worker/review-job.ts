@@ -17,7 +17,7 @@ import type { ConversationMessage, Model, UserBlock } from '../model/model.js';
 import { progressMarker } from '../publish/markers.js';
 import { githubHosts, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
-import { commentableLines, placeComment } from '../publish/review-lines.js';
+import { commentableLinesOfDiff, placeComment } from '../publish/review-lines.js';
 import { renderVerification } from '../publish/verification.js';
 import type { FixJob } from '../queue/payloads.js';
 import { detectTestCommand } from '../testing/detect-test-command.js';
@@ -108,6 +108,9 @@ export async function runReviewJob(
     const base = (await git('merge-base', pr.base.sha, pr.head.sha)).trim();
     const head = pr.head.sha;
     const patch = await git('diff', '--binary', base, head);
+    // The diff the pull request shows (three lines of context): the lines a comment may go on.
+    const shown = await git('diff', '--no-ext-diff', '--no-textconv', base, head);
+    const lines = commentableLinesOfDiff(shown);
     const command = p.config.testCommand ?? (await baseCommand(repo, base, work));
     let tests: string;
     if (command === null) {
@@ -138,14 +141,12 @@ export async function runReviewJob(
       );
       tests = renderVerification(before, after, { maxRows: 100 });
     }
-    const { data: files } = await gh.rest.pulls.listFiles({ ...where, pull_number: number, per_page: 100 });
-    const lines = commentableLines(files);
     const guidance = await collectInstructions(treeSource(git, base));
     const read = await readChange(ctx.model, {
       title: pr.title,
       body: pr.body ?? '',
       focus: p.instructions[0] ?? null,
-      diff: await git('diff', base, head),
+      diff: shown,
       tests,
       guidance: guidance.length === 0 ? null : guidanceText(guidance, 'start'),
       onDiff: (path, line) => placeComment(lines, path, line) === 'line',

@@ -4,8 +4,8 @@ import type { ToolSpec } from '../../model/model.js';
 /**
  * The tools of a review (`@agent review`): the agent reads the change and answers with comments on
  * its lines and one summary; it has no tool that edits, runs or pushes anything. A comment on a line
- * the diff does not show is refused with a message for the model (GitHub would refuse the whole
- * review), so it can place it on a line of a hunk or leave it for the summary.
+ * the diff does not show (GitHub would refuse the whole review) is kept for the review's body, and
+ * the model is told so, to place it on a line of a hunk if it meant one.
  */
 export const reviewCommentInput = z.object({
   path: z.string().min(1).describe('The file, as the diff names it.'),
@@ -66,10 +66,11 @@ export function reviewToolCall(
     if (!parsed.success) return { kind: 'error', content: `Invalid input: ${parsed.error.message}` };
     if (!onDiff(parsed.data.path, parsed.data.line)) {
       return {
-        kind: 'error',
+        kind: 'comment',
         content:
-          `Line ${parsed.data.line} of ${parsed.data.path} is not in the diff: comment on a line a hunk shows ` +
-          '(added or context, + side), or say it in the summary.',
+          `Line ${parsed.data.line} of ${parsed.data.path} is not in the diff, so this comment goes in the ` +
+          "review's body; to place it on a line, comment on one a hunk shows (added or context, + side).",
+        comment: parsed.data,
       };
     }
     return { kind: 'comment', content: 'Comment added.', comment: parsed.data };
