@@ -154,6 +154,7 @@ function jobContext(
     redactor,
     trajectoryLink: rt.trajectoryLink,
     log,
+    ...(rt.commitVia === undefined ? {} : { commitVia: rt.commitVia }),
   };
   return { ctx, storage, progress };
 }
