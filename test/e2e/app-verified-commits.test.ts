@@ -141,8 +141,7 @@ describe(
       assert.doesNotMatch(body, /pushed with git/);
 
       // The PR merges into main, whose rule requires verified signatures on every commit it brings.
-      const admin = new Octokit({ baseUrl: s.sim.url, auth: s.sim.oauth.issueToken(OWNER), log: quietLog });
-      const merged = await admin.rest.pulls.merge({
+      const merged = await gh.rest.pulls.merge({
         ...where,
         pull_number: pr.number,
         merge_method: 'merge',
