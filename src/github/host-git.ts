@@ -864,6 +864,67 @@ export class HostGit {
   }
 
   /**
+   * `git diff --cached --raw -z --no-renames` against `base`: each path the staged change touches with
+   * its mode and object before and after (a rename is a deletion and an addition), for the API commit.
+   */
+  async stagedEntries(dir: string, base: string): Promise<string> {
+    const r = await this.inPristine(dir, [
+      'diff',
+      '--cached',
+      '--no-ext-diff',
+      '--no-textconv',
+      '--raw',
+      '--no-renames',
+      '--no-abbrev',
+      '-z',
+      base,
+    ]);
+    return r.stdout;
+  }
+
+  /** The id of the index's tree (`git write-tree`): what a commit of the index would hold. */
+  async writeTree(dir: string): Promise<string> {
+    return (await this.inPristine(dir, ['write-tree'])).stdout.trim();
+  }
+
+  /** The size in bytes of each blob (`cat-file --batch-check`). */
+  async blobSizes(dir: string, shas: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (shas.length === 0) return out;
+    const r = await this.inPristine(
+      dir,
+      ['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'],
+      {
+        input: `${shas.join('\n')}\n`,
+      },
+    );
+    for (const line of r.stdout.split('\n')) {
+      const [sha, type, size] = line.split(' ');
+      if (sha !== undefined && type === 'blob' && size !== undefined) out.set(sha, Number(size));
+    }
+    return out;
+  }
+
+  /** A blob's bytes, as they are (binary files included). */
+  async readBlob(dir: string, sha: string): Promise<Buffer> {
+    if (!/^[0-9a-f]{40,64}$/.test(sha)) throw new HostGitError(`not an object id: ${sha}`, false);
+    const seal = await this.verifyPristine(dir);
+    const abs = resolve(dir);
+    const env = { ...baseGitEnv(this.path), GIT_DIR: join(abs, '.git'), GIT_WORK_TREE: abs };
+    return new Promise((resolvePromise, reject) => {
+      execFile(
+        'git',
+        [...pinnedConfig(seal.url), '-C', abs, 'cat-file', 'blob', sha],
+        { env, encoding: 'buffer', maxBuffer: 256 * 1024 * 1024, timeout: 60_000, killSignal: 'SIGKILL' },
+        (error, stdout) => {
+          if (error === null) resolvePromise(stdout);
+          else reject(new HostGitError(`git cat-file failed: ${this.redact(error.message)}`, false));
+        },
+      );
+    });
+  }
+
+  /**
    * Commits the index with this author and committer at `at` (ISO time), returning the commit id.
    * Same inputs, same id: a retry after a crash makes the same commit.
    */

@@ -164,6 +164,8 @@ export async function runFixJob(
           gh,
           progressGh,
           mirrors: true,
+          // Commits through the git database API: GitHub signs them (branch rules requiring signatures).
+          commitVia: 'api',
           tokens,
           secrets,
           bot,

@@ -157,6 +157,7 @@ function jobContext(
     redactor,
     trajectoryLink: rt.trajectoryLink,
     log,
+    ...(rt.commitVia === undefined ? {} : { commitVia: rt.commitVia }),
   };
   return { ctx, storage, progress };
 }

@@ -93,6 +93,8 @@ export interface FixRuntime {
   readonly progressIntervalMs?: number;
   /** The branch new PRs start from and target; default: the repository's default branch. */
   readonly baseBranch?: string | null;
+  /** How the branch's commits are made (see JobContext.commitVia); default `push`. */
+  readonly commitVia?: 'api' | 'push';
 }
 
 /** GitHub tokens for git over HTTPS; every token handed out is remembered for redaction. */

@@ -160,6 +160,24 @@ test("required signatures: a push with an unsigned commit is refused with GitHub
   assert.ok(error instanceof RequestError);
   assert.equal(error.status, 422);
   assert.match(error.message, /Commits must have verified signatures/);
+
+  // A pull request bringing the unsigned commit does not merge into the branch (405); the merge
+  // commit GitHub makes for a signed one is signed.
+  assert.equal((await push(dir, token, 'HEAD:unsigned-topic')).code, 0);
+  const pr = await octokit.rest.pulls.create({
+    ...repo,
+    head: 'unsigned-topic',
+    base: 'main',
+    title: 'Unsigned',
+  });
+  const notMerged = await octokit.rest.pulls.merge({ ...repo, pull_number: pr.data.number }).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  assert.ok(notMerged instanceof RequestError);
+  assert.equal(notMerged.status, 405);
+  assert.match(notMerged.message, /Commits must have verified signatures/);
+  await octokit.rest.pulls.update({ ...repo, pull_number: pr.data.number, state: 'closed' });
 });
 
 test('force pushes and deletions of a protected branch are refused; an unprotected branch takes them', async () => {

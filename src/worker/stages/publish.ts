@@ -2,6 +2,13 @@ import type { Outcome } from '../../agent/run-agent.js';
 import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { GitHubClient } from '../../github/app-client.js';
+import {
+  createApiCommit,
+  isOwnCommit,
+  parseRawEntries,
+  planApiCommit,
+  type ApiPlan,
+} from '../../github/api-commit.js';
 import { HostGitError } from '../../github/host-git.js';
 import { findTrajectoryMarker } from '../../publish/markers.js';
 import { checkPolicy, parseRawNumstat } from '../../publish/policy.js';
@@ -39,7 +46,8 @@ export interface Published {
 /**
  * On the host, after the sandbox is gone: the agent's change comes back as the diff recorded in the
  * event log (data, never the workspace's .git), is applied to the pristine clone, checked against
- * the repo's policy, committed as the App's bot and pushed; then the PR is opened or updated.
+ * the repo's policy, and committed as the App's bot (through GitHub's API, or pushed: putOnBranch);
+ * then the PR is opened or updated.
  */
 export async function publish(input: PublishInput): Promise<Published> {
   const { ctx, store, outcome, repo, pull } = input;
@@ -79,7 +87,8 @@ export async function publish(input: PublishInput): Promise<Published> {
   });
   await git.resetTo(paths.pristine, branch, baseCommit);
   await git.applyDiff(paths.pristine, checkpoint.diff);
-  // The index is what will be committed: its modes (gitlinks) and paths, not the diff's text, are judged.
+  // The index is what will be committed (pushed, or sent through the API: putOnBranch takes this same
+  // index): its modes (gitlinks) and paths, not the diff's text, are judged.
   const changes = await git.stagedChanges(paths.pristine, baseCommit);
   const verdict = checkPolicy(parseRawNumstat(changes), p.config.policy);
   if (!verdict.ok) {
@@ -87,37 +96,9 @@ export async function publish(input: PublishInput): Promise<Published> {
     return { result: none, end: { kind: 'refused_by_policy', violations: verdict.violations } };
   }
   const message = commitMessage(ctx, pull, outcome);
-  // The commit is a function of the run (author, dates, message, tree, parent), so a retry after a
-  // crash produces the same commit id and its push is a no-op.
-  const at = store.events.at(-1)?.ts ?? store.base.createdAt;
-  const head = await git.commit(paths.pristine, message, bot, at);
-  // A stop that arrived after the agent finished still wins: the push is the last thing to undo.
-  const stoppedBy = await input.cancelled();
-  if (stoppedBy !== null) {
-    return { result: { ...none, outcome: 'cancelled' }, end: { kind: 'cancelled', by: stoppedBy } };
-  }
-  const token = (await tokens.get()).token;
-  const remoteTip = await git.remoteBranch(paths.pristine, branch, token);
-  if (remoteTip !== head) {
-    if (pull !== null) {
-      // A follow-up builds on the branch as it was when the job started. Anything else on it now was
-      // pushed by someone else: never overwrite it.
-      if (remoteTip !== baseCommit) {
-        log.warn({ remoteTip, baseCommit }, 'branch moved during the follow-up; not pushing');
-        return { result: none, end: { kind: 'branch_moved', outcome, branch, remoteTip, baseCommit } };
-      }
-      await pushOrExplain(ctx, branch, head, token, undefined);
-    } else {
-      const open = await openPullOn(gh, where, branch);
-      if (remoteTip !== null && open !== null && open.author !== bot.login) {
-        throw new PermanentJobError(`branch ${branch} already has an open pull request by someone else`);
-      }
-      // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
-      // only if nobody pushed to it since we looked (lease).
-      await pushOrExplain(ctx, branch, head, token, remoteTip ?? undefined);
-    }
-    log.info({ branch, commit: head }, 'pushed');
-  }
+  const placed = await putOnBranch(ctx, input, { branch, baseCommit, message });
+  if ('end' in placed) return { result: { ...none, outcome: placed.outcome }, end: placed.end };
+  const { head, fallback } = placed;
 
   // A person's pull request's body is theirs: no rounds are read from it (it could name any run).
   const priorById =
@@ -151,7 +132,12 @@ export async function publish(input: PublishInput): Promise<Published> {
   });
   const marker = roundsMarker([...priorById.map((r) => r.id), ctx.jobId]);
   const title = pull?.title ?? ctx.redactor().redact(rendered.title);
-  const body = publishableText(`${rendered.body}\n${marker}\n`, audienceOf(ctx));
+  // Said in the PR: its newest commit is not GitHub-signed, and why (the App's commits normally are).
+  const note =
+    fallback === null
+      ? ''
+      : `> [!NOTE]\n> The last commit was pushed with git, not made through GitHub's API, so GitHub did not sign it: ${fallback}.\n`;
+  const body = publishableText(`${rendered.body}\n${note}${marker}\n`, audienceOf(ctx));
   const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
   let pr: { number: number; html_url: string };
   if (pull?.human === true) {
@@ -208,6 +194,134 @@ export async function publish(input: PublishInput): Promise<Published> {
   };
 }
 
+/** Where the change went: its commit on the branch (and why it was pushed with git, if it was), or how the job ends. */
+type Placed =
+  | { readonly head: string; readonly fallback: string | null }
+  | { readonly end: JobEnd; readonly outcome: Outcome['outcome'] | 'cancelled' };
+
+/**
+ * Commits the judged index onto `branch`: through GitHub's git database API (signed by GitHub) when
+ * the runtime says so and the API can carry the change, else committed on the host and pushed. The
+ * checks before this (secret refusal, policy on the index) hold for both ways: both take the same
+ * index, and the API way refuses a tree that is not that index's.
+ */
+async function putOnBranch(
+  ctx: JobContext,
+  input: PublishInput,
+  target: { readonly branch: string; readonly baseCommit: string; readonly message: string },
+): Promise<Placed> {
+  const { git, paths, bot, log, gh, where, tokens } = ctx;
+  const { pull, outcome, store } = input;
+  const { branch, baseCommit, message } = target;
+  const api = ctx.commitVia === 'api' ? await apiPlan(ctx, baseCommit) : null;
+  const viaApi = api?.plan.kind === 'api' ? { plan: api.plan, tree: api.tree } : null;
+  const fallback = api?.plan.kind === 'push' ? api.plan.why : null;
+  if (fallback !== null)
+    log.info({ why: fallback }, 'the change is pushed with git, not made through the API');
+  // The pushed commit is a function of the run (author, dates, message, tree, parent), so a retry
+  // after a crash produces the same commit id and its push is a no-op. An API commit is not (GitHub
+  // dates it): a retry finds it by its parent, tree and job trailer instead.
+  const at = store.events.at(-1)?.ts ?? store.base.createdAt;
+  const local = viaApi === null ? await git.commit(paths.pristine, message, bot, at) : null;
+  // A stop that arrived after the agent finished still wins: moving the branch is the last thing to undo.
+  const stoppedBy = await input.cancelled();
+  if (stoppedBy !== null) return { end: { kind: 'cancelled', by: stoppedBy }, outcome: 'cancelled' };
+  const token = (await tokens.get()).token;
+  const remoteTip = await git.remoteBranch(paths.pristine, branch, token);
+  if (remoteTip !== null && remoteTip === local) return { head: local, fallback };
+  if (
+    viaApi !== null &&
+    remoteTip !== null &&
+    remoteTip !== baseCommit &&
+    (await isOwnCommit(gh, where, remoteTip, {
+      parent: baseCommit,
+      tree: viaApi.tree,
+      jobTrailer: `Issue-Agent-Job: ${ctx.jobId}`,
+    }))
+  )
+    return { head: remoteTip, fallback: null };
+  if (pull !== null && remoteTip !== baseCommit) {
+    // A follow-up builds on the branch as it was when the job started. Anything else on it now was
+    // pushed by someone else: never overwrite it.
+    log.warn({ remoteTip, baseCommit }, 'branch moved during the follow-up; not pushing');
+    return {
+      end: { kind: 'branch_moved', outcome, branch, remoteTip, baseCommit },
+      outcome: outcome.outcome,
+    };
+  }
+  if (pull === null && remoteTip !== null) {
+    const open = await openPullOn(gh, where, branch);
+    if (open !== null && open.author !== bot.login)
+      throw new PermanentJobError(`branch ${branch} already has an open pull request by someone else`);
+  }
+  let head: string;
+  if (viaApi !== null) {
+    head = await createApiCommit(gh, where, {
+      plan: viaApi.plan,
+      readBlob: (sha) => git.readBlob(paths.pristine, sha),
+      parent: baseCommit,
+      tree: viaApi.tree,
+      message,
+    });
+    await moveRef(ctx, branch, head, remoteTip, pull !== null);
+  } else {
+    head = local ?? (await git.commit(paths.pristine, message, bot, at));
+    // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
+    // only if nobody pushed to it since we looked (lease). A follow-up's push is a fast-forward.
+    await pushOrExplain(ctx, branch, head, token, pull === null ? (remoteTip ?? undefined) : undefined);
+  }
+  log.info({ branch, commit: head, via: viaApi === null ? 'push' : 'api' }, 'pushed');
+  return { head, fallback };
+}
+
+/** The API way for the staged change (or why it is pushed), and the id of the index's tree. */
+async function apiPlan(ctx: JobContext, baseCommit: string): Promise<{ plan: ApiPlan; tree: string }> {
+  const { git, paths } = ctx;
+  const entries = parseRawEntries(await git.stagedEntries(paths.pristine, baseCommit));
+  const written = [...new Set(entries.filter((e) => !/^0+$/.test(e.newMode)).map((e) => e.newSha))];
+  const plan = planApiCommit(entries, await git.blobSizes(paths.pristine, written));
+  return { plan, tree: await git.writeTree(paths.pristine) };
+}
+
+/**
+ * Points `branch` at the API-made `head`. Creating refuses if the branch appeared meanwhile; a
+ * follow-up's update is a fast-forward (refused if the branch moved); replacing an earlier run's
+ * branch is forced, after reading that it is still at `remoteTip` (the REST API has no lease, so
+ * this narrows the window to one request). A refusal (moved, or a rule of a protected branch) is
+ * permanent, with GitHub's words.
+ */
+async function moveRef(
+  ctx: JobContext,
+  branch: string,
+  head: string,
+  remoteTip: string | null,
+  fastForward: boolean,
+): Promise<void> {
+  const { gh, where } = ctx;
+  const moved = new PermanentJobError(
+    `the update of ${branch} to ${head.slice(0, 12)} was refused because the branch moved; nothing was overwritten`,
+  );
+  try {
+    if (remoteTip === null) {
+      await gh.rest.git.createRef({ ...where, ref: `refs/heads/${branch}`, sha: head });
+    } else if (fastForward) {
+      await gh.rest.git.updateRef({ ...where, ref: `heads/${branch}`, sha: head, force: false });
+    } else {
+      const now = await gh.rest.git.getRef({ ...where, ref: `heads/${branch}` });
+      if (now.data.object.sha !== remoteTip) throw moved;
+      await gh.rest.git.updateRef({ ...where, ref: `heads/${branch}`, sha: head, force: true });
+    }
+  } catch (error) {
+    const status =
+      typeof error === 'object' && error !== null && 'status' in error ? Number(error.status) : null;
+    if (status === 422 && error instanceof Error) {
+      if (/already exists|not a fast forward/i.test(error.message)) throw moved;
+      throw new PermanentJobError(`GitHub refused to update ${branch}: ${oneLine(error.message)}`);
+    }
+    throw error;
+  }
+}
+
 /** The commit's message: what it fixes, the agent's summary, and trailers naming the job. */
 function commitMessage(ctx: JobContext, pull: PullInfo | null, outcome: Outcome): string {
   const { p } = ctx;
@@ -228,6 +342,7 @@ function commitMessage(ctx: JobContext, pull: PullInfo | null, outcome: Outcome)
         ...(pull === null ? [`Fixes #${p.issue.number}`, ''] : []),
         `Issue-Agent-Job: ${ctx.jobId}`,
         `Issue-Agent-Outcome: ${outcome.outcome}`,
+        ...coAuthor(p.trigger.sender, ctx.bot.login),
       ].join('\n'),
     );
 }
@@ -282,6 +397,16 @@ async function postTrajectoryComments(
     if (m !== null && posted.has(m.part)) continue;
     await gh.rest.issues.createComment({ ...where, issue_number: pr, body: part });
   }
+}
+
+/**
+ * The requester as a co-author (GitHub credits the commit to them too), by their noreply address so
+ * no private address is needed; none for a bot (a CI round, another App).
+ */
+function coAuthor(sender: { readonly login: string; readonly id: number }, botLogin: string): string[] {
+  if (sender.login === botLogin || sender.login.endsWith('[bot]') || !/^[A-Za-z0-9-]+$/.test(sender.login))
+    return [];
+  return [`Co-authored-by: ${sender.login} <${sender.id}+${sender.login}@users.noreply.github.com>`];
 }
 
 function oneLine(text: string): string {

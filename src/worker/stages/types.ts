@@ -53,4 +53,10 @@ export interface JobContext {
   /** Where people read a trajectory: the job's own, or one attempt's (`runId`). */
   readonly trajectoryLink: (trajectoryDir: string, runId: string) => string;
   readonly log: Logger;
+  /**
+   * How the branch's commits are made: `api`, through GitHub's git database API, which GitHub signs
+   * (the App; a change the API cannot carry is still pushed, and the PR says why); `push`, committed
+   * on the host and pushed with git (the Action's GITHUB_TOKEN). Default: `push`.
+   */
+  readonly commitVia?: 'api' | 'push';
 }

@@ -6,14 +6,15 @@
 import { HttpError, validationFailed } from './errors.js';
 import {
   commitMessages,
-  commitTree,
   compareAndSwapRef,
+  git,
   diffStats,
   mergeTree,
   resolveCommit,
   writePullRef,
 } from './git.js';
 import type { Host } from './rest.js';
+import { rawCommit } from './signing.js';
 import { isoNow, type IssueRecord, type RepoRecord, type UserRecord } from './state.js';
 import type { DiffStats } from './wire.js';
 
@@ -191,18 +192,34 @@ export function mergePull(
         (await commitMessages(repo.bareDir, base, head)).map((m) => `* ${m}`).join('\n\n');
     }
     const message = body.trim() === '' ? title : `${title}\n\n${body}`;
+    // A branch that requires signatures takes a merge commit only when every commit it brings is
+    // verified; a squash is one new commit, GitHub's own.
+    if (input.method === 'merge' && repo.protections.get(pull.base.ref)?.requiredSignatures === true) {
+      const brought = (await git(repo.bareDir, ['rev-list', `${base}..${head}`]))
+        .split('\n')
+        .filter((c) => c !== '');
+      for (const c of brought) {
+        const raw = await rawCommit(repo.bareDir, c);
+        if (raw === null || !host.signer.verify(raw, isoNow()).verified)
+          throw new HttpError(405, 'Commits must have verified signatures.');
+      }
+    }
     const at = Date.now();
-    const sha = await commitTree(
-      repo.bareDir,
+    // GitHub signs the merge and squash commits it makes (web-flow), as it does the API's.
+    const who = {
+      name: by.login,
+      email: `${by.id}+${by.login}@users.noreply.github.com`,
+      at: Math.floor(at / 1000),
+      tz: '+0000',
+    };
+    const sha = await host.signer.write(repo.bareDir, {
       tree,
-      input.method === 'merge' ? [base, head] : [base],
+      parents: input.method === 'merge' ? [base, head] : [base],
+      author: who,
+      committer: who,
       message,
-      {
-        name: by.login,
-        email: `${by.id}+${by.login}@users.noreply.github.com`,
-        at,
-      },
-    );
+      sign: true,
+    });
     if (!(await compareAndSwapRef(repo.bareDir, baseRef, sha, base)))
       throw new HttpError(409, 'Base branch was modified. Review and try the merge again.');
     // The head stays fetchable after the branch goes, as on GitHub.
