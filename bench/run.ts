@@ -259,6 +259,7 @@ async function main(): Promise<void> {
   if (process.argv.includes('--throughput')) await (await import('./throughput-bench.js')).throughputBench();
   if (process.argv.includes('--test-reports'))
     await (await import('./test-reports-bench.js')).testReportsBench();
+  if (process.argv.includes('--tokens')) await (await import('./tokens-bench.js')).tokensBench();
   if (process.argv.includes('--environment'))
     await (await import('./environment-bench.js')).environmentBench();
 }

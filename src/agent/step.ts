@@ -153,7 +153,12 @@ async function stopOrWarn(run: AgentRun, state: RunState): Promise<void> {
 /** The model's next turn, recorded with its usage and cost; bounded by the time the run has left. */
 async function modelCall(run: AgentRun): Promise<void> {
   const { limits } = run;
-  const request = await prepareRequest(run.store, run.system, run.specs, limits, run.append);
+  const request = await prepareRequest(run.store, run.system, run.specs, limits, run.append, {
+    model: run.model,
+    price: run.price,
+    signal: run.signal,
+    wallLeftMs: () => limits.maxWallMs - run.elapsed(),
+  });
   const started = performance.now();
   const wallLeft = limits.maxWallMs - run.elapsed();
   const signal = anySignal(run.signal, AbortSignal.timeout(Math.max(1, wallLeft)));

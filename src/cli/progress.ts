@@ -86,7 +86,9 @@ export class ProgressPrinter {
         this.write(`warning  ${e.code}: ${e.message}`);
         break;
       case 'condensation':
-        this.write(`context condensed  ${e.condensedTurns} turns summarized`);
+        this.write(
+          `context condensed  ${e.condensedTurns} turns summarized${e.method === 'model' ? ' by the model' : ''}${e.fallback === undefined ? '' : ` (lines: ${e.fallback})`}`,
+        );
         break;
       case 'run_resumed':
         this.write('resumed from the event log');

@@ -194,6 +194,7 @@ export function readAgentEnv(
     ...defined('commandTimeoutMs', seconds(num(env, 'ISSUE_AGENT_COMMAND_TIMEOUT_S'))),
     ...defined('testTimeoutMs', seconds(num(env, 'ISSUE_AGENT_TEST_TIMEOUT_S'))),
     ...defined('testMemoryBytes', mib(num(env, 'ISSUE_AGENT_TEST_MEMORY_MB'))),
+    ...condenser(env.ISSUE_AGENT_CONDENSER),
   };
   const sandboxNice = niceValue(env.ISSUE_AGENT_SANDBOX_NICE);
   const state =
@@ -393,6 +394,17 @@ function hours(v: number | undefined): number | undefined {
 
 function mib(v: number | undefined): number | undefined {
   return v === undefined ? undefined : Math.round(v * 1024 * 1024);
+}
+
+/**
+ * `ISSUE_AGENT_CONDENSER`: `summary` (the model writes a structured summary of the condensed turns;
+ * the default) or `lines` (one line per action, no model call). See docs/context.md.
+ */
+function condenser(v: string | undefined): Pick<Limits, 'condenser'> {
+  const text = nonEmpty(v)?.toLowerCase() ?? null;
+  if (text === null) return {};
+  if (text === 'summary' || text === 'lines') return { condenser: text };
+  throw new ConfigError(`ISSUE_AGENT_CONDENSER must be summary or lines, got "${v ?? ''}"`);
 }
 
 function defined(key: keyof Limits, value: number | undefined): Partial<Limits> {

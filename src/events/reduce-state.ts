@@ -108,6 +108,10 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
         break;
       case 'condensation':
         lastCondensation = e;
+        if (e.call !== undefined) {
+          usage = addUsage(usage, e.call.usage);
+          usd += e.call.usd;
+        }
         break;
       case 'warning':
         warnings += 1;

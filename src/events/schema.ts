@@ -74,6 +74,12 @@ export const limits = z.object({
   testMemoryBytes: z.number().int().positive(),
   observationChars: z.number().int().positive(),
   maxOutputTokens: z.number().int().positive(),
+  /**
+   * How older turns leave the prompt once it would pass its budget (agent/prepare-request.ts):
+   * `summary` (the model writes a structured summary; the default) or `lines` (one line per action,
+   * no model call). Absent: `summary`.
+   */
+  condenser: z.enum(['summary', 'lines']).optional(),
 });
 export type Limits = z.infer<typeof limits>;
 
@@ -455,6 +461,27 @@ export const eventSchemas = {
     throughEventId: z.number().int().nonnegative(),
     summary: z.string(),
     condensedTurns: z.number().int().nonnegative(),
+    /**
+     * Who wrote the summary: `model` (a structured summary the model wrote in a call of its own,
+     * agent/condense-summary.ts) or `lines` (the harness's one line per action). Absent in logs
+     * written before there was a choice: `lines`.
+     */
+    method: z.enum(['model', 'lines']).optional(),
+    /** Why a summary the model was asked for was not used (the call failed, or its answer was unusable). */
+    fallback: z.string().optional(),
+    /**
+     * The summary call, when one was made (used or not): what it cost counts in the run's tokens and
+     * dollars like a model turn's, but it is not a step.
+     */
+    call: z
+      .object({
+        model: z.string(),
+        requestId: z.string().nullable(),
+        usage,
+        usd: z.number(),
+        latencyMs: z.number(),
+      })
+      .optional(),
   }),
   outcome: z.object({
     ...common,

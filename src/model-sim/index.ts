@@ -2,6 +2,12 @@ export { startModelSimulator, type ModelSimulator, type ModelSimulatorOptions } 
 export { reply, httpError, hang, dropConnection, newId, ReplyBuilder } from './replies.js';
 export { scripted, type ScriptStep } from './policies/scripted.js';
 export {
+  answeringSummaries,
+  isSummaryRequest,
+  summaryReply,
+  SUMMARY_REQUEST_MARKER,
+} from './policies/summary.js';
+export {
   oracle,
   oracleStep,
   planEdits,

@@ -23,6 +23,11 @@ export interface AnthropicModelOptions {
   /** Per-request timeout. Default 10 minutes (the SDK's). */
   readonly timeoutMs?: number;
   readonly fetch?: typeof fetch;
+  /**
+   * Cache breakpoints on the stable prefix and the newest message (default true). Off only to
+   * measure what caching saves (bench/tokens-bench.ts).
+   */
+  readonly promptCaching?: boolean;
 }
 
 type Param = Anthropic.MessageCreateParamsStreaming;
@@ -40,6 +45,7 @@ export class AnthropicModel implements Model {
   private readonly maxAttempts: number;
   private readonly baseBackoffMs: number;
   private readonly maxBackoffMs: number;
+  private readonly promptCaching: boolean;
 
   constructor(options: AnthropicModelOptions) {
     this.name = options.model;
@@ -53,10 +59,11 @@ export class AnthropicModel implements Model {
     this.maxAttempts = options.maxAttempts ?? 6;
     this.baseBackoffMs = options.baseBackoffMs ?? 1000;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
+    this.promptCaching = options.promptCaching ?? true;
   }
 
   async complete(request: ModelRequest, options: CompleteOptions = {}): Promise<ModelResponse> {
-    const params = toParams(this.name, request);
+    const params = toParams(this.name, request, this.promptCaching);
     for (let attempt = 1; ; attempt++) {
       try {
         const stream = this.client.messages.stream(params, { signal: options.signal ?? null });
@@ -87,18 +94,21 @@ export class AnthropicModel implements Model {
   }
 }
 
-function toParams(model: string, request: ModelRequest): Param {
+function toParams(model: string, request: ModelRequest, caching: boolean): Param {
+  const cache = caching ? { cache_control: { type: 'ephemeral' as const } } : {};
   const tools: Anthropic.Tool[] = request.tools.map((t, i) => ({
     name: t.name,
     description: t.description,
     input_schema: t.inputSchema as Anthropic.Tool.InputSchema,
-    ...(i === request.tools.length - 1 ? { cache_control: { type: 'ephemeral' as const } } : {}),
+    ...(i === request.tools.length - 1 ? cache : {}),
   }));
-  const messages = request.messages.map((m, i) => toMessageParam(m, i === request.messages.length - 1));
+  const messages = request.messages.map((m, i) =>
+    toMessageParam(m, caching && i === request.messages.length - 1),
+  );
   return {
     model,
     max_tokens: request.maxOutputTokens,
-    system: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }],
+    system: [{ type: 'text', text: request.system, ...cache }],
     tools,
     messages,
     stream: true,

@@ -225,7 +225,7 @@ function runUnits(
         );
         break;
       case 'condensation':
-        push(`🗜️ Context condensed: ${e.condensedTurns} earlier turns were summarised for the model.`);
+        push(condensedLine(e, inline));
         break;
       case 'checkpoint':
         push(`📌 Checkpoint: ${e.filesChanged} file${e.filesChanged === 1 ? '' : 's'} changed so far.`);
@@ -328,4 +328,16 @@ export function placeholder(unit: TrajectoryUnit): TrajectoryUnit {
     ...unit,
     markdown: `*(step ${unit.step}: an entry too large to show here; see the full trajectory)*`,
   };
+}
+
+/** A condensation: who summarised the turns, and why the model's summary was not used when it was not. */
+function condensedLine(e: EventOf<'condensation'>, inline: (raw: string, max: number) => string): string {
+  const cost = e.call === undefined ? '' : `, ${formatUsd(e.call.usd)}`;
+  const by =
+    e.method === 'model'
+      ? ` (by the model${cost})`
+      : e.fallback !== undefined
+        ? ` (one line per step: the model's summary was not used, ${inline(e.fallback, 300)}${cost})`
+        : '';
+  return `🗜️ Context condensed: ${e.condensedTurns} earlier turns were summarised for the model${by}.`;
 }

@@ -137,13 +137,15 @@ export class ServerMetrics {
         stepStart = e.kind === 'model_response' ? t : null;
       }
       if (e.kind === 'run_resumed') stepStart = null;
-      if (e.kind === 'model_response') {
-        this.modelLatency.observe(e.latencyMs / 1000);
-        this.tokens.inc({ kind: 'input' }, e.usage.inputTokens);
-        this.tokens.inc({ kind: 'output' }, e.usage.outputTokens);
-        this.tokens.inc({ kind: 'cache_read' }, e.usage.cacheReadTokens);
-        this.tokens.inc({ kind: 'cache_write' }, e.usage.cacheWriteTokens);
-        if (e.usd > 0) this.cost.inc(e.usd);
+      if (e.kind === 'model_response') this.modelLatency.observe(e.latencyMs / 1000);
+      // A model turn, or a summary call made to condense the context: both are billed.
+      const billed = e.kind === 'model_response' ? e : e.kind === 'condensation' ? (e.call ?? null) : null;
+      if (billed !== null) {
+        this.tokens.inc({ kind: 'input' }, billed.usage.inputTokens);
+        this.tokens.inc({ kind: 'output' }, billed.usage.outputTokens);
+        this.tokens.inc({ kind: 'cache_read' }, billed.usage.cacheReadTokens);
+        this.tokens.inc({ kind: 'cache_write' }, billed.usage.cacheWriteTokens);
+        if (billed.usd > 0) this.cost.inc(billed.usd);
       }
     }
   }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { reduceState } from '../../src/events/reduce-state.js';
 import type { EventOf } from '../../src/events/schema.js';
-import { hang, reply, type Policy } from '../../src/model-sim/index.js';
+import { answeringSummaries, hang, reply, type Policy } from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 
 const always =
@@ -83,12 +83,13 @@ test('the wall-time budget ends a run whose model call hangs', async () => {
 test('a 200-step run keeps every request under the context budget', async () => {
   const contextTokens = 12_000;
   const h = await startHarness({
-    policy: (_req, ctx) =>
+    policy: answeringSummaries((_req, ctx) =>
       ctx.requestIndex >= 200
         ? reply().tool('finish', { summary: 'done' })
         : reply()
             .text(`Step ${ctx.requestIndex}: reading more.`)
             .tool('bash', { command: `seq 1 300 | sed 's/^/line ${ctx.requestIndex} /'` }),
+    ),
     limits: { contextTokens, maxSteps: 250, maxTokens: 100_000_000, maxUsd: 1000 },
   });
   try {

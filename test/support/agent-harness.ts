@@ -43,6 +43,10 @@ export async function startHarness(options: {
   verifier?: FreshVerifier;
   /** Files committed over the fixture before the run (the base commit has them). */
   files?: Readonly<Record<string, string>>;
+  /** The issue the run works on; default a generic one. */
+  task?: BaseState['task'];
+  /** AnthropicModelOptions.promptCaching; default on. */
+  promptCaching?: boolean;
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   if (options.files !== undefined && Object.keys(options.files).length > 0)
@@ -58,10 +62,11 @@ export async function startHarness(options: {
     baseURL: sim.url,
     baseBackoffMs: 10,
     maxAttempts: options.maxAttempts ?? 4,
+    ...(options.promptCaching === undefined ? {} : { promptCaching: options.promptCaching }),
   });
   const limits: Limits = { ...DEFAULT_LIMITS, ...options.limits };
   const base = await newBaseState({
-    task: { title: 'Fix the bug', body: 'The tests fail.', instructions: [], source: 'test' },
+    task: options.task ?? { title: 'Fix the bug', body: 'The tests fail.', instructions: [], source: 'test' },
     sandbox,
     model: model.name,
     limits,

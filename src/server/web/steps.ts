@@ -155,6 +155,12 @@ export class StepGrouper {
         break;
       }
       default:
+        // A summary call's cost is the run's, counted where it was made (condense-summary.ts).
+        if (e.kind === 'condensation' && e.call !== undefined) {
+          const u = e.call.usage;
+          this.tokens += u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+          this.usd += e.call.usd;
+        }
         step.items.push({ kind: 'event', event: e });
     }
     step.lastEventId = e.id;
