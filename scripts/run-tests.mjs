@@ -78,15 +78,33 @@ function runFile(file) {
   return new Promise((resolve) => {
     const started = Date.now();
     // Its own process group, so a file that hangs is stopped with everything it started.
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test-reporter=spec', file], {
-      env: { ...process.env, ISSUE_AGENT_ATTACK_LOG: attackLog },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
+    // Through bash for its `times`: the CPU the file's whole process tree used (every descendant that
+    // was waited for, which is all of a test's own processes; containers run under the engine and are
+    // not counted), printed on fd 3 so it never mixes with the report.
+    const child = spawn(
+      'bash',
+      [
+        '-c',
+        '"$@"; s=$?; times >&3; exit $s',
+        'test-file',
+        process.execPath,
+        '--import',
+        'tsx',
+        '--test-reporter=spec',
+        file,
+      ],
+      {
+        env: { ...process.env, ISSUE_AGENT_ATTACK_LOG: attackLog },
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+        detached: true,
+      },
+    );
     running.add(child);
     const chunks = [];
     child.stdout.on('data', (c) => chunks.push(c));
     child.stderr.on('data', (c) => chunks.push(c));
+    const timesOut = [];
+    child.stdio[3].on('data', (c) => timesOut.push(c));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -101,10 +119,19 @@ function runFile(file) {
         signal,
         timedOut,
         seconds: (Date.now() - started) / 1000,
+        cpu: childrenCpu(Buffer.concat(timesOut).toString('utf8')),
         output: Buffer.concat(chunks).toString('utf8'),
       });
     });
   });
+}
+
+/** bash's `times`: the shell's own user/system line, then its children's; their sum in seconds. */
+function childrenCpu(text) {
+  const lines = text.trim().split('\n');
+  const m = (lines[1] ?? '').match(/^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/);
+  if (m === null) return undefined;
+  return Number(m[1]) * 60 + Number(m[2]) + Number(m[3]) * 60 + Number(m[4]);
 }
 
 function killGroup(child) {
@@ -121,6 +148,32 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
     rmSync(tally, { recursive: true, force: true });
     process.exit(130);
   });
+}
+
+await imagesBuilt();
+
+/**
+ * `.ci/run` builds the sandbox and App images while npm installs and the checks run, and names the
+ * file the build writes its exit status to: wait for it (no test may start without the images), and
+ * stop with the build's log if it failed.
+ */
+async function imagesBuilt() {
+  const status = process.env.ISSUE_AGENT_IMAGES_STATUS;
+  if (status === undefined || status === '') return;
+  const since = Date.now();
+  let said = false;
+  while (!existsSync(status)) {
+    if (!said) console.log(`waiting for the images to build (${status})`);
+    said = true;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  if (said) console.log(`the images were ready after ${((Date.now() - since) / 1000).toFixed(0)} s more`);
+  const code = readFileSync(status, 'utf8').trim();
+  if (code === '0') return;
+  const logFile = join(status, '..', 'log');
+  console.error(`the image build failed (exit ${code}):`);
+  console.error(existsSync(logFile) ? readFileSync(logFile, 'utf8') : `(no log at ${logFile})`);
+  process.exit(1);
 }
 
 const started = Date.now();
@@ -172,7 +225,7 @@ async function lane() {
         ? ''
         : ` (exit ${r.code ?? r.signal})`;
     process.stdout.write(
-      `\n━━ ${ok ? '✔' : '✖'} ${file} · ${r.seconds.toFixed(1)} s · ${done}/${files.length}${why}\n`,
+      `\n━━ ${ok ? '✔' : '✖'} ${file} · ${r.seconds.toFixed(1)} s (CPU ${r.cpu?.toFixed(1) ?? '?'} s) · ${done}/${files.length}${why}\n`,
     );
     process.stdout.write(r.output.endsWith('\n') || r.output === '' ? r.output : `${r.output}\n`);
   }
@@ -196,9 +249,16 @@ console.log(
   `\n━━ ${files.length} files, ${concurrency} at a time (${heavyLimit} heavy), ${(wall / 60).toFixed(1)} min`,
 );
 for (const k of COUNTS) console.log(`ℹ ${k} ${totals[k]}`);
-console.log('slowest files:');
+const cpuTotal = results.reduce((sum, r) => sum + (r.cpu ?? 0), 0);
+console.log(`CPU of the test processes (user + system): ${(cpuTotal / 60).toFixed(1)} min`);
+const cpuText = (r) => (r.cpu === undefined ? '      ?' : r.cpu.toFixed(1).padStart(7));
+console.log('slowest files (wall, CPU):');
 for (const r of [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10)) {
-  console.log(`  ${r.seconds.toFixed(1).padStart(7)} s  ${r.file}`);
+  console.log(`  ${r.seconds.toFixed(1).padStart(7)} s ${cpuText(r)} s  ${r.file}`);
+}
+console.log('most CPU:');
+for (const r of [...results].sort((a, b) => (b.cpu ?? 0) - (a.cpu ?? 0)).slice(0, 10)) {
+  console.log(`  ${cpuText(r)} s  ${r.file}`);
 }
 if (recordPath) {
   const measured = Object.fromEntries(
@@ -206,6 +266,12 @@ if (recordPath) {
       .sort((a, b) => a.file.localeCompare(b.file))
       .map((r) => [r.file, Math.round(r.seconds * 10) / 10]),
   );
+  const cpu = Object.fromEntries(
+    [...results]
+      .sort((a, b) => a.file.localeCompare(b.file))
+      .map((r) => [r.file, r.cpu === undefined ? null : Math.round(r.cpu * 10) / 10]),
+  );
+  writeFileSync(recordPath.replace(/(\.json)?$/, '.cpu.json'), `${JSON.stringify(cpu, null, 2)}\n`);
   writeFileSync(recordPath, `${JSON.stringify(measured, null, 2)}\n`);
   console.log(`durations written to ${recordPath}`);
 }

@@ -1,7 +1,7 @@
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
 import type { EvaluateRequest, FixJob, ReviewContext } from '../queue/payloads.js';
-import { evaluateKey, fixJobId, issueKey } from '../queue/ids.js';
+import { evaluateKey, fixJobId, issueKey, reviewKey } from '../queue/ids.js';
 import { capIssueBody, type Trigger } from '../queue/trigger.js';
 import { APPROVE } from './approval.js';
 import { approvedQuote, waitingReply, type Approval, type ApproveOutcome } from './approve-request.js';
@@ -11,6 +11,8 @@ import {
   asksNothingNew,
   buildEvaluateJob,
   buildFixJob,
+  buildReviewJob,
+  humanPullReply,
   matches,
   notOursReply,
   STOP,
@@ -37,6 +39,9 @@ import {
  */
 
 const DAY_SECONDS = 24 * 3600;
+
+/** `@agent review`: a review of the pull request, posted as one GitHub review. */
+export const REVIEW = /^review\b/i;
 
 type CiRound = NonNullable<FixJob['ci']>;
 
@@ -68,6 +73,8 @@ export interface RunFacts {
     { readonly state: 'closed' } | { readonly state: 'open'; readonly ownership: PullOwnership };
   /** The review comments the request is about. */
   readonly reviewComments?: readonly ReviewContext[];
+  /** Whether the sender may push to this repository (write, maintain or admin): see mayPush. */
+  readonly pushAccess?: boolean;
 }
 
 export interface Facts extends RunFacts {
@@ -86,7 +93,9 @@ export type Need = {
   /** Which bag the fact goes in: the delivered trigger's, or the approved request's. */
   readonly phase: 'delivered' | 'approved';
 } & (
-  | { readonly fact: 'ci' | 'question' | 'permission' | 'approval' | 'evaluator' | 'target' }
+  | {
+      readonly fact: 'ci' | 'question' | 'permission' | 'approval' | 'evaluator' | 'target' | 'pushAccess';
+    }
   | { readonly fact: 'answered' | 'answerClaim'; readonly jobId: string }
   | { readonly fact: 'pull' | 'reviewComments'; readonly pull: number }
 );
@@ -113,7 +122,15 @@ export type Refusal =
   | { readonly code: 'evaluate_bad_request'; readonly problem: string }
   | { readonly code: 'answer_waits'; readonly by: string }
   | { readonly code: 'pull_from_fork' }
-  | { readonly code: 'pull_not_ours' };
+  | { readonly code: 'pull_not_ours' }
+  /** `@agent review` where there is no pull request to review. */
+  | { readonly code: 'review_not_pull' }
+  /** A person's pull request from a fork whose author did not allow edits by maintainers. */
+  | { readonly code: 'pull_fork_locked' }
+  /** A person's pull request from a fork that allows maintainers' edits (not pushed to yet). */
+  | { readonly code: 'pull_fork_unsupported' }
+  /** A person's pull request, asked for by someone who may not push to this repository. */
+  | { readonly code: 'pull_push_denied' };
 
 /** A request (or an answer) kept waiting for `@agent approve` (approval.ts). */
 export interface StoreRequest {
@@ -134,6 +151,8 @@ export interface Enqueue {
   readonly shown: {
     readonly approval?: { readonly requestedBy: string; readonly approvedBy: string };
     readonly ciRound?: { readonly round: number; readonly of: number };
+    /** Commits go on a person's pull request: its author is told in the progress comment. */
+    readonly pushTo?: { readonly author: string | null; readonly branch: string; readonly requester: string };
   };
   /**
    * May replace a running job (`onBusy: replace`): only a request by someone who may start jobs, not
@@ -214,6 +233,14 @@ export function reasonText(reason: IgnoreReason | Refusal): string {
       return 'pull request from a fork';
     case 'pull_not_ours':
       return 'not one of the App pull requests';
+    case 'review_not_pull':
+      return 'a review asked for where there is no pull request';
+    case 'pull_fork_locked':
+      return 'pull request from a fork without edits by maintainers';
+    case 'pull_fork_unsupported':
+      return 'pull request from a fork (edits by maintainers allowed)';
+    case 'pull_push_denied':
+      return "the sender may not push to this repository, so not to a person's pull request";
   }
 }
 
@@ -312,11 +339,21 @@ function decideRun(trigger: Trigger, config: RepoConfig, facts: Facts | RunFacts
     }
     evaluate = parsed.request;
   }
+  // `@agent review`: one review of the pull request it was asked on, never a push.
+  const review = trigger.kind === 'mention' && !cancel && REVIEW.test(ours.instruction);
+  if (review && !trigger.issue.isPullRequest) {
+    const conversation = issueKey(trigger.repo.id, trigger.issue.number);
+    return refuse({ code: 'review_not_pull' }, null, {
+      body: 'I review pull requests: ask `@agent review` on the pull request itself.',
+      once: { key: `review-not-pull:${conversation}`, ttlSeconds: DAY_SECONDS },
+    });
+  }
   return decideAccepted(trigger, config, facts, run, {
-    instruction: ours.instruction,
+    instruction: review ? ours.instruction.replace(REVIEW, '').trim() : ours.instruction,
     answer,
     cancel,
     evaluate,
+    review,
   });
 }
 
@@ -350,7 +387,8 @@ function answerFor(
     (mentioned === null ||
       (!STOP.test(mentioned.instruction) &&
         !APPROVE.test(mentioned.instruction) &&
-        !EVALUATE.test(mentioned.instruction)));
+        !EVALUATE.test(mentioned.instruction) &&
+        !REVIEW.test(mentioned.instruction)));
   if (!candidate) return none;
   const decided = (decision: Decision) => ({ kind: 'decided', decision }) as const;
   if (facts.question === undefined) return decided(need(trigger, run.phase, { fact: 'question' }));
@@ -474,9 +512,11 @@ function decideAccepted(
     readonly answer: Answer | null;
     readonly cancel: boolean;
     readonly evaluate: EvaluateRequest | null;
+    readonly review: boolean;
   },
 ): Decision {
   const { answer, evaluate } = request;
+  if (request.review) return decideReview(trigger, config, facts, run, request.instruction);
   // The target: a PR's own conversation, or the App's open PR for an issue (a follow-up there, never
   // a second PR), or the issue itself. An evaluation reports in the conversation that asked,
   // whatever it is; it opens no pull request. An answer continues a conversation on the issue
@@ -500,8 +540,9 @@ function decideAccepted(
       targets: [
         targetKey,
         ...(target.number === trigger.issue.number ? [] : [issueKey(repoId, trigger.issue.number)]),
-        // An evaluation asked for here stops too.
+        // An evaluation or a review asked for here stops too.
         evaluateKey(repoId, trigger.issue.number),
+        ...(trigger.issue.isPullRequest ? [reviewKey(repoId, trigger.issue.number)] : []),
       ],
       by: trigger.sender.login,
       sayIfNone:
@@ -513,11 +554,22 @@ function decideAccepted(
   }
 
   let reviewComments: readonly ReviewContext[] = [];
+  let human: HumanPull | null = null;
   if (target.kind === 'pull') {
     if (facts.pull === undefined) return need(trigger, run.phase, { fact: 'pull', pull: target.number });
     if (facts.pull.state !== 'open') return { ...ignore({ code: 'pull_closed' }), react: trigger };
     const owner = facts.pull.ownership;
-    if (!owner.ours) {
+    // A request asked on a person's pull request itself (not an issue whose branch a person took).
+    const onThatPull =
+      !owner.ours &&
+      trigger.issue.isPullRequest &&
+      target.number === trigger.issue.number &&
+      trigger.kind !== 'ci_failure';
+    if (onThatPull) {
+      const decided = decideHumanPull(trigger, facts, run, target.number, owner);
+      if (decided.kind !== 'human') return decided;
+      human = decided.human;
+    } else if (!owner.ours) {
       // Pushing to someone else's branch (or a fork, or `main` behind a PR from it) is never done.
       return {
         ...refuse({ code: owner.fork ? 'pull_from_fork' : 'pull_not_ours' }, null, {
@@ -535,12 +587,13 @@ function decideAccepted(
   const approval = run.approval;
   const approvedBy =
     approval === null ? null : { ...approval.by, covers: { ...approval.covers }, at: approval.at };
-  const job = buildJob(trigger, target, config, request.instruction, reviewComments, {
+  const built = buildJob(trigger, target, config, request.instruction, reviewComments, {
     ci: run.ci,
     answer,
     evaluate,
     approvedBy,
   });
+  const job = human === null || built.pull === null ? built : { ...built, pull: { ...built.pull, human } };
   return {
     kind: 'enqueue',
     clearQuestion,
@@ -554,6 +607,11 @@ function decideAccepted(
           ? {}
           : { approval: { requestedBy: trigger.sender.login, approvedBy: approvedBy.login } }),
         ...(run.ci === null ? {} : { ciRound: { round: run.ci.round, of: run.ci.of } }),
+        ...(human === null
+          ? {}
+          : {
+              pushTo: { author: human.author, branch: human.headRef, requester: trigger.sender.login },
+            }),
       },
       mayReplace: answer === null && run.ci === null,
       onBusy: config.onBusy,
@@ -562,6 +620,81 @@ function decideAccepted(
     react: trigger,
     approved: null,
     answers: answer?.jobId ?? null,
+  };
+}
+
+type HumanPull = NonNullable<NonNullable<FixJob['pull']>['human']>;
+
+/**
+ * A request on a pull request a person opened: commits go on its branch when the branch is in this
+ * repository and the requester may push here themselves (GitHub's own rule for a collaborator's
+ * push), so the App never pushes for someone who could not. A fork's branch is written only where its
+ * author allowed edits by maintainers, and not by this version (it says so; see docs/github-app.md).
+ */
+function decideHumanPull(
+  trigger: Trigger,
+  facts: RunFacts,
+  run: RunContext,
+  pull: number,
+  owner: PullOwnership,
+): Decision | { readonly kind: 'human'; readonly human: HumanPull } {
+  const said = (
+    code: 'pull_fork_locked' | 'pull_fork_unsupported' | 'pull_push_denied',
+    body: string,
+  ): Plan => ({
+    ...refuse({ code }, null, {
+      body,
+      once: {
+        key: `human-pull:${code}:${issueKey(trigger.repo.id, pull)}:${trigger.sender.id}`,
+        ttlSeconds: DAY_SECONDS,
+      },
+    }),
+    react: trigger,
+  });
+  if (owner.fork) {
+    if (owner.headRepo === null)
+      return said('pull_fork_locked', humanPullReply('fork_gone', owner, trigger.sender.login));
+    if (owner.maintainerCanModify !== true)
+      return said('pull_fork_locked', humanPullReply('fork_locked', owner, trigger.sender.login));
+    return said('pull_fork_unsupported', humanPullReply('fork_open', owner, trigger.sender.login));
+  }
+  if (facts.pushAccess === undefined) return need(trigger, run.phase, { fact: 'pushAccess' });
+  if (!facts.pushAccess)
+    return said('pull_push_denied', humanPullReply('no_push', owner, trigger.sender.login));
+  return {
+    kind: 'human',
+    human: { author: owner.author ?? null, headRef: owner.headRef ?? '', headRepo: owner.headRepo ?? '' },
+  };
+}
+
+/** `@agent review` on a pull request: its review job, on a queue target of its own. */
+function decideReview(
+  trigger: Trigger,
+  config: RepoConfig,
+  facts: RunFacts,
+  run: RunContext,
+  instruction: string,
+): Decision {
+  const number = trigger.issue.number;
+  if (facts.pull === undefined) return need(trigger, run.phase, { fact: 'pull', pull: number });
+  if (facts.pull.state !== 'open') return { ...ignore({ code: 'pull_closed' }), react: trigger };
+  const repoId = trigger.repo.id;
+  return {
+    kind: 'enqueue',
+    clearQuestion: null,
+    enqueue: {
+      target: { kind: 'pull', number },
+      targetKey: reviewKey(repoId, number),
+      jobId: fixJobId(repoId, number, trigger.deliveryId),
+      job: buildReviewJob(trigger, config, instruction),
+      shown: {},
+      mayReplace: false,
+      onBusy: config.onBusy,
+      repositoryAttempts: config.attempts,
+    },
+    react: trigger,
+    approved: null,
+    answers: null,
   };
 }
 

@@ -25,7 +25,7 @@ import {
 import { firstTime, withIssueLock } from '../queue/issue-lock.js';
 import { fixJobSchema, type FixJob } from '../queue/payloads.js';
 import { fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js';
-import { mayTrigger, pullOwnership, react, reviewContext, targetOf } from './trigger-rules.js';
+import { mayPush, mayTrigger, pullOwnership, react, reviewContext, targetOf } from './trigger-rules.js';
 import type { Trigger } from '../queue/trigger.js';
 import { claimAnswer, clearQuestion, isAnswered, pendingQuestion } from './question.js';
 import { decideCiRound, redisCiLedger } from './ci-round.js';
@@ -197,6 +197,8 @@ async function gather(ctx: Context, config: RepoConfig, need: Need): Promise<Run
     }
     case 'reviewComments':
       return { reviewComments: await reviewContext(octokit, where, need.pull, about) };
+    case 'pushAccess':
+      return { pushAccess: await mayPush(about, octokit) };
   }
 }
 

@@ -244,6 +244,21 @@ export function parseTries(instruction: string): {
   return { instruction: rest, attempts: n };
 }
 
+/**
+ * A review job (`@agent review …`, already allowed): the pull request's tests before and after, a
+ * read of the change, one review posted on it; never a push. What follows `review` is a focus.
+ */
+export function buildReviewJob(trigger: Trigger, config: RepoConfig, instruction: string): FixJob {
+  const number = trigger.issue.number;
+  return {
+    ...buildFixJob(trigger, { kind: 'pull', number }, config, instruction, []),
+    kind: 'review',
+    issue: { number, title: trigger.issue.title, body: null },
+    // One review, whatever `(try N)` or the repository's attempts say.
+    config: { ...config, attempts: 1 },
+  };
+}
+
 /** An evaluate job (`@agent evaluate …`, already allowed): it works in the conversation that asked. */
 export function buildEvaluateJob(
   trigger: Trigger,
@@ -349,6 +364,12 @@ export interface PullOwnership {
   readonly ours: boolean;
   readonly fork: boolean;
   readonly headRepo: string | null;
+  /** Who opened it (null: a deleted account); absent where only `ours` matters. */
+  readonly author?: string | null;
+  /** Its head branch (in `headRepo`). */
+  readonly headRef?: string;
+  /** A fork's author lets maintainers (and so the App) push to its head branch. */
+  readonly maintainerCanModify?: boolean;
 }
 
 /**
@@ -359,9 +380,10 @@ export interface PullOwnership {
  */
 export function pullOwnership(
   pr: {
-    readonly user: { readonly id: number } | null;
+    readonly user: { readonly id: number; readonly login?: string } | null;
     readonly head: { readonly ref: string; readonly repo: { readonly full_name: string } | null };
     readonly base: { readonly repo: { readonly full_name: string } };
+    readonly maintainer_can_modify?: boolean | undefined;
   },
   botId: number,
 ): PullOwnership {
@@ -369,7 +391,58 @@ export function pullOwnership(
   const headRepo = nullable(pr.head.repo)?.full_name ?? null;
   const fork = headRepo !== pr.base.repo.full_name;
   const byBot = nullable(pr.user)?.id === botId;
-  return { ours: !fork && byBot && pr.head.ref.startsWith('issue-agent/issue-'), fork, headRepo };
+  return {
+    ours: !fork && byBot && pr.head.ref.startsWith('issue-agent/issue-'),
+    fork,
+    headRepo,
+    author: nullable(pr.user)?.login ?? null,
+    headRef: pr.head.ref,
+    maintainerCanModify: pr.maintainer_can_modify === true,
+  };
+}
+
+/**
+ * Whether a person may push to this repository (collaborator permission write, maintain or admin):
+ * only then are their requests on someone else's pull request carried out as commits on its branch.
+ * A bot never may (its requests on a person's pull request are refused).
+ */
+export async function mayPush(trigger: Trigger, octokit: RestClient): Promise<boolean> {
+  const sender = trigger.sender;
+  if (sender.type === 'Bot' || sender.login.endsWith('[bot]')) return false;
+  const { data } = await octokit.rest.repos.getCollaboratorPermissionLevel({
+    owner: trigger.repo.owner,
+    repo: trigger.repo.name,
+    username: sender.login,
+  });
+  return (ROLE_RANK[roleOf(data.role_name, data.permission)] ?? 0) >= (ROLE_RANK.write ?? 3);
+}
+
+/** Why a request on a person's pull request pushes nothing (see intake-decision.ts). */
+export function humanPullReply(
+  why: 'fork_locked' | 'fork_open' | 'no_push' | 'fork_gone',
+  o: PullOwnership,
+  requester: string,
+): string {
+  switch (why) {
+    case 'fork_locked':
+      return (
+        `I can't push to this pull request: its branch is in the fork \`${o.headRepo ?? '?'}\`, and its author did not ` +
+        'allow edits by maintainers ("Allow edits by maintainers" on the pull request), so GitHub lets nobody but them push there. ' +
+        `@${o.author ?? 'the author'} can turn that on and ask me again, or I can review it: \`@agent review\`.`
+      );
+    case 'fork_open':
+      return (
+        `I don't push to forks yet: this pull request's branch is in \`${o.headRepo ?? '?'}\`. Its author allows edits ` +
+        'by maintainers, so a maintainer can push the change there; I can review it: `@agent review`.'
+      );
+    case 'no_push':
+      return (
+        `I only push to someone else's pull request for people who may push to this repository themselves, @${requester}. ` +
+        'A maintainer can ask me instead; `@agent review` works for anyone who may start jobs.'
+      );
+    case 'fork_gone':
+      return "I can't push to this pull request: the fork its branch was in is gone.";
+  }
 }
 
 export function notOursReply(o: PullOwnership): string {

@@ -195,7 +195,7 @@ async function baseCommand(repo: string, base: string, work: string): Promise<st
 }
 
 /** A graded run as the `test_run` event the renderer reads (no exit code: 0 unless a test failed). */
-function asEvent(phase: 'baseline' | 'final', command: string, r: GradedRun): TestRunEvent {
+export function asEvent(phase: 'baseline' | 'final', command: string, r: GradedRun): TestRunEvent {
   if (r.kind !== 'ran') {
     const why = r.kind === 'patch_failed' ? `the change does not apply: ${r.output}` : r.reason;
     throw new Error(`could not run the tests on the ${phase === 'baseline' ? 'base' : 'head'}: ${why}`);

@@ -46,6 +46,8 @@ export interface ProgressCommon {
     /** The request the approval covers (its comment and the digest of its text when approved). */
     readonly covers?: { readonly commentId: number; readonly digest: string } | undefined;
   };
+  /** Commits go on a pull request a person opened: its author and branch, and who asked. */
+  readonly pushTo?: { readonly author: string | null; readonly branch: string; readonly requester: string };
   /** An automatic round fixing the App's PR's failing CI: which, of at most how many. */
   readonly ciRound?: {
     readonly round: number;
@@ -266,10 +268,19 @@ export function renderProgress(
       url === null ? neutralizeInline(truncateEnd(redactor.redact(p.runLink), 300)) : `[details](${url})`,
     );
   }
+  // The PR's author follows its conversation (GitHub subscribes them), and nothing the App posts
+  // mentions anyone (publishable.ts): they are told by name, in every state of the comment.
+  const told =
+    p.pushTo === undefined
+      ? []
+      : [
+          `${p.pushTo.author === null ? 'To the author of this pull request' : codeSpan(truncateEnd(p.pushTo.author, 100))}: ${codeSpan(truncateEnd(p.pushTo.requester, 100))} asked me to work on this pull request, so I push my commits to its branch ${codeSpan(truncateEnd(p.pushTo.branch, 200))}. Pull them before you push again.`,
+        ];
   const text = [
     progressMarker(p.jobId),
     `**Issue Agent**`,
     line(p, redactor),
+    ...told,
     ...(p.environment === undefined || p.environment === '' ? [] : [p.environment]),
     `<sub>${footer.join(' · ')}</sub>`,
   ].join('\n\n');

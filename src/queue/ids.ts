@@ -18,15 +18,20 @@ export function evaluateKey(repoId: number, issue: number): string {
   return `${issueKey(repoId, issue)}-evaluate`;
 }
 
+/** The queue target of `@agent review` on a PR: its own, beside follow-ups on the same PR. */
+export function reviewKey(repoId: number, pull: number): string {
+  return `${issueKey(repoId, pull)}-review`;
+}
+
 /** The target a queued job holds (see fixJobOptions' deduplication). */
 export function jobTarget(job: {
   readonly kind: string;
   readonly repo: { readonly id: number };
   readonly issue: { readonly number: number };
 }): string {
-  return job.kind === 'evaluate'
-    ? evaluateKey(job.repo.id, job.issue.number)
-    : issueKey(job.repo.id, job.issue.number);
+  if (job.kind === 'evaluate') return evaluateKey(job.repo.id, job.issue.number);
+  if (job.kind === 'review') return reviewKey(job.repo.id, job.issue.number);
+  return issueKey(job.repo.id, job.issue.number);
 }
 
 /** The intake job of a delivery: GitHub's delivery id, so redeliveries collapse into one. */

@@ -35,10 +35,11 @@ export type EvaluateRequest = z.infer<typeof evaluateRequestSchema>;
 export const fixJobSchema = z.object({
   v: z.literal(1),
   /**
-   * fix-issue: a first change for an issue; follow-up: more commits on the App's open PR; evaluate:
-   * `@agent evaluate`, the eval of this repository's own closed issues, reported in a comment.
+   * fix-issue: a first change for an issue; follow-up: more commits on the App's open PR (or a
+   * person's, see `pull.human`); evaluate: `@agent evaluate`, the eval of this repository's own
+   * closed issues, reported in a comment; review: `@agent review`, one review of a PR, no push.
    */
-  kind: z.enum(['fix-issue', 'follow-up', 'evaluate']),
+  kind: z.enum(['fix-issue', 'follow-up', 'evaluate', 'review']),
   /** The App installation whose token the worker mints; 0 under the Action, which brings its own token. */
   installationId: z.number().int().nonnegative(),
   repo: z.object({
@@ -59,8 +60,20 @@ export const fixJobSchema = z.object({
      */
     body: z.string().max(ISSUE_BODY_MAX_CHARS).nullable().optional(),
   }),
-  /** The PR a follow-up pushes to. */
-  pull: z.object({ number: z.number().int().positive() }).nullable().default(null),
+  /** The PR a follow-up pushes to (or a review is about). */
+  pull: z
+    .object({
+      number: z.number().int().positive(),
+      /**
+       * A pull request a person opened (not the App), whose branch in this repository the follow-up
+       * pushes to: asked for on it by someone who may push here. Absent: one of the App's own.
+       */
+      human: z
+        .object({ author: z.string().nullable(), headRepo: z.string(), headRef: z.string().min(1) })
+        .optional(),
+    })
+    .nullable()
+    .default(null),
   /** Cleaned maintainer instructions (text after the handle), oldest first. */
   instructions: z.array(z.string()),
   /** Review comments the request refers to, with their file and line. */

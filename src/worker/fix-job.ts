@@ -20,6 +20,7 @@ import { trajectoryUrl } from '../app/run-routes.js';
 import { markQuestion } from '../app/question.js';
 import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
+import { runReviewJob } from './review-job.js';
 import { loadBackend } from '../sandbox/backends.js';
 import { appLocalIsolation } from './local-isolation.js';
 import type { RunStorage } from '../events/run-storage.js';
@@ -145,6 +146,17 @@ export async function runFixJob(
       })
       .finally(release);
   }
+  if (p.kind === 'review') {
+    await reviewJob(p, { jobId, gh, tokens, backend, hostIsolation, secrets, final }, deps, signal, token);
+    return {
+      outcome: 'no_change',
+      pullRequest: null,
+      pushed: false,
+      trajectory: '',
+      runId: jobId,
+      branch: null,
+    };
+  }
   const bot = await deps.bot(gh, credentials);
   const lock = watchLock(job, token, deps.app.lockDurationMs, log, signal, deps.onLockLost, deps.lockKeeper);
   try {
@@ -203,6 +215,54 @@ export async function runFixJob(
     throw error;
   } finally {
     lock.stop();
+  }
+}
+
+/**
+ * `@agent review` (review-job.ts): it pushes nothing and writes no shared log, so, like an
+ * evaluation, its lock is only kept; a failure on the last attempt is final.
+ */
+async function reviewJob(
+  p: FixJob,
+  job: {
+    readonly jobId: string;
+    readonly gh: GitHubClient;
+    readonly tokens: InstallationTokens;
+    readonly backend: Awaited<ReturnType<typeof loadBackend>>;
+    readonly hostIsolation: ReturnType<typeof appLocalIsolation> | undefined;
+    readonly secrets: readonly string[];
+    readonly final: boolean;
+  },
+  deps: WorkerDeps,
+  signal: AbortSignal | undefined,
+  token: string | undefined,
+): Promise<void> {
+  const release =
+    token === undefined || deps.lockKeeper === undefined
+      ? () => undefined
+      : deps.lockKeeper.hold(job.jobId, token, { refused: () => deps.onLockLost?.() });
+  try {
+    await runReviewJob(
+      p,
+      {
+        jobId: job.jobId,
+        workDir: deps.app.workDir,
+        gh: job.gh,
+        tokens: job.tokens,
+        sandbox: { backend: job.backend, home: deps.agent.hostHome, setupOff: null },
+        isolation: job.hostIsolation,
+        agent: deps.agent,
+        model: deps.model(deps.agent.model),
+        secrets: job.secrets,
+        logger: deps.logger,
+      },
+      signal,
+    );
+  } catch (error) {
+    if (job.final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
+    throw error;
+  } finally {
+    release();
   }
 }
 

@@ -141,6 +141,9 @@ function jobContext(
           ...(p.ci.baseRef === undefined ? {} : { baseRef: p.ci.baseRef }),
         },
     () => rt.lost?.() === true,
+    p.pull?.human === undefined
+      ? undefined
+      : { author: p.pull.human.author, branch: p.pull.human.headRef, requester: p.trigger.sender.login },
   );
   const ctx: JobContext = {
     p,

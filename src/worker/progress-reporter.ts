@@ -68,6 +68,8 @@ export class ProgressReporter {
     private readonly ciRound?: ProgressState['ciRound'],
     /** True once another worker runs the job: its comment is that worker's to write. */
     private readonly silenced: () => boolean = () => false,
+    /** Commits go on a person's pull request: its author is told with every state. */
+    private readonly pushTo?: ProgressCommon['pushTo'],
   ) {}
 
   /**
@@ -163,6 +165,7 @@ export class ProgressReporter {
       ...(this.environment === null ? {} : { environment: this.environment }),
       ...(this.approval === undefined ? {} : { approval: this.approval }),
       ...(this.ciRound === undefined ? {} : { ciRound: this.ciRound }),
+      ...(this.pushTo === undefined ? {} : { pushTo: this.pushTo }),
     } as ProgressState;
     if (this.silenced()) return;
     const body = this.redactor().redact(renderProgress(state));

@@ -13,9 +13,14 @@ import {
   type QueueState,
   type RunFacts,
 } from '../../src/app/intake-decision.js';
-import { notOursReply, type Permission, type PullOwnership } from '../../src/app/trigger-rules.js';
+import {
+  humanPullReply,
+  notOursReply,
+  type Permission,
+  type PullOwnership,
+} from '../../src/app/trigger-rules.js';
 import { parseRepoConfig, REPO_CONFIG_PATH, type RepoConfig } from '../../src/config/repo-config.js';
-import { evaluateKey, fixJobId, issueKey } from '../../src/queue/ids.js';
+import { evaluateKey, fixJobId, issueKey, reviewKey } from '../../src/queue/ids.js';
 import type { Trigger } from '../../src/queue/trigger.js';
 
 /*
@@ -84,6 +89,15 @@ const ours: PullOwnership = { ours: true, fork: false, headRepo: 'acme/calc' };
 const issueTarget = { target: { kind: 'issue', number: ISSUE } } as const;
 const prTarget = { target: { kind: 'pull', number: PR } } as const;
 const openOurs = { pull: { state: 'open', ownership: ours } } as const;
+const alicePull: PullOwnership = {
+  ours: false,
+  fork: false,
+  headRepo: 'acme/calc',
+  author: 'alice',
+  headRef: 'alice/lint',
+  maintainerCanModify: false,
+};
+const lockedFork: PullOwnership = { ...alicePull, fork: true, headRepo: 'alice/calc', headRef: 'lint' };
 
 const approval: Approval = {
   by: { login: 'maria', id: 11 },
@@ -613,8 +627,8 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'a PR from a fork is refused, said once per PR',
-    trigger: trigger({ issue: onPull }),
+    name: 'an issue whose PR is from a fork is refused, said once per PR',
+    trigger: label(),
     world: {
       permission: allowed,
       ...prTarget,
@@ -634,18 +648,134 @@ const rows: Row[] = [
       assert.ok(p.kind === 'refuse' && p.react !== null);
     },
   },
+  // A person's pull request, asked on it.
   {
-    name: 'a PR the App did not open is refused',
-    trigger: trigger({ issue: onPull }),
+    name: 'on a person’s same-repository PR, someone who may push: a follow-up on its branch, its author told',
+    trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
     world: {
       permission: allowed,
       ...prTarget,
-      pull: { state: 'open', ownership: { ours: false, fork: false, headRepo: 'acme/calc' } },
+      pull: { state: 'open', ownership: alicePull },
+      pushAccess: true,
+      reviewComments: [],
+    },
+    asked: ['permission', 'target', `pull:${PR}`, 'pushAccess', `reviewComments:${PR}`],
+    plan: {
+      kind: 'enqueue',
+      enqueue: {
+        targetKey: issueKey(REPO, PR),
+        job: {
+          kind: 'follow-up',
+          pull: { number: PR, human: { author: 'alice', headRepo: 'acme/calc', headRef: 'alice/lint' } },
+          instructions: ['fix the linter'],
+        },
+        shown: { pushTo: { author: 'alice', branch: 'alice/lint', requester: 'maria' } },
+      },
+    },
+  },
+  {
+    name: 'on a person’s same-repository PR, someone who may not push there: refused, said why',
+    trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
+    world: {
+      permission: allowed,
+      ...prTarget,
+      pull: { state: 'open', ownership: alicePull },
+      pushAccess: false,
     },
     plan: {
       kind: 'refuse',
-      reason: { code: 'pull_not_ours' },
-      say: { body: notOursReply({ ours: false, fork: false, headRepo: 'acme/calc' }) },
+      reason: { code: 'pull_push_denied' },
+      say: { body: humanPullReply('no_push', alicePull, 'maria') },
+    },
+  },
+  {
+    name: 'on a fork’s PR without edits by maintainers: refused before any push check, said why',
+    trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
+    world: { permission: allowed, ...prTarget, pull: { state: 'open', ownership: lockedFork } },
+    asked: ['permission', 'target', `pull:${PR}`],
+    plan: {
+      kind: 'refuse',
+      reason: { code: 'pull_fork_locked' },
+      say: {
+        body: humanPullReply('fork_locked', lockedFork, 'maria'),
+        once: { key: `human-pull:pull_fork_locked:${issueKey(REPO, PR)}:11`, ttlSeconds: DAY },
+      },
+    },
+    then: (p) => {
+      assert.ok(p.kind === 'refuse' && p.react !== null);
+      assert.match(p.say?.body ?? '', /did not allow edits by maintainers/);
+    },
+  },
+  {
+    name: 'on a fork’s PR that allows edits by maintainers: not pushed to by this version, said so',
+    trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
+    world: {
+      permission: allowed,
+      ...prTarget,
+      pull: { state: 'open', ownership: { ...lockedFork, maintainerCanModify: true } },
+    },
+    plan: { kind: 'refuse', reason: { code: 'pull_fork_unsupported' } },
+  },
+  {
+    name: 'an outsider on a person’s PR: refused as any outsider request (it may be approved)',
+    trigger: trigger({ issue: onPull, sender: otto, body: '@agent fix the linter' }),
+    world: { permission: outsider },
+    asked: ['permission'],
+    plan: { kind: 'refuse', reason: { code: 'sender_not_allowed' } },
+  },
+  // `@agent review`.
+  {
+    name: '@agent review on a person’s PR: a review job on a target of its own, no push check',
+    trigger: trigger({ issue: onPull, body: '@agent review the error handling' }),
+    world: { permission: allowed, pull: { state: 'open', ownership: alicePull } },
+    asked: ['permission', `pull:${PR}`],
+    plan: {
+      kind: 'enqueue',
+      clearQuestion: null,
+      enqueue: {
+        target: { kind: 'pull', number: PR },
+        targetKey: reviewKey(REPO, PR),
+        jobId: fixJobId(REPO, PR, 'd-1'),
+        job: { kind: 'review', pull: { number: PR }, instructions: ['the error handling'] },
+        mayReplace: false,
+      },
+    },
+    then: (p) => {
+      assert.ok(p.kind === 'enqueue' && p.enqueue.job.config.attempts === 1);
+    },
+  },
+  {
+    name: '@agent review on a fork’s PR without edits by maintainers: reviewed all the same',
+    trigger: trigger({ issue: onPull, body: '@agent review' }),
+    world: { permission: allowed, pull: { state: 'open', ownership: lockedFork } },
+    plan: { kind: 'enqueue', enqueue: { job: { kind: 'review', instructions: [] } } },
+  },
+  {
+    name: '@agent review on a closed PR is ignored',
+    trigger: trigger({ issue: onPull, body: '@agent review' }),
+    world: { permission: allowed, pull: { state: 'closed' } },
+    plan: { kind: 'ignore', reason: { code: 'pull_closed' } },
+  },
+  {
+    name: '@agent review on an issue: refused, said where to ask',
+    trigger: trigger({ body: '@agent review' }),
+    world: { question: null, permission: allowed },
+    plan: { kind: 'refuse', reason: { code: 'review_not_pull' } },
+  },
+  {
+    name: '@agent review by an outsider: refused before anything is read about the PR',
+    trigger: trigger({ issue: onPull, sender: otto, body: '@agent review' }),
+    world: { permission: outsider },
+    asked: ['permission'],
+    plan: { kind: 'refuse', reason: { code: 'sender_not_allowed' } },
+  },
+  {
+    name: '@agent stop on a PR stops its review too',
+    trigger: trigger({ issue: onPull, body: '@agent stop' }),
+    world: { permission: allowed, ...prTarget },
+    plan: {
+      kind: 'cancel',
+      targets: [issueKey(REPO, PR), evaluateKey(REPO, PR), reviewKey(REPO, PR)],
     },
   },
   {
@@ -790,6 +920,8 @@ void test('every reason keeps the text the log and the result have always had', 
     [{ code: 'answer_waits', by: 'otto' }, 'an answer by otto waits for approval'],
     [{ code: 'pull_from_fork' }, 'pull request from a fork'],
     [{ code: 'pull_not_ours' }, 'not one of the App pull requests'],
+    [{ code: 'review_not_pull' }, 'a review asked for where there is no pull request'],
+    [{ code: 'pull_fork_locked' }, 'pull request from a fork without edits by maintainers'],
   ];
   for (const [reason, text] of rows) assert.equal(reasonText(reason), text);
 });

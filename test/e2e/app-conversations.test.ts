@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createAppAuth } from '@octokit/auth-app';
-import { request } from '@octokit/request';
 import { Octokit } from '@octokit/rest';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -519,35 +517,33 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     assert.equal(branchLog(issue).length, commits, 'nothing pushed');
   });
 
-  it('a mention on a pull request the App did not open → one reply, no job, nothing pushed anywhere', async () => {
+  it('a mention on a fork’s pull request that maintainers may not edit → one reply, no job, nothing pushed anywhere', async () => {
     const bare = sim.bareRepoPath(OWNER, REPO);
+    // Hugo forks the repository and opens a pull request from it without allowing maintainer edits.
+    const hugo = new Octokit({ baseUrl: sim.url, auth: sim.oauth.issueToken('hugo') });
+    await hugo.rest.repos.createFork({ owner: OWNER, repo: REPO });
+    const fork = sim.bareRepoPath('hugo', REPO);
     const work = mkdtempSync(join(tmpdir(), 'ia-human-pr-'));
     try {
       execFileSync(
         'bash',
         [
           '-c',
-          `git clone -q "${bare}" r && cd r && echo "# human" >> README.md && git add -A && git -c user.name=Hu -c user.email=hu@example.invalid commit -qm "human change" && git push -q origin HEAD:refs/heads/human-feature`,
+          `git clone -q "${bare}" r && cd r && echo "# human" >> README.md && git add -A && git -c user.name=Hu -c user.email=hu@example.invalid commit -qm "human change" && git push -q "${fork}" HEAD:refs/heads/human-feature`,
         ],
         { cwd: work },
       );
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
-    const featureTip = gitOutput(bare, 'rev-parse', 'human-feature').trim();
-    const auth = createAppAuth({
-      appId: sim.app.id,
-      privateKey: sim.app.privateKeyPem,
-      request: request.defaults({ baseUrl: sim.url }),
-    });
-    const { token } = await auth({ type: 'installation', installationId: sim.installationId });
-    const gh = new Octokit({ auth: token, baseUrl: sim.url });
-    const { data: pr } = await gh.rest.pulls.create({
+    const featureTip = gitOutput(fork, 'rev-parse', 'human-feature').trim();
+    const { data: pr } = await hugo.rest.pulls.create({
       owner: OWNER,
       repo: REPO,
-      head: 'human-feature',
+      head: 'hugo:human-feature',
       base: 'main',
       title: 'A human change',
+      maintainer_can_modify: false,
     });
     const before = model.requests.length;
     const mainTip = gitOutput(bare, 'rev-parse', 'main').trim();
@@ -560,9 +556,9 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     );
     await delay(1500);
     assert.equal(botComments(pr.number).length, 1, 'one reply, not one per mention');
-    assert.match(botComments(pr.number)[0]?.body ?? '', /only push to pull requests I opened/);
+    assert.match(botComments(pr.number)[0]?.body ?? '', /did not allow edits by maintainers/);
     assert.equal(model.requests.length, before, 'no job ran');
     assert.equal(gitOutput(bare, 'rev-parse', 'main').trim(), mainTip);
-    assert.equal(gitOutput(bare, 'rev-parse', 'human-feature').trim(), featureTip);
+    assert.equal(gitOutput(fork, 'rev-parse', 'human-feature').trim(), featureTip);
   });
 });

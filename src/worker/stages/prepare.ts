@@ -56,7 +56,16 @@ export async function fetchPull(
   number: number,
 ): Promise<{ readonly pull: PullInfo; readonly closed: JobEnd | null }> {
   const { data: pr } = await ctx.gh.rest.pulls.get({ ...ctx.where, pull_number: number });
-  if (!pullOwnership(pr, ctx.bot.id).ours) {
+  const owner = pullOwnership(pr, ctx.bot.id);
+  const human = ctx.p.pull?.human;
+  if (human !== undefined) {
+    // A person's pull request, as intake decided: still a branch of this repository, the same one.
+    if (owner.fork || pr.head.ref !== human.headRef) {
+      throw new PermanentJobError(
+        `pull request #${pr.number} no longer has its branch \`${human.headRef}\` in this repository, so I push nothing to it`,
+      );
+    }
+  } else if (!owner.ours) {
     throw new PermanentJobError(`pull request #${pr.number} is not one of the App's own pull requests`);
   }
   const pull = {
@@ -66,6 +75,7 @@ export async function fetchPull(
     headRef: pr.head.ref,
     headSha: pr.head.sha,
     url: pr.html_url,
+    ...(human === undefined ? {} : { human: true as const }),
   };
   return {
     pull,

@@ -119,8 +119,9 @@ export async function publish(input: PublishInput): Promise<Published> {
     log.info({ branch, commit: head }, 'pushed');
   }
 
+  // A person's pull request's body is theirs: no rounds are read from it (it could name any run).
   const priorById =
-    pull === null
+    pull === null || pull.human === true
       ? []
       : (await priorRoundsById(ctx.storage, pull.body, p.repo.id, pull.number)).filter(
           (r) => r.id !== ctx.jobId,
@@ -153,7 +154,12 @@ export async function publish(input: PublishInput): Promise<Published> {
   const body = publishableText(`${rendered.body}\n${marker}\n`, audienceOf(ctx));
   const draft = p.config.draft === 'always' || outcome.outcome !== 'resolved';
   let pr: { number: number; html_url: string };
-  if (pull !== null) {
+  if (pull?.human === true) {
+    // A person's pull request keeps their text: what the round did and its proof (what the App's
+    // own pull requests carry in their body) is a comment of its own, and the check run.
+    pr = { number: pull.number, html_url: pull.url };
+    await gh.rest.issues.createComment({ ...where, issue_number: pull.number, body });
+  } else if (pull !== null) {
     const { data } = await gh.rest.pulls.update({ ...where, pull_number: pull.number, body });
     pr = data;
   } else {

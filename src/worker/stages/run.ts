@@ -103,7 +103,12 @@ export async function runInSandbox(
             instructions: p.instructions,
             source: `${p.repo.owner}/${p.repo.name}#${p.issue.number}`,
           }
-        : followUpTask(p, pull, await priorRounds(ctx.storage, pull.body, p.repo.id, pull.number));
+        : followUpTask(
+            p,
+            pull,
+            // A person's pull request's body is theirs: it names no earlier rounds of ours.
+            pull.human === true ? [] : await priorRounds(ctx.storage, pull.body, p.repo.id, pull.number),
+          );
     const instructions = await readInstructions(ctx, pull, input.baseBranch);
     const base = await newBaseState({
       instructions,
@@ -165,7 +170,7 @@ function followUpTask(p: FixJob, pull: PullInfo, prior: readonly EventStore[]): 
         `Its CI failed on the head of its branch \`${pull.headRef}\`, which is checked out in the workspace. ` +
         `This is automatic round ${ci.round} of at most ${ci.of} to make it pass: find why the checks below fail ` +
         'and fix the cause in the code (never by weakening or deleting tests, or by editing CI configuration).'
-      : `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), opened earlier by this agent. ` +
+      : `This is pull request #${pull.number} ("${stripHiddenText(pull.title)}"), ${pull.human === true ? 'opened by a person (their work: change only what is asked)' : 'opened earlier by this agent'}. ` +
         `${
           p.trigger.approvedBy === undefined || p.trigger.approvedBy === null
             ? `A maintainer (@${p.trigger.sender.login})`

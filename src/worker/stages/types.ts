@@ -30,6 +30,8 @@ export interface PullInfo {
   readonly headRef: string;
   readonly headSha: string;
   readonly url: string;
+  /** A person's pull request (not the App's): its title and body are theirs, never rewritten. */
+  readonly human?: true;
 }
 
 /** What every stage of one job shares; built once by `runFix`. */

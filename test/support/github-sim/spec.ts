@@ -1,10 +1,22 @@
 /**
  * GitHub's OpenAPI description (the dereferenced api.github.com document from @octokit/openapi): route
- * matching, and JSON Schema validation of request bodies, responses and webhook payloads. The document
- * is 73 MB; it is parsed once per process and schemas are compiled on first use, once per process.
+ * matching, and JSON Schema validation of request bodies, responses and webhook payloads.
+ *
+ * The document is 73 MB. Parsing it in every process that starts a simulator cost each test file
+ * seconds of CPU and kept a heap of hundreds of MB for the collector to walk, so the first process on
+ * a machine writes a compact form to a cache folder (a route index, and one file per operation and
+ * per webhook holding only the JSON schemas, already converted for ajv), and every process reads the
+ * index at start and an operation's file when it is first used. The folder's name hashes the
+ * package's version and this file's source, so a change to either builds a new one; it is written
+ * under a temporary name and renamed into place, so concurrent processes never read half of one.
+ * Validators are compiled on first use, once per process.
  */
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 
@@ -18,7 +30,25 @@ export interface Operation {
   readonly template: string;
   /** The documentation page GitHub names in its error bodies. */
   readonly docsUrl: string;
-  readonly raw: JsonObject;
+  /** The operation's file in the cache folder. */
+  readonly file: string;
+}
+
+/** What the simulator needs of one operation: the parts of its description it checks against. */
+interface OperationDetail {
+  readonly bodyRequired: boolean;
+  /** The JSON request body's schema, ready for ajv (see `forAjv`). */
+  readonly request?: Json;
+  /** Whether the 422 answer lists errors as plain strings (GitHub's "validation-error-simple"). */
+  readonly stringErrors: boolean;
+  /** Per status, the JSON response schema, ready for ajv. */
+  readonly responses: Readonly<Record<string, Json>>;
+}
+
+interface SpecIndex {
+  readonly operations: readonly Omit<Operation, 'file'>[];
+  /** `x-webhooks` keys (e.g. `issue-comment-created`) → file. */
+  readonly webhooks: Readonly<Record<string, string>>;
 }
 
 export interface RouteMatch {
@@ -64,48 +94,126 @@ const addFormats = addFormatsModule.default;
 
 let loading: Promise<OpenApiSpec> | undefined;
 
-/** The parsed description, shared by every simulator in the process. */
+/** The description, shared by every simulator in the process. */
 export function loadSpec(): Promise<OpenApiSpec> {
-  loading ??= readFile(SPEC_FILE, 'utf8').then((text) => new OpenApiSpec(JSON.parse(text) as JsonObject));
+  loading ??= cacheFolder().then((folder) => new OpenApiSpec(folder));
   return loading;
+}
+
+/** The compact form's folder, written first if this machine has none for this package and this code. */
+async function cacheFolder(): Promise<string> {
+  const version = (
+    JSON.parse(readFileSync(require.resolve('@octokit/openapi/package.json'), 'utf8')) as {
+      version: string;
+    }
+  ).version;
+  const hash = createHash('sha256')
+    .update(version)
+    .update(readFileSync(new URL(import.meta.url)))
+    .digest('hex')
+    .slice(0, 16);
+  const root = process.env.ISSUE_AGENT_OPENAPI_CACHE ?? join(tmpdir(), 'issue-agent-openapi');
+  const folder = join(root, hash);
+  if (existsSync(join(folder, 'index.json'))) return folder;
+  const document = JSON.parse(await readFile(SPEC_FILE, 'utf8')) as JsonObject;
+  const scratch = join(root, `.${hash}.${randomBytes(6).toString('hex')}`);
+  writeCompact(document, scratch);
+  try {
+    renameSync(scratch, folder);
+  } catch (error) {
+    // Another process renamed its copy into place first: theirs is the same, ours goes.
+    rmSync(scratch, { recursive: true, force: true });
+    if (!existsSync(join(folder, 'index.json'))) throw error;
+  }
+  return folder;
+}
+
+/** Writes the route index and one file per operation and per webhook into `folder`. */
+function writeCompact(document: JsonObject, folder: string): void {
+  mkdirSync(join(folder, 'ops'), { recursive: true });
+  mkdirSync(join(folder, 'hooks'), { recursive: true });
+  const operations: Omit<Operation, 'file'>[] = [];
+  for (const [template, item] of Object.entries(asObject(document.paths))) {
+    for (const [method, value] of Object.entries(asObject(item))) {
+      const raw = asObject(value);
+      if (typeof raw.operationId !== 'string') continue;
+      const docs = asObject(raw.externalDocs ?? {});
+      const n = operations.length;
+      operations.push({
+        operationId: raw.operationId,
+        method: method.toUpperCase(),
+        template,
+        docsUrl: typeof docs.url === 'string' ? docs.url : 'https://docs.github.com/rest',
+      });
+      writeFileSync(join(folder, 'ops', `${n}.json`), JSON.stringify(detailOf(raw)));
+    }
+  }
+  const webhooks: Record<string, string> = {};
+  for (const [key, hook] of Object.entries(asObject(document['x-webhooks'] ?? {}))) {
+    const body = asObject(asObject(asObject(hook).post ?? {}).requestBody ?? {});
+    const media = asObject(body.content ?? {})['application/json'];
+    if (media === undefined) continue;
+    const file = `${Object.keys(webhooks).length}.json`;
+    webhooks[key] = file;
+    writeFileSync(join(folder, 'hooks', file), JSON.stringify(forAjv(asObject(media).schema ?? {})));
+  }
+  const index: SpecIndex = { operations, webhooks };
+  writeFileSync(join(folder, 'index.json'), JSON.stringify(index));
+}
+
+function jsonSchemaOf(holder: Json | undefined): Json | undefined {
+  const media = asObject(asObject(holder ?? {}).content ?? {})['application/json'];
+  return media === undefined ? undefined : asObject(media).schema;
+}
+
+function detailOf(raw: JsonObject): OperationDetail {
+  const request = raw.requestBody === undefined ? undefined : jsonSchemaOf(raw.requestBody);
+  const responses: Record<string, Json> = {};
+  for (const [status, response] of Object.entries(asObject(raw.responses ?? {}))) {
+    const schema = jsonSchemaOf(response);
+    if (schema !== undefined) responses[status] = forAjv(schema);
+  }
+  const unprocessable = asObject(jsonSchemaOf(asObject(raw.responses ?? {})['422']) ?? {});
+  const errors = asObject(asObject(unprocessable.properties ?? {}).errors ?? {});
+  return {
+    bodyRequired: raw.requestBody !== undefined && asObject(raw.requestBody).required === true,
+    ...(request === undefined ? {} : { request: forAjv(request) }),
+    stringErrors: asObject(errors.items ?? {}).type === 'string',
+    responses,
+  };
+}
+
+/** A schema of the description as ajv compiles it. */
+function forAjv(schema: Json): Json {
+  return hoistRepeats(toJsonSchema(schema));
 }
 
 export class OpenApiSpec {
   private readonly routes = new Map<string, Route[]>();
-  private readonly webhooks: JsonObject;
+  private readonly webhooks: Readonly<Record<string, string>>;
+  private readonly details = new Map<string, OperationDetail>();
   private readonly ajv: Ajv;
   private readonly validators = new Map<string, ValidateFunction | null>();
 
-  constructor(document: JsonObject) {
-    const paths = asObject(document.paths);
-    for (const [template, item] of Object.entries(paths)) {
-      const segments = template.split('/').slice(1);
+  constructor(private readonly folder: string) {
+    const index = JSON.parse(readFileSync(join(folder, 'index.json'), 'utf8')) as SpecIndex;
+    index.operations.forEach((op, n) => {
+      const segments = op.template.split('/').slice(1);
       const names = segments.filter((s) => s.startsWith('{')).map((s) => s.slice(1, -1));
-      for (const [method, value] of Object.entries(asObject(item))) {
-        const raw = asObject(value);
-        if (typeof raw.operationId !== 'string') continue;
-        const docs = asObject(raw.externalDocs ?? {});
-        const operation: Operation = {
-          operationId: raw.operationId,
-          method: method.toUpperCase(),
-          template,
-          docsUrl: typeof docs.url === 'string' ? docs.url : 'https://docs.github.com/rest',
-          raw,
-        };
-        const route: Route = {
-          operation,
-          segments: segments.map((s) => (s.startsWith('{') ? null : s)),
-          names,
-        };
-        const list = this.routes.get(operation.method) ?? [];
-        list.push(route);
-        this.routes.set(operation.method, list);
-      }
-    }
+      const operation: Operation = { ...op, file: join(folder, 'ops', `${n}.json`) };
+      const route: Route = {
+        operation,
+        segments: segments.map((s) => (s.startsWith('{') ? null : s)),
+        names,
+      };
+      const list = this.routes.get(operation.method) ?? [];
+      list.push(route);
+      this.routes.set(operation.method, list);
+    });
     // Literal segments win over parameters at the first position where two templates differ, as in
     // GitHub's router: `/repos/{owner}/{repo}/issues/comments` is not issue number "comments".
     for (const list of this.routes.values()) list.sort((a, b) => compareSpecificity(a.segments, b.segments));
-    this.webhooks = asObject(document['x-webhooks'] ?? {});
+    this.webhooks = index.webhooks;
     // Unoptimised code generation compiles about twice as fast; validation speed does not matter here.
     this.ajv = new Ajv({
       strict: false,
@@ -145,7 +253,7 @@ export class OpenApiSpec {
 
   /** Whether the operation declares a JSON request body. */
   hasJsonBody(operation: Operation): boolean {
-    return this.requestSchema(operation) !== undefined;
+    return this.detail(operation).request !== undefined;
   }
 
   /**
@@ -153,25 +261,17 @@ export class OpenApiSpec {
    * "validation-error-simple", e.g. branch protection and reviews) rather than objects.
    */
   stringErrors(operation: Operation): boolean {
-    const response = asObject(asObject(operation.raw.responses ?? {})['422'] ?? {});
-    const schema = asObject(
-      asObject(asObject(response.content ?? {})['application/json'] ?? {}).schema ?? {},
-    );
-    const errors = asObject(asObject(schema.properties ?? {}).errors ?? {});
-    return asObject(errors.items ?? {}).type === 'string';
+    return this.detail(operation).stringErrors;
   }
 
   /** Whether the operation's request body is required (a missing one is checked as `{}`). */
   bodyRequired(operation: Operation): boolean {
-    const body = operation.raw.requestBody;
-    return body !== undefined && asObject(body).required === true;
+    return this.detail(operation).bodyRequired;
   }
 
   /** Errors of a parsed request body against the operation's schema; empty when valid or when it has none. */
   checkRequestBody(operation: Operation, body: unknown): BodyError[] {
-    const schema = this.requestSchema(operation);
-    if (schema === undefined) return [];
-    const validate = this.validator(`request ${operation.operationId}`, () => schema);
+    const validate = this.validator(`request ${operation.operationId}`, () => this.detail(operation).request);
     if (validate === null || validate(body)) return [];
     return toBodyErrors(validate.errors ?? []);
   }
@@ -181,11 +281,10 @@ export class OpenApiSpec {
    * matches or the description has no JSON schema for it.
    */
   checkResponse(operation: Operation, status: number, body: unknown): string | null {
-    const validate = this.validator(`response ${operation.operationId} ${status}`, () => {
-      const response = asObject(asObject(operation.raw.responses ?? {})[String(status)] ?? {});
-      const media = asObject(response.content ?? {})['application/json'];
-      return media === undefined ? undefined : asObject(media).schema;
-    });
+    const validate = this.validator(
+      `response ${operation.operationId} ${status}`,
+      () => this.detail(operation).responses[String(status)],
+    );
     if (validate === null || validate(body)) return null;
     const errors = (validate.errors ?? []).filter(
       (e) =>
@@ -200,28 +299,29 @@ export class OpenApiSpec {
   checkWebhook(event: string, action: string, payload: unknown): string | null {
     const key = `${event}-${action}`.replaceAll('_', '-');
     const validate = this.validator(`webhook ${key}`, () => {
-      const hook = this.webhooks[key];
-      if (hook === undefined) return undefined;
-      const body = asObject(asObject(asObject(hook).post ?? {}).requestBody ?? {});
-      const media = asObject(body.content ?? {})['application/json'];
-      return media === undefined ? undefined : asObject(media).schema;
+      const file = this.webhooks[key];
+      return file === undefined
+        ? undefined
+        : (JSON.parse(readFileSync(join(this.folder, 'hooks', file), 'utf8')) as Json);
     });
     if (validate === null || validate(payload)) return null;
     return describeErrors(validate.errors ?? []);
   }
 
-  private requestSchema(operation: Operation): Json | undefined {
-    const body = operation.raw.requestBody;
-    if (body === undefined) return undefined;
-    const media = asObject(asObject(body).content ?? {})['application/json'];
-    return media === undefined ? undefined : asObject(media).schema;
+  private detail(operation: Operation): OperationDetail {
+    let detail = this.details.get(operation.file);
+    if (detail === undefined) {
+      detail = JSON.parse(readFileSync(operation.file, 'utf8')) as OperationDetail;
+      this.details.set(operation.file, detail);
+    }
+    return detail;
   }
 
   private validator(key: string, schema: () => Json | undefined): ValidateFunction | null {
     let validate = this.validators.get(key);
     if (validate === undefined) {
       const found = schema();
-      validate = found === undefined ? null : this.ajv.compile(hoistRepeats(toJsonSchema(found)));
+      validate = found === undefined ? null : this.ajv.compile(asObject(found));
       this.validators.set(key, validate);
     }
     return validate;

@@ -1,0 +1,196 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Octokit } from '@octokit/rest';
+import { oracle, reply } from '../../src/model-sim/index.js';
+import { startStack } from '../support/pipeline.js';
+import { routeByTag } from '../support/pipeline-fixtures.js';
+import { installationOctokit } from '../github-sim/helpers.js';
+import { redisSkipReason } from '../support/redis-server.js';
+
+const OWNER = 'acme';
+const REPO = 'calc';
+const STATS = [
+  '/** Middle value of a list of numbers. */',
+  'export function median(values) {',
+  '  const sorted = [...values].sort();',
+  '  return sorted[Math.floor(sorted.length / 2)];',
+  '}',
+  '',
+].join('\n');
+/** The line of src/stats.js the review comments on: the sort without a comparator. */
+const SORT_LINE = 3;
+const quiet = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+
+/** A branch with `files` on top of `main`, pushed straight into a repository of the simulator. */
+function pushBranch(bare: string, source: string, branch: string, files: Record<string, string>): void {
+  const dir = mkdtempSync(join(tmpdir(), 'ia-human-pr-'));
+  const git = (...args: string[]): string =>
+    execFileSync('git', ['-c', 'user.name=Alice', '-c', 'user.email=alice@example.invalid', ...args], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
+  try {
+    git('clone', '-q', '--branch', 'main', source, '.');
+    git('checkout', '-q', '-b', branch);
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    git('add', '-A');
+    git('commit', '-q', '-m', `${branch}: add median`);
+    git('push', '-q', bare, `HEAD:refs/heads/${branch}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `@agent` on pull requests a person opened, through the whole App (issue 37): `@agent review` posts
+ * one review with its comment on the line the model named (inside the diff) and names the tests it
+ * ran on the base and the head, pushing nothing; on a fork whose author did not allow edits by
+ * maintainers, `@agent fix …` says why it cannot push; on a same-repository pull request, a writer's
+ * `@agent fix …` pushes a commit to its branch, tells its author, and leaves their text as it was.
+ */
+test(
+  'App: @agent review on a person’s PR posts one review on the right line; @agent fix is refused on a locked fork and pushes to a same-repository branch',
+  { skip: redisSkipReason(), timeout: 400_000 },
+  async (t) => {
+    const stack = await startStack({
+      owner: OWNER,
+      repo: REPO,
+      maintainer: { login: 'maria', permission: 'write' },
+      modelKey: 'sk-ant-human-pulls-0123456789abcdef',
+      policy: (fixture) =>
+        routeByTag(
+          {
+            // The review's one turn: a line comment with a suggested change, and the summary.
+            'The tests, run by the harness on the base and on the head': () =>
+              reply()
+                .tool('review_comment', {
+                  path: 'src/stats.js',
+                  line: SORT_LINE,
+                  body: 'Sorts as strings: `[10, 9].sort()` is `[10, 9]`.\n\n```suggestion\n  const sorted = [...values].sort((a, b) => a - b);\n```',
+                })
+                .tool('review_comment', { path: 'src/calc.js', line: 1, body: 'OUTSIDE-THE-DIFF' })
+                .tool('finish_review', { summary: 'REVIEW-SUMMARY: median sorts numbers as strings.' }),
+          },
+          oracle(fixture.patch),
+        ),
+    });
+    t.after(() => stack.stop());
+    const { sim, pipeline } = stack;
+    const bare = sim.bareRepoPath(OWNER, REPO);
+    sim.setPermission(OWNER, REPO, 'alice', 'write');
+    pushBranch(bare, bare, 'alice/median', { 'src/stats.js': STATS });
+    const pr = await sim.openPull(OWNER, REPO, {
+      head: 'alice/median',
+      title: 'Add median',
+      body: 'ALICE-TEXT',
+      author: 'alice',
+    });
+    const headBefore = pr.head.sha;
+    // Reads as the App's installation (a person's OAuth token reaches only what the App may).
+    const maria = installationOctokit(sim);
+    const bot = (n: number): string[] =>
+      sim
+        .comments(OWNER, REPO, n)
+        .filter((c) => c.user === sim.app.botLogin)
+        .map((c) => c.body);
+
+    // `@agent review`: one review, its comment on the line named, the other moved into the body.
+    await sim.comment(OWNER, REPO, pr.number, 'maria', '@agent review');
+    const reviews = async () =>
+      (await maria.rest.pulls.listReviews({ owner: OWNER, repo: REPO, pull_number: pr.number })).data;
+    await sim.waitFor(
+      async () => (await reviews()).length > 0,
+      240_000,
+      () => `the review\n${pipeline.logs()}`,
+    );
+    const all = await reviews();
+    assert.equal(all.length, 1, 'one review');
+    const review = all[0];
+    assert.ok(review !== undefined);
+    assert.equal(review.state, 'COMMENTED');
+    assert.equal(review.user?.login, sim.app.botLogin);
+    assert.equal(review.commit_id, headBefore);
+    const body = review.body;
+    assert.match(body, /REVIEW-SUMMARY: median sorts numbers as strings\./);
+    // What ran: the fixture's tests on the base and the head, the rounding test failing on both.
+    assert.match(body, /### What ran/);
+    assert.match(body, /average rounds to the nearest hundredth/);
+    assert.match(body, /❌/);
+    assert.match(body, /`src\/calc\.js` line 1: OUTSIDE-THE-DIFF/);
+    const comments = (
+      await maria.rest.pulls.listReviewComments({ owner: OWNER, repo: REPO, pull_number: pr.number })
+    ).data;
+    assert.deepEqual(
+      comments.map((c) => [c.path, c.line, c.side, c.pull_request_review_id]),
+      [['src/stats.js', SORT_LINE, 'RIGHT', review.id]],
+    );
+    assert.match(
+      comments[0]?.body ?? '',
+      /```suggestion\n {2}const sorted = \[\.\.\.values\]\.sort\(\(a, b\) => a - b\);\n```/,
+    );
+    assert.equal(sim.pulls(OWNER, REPO)[0]?.head.sha, headBefore, 'a review pushes nothing');
+    assert.deepEqual(sim.violations, []);
+
+    // A fork whose author did not allow edits by maintainers: said why, nothing queued.
+    const alice = new Octokit({ baseUrl: sim.url, auth: sim.oauth.issueToken('alice'), log: quiet });
+    await alice.rest.repos.createFork({ owner: OWNER, repo: REPO });
+    pushBranch(sim.bareRepoPath('alice', REPO), bare, 'locked', { 'src/stats.js': STATS });
+    const { data: forked } = await alice.rest.pulls.create({
+      owner: OWNER,
+      repo: REPO,
+      head: 'alice:locked',
+      base: 'main',
+      title: 'Median, from a fork',
+      maintainer_can_modify: false,
+    });
+    await sim.comment(OWNER, REPO, forked.number, 'maria', '@agent fix the rounding in average');
+    await sim.waitFor(
+      () => bot(forked.number).length > 0,
+      30_000,
+      () => `the refusal\n${pipeline.logs()}`,
+    );
+    assert.match(bot(forked.number)[0] ?? '', /did not allow edits by maintainers/);
+    assert.match(bot(forked.number)[0] ?? '', /alice\/calc/);
+
+    // The same-repository PR: the writer's request is a commit on alice's branch, alice told.
+    await sim.comment(OWNER, REPO, pr.number, 'maria', '@agent fix the rounding in average');
+    const head = () => sim.pulls(OWNER, REPO).find((p) => p.number === pr.number)?.head.sha;
+    await sim.waitFor(
+      () => head() !== headBefore,
+      240_000,
+      () => `the push\n${pipeline.logs()}`,
+    );
+    const { data: commit } = await maria.rest.git.getCommit({
+      owner: OWNER,
+      repo: REPO,
+      commit_sha: head() ?? '',
+    });
+    assert.deepEqual(
+      commit.parents.map((p) => p.sha),
+      [headBefore],
+    );
+    assert.match(commit.message, new RegExp(`^Follow-up on #${pr.number}: fix the rounding in average`));
+    const progress = bot(pr.number).find((c) => c.includes('asked me to work on this pull request')) ?? '';
+    assert.match(
+      progress,
+      /`alice`: `maria` asked me to work on this pull request, so I push my commits to its branch `alice\/median`/,
+    );
+    await sim.waitFor(
+      () => bot(pr.number).some((c) => /Pushed new commits to/.test(c)),
+      30_000,
+      () => `the end\n${pipeline.logs()}`,
+    );
+    const now = sim.pulls(OWNER, REPO).find((p) => p.number === pr.number);
+    assert.equal(now?.body, 'ALICE-TEXT', 'a person’s pull request keeps its text');
+    assert.deepEqual(sim.violations, []);
+  },
+);
