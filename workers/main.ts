@@ -6,7 +6,9 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { pino, type Logger } from 'pino';
 import { ConfigError, readAgentEnv } from '../src/config/agent-env.js';
 import { readAppEnv } from '../src/config/app-env.js';
-import { openRunStorage } from '../src/events/run-storage.js';
+import { openRunStorage, PgRunStorage } from '../src/events/run-storage.js';
+import { PgSpendLedger } from '../src/events/pg-spend-ledger.js';
+import { RedisSpendLedger } from '../src/events/redis-spend-ledger.js';
 import { startTracing } from '../src/telemetry/sdk.js';
 import { inSpan, pastSpan, remoteParent } from '../src/telemetry/tracing.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
@@ -129,6 +131,14 @@ async function main(): Promise<void> {
     },
   );
   logger.info({ store: storage.kind }, 'run store');
+  // The month's spend beside the runs when they are in the database, else beside the queue: every
+  // worker of the deployment reads and writes the same one.
+  const spendLedger =
+    storage instanceof PgRunStorage
+      ? new PgSpendLedger(storage.store.pool)
+      : new RedisSpendLedger(redis, app.queuePrefix);
+  if (app.monthlyUsd !== null)
+    logger.info({ monthlyUsd: app.monthlyUsd, ledger: spendLedger.kind }, 'monthly spending limit per owner');
   const fixQueue = new Queue<FixJob>(FIX_QUEUE, {
     connection: connectionOptions(app.redisUrl, 'issue-agent-worker-queue'),
     prefix: app.queuePrefix,
@@ -197,6 +207,7 @@ async function main(): Promise<void> {
                 fixQueue,
                 settings,
                 lockKeeper,
+                spendLedger,
                 ...(metrics === null
                   ? {}
                   : {

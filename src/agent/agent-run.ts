@@ -17,6 +17,7 @@ import { defaultTools } from './tools/index.js';
 import { asRunFailure, type RunControl } from './tools/run-control.js';
 import { newToolContext, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
 import type { WorkspaceGit } from './workspace-git.js';
+import type { SpendBudget } from './spend-budget.js';
 
 export interface AgentDeps {
   readonly store: EventStore;
@@ -49,6 +50,11 @@ export interface AgentDeps {
    * change is applied there; see FreshVerifier.
    */
   readonly verifier?: FreshVerifier | undefined;
+  /**
+   * The month's spending limits shared with the owner's other runs (spend-budget.ts): each model
+   * call is held against them first. Absent: only the run's own `maxUsd` applies.
+   */
+  readonly budget?: SpendBudget | undefined;
 }
 
 /**
@@ -205,6 +211,7 @@ export class AgentRun {
             },
             signal: this.signal,
             scrub: this.scrub,
+            budget: this.deps.budget,
           });
         }),
     };

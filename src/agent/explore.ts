@@ -4,6 +4,7 @@ import { costUsd, type ModelPrice } from '../model/pricing.js';
 import { assistantMessage, estimateTokens, toolResult } from './conversation.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { runToolCall, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
+import { refusalReason, worstCallUsd, type SpendBudget } from './spend-budget.js';
 
 /**
  * The `delegate` tool's sub-agent: a read-only explorer with its own short context and a share of
@@ -48,6 +49,8 @@ export interface ExploreDeps {
   readonly remaining: { readonly tokens: number; readonly usd: number };
   readonly signal?: AbortSignal | undefined;
   readonly scrub: (text: string) => string;
+  /** The month's shared limits (AgentDeps.budget): a refused call ends the exploration, not the job. */
+  readonly budget?: SpendBudget | undefined;
 }
 
 /** The tools the explorer may call, each read-only. */
@@ -175,20 +178,43 @@ export async function explore(d: ExploreDeps): Promise<string> {
     };
     const estimate = estimateTokens(request);
     if (estimate > contextTokens) return stopped(`its context (${contextTokens} tokens) is full`);
+    const callUsd = worstCallUsd(d.price, { contextTokens, maxOutputTokens: d.limits.maxOutputTokens });
+    const hold = d.budget === undefined ? null : await d.budget.reserve(callUsd, d.signal);
+    if (hold?.ok === false) return stopped(refusalReason(hold.refusal, callUsd));
+    // The wait for room may have outlasted a stop.
+    if (isAborted(d.signal)) {
+      await hold?.settle(0);
+      return stopped('the run was cancelled');
+    }
     const started = performance.now();
-    const response = await d.model.complete(request, { signal: d.signal });
-    await d.append({
-      kind: 'model_response',
-      parent: d.id,
-      model: response.model,
-      requestId: response.requestId,
-      content: response.content,
-      stopReason: response.stopReason,
-      usage: response.usage,
-      usd: costUsd(d.price, response.usage),
-      latencyMs: performance.now() - started,
-      attempts: response.attempts,
-      promptTokensEstimate: estimate,
-    });
+    let response;
+    try {
+      response = await d.model.complete(request, { signal: d.signal });
+    } catch (error) {
+      await hold?.settle(0);
+      throw error;
+    }
+    const callCost = costUsd(d.price, response.usage);
+    try {
+      await d.append({
+        kind: 'model_response',
+        parent: d.id,
+        model: response.model,
+        requestId: response.requestId,
+        content: response.content,
+        stopReason: response.stopReason,
+        usage: response.usage,
+        usd: callCost,
+        latencyMs: performance.now() - started,
+        attempts: response.attempts,
+        promptTokensEstimate: estimate,
+      });
+    } finally {
+      await hold?.settle(callCost);
+    }
   }
+}
+
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
 }

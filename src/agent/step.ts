@@ -7,6 +7,7 @@ import { prepareRequest } from './prepare-request.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { interruptedObservation, recordedCheckpoint } from './resume-check.js';
 import { StopRun, throwIfCancelled, type Stop } from './run-stop.js';
+import { holdForCall, worstCallUsd } from './spend-budget.js';
 import { DEFAULT_STUCK, detectStuck } from './stuck.js';
 import { runToolCall, type ToolCallResult } from './tools/tool.js';
 
@@ -159,6 +160,8 @@ async function modelCall(run: AgentRun): Promise<void> {
     signal: run.signal,
     wallLeftMs: () => limits.maxWallMs - run.elapsed(),
   });
+  // The month's shared limits: this call's worst cost is held first, its real cost recorded after.
+  const hold = await holdForCall(run.deps.budget, worstCallUsd(run.price, limits), run.signal);
   const started = performance.now();
   const wallLeft = limits.maxWallMs - run.elapsed();
   const signal = anySignal(run.signal, AbortSignal.timeout(Math.max(1, wallLeft)));
@@ -179,6 +182,7 @@ async function modelCall(run: AgentRun): Promise<void> {
       }),
     );
   } catch (error) {
+    await hold?.settle(0);
     // Cancelled: by the run's signal, or by the wall-time bound (a budget stop, not a failure).
     if (error instanceof ModelError && error.code === 'cancelled') {
       throwIfCancelled(run.signal);
@@ -186,18 +190,25 @@ async function modelCall(run: AgentRun): Promise<void> {
     }
     throw error;
   }
-  await run.append({
-    kind: 'model_response',
-    model: response.model,
-    requestId: response.requestId,
-    content: response.content,
-    stopReason: response.stopReason,
-    usage: response.usage,
-    usd: costUsd(run.price, response.usage),
-    latencyMs: performance.now() - started,
-    attempts: response.attempts,
-    promptTokensEstimate: request.estimate,
-  });
+  const usd = costUsd(run.price, response.usage);
+  // Recorded after the answer is in the log: a crash between the two loses this call's spend (its
+  // hold expires), never counts it twice.
+  try {
+    await run.append({
+      kind: 'model_response',
+      model: response.model,
+      requestId: response.requestId,
+      content: response.content,
+      stopReason: response.stopReason,
+      usage: response.usage,
+      usd,
+      latencyMs: performance.now() - started,
+      attempts: response.attempts,
+      promptTokensEstimate: request.estimate,
+    });
+  } finally {
+    await hold?.settle(usd);
+  }
 }
 
 function checkBudgets(state: RunState, limits: Limits, elapsedMs: number): void {

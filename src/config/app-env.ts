@@ -85,6 +85,12 @@ export interface AppEnv {
   readonly sessionSecret: string | null;
   /** Folder of the built browser client (index.html + assets/); null: `<package>/dist/web`. */
   readonly webAssetsDir: string | null;
+  /**
+   * `ISSUE_AGENT_MONTHLY_USD`: the most all runs for one repository owner may spend on the model in
+   * a calendar month (UTC), across every worker; null: no monthly limit. A repository's
+   * `budgets.monthlyUsd` can only lower it for that repository.
+   */
+  readonly monthlyUsd: number | null;
 }
 
 const int = (min: number) => z.coerce.number().int().min(min);
@@ -162,6 +168,7 @@ const schema = z.object({
   ISSUE_AGENT_GITHUB_WEB_URL: z.url().default('https://github.com'),
   ISSUE_AGENT_SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   ISSUE_AGENT_WEB_DIR: z.string().min(1).optional(),
+  ISSUE_AGENT_MONTHLY_USD: z.coerce.number().positive().max(1_000_000).optional(),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });
 
@@ -263,6 +270,7 @@ function serverSettings(v: z.infer<typeof serverSchema>) {
     githubWebUrl: v.ISSUE_AGENT_GITHUB_WEB_URL.replace(/\/+$/, ''),
     sessionSecret: v.ISSUE_AGENT_SESSION_SECRET ?? null,
     webAssetsDir: v.ISSUE_AGENT_WEB_DIR ?? null,
+    monthlyUsd: v.ISSUE_AGENT_MONTHLY_USD ?? null,
   };
 }
 
@@ -285,6 +293,12 @@ export interface ServerEnv {
   readonly githubWebUrl: string;
   readonly sessionSecret: string | null;
   readonly webAssetsDir: string | null;
+  /**
+   * `ISSUE_AGENT_MONTHLY_USD`: the most all runs for one repository owner may spend on the model in
+   * a calendar month (UTC), across every worker; null: no monthly limit. A repository's
+   * `budgets.monthlyUsd` can only lower it for that repository.
+   */
+  readonly monthlyUsd: number | null;
 }
 
 const serverSchema = schema.pick({
@@ -302,6 +316,7 @@ const serverSchema = schema.pick({
   ISSUE_AGENT_GITHUB_WEB_URL: true,
   ISSUE_AGENT_SESSION_SECRET: true,
   ISSUE_AGENT_WEB_DIR: true,
+  ISSUE_AGENT_MONTHLY_USD: true,
   LOG_LEVEL: true,
 });
 

@@ -128,6 +128,11 @@ export const repoConfigSchema = z
         maxSteps: z.number().int().positive().max(500).optional(),
         maxUsd: z.number().positive().max(100).optional(),
         maxMinutes: z.number().positive().max(240).optional(),
+        /**
+         * The most this repository's runs may spend on the model in a calendar month (UTC), across
+         * every worker; under the owner's ISSUE_AGENT_MONTHLY_USD, which it can only lower.
+         */
+        monthlyUsd: z.number().positive().max(1_000_000).optional(),
       })
       .strict()
       .default({}),

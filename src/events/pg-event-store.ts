@@ -61,6 +61,31 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       );
     `,
   },
+  {
+    version: 3,
+    sql: `
+      -- The month's model spend (micro-dollars) per owner (repo '') and per repository (spend-ledger.ts).
+      CREATE TABLE ia_spend (
+        month  text NOT NULL,
+        owner  text NOT NULL,
+        repo   text NOT NULL,
+        micros bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (month, owner, repo)
+      );
+      -- What running model calls may still cost; a hold past expires_ms (its worker died) no longer counts.
+      CREATE TABLE ia_spend_holds (
+        hold_id    text PRIMARY KEY,
+        month      text NOT NULL,
+        owner      text NOT NULL,
+        repo       text NOT NULL,
+        micros     bigint NOT NULL,
+        expires_ms bigint NOT NULL
+      );
+      CREATE INDEX ia_spend_holds_owner ON ia_spend_holds (month, owner);
+      -- Holds already turned into spend: a settle retried after its commit is not counted twice.
+      CREATE TABLE ia_spend_settled (hold_id text PRIMARY KEY);
+    `,
+  },
 ];
 
 /** The channel a NOTIFY with `<run id> <event id>` goes to after each append. */

@@ -488,7 +488,8 @@ export const eventSchemas = {
     kind: z.literal('outcome'),
     outcome: outcomeKind,
     reason: z.string(),
-    limit: z.enum(['steps', 'tokens', 'usd', 'wall_time']).optional(),
+    /** Which budget a `budget_exhausted` run reached; `monthly_usd`: the owner's or repository's month (agent/spend-budget.ts). */
+    limit: z.enum(['steps', 'tokens', 'usd', 'wall_time', 'monthly_usd']).optional(),
     cause: z.string().optional(),
     summary: z.string().nullable(),
     diffStat: z.string(),

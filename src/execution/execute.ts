@@ -29,6 +29,8 @@ export interface AgentRunInput {
   readonly verifier?: AgentDeps['verifier'];
   /** Test baselines kept between runs (AgentDeps.baselines): only where no run can write them. */
   readonly baselines?: AgentDeps['baselines'];
+  /** The month's shared spending limits (AgentDeps.budget). */
+  readonly budget?: AgentDeps['budget'];
 }
 
 /**
@@ -61,6 +63,7 @@ export async function runAgentIn(input: AgentRunInput): Promise<Outcome> {
       onEvent: input.onEvent,
       verifier: input.verifier,
       baselines: input.baselines,
+      budget: input.budget,
     });
   } finally {
     await mcp.close();

@@ -15,6 +15,8 @@ const LIMIT_WORDS: { readonly [K in BudgetLimit]: string } = {
   tokens: 'token limit (the most tokens a run may use)',
   usd: 'cost limit (the most US dollars a run may spend)',
   wall_time: 'time limit (the longest a run may take)',
+  monthly_usd:
+    'monthly spending limit (the most US dollars all runs of a repository or its owner may spend in a calendar month, UTC)',
 };
 
 /** Failure causes the agent core produces (`model_<ModelErrorCause>`, `sandbox_<SandboxErrorCode>`, `workspace`, `ResumeCause`). */

@@ -39,4 +39,6 @@ export interface AgentServerOptions {
   readonly intakeTimeoutMs?: number;
   /** How long a user's repository access is trusted (default 60 s). */
   readonly accessCacheMs?: number;
+  /** ISSUE_AGENT_MONTHLY_USD, shown beside the month's spend (`GET /api/spend`); null: none. */
+  readonly monthlyUsd?: number | null;
 }

@@ -17,6 +17,11 @@ import { adminRoutes } from './routes/admin.js';
 import { authRoutes } from './routes/auth.js';
 import { runRoutes } from './routes/runs.js';
 import { streamRoutes } from './routes/streams.js';
+import { spendRoutes } from './routes/spend.js';
+import { PgSpendLedger } from '../events/pg-spend-ledger.js';
+import { RedisSpendLedger } from '../events/redis-spend-ledger.js';
+import type { SpendLedger } from '../events/spend-ledger.js';
+import pg from 'pg';
 import { PgRunSource } from './run-source.js';
 import { RunIndex } from './runs.js';
 import { defaultWebAssetsDir, serveWeb } from './web-assets.js';
@@ -35,6 +40,7 @@ export interface RunServerEnv {
   readonly githubClientId: string | null;
   readonly githubClientSecret: string | null;
   readonly webAssetsDir: string | null;
+  readonly monthlyUsd?: number | null;
 }
 
 /** The options that come from the environment alone; the caller adds queues, Redis, App and logger. */
@@ -42,7 +48,14 @@ export function serverOptionsFromEnv(
   env: RunServerEnv,
 ): Pick<
   AgentServerOptions,
-  'workDir' | 'storeUrl' | 'publicUrl' | 'adminToken' | 'sessionSecret' | 'github' | 'webAssetsDir'
+  | 'workDir'
+  | 'storeUrl'
+  | 'publicUrl'
+  | 'adminToken'
+  | 'sessionSecret'
+  | 'github'
+  | 'webAssetsDir'
+  | 'monthlyUsd'
 > & { readonly serverSecrets: readonly string[] } {
   return {
     workDir: env.workDir,
@@ -57,6 +70,7 @@ export function serverOptionsFromEnv(
       clientSecret: env.githubClientSecret,
     },
     ...(env.webAssetsDir === null ? {} : { webAssetsDir: env.webAssetsDir }),
+    monthlyUsd: env.monthlyUsd ?? null,
     serverSecrets: [env.adminToken, env.sessionSecret, env.githubClientSecret].filter(
       (x): x is string => x !== null,
     ),
@@ -109,12 +123,23 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     metrics.recordRun(run);
   });
   const ctx = serverContext(options, index, redactor);
+  // Where the workers keep the month's spend: beside the runs in the database, else beside the queue.
+  const ledger: SpendLedger | null =
+    storeUrl !== null
+      ? new PgSpendLedger(
+          new pg.Pool({ connectionString: storeUrl, max: 2 }).on('error', () => undefined),
+          true,
+        )
+      : options.redis === null
+        ? null
+        : new RedisSpendLedger(options.redis, options.settings.prefix);
   const webDir = options.webAssetsDir ?? defaultWebAssetsDir();
   const routes: readonly Route[] = [
     ...adminRoutes(ctx, metrics),
     ...authRoutes(ctx),
     ...streamRoutes(ctx),
     ...runRoutes(ctx),
+    ...spendRoutes(ctx, ledger),
   ];
 
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
@@ -170,6 +195,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     close: () => {
       index.stop();
       for (const s of ctx.streams) s.close();
+      void ledger?.close().catch(() => undefined);
     },
   };
 }

@@ -27,6 +27,7 @@ import type { RunStorage } from '../events/run-storage.js';
 import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
 import { asFencedWriter } from '../events/file-event-store.js';
 import type { LockKeeper } from './lock-keeper.js';
+import type { SpendLedger } from '../events/spend-ledger.js';
 
 export { branchFor, type FixJobResult } from './fix-run.js';
 
@@ -54,6 +55,11 @@ export interface WorkerDeps {
    * job's own work cannot delay it. Without one, renewals run on this event loop.
    */
   readonly lockKeeper?: LockKeeper;
+  /**
+   * Where every worker keeps the month's model spend (the run store's database, or Redis): each
+   * model call is held against ISSUE_AGENT_MONTHLY_USD and the repository's `budgets.monthlyUsd`.
+   */
+  readonly spendLedger?: SpendLedger;
 }
 
 /**
@@ -193,6 +199,9 @@ export async function runFixJob(
             ? { interruptedTooOften: job.stalledCounter }
             : {}),
           attempt: { number: job.attemptsMade + 1, final },
+          ...(deps.spendLedger === undefined
+            ? {}
+            : { spending: { ledger: deps.spendLedger, ownerUsd: deps.app.monthlyUsd } }),
           logger: deps.logger,
           ...(deps.progressIntervalMs === undefined ? {} : { progressIntervalMs: deps.progressIntervalMs }),
         },

@@ -22,9 +22,12 @@ import {
   type AttemptsResult,
 } from './stages/attempt-run.js';
 import { publish } from './stages/publish.js';
-import { reportEnd, reportFailure } from './stages/report.js';
+import { reportEnd, reportFailure, type JobEnd } from './stages/report.js';
 import { continueConversation } from './stages/continue-round.js';
-import type { JobContext, PullInfo } from './stages/types.js';
+import type { JobContext, JobSpend, PullInfo } from './stages/types.js';
+import { refusalReason, worstCallUsd } from '../agent/spend-budget.js';
+import { monthlyBudget, spendScope, startRefusal, type MonthlyLimits } from '../events/spend-ledger.js';
+import { findPrice } from '../model/pricing.js';
 
 export { PermanentJobError } from './permanent-job-error.js';
 import { PermanentJobError } from './permanent-job-error.js';
@@ -158,8 +161,46 @@ function jobContext(
     trajectoryLink: rt.trajectoryLink,
     log,
     ...(rt.commitVia === undefined ? {} : { commitVia: rt.commitVia }),
+    spend: jobSpend(p, rt),
   };
   return { ctx, storage, progress };
+}
+
+/** The job's side of the month's spending limits: the owner's (the deployment's) and the repository's. */
+function jobSpend(p: FixJob, rt: FixRuntime): JobSpend | undefined {
+  if (rt.spending === undefined) return undefined;
+  const { ledger, ownerUsd } = rt.spending;
+  const scope = spendScope(p.repo.owner, p.repo.name);
+  const repoUsd = p.config.budgets.monthlyUsd ?? null;
+  const limits: MonthlyLimits = {
+    ownerUsd,
+    repoUsd,
+    ownerSource: 'ISSUE_AGENT_MONTHLY_USD',
+    repoSource: '`budgets.monthlyUsd` in `.github/issue-agent.yml`',
+  };
+  return {
+    budget: monthlyBudget(ledger, scope, limits),
+    startRefusal: (callUsd) => startRefusal(ledger, scope, limits, callUsd),
+  };
+}
+
+/**
+ * Before a run starts (and before its sandbox is made): the reason it may not, when the month's
+ * spend leaves no room for one model call at its most under the owner's or repository's limit.
+ */
+async function overBudget(
+  ctx: JobContext,
+  rt: FixRuntime,
+  pull: PullInfo | null,
+  end: (ctx: JobContext, end: JobEnd, pull: PullInfo | null) => Promise<void>,
+): Promise<boolean> {
+  if (ctx.spend === undefined) return false;
+  const callUsd = worstCallUsd(findPrice(rt.agent.prices, rt.agent.model), rt.agent.limits);
+  const refusal = await ctx.spend.startRefusal(callUsd);
+  if (refusal === null) return false;
+  ctx.log.warn({ refusal }, 'monthly spending limit reached; the job does not start');
+  await end(ctx, { kind: 'budget_exhausted', reason: refusalReason(refusal, callUsd) }, pull);
+  return true;
 }
 
 export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): Promise<FixJobResult> {
@@ -225,6 +266,9 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
           await end(ctx, issue.end, pull);
           return none('cancelled');
         }
+        // A run already under way stops at its next model call instead, with its log ended.
+        if (existing.every((a) => a.store === null) && (await overBudget(ctx, rt, pull, end)))
+          return none('budget_exhausted');
         progress.post({ kind: 'preparing' });
         attempts = await runBestOf(ctx, rt, existing, { repo, pull, issue: issue.text, signal: stop.signal });
       } else {
@@ -246,6 +290,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
         await end(ctx, issue.end, pull);
         return none('cancelled');
       }
+      if (store === null && (await overBudget(ctx, rt, pull, end))) return none('budget_exhausted');
       progress.post({ kind: 'preparing' });
       const ran = await runAttempt(ctx, rt, {
         repo,

@@ -6,6 +6,7 @@ import type { RunStorage } from '../events/run-storage.js';
 import type { BotIdentity, GitHubClient } from '../github/app-client.js';
 import type { Model } from '../model/model.js';
 import type { SandboxBackend } from '../sandbox/backend.js';
+import type { SpendLedger } from '../events/spend-ledger.js';
 
 /**
  * Where a fix run gets what the App and the Action provide differently: the GitHub client and the
@@ -95,6 +96,12 @@ export interface FixRuntime {
   readonly baseBranch?: string | null;
   /** How the branch's commits are made (see JobContext.commitVia); default `push`. */
   readonly commitVia?: 'api' | 'push';
+  /**
+   * Where the month's spend of every owner and repository is kept for all workers (the App: Redis
+   * or the PostgreSQL run store), and the owner's limit (ISSUE_AGENT_MONTHLY_USD, null: none). The
+   * repository's `budgets.monthlyUsd` applies beside it. Absent (the Action): no monthly limits.
+   */
+  readonly spending?: { readonly ledger: SpendLedger; readonly ownerUsd: number | null };
 }
 
 /** GitHub tokens for git over HTTPS; every token handed out is remembered for redaction. */

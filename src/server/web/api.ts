@@ -75,6 +75,17 @@ export function cancelRun(id: string): Promise<{ run: RunSummary }> {
   return request<{ run: RunSummary }>('POST', `/api/runs/${encodeURIComponent(id)}/cancel`);
 }
 
+/** The month's model spend per repository the caller can read (GET /api/spend). */
+export interface MonthSpend {
+  readonly month: string;
+  readonly ownerLimitUsd: number | null;
+  readonly repositories: readonly { readonly repo: string; readonly usd: number }[];
+}
+
+export function getSpend(): Promise<MonthSpend> {
+  return request<MonthSpend>('GET', '/api/spend');
+}
+
 export function signInWithToken(token: string): Promise<void> {
   return request<undefined>('POST', '/auth/token', { token });
 }

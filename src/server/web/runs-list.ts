@@ -2,7 +2,7 @@
  * The runs list: one row per run, newest first, updated in place from the runs stream (`event: run`
  * carries a whole RunSummary; a run not in the list yet is added at the top).
  */
-import { listRuns } from './api.js';
+import { getSpend, listRuns } from './api.js';
 import { h } from './dom.js';
 import { formatAge, formatDuration, formatInt, formatTokens, formatUsd } from './format.js';
 import type { RunStateName, RunSummary } from './types.js';
@@ -87,6 +87,7 @@ export class RunsList {
   );
   private readonly more = h('button', { type: 'button', class: 'more', hidden: true }, 'Load older runs');
   private readonly status = h('div', { class: 'live-status' });
+  private readonly spend = h('p', { class: 'muted small month-spend', hidden: true });
   private readonly filter = h(
     'select',
     { name: 'state', aria: { label: 'show runs in state' } },
@@ -106,6 +107,7 @@ export class RunsList {
       'main',
       { class: 'runs-view' },
       h('div', { class: 'list-head' }, h('h1', null, 'Runs'), this.filter, this.status),
+      this.spend,
       h(
         'table',
         { class: 'runs' },
@@ -144,6 +146,7 @@ export class RunsList {
 
   async start(): Promise<void> {
     await this.load();
+    void this.showSpend();
     this.follow();
     // Durations and ages of active runs move with the clock.
     this.ticker = window.setInterval(() => {
@@ -155,6 +158,20 @@ export class RunsList {
   stop(): void {
     this.source?.close();
     if (this.ticker !== null) clearInterval(this.ticker);
+  }
+
+  /** This month's spend per repository, under the heading (nothing when none is kept or spent). */
+  private async showSpend(): Promise<void> {
+    try {
+      const spend = await getSpend();
+      if (spend.repositories.length === 0) return;
+      this.spend.textContent = `Spent on the model in ${spend.month} (UTC): ${spend.repositories
+        .map((r) => `${r.repo} ${formatUsd(r.usd)}`)
+        .join(' · ')}`;
+      this.spend.hidden = false;
+    } catch {
+      // No spend kept here (no Redis or run store): the line stays hidden.
+    }
   }
 
   private async load(): Promise<void> {

@@ -22,6 +22,8 @@ export type JobEnd =
   | { readonly kind: 'ci_head_moved'; readonly headSha: string }
   /** The issue's text changed since the request (see approvedIssueText). */
   | { readonly kind: 'issue_changed'; readonly reason: string }
+  /** The month's spending limit leaves no room for a model call: the job did not start. */
+  | { readonly kind: 'budget_exhausted'; readonly reason: string }
   /** The run ended with nothing to publish: not resolved/unverified, or no change to the base. */
   | { readonly kind: 'nothing_to_publish'; readonly outcome: Outcome }
   | { readonly kind: 'change_too_large'; readonly outcome: Outcome }
@@ -87,6 +89,16 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
       return;
     case 'issue_changed':
       await progress.update({ kind: 'ended', outcome: 'cancelled', reason: end.reason, summary: '' });
+      return;
+    case 'budget_exhausted':
+      await progress.update({
+        kind: 'ended',
+        outcome: 'budget_exhausted',
+        limit: 'monthly_usd',
+        reason: `the job did not start: ${end.reason}`,
+        summary: '',
+      });
+      await replyInThread(ctx, pull, `I did not start: ${end.reason}.`);
       return;
     case 'nothing_to_publish': {
       const { outcome } = end;

@@ -147,6 +147,7 @@ export async function runInSandbox(
       progress.onEvent(e, s, input.attempt);
     },
     verifier: input.verifier,
+    budget: ctx.spend?.budget,
     // Follow-up rounds, retries and later jobs on the same base tree and environment reuse the
     // baseline, only where no sandbox process can reach the worker's disk (Docker), so no run can
     // write the baseline a later run trusts.

@@ -1,4 +1,5 @@
 import type { RunStorage } from '../../events/run-storage.js';
+import type { SpendBudget, SpendRefusal } from '../../agent/spend-budget.js';
 import type { Logger } from 'pino';
 import type { BotIdentity, GitHubClient } from '../../github/app-client.js';
 import type { HostGit } from '../../github/host-git.js';
@@ -59,4 +60,14 @@ export interface JobContext {
    * on the host and pushed with git (the Action's GITHUB_TOKEN). Default: `push`.
    */
   readonly commitVia?: 'api' | 'push';
+  /** The month's spending limits of the repository and its owner (absent: none are kept). */
+  readonly spend?: JobSpend | undefined;
+}
+
+/** A job's side of the month's spending limits (events/spend-ledger.ts). */
+export interface JobSpend {
+  /** What the agent's runs hold each model call against. */
+  readonly budget: SpendBudget;
+  /** Why the job may not start (the month's spend leaves no room for `callUsd`), or null. */
+  startRefusal(callUsd: number): Promise<SpendRefusal | null>;
 }

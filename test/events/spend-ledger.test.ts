@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { PgRunStore } from '../../src/events/pg-event-store.js';
+import { PgSpendLedger } from '../../src/events/pg-spend-ledger.js';
+import { RedisSpendLedger } from '../../src/events/redis-spend-ledger.js';
+import {
+  monthlyBudget,
+  monthOf,
+  spendScope,
+  startRefusal,
+  toMicros,
+  type MonthlyLimits,
+  type SpendLedger,
+} from '../../src/events/spend-ledger.js';
+import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres-server.js';
+import { redisSkipReason, startRedis, type TestRedis } from '../support/redis-server.js';
+
+const NOW = new Date('2026-12-05T10:00:00Z');
+const limits = (ownerUsd: number | null, repoUsd: number | null = null): MonthlyLimits => ({
+  ownerUsd,
+  repoUsd,
+  ownerSource: 'ISSUE_AGENT_MONTHLY_USD',
+  repoSource: 'budgets.monthlyUsd',
+});
+
+/**
+ * The reservation logic, the same for both backends: what one ledger promises every worker. Each
+ * `ledger()` is another connection (another worker) to the same store; each test has owners of its own.
+ */
+function ledgerContract(
+  name: string,
+  open: () => Promise<{ ledger: () => SpendLedger; close(): Promise<void> }>,
+): void {
+  describe(name, { timeout: 120_000 }, () => {
+    let backend: Awaited<ReturnType<typeof open>>;
+    let n = 0;
+    const owner = (): string => `owner${++n}`;
+    before(async () => {
+      backend = await open();
+    });
+    after(async () => {
+      await backend.close();
+    });
+
+    it('holds a call while spend and holds leave room, records what it cost, and refuses at the limit with the figures', async () => {
+      const ledger = backend.ledger();
+      const scope = spendScope(owner(), 'Calc');
+      const budget = monthlyBudget(ledger, scope, limits(1), { now: () => NOW, maxWaitMs: 0 });
+      const a = await budget.reserve(0.4);
+      assert.ok(a.ok);
+      const b = await budget.reserve(0.4);
+      assert.ok(b.ok);
+      // 0.8 held: 0.4 more would pass $1, and a hold that cannot wait is refused at once.
+      const c = await budget.reserve(0.4);
+      assert.ok(!c.ok);
+      assert.equal(c.refusal.scope, 'owner');
+      await a.settle(0.1);
+      await b.settle(0.2);
+      const spend = await ledger.monthSpend(monthOf(NOW));
+      assert.deepEqual(spend.owners.find((o) => o.owner === scope.owner)?.usd, 0.3);
+      assert.deepEqual(spend.repositories.find((r) => r.repo === scope.repo)?.usd, 0.3);
+      const d = await budget.reserve(0.7);
+      assert.ok(d.ok);
+      await d.settle(0.69);
+      const e = await budget.reserve(0.02);
+      assert.ok(!e.ok);
+      assert.deepEqual(
+        { scope: e.refusal.scope, spent: e.refusal.spentUsd, cap: e.refusal.capUsd, month: e.refusal.month },
+        { scope: 'owner', spent: 0.99, cap: 1, month: '2026-12' },
+      );
+      // Months are UTC calendar months: the next one starts empty.
+      const next = monthlyBudget(ledger, scope, limits(1), { now: () => new Date('2027-01-01T00:00:00Z') });
+      const f = await next.reserve(0.5);
+      assert.ok(f.ok);
+      await f.settle(0);
+    });
+
+    it('a run waits while other runs hold the room its spend leaves, and goes on when they settle', async () => {
+      const ledger = backend.ledger();
+      const scope = spendScope(owner(), 'calc');
+      const budget = monthlyBudget(ledger, scope, limits(1), { now: () => NOW, pollMs: 20 });
+      const first = await budget.reserve(0.6);
+      assert.ok(first.ok);
+      const waiting = budget.reserve(0.6);
+      const state = { done: false };
+      void waiting.then(() => {
+        state.done = true;
+      });
+      // The second is 'busy' (0.6 held), not refused: it waits for the first to settle.
+      for (let i = 0; i < 3; i++) await ledger.monthSpend(monthOf(NOW));
+      assert.equal(state.done, false);
+      await first.settle(0.1);
+      const second = await waiting;
+      assert.ok(second.ok, 'granted once the first hold became its real cost');
+      await second.settle(0.5);
+    });
+
+    it('the repository limit binds below the owner limit, and a hold past its life no longer counts', async () => {
+      const ledger = backend.ledger();
+      const o = owner();
+      const calc = spendScope(o, 'calc');
+      const other = spendScope(o, 'other');
+      let clock = NOW;
+      const opts = { now: () => clock, maxWaitMs: 0, ttlMs: 60_000 };
+      const small = monthlyBudget(ledger, calc, limits(10, 0.5), opts);
+      const a = await small.reserve(0.4);
+      assert.ok(a.ok);
+      const b = await small.reserve(0.4);
+      assert.ok(!b.ok);
+      assert.equal(b.refusal.scope, 'repository');
+      assert.equal(b.refusal.name, `${o}/calc`);
+      // The other repository of the owner is held to the owner's limit only.
+      const wide = monthlyBudget(ledger, other, limits(10), opts);
+      const c = await wide.reserve(5);
+      assert.ok(c.ok);
+      await c.settle(5);
+      // `a`'s worker died: after a minute its hold is gone and the room is back.
+      clock = new Date(NOW.getTime() + 61_000);
+      const d = await small.reserve(0.4);
+      assert.ok(d.ok);
+      await d.settle(0.4);
+      assert.equal(await startRefusal(ledger, calc, limits(10, 0.5), 0.05, clock), null);
+      const refused = await startRefusal(ledger, calc, limits(10, 0.5), 0.2, clock);
+      assert.deepEqual(refused === null ? null : { scope: refused.scope, spent: refused.spentUsd }, {
+        scope: 'repository',
+        spent: 0.4,
+      });
+    });
+
+    it('many holds at once from separate connections never take more than the limit', async () => {
+      const o = owner();
+      const ledgers: SpendLedger[] = [backend.ledger(), backend.ledger(), backend.ledger(), backend.ledger()];
+      const scope = spendScope(o, 'calc');
+      const results = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          monthlyBudget(ledgers[i % 4] ?? backend.ledger(), scope, limits(1), {
+            now: () => NOW,
+            maxWaitMs: 0,
+          }).reserve(0.07),
+        ),
+      );
+      const granted = results.filter((r) => r.ok);
+      // 14 × 0.07 = 0.98 ≤ 1 < 15 × 0.07: exactly 14 are granted, whatever the interleaving.
+      assert.equal(granted.length, 14);
+      await Promise.all(granted.map((r) => r.settle(0.07)));
+      const spend = await backend.ledger().monthSpend(monthOf(NOW));
+      const total = spend.owners.find((x) => x.owner === o)?.usd ?? 0;
+      assert.equal(toMicros(total), toMicros(0.98));
+    });
+  });
+}
+
+const redisSkip = redisSkipReason();
+if (redisSkip === false) {
+  ledgerContract('month spend ledger on Redis', async () => {
+    const server: TestRedis = await startRedis();
+    const clients: Redis[] = [];
+    return {
+      ledger: () => {
+        const c = new Redis(server.url, { maxRetriesPerRequest: 3 });
+        clients.push(c);
+        // One prefix: every ledger of the test is another worker of the same deployment.
+        return new RedisSpendLedger(c, 'spend-test');
+      },
+      close: async () => {
+        for (const c of clients) c.disconnect();
+        await server.stop();
+      },
+    };
+  });
+} else {
+  void it.skip(`month spend ledger on Redis: ${redisSkip}`);
+}
+
+const pgSkip = postgresSkipReason();
+if (pgSkip === false) {
+  ledgerContract('month spend ledger on PostgreSQL', async () => {
+    const server: TestPostgres = await startPostgres();
+    // Applies the migrations (the spend tables among them) as any process of the App does.
+    const store = await PgRunStore.connect(server.url);
+    const pools: pg.Pool[] = [];
+    return {
+      ledger: () => {
+        const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+        pools.push(pool);
+        return new PgSpendLedger(pool);
+      },
+      close: async () => {
+        for (const p of pools) await p.end();
+        await store.close();
+        await server.stop();
+      },
+    };
+  });
+} else {
+  void it.skip(`month spend ledger on PostgreSQL: ${pgSkip}`);
+}
