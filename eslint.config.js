@@ -4,7 +4,8 @@ import tseslint from 'typescript-eslint';
 
 /**
  * Modules the agent core must never depend on: it is given a Sandbox, a Model and an EventStore.
- * (Import cycles and the other rooms' boundaries: scripts/check-imports.ts, run by `npm run lint`.)
+ * (Import cycles, the other rooms' boundaries and what the Action's bundle may carry:
+ * scripts/check-imports.ts, run by `npm run lint`.)
  * The test-results engine (src/testing) is held to the same rule: the agent core imports it, and
  * the eval and the publishers read test runs through it.
  */
@@ -19,26 +20,6 @@ const forbiddenInAgent = [
     group: ['**/app/**', '**/queue/**', '**/github/**', '**/sandbox/docker/**', '**/workers/**', '**/cli/**'],
     message:
       'src/agent and src/testing may only import the agent core, testing, events, model and sandbox interfaces.',
-  },
-];
-
-/**
- * What the Action's code and the fix core it shares with the App must not load: the queue and
- * Probot. The Action has neither (one run per workflow job, the workflow's token), and the bundle
- * must not carry them.
- */
-const forbiddenInActionPath = [
-  { group: ['bullmq', 'bullmq/*', 'ioredis'], message: 'the Action and the fix core run without a queue.' },
-  { group: ['probot', 'probot/*'], message: 'the Action and the fix core run without Probot.' },
-  {
-    group: [
-      '**/queue/queues.js',
-      '**/queue/control.js',
-      '**/queue/issue-lock.js',
-      '**/app/intake.js',
-      '**/app/main.js',
-    ],
-    message: 'queue-bound modules; use queue/ids.js and app/trigger-rules.js.',
   },
 ];
 
@@ -118,26 +99,8 @@ export default tseslint.config(
     },
   },
   {
-    // The two functions still over the limit, named so no third one joins them unnoticed; each is
-    // to be split (issue 35), not a model: prepareEnvironment (the setup phase's cache lookup, egress
-    // session and retries in one flow) and runTask (one eval task's attempts, grading and records).
-    files: ['src/environment/prepare.ts', 'src/eval/run-eval.ts'],
-    rules: { 'max-lines-per-function': ['error', { max: 270, skipBlankLines: true, skipComments: true }] },
-  },
-  {
     files: ['src/agent/**/*.ts', 'src/testing/**/*.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInAgent }] },
-  },
-  {
-    files: [
-      'src/action/**/*.ts',
-      'src/worker/fix-run.ts',
-      'src/worker/fix-runtime.ts',
-      'src/app/trigger-rules.ts',
-      'src/app/triggers.ts',
-      'src/queue/trigger.ts',
-    ],
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: forbiddenInActionPath }] },
   },
   {
     files: ['src/app/intake-decision.ts'],

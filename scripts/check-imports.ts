@@ -3,7 +3,9 @@
 // Every module specifier is read with the TypeScript parser: `import` and `import type`,
 // `export … from`, dynamic `import('…')`, `import('…')` types and `require('…')`. Only relative
 // specifiers name files of the tree; packages are ESLint's (`no-restricted-imports` keeps
-// src/agent away from GitHub, the queue and Docker, and is not repeated here).
+// src/agent away from GitHub, the queue and Docker, and is not repeated here), except for what a
+// bundle carries (REACH_RULES): the files and packages the Action's code reaches at run time,
+// import after import, whatever the specifier's form (`./intake.js` as well as `../app/intake.js`).
 //
 //   node --import tsx scripts/check-imports.ts [ROOT]     (part of `npm run lint`)
 //
@@ -44,6 +46,44 @@ export const BOUNDARY_RULES: readonly BoundaryRule[] = [
     from: 'src/execution',
     notFrom: ['src/cli', 'src/app', 'src/worker', 'src/action'],
     why: 'execution serves every entry point and belongs to none',
+  },
+];
+
+/**
+ * Code whose run-time imports, followed to the end, reach none of `notReach` and load none of
+ * `notPackages`: what a bundle of it carries. Type-only imports are erased and do not count; dynamic
+ * ones are bundled and do.
+ */
+export interface ReachRule {
+  /** The entry files (or folders of them), relative to the root. */
+  readonly from: readonly string[];
+  /** Files or folders of the tree. */
+  readonly notReach: readonly string[];
+  /** Package names; a subpath (`bullmq/x`) is the package's. */
+  readonly notPackages: readonly string[];
+  readonly why: string;
+}
+
+export const REACH_RULES: readonly ReachRule[] = [
+  {
+    // The Action's code and the fix core it shares with the App (dist-action/index.mjs).
+    from: [
+      'src/action',
+      'src/worker/fix-run.ts',
+      'src/worker/fix-runtime.ts',
+      'src/app/trigger-rules.ts',
+      'src/app/triggers.ts',
+      'src/queue/trigger.ts',
+    ],
+    notReach: [
+      'src/queue/queues.ts',
+      'src/queue/control.ts',
+      'src/queue/issue-lock.ts',
+      'src/app/intake.ts',
+      'src/app/main.ts',
+    ],
+    notPackages: ['bullmq', 'ioredis', 'probot'],
+    why: 'the Action runs one job per workflow run with the workflow’s token: its bundle carries neither the queue nor Probot (use queue/ids.js and app/trigger-rules.js)',
   },
 ];
 
@@ -115,10 +155,21 @@ export interface Violation {
   readonly rule: BoundaryRule;
 }
 
+/** A file or package a ReachRule forbids, reached from one of its entries. */
+export interface ReachViolation {
+  readonly rule: ReachRule;
+  /** The forbidden file or package. */
+  readonly target: string;
+  /** The run-time imports from an entry file to the file that imports `target` (or is it). */
+  readonly chain: readonly string[];
+}
+
 export interface ImportReport {
   readonly files: number;
   readonly edges: readonly ImportEdge[];
   readonly violations: readonly Violation[];
+  /** One per forbidden target reached, through its shortest chain of run-time imports. */
+  readonly reached: readonly ReachViolation[];
   /** One per tangle (a strongly connected set of files), ordered by its first file. */
   readonly cycles: readonly Cycle[];
   /** Comparisons with a sandbox kind outside the backends' folder and the composition roots. */
@@ -306,12 +357,18 @@ function chainOf(component: readonly string[], next: ReadonlyMap<string, readonl
 }
 
 /** Reads the tree under `root/src` and checks it against the rules. */
-export function checkImports(root: string, rules: readonly BoundaryRule[] = BOUNDARY_RULES): ImportReport {
+export function checkImports(
+  root: string,
+  rules: readonly BoundaryRule[] = BOUNDARY_RULES,
+  reachRules: readonly ReachRule[] = REACH_RULES,
+): ImportReport {
   const absRoot = resolve(root);
   const files = sourceFiles(join(absRoot, 'src'));
   const known = new Set(files);
   const edges: ImportEdge[] = [];
   const kindBranches: KindBranch[] = [];
+  /** The packages each file loads at run time, by specifier. */
+  const packages = new Map<string, string[]>();
   for (const file of files) {
     const text = readFileSync(file, 'utf8');
     const rel = slash(absRoot, file);
@@ -320,7 +377,14 @@ export function checkImports(root: string, rules: readonly BoundaryRule[] = BOUN
     }
     for (const spec of specifiers(file, text)) {
       const target = resolveSpecifier(file, spec.text, known);
-      if (target === undefined) continue;
+      if (target === undefined) {
+        if (!spec.typeOnly && !spec.text.startsWith('.')) {
+          const list = packages.get(rel) ?? [];
+          list.push(spec.text);
+          packages.set(rel, list);
+        }
+        continue;
+      }
       edges.push({
         from: slash(absRoot, file),
         to: slash(absRoot, target),
@@ -347,7 +411,57 @@ export function checkImports(root: string, rules: readonly BoundaryRule[] = BOUN
   const cycles = tangles(nodes, next)
     .map((files) => ({ chain: chainOf(files, next), files }))
     .sort((a, b) => (a.files[0] ?? '').localeCompare(b.files[0] ?? ''));
-  return { files: files.length, edges, violations, cycles, kindBranches };
+  const reached = reachRules.flatMap((rule) => reach(rule, nodes, edges, packages));
+  return { files: files.length, edges, violations, reached, cycles, kindBranches };
+}
+
+/**
+ * Breadth first over run-time imports from every entry of the rule at once: each forbidden file
+ * or package reached, with the shortest chain to it.
+ */
+function reach(
+  rule: ReachRule,
+  nodes: readonly string[],
+  edges: readonly ImportEdge[],
+  packages: ReadonlyMap<string, readonly string[]>,
+): ReachViolation[] {
+  const next = new Map<string, string[]>();
+  for (const edge of edges) {
+    if (edge.typeOnly) continue;
+    const list = next.get(edge.from) ?? [];
+    if (!list.includes(edge.to)) list.push(edge.to);
+    next.set(edge.from, list);
+  }
+  const cameFrom = new Map<string, string | null>();
+  const queue = nodes.filter((n) => rule.from.some((f) => within(n, f)));
+  for (const n of queue) cameFrom.set(n, null);
+  const chainTo = (file: string): string[] => {
+    const chain: string[] = [];
+    for (let at: string | null | undefined = file; at != null; at = cameFrom.get(at)) chain.unshift(at);
+    return chain;
+  };
+  const found: ReachViolation[] = [];
+  const seen = new Set<string>();
+  const report = (target: string, chain: string[]): void => {
+    if (seen.has(target)) return;
+    seen.add(target);
+    found.push({ rule, target, chain });
+  };
+  for (let head = 0; head < queue.length; head += 1) {
+    const file = queue[head];
+    if (file === undefined) break;
+    if (rule.notReach.some((f) => within(file, f))) report(file, chainTo(file));
+    for (const spec of packages.get(file) ?? []) {
+      const pkg = rule.notPackages.find((p) => spec === p || spec.startsWith(`${p}/`));
+      if (pkg !== undefined) report(pkg, chainTo(file));
+    }
+    for (const w of next.get(file) ?? []) {
+      if (cameFrom.has(w)) continue;
+      cameFrom.set(w, file);
+      queue.push(w);
+    }
+  }
+  return found;
 }
 
 export function ruleName(rule: BoundaryRule, target: string): string {
@@ -360,6 +474,9 @@ export function describe(report: ImportReport): string[] {
   const lines: string[] = [];
   for (const { edge, rule } of report.violations) {
     lines.push(`${edge.from}:${edge.line} → ${edge.to} (${ruleName(rule, edge.to)})`);
+  }
+  for (const { target, chain, rule } of report.reached) {
+    lines.push(`reaches ${target}: ${chain.join(' → ')} (${rule.why})`);
   }
   for (const { chain, files } of report.cycles) {
     const others = files.filter((f) => !chain.includes(f));
@@ -379,7 +496,7 @@ function main(): void {
   const report = checkImports(root);
   const lines = describe(report);
   for (const line of lines) console.error(line);
-  const summary = `imports: ${report.files} files, ${report.edges.length} imports, ${report.violations.length} boundary violations, ${report.cycles.length} cycles, ${report.kindBranches.length} sandbox-kind branches`;
+  const summary = `imports: ${report.files} files, ${report.edges.length} imports, ${report.violations.length + report.reached.length} boundary violations, ${report.cycles.length} cycles, ${report.kindBranches.length} sandbox-kind branches`;
   if (lines.length > 0) {
     console.error(summary);
     process.exit(1);

@@ -25,7 +25,10 @@ export interface NewRunOptions {
    * checkout). Default: the sandbox's workspace root.
    */
   readonly workspacePath?: string | undefined;
-  /** The sandbox as recorded (e.g. `unconfined` for a local one without isolation). Default: its kind. */
+  /**
+   * The sandbox as recorded: an entry point passes its backend's name (SandboxBackend.kind, e.g.
+   * `unconfined` for a LocalSandbox without isolation). Default: the sandbox's kind.
+   */
   readonly sandboxLabel?: string | undefined;
   /** How the sandbox's environment was made (image, runtime, setup, egress), when it had a setup phase. */
   readonly environment?: EnvironmentRecord | null | undefined;

@@ -1,11 +1,9 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { CHECK_RUN_NAME } from '../publish/check-run.js';
 import { codeSpan } from '../publish/markdown.js';
 import type { RepoConfig } from '../config/repo-config.js';
 import type { FixJob } from '../queue/payloads.js';
-import { firstTime } from '../queue/issue-lock.js';
 import { pullOwnership, type RestClient } from './trigger-rules.js';
 import type { Trigger } from '../queue/trigger.js';
 
@@ -26,7 +24,7 @@ export type CiDecision =
 
 /**
  * Where the decisions about one pull request's rounds are remembered: Redis for the App (see
- * redisCiLedger), the pull request's own comments for the Action, which keeps nothing between
+ * src/app/ci-ledger.ts), the pull request's own comments for the Action, which keeps nothing between
  * workflow runs (src/action/ci-ledger.ts).
  */
 export interface CiLedger {
@@ -51,36 +49,6 @@ export interface CiLedger {
     | { readonly kind: 'used' }
     | { readonly kind: 'taken' }
   >;
-}
-
-/** The App's ledger: per-head claims by delivery id, and round counts, in Redis. */
-export function redisCiLedger(redis: Redis, prefix: string, target: string, deliveryId: string): CiLedger {
-  const headKey = (sha: string) => `${prefix}:ci-head:${target}:${sha}`;
-  const ttl = 30 * 24 * 3600;
-  return {
-    // The first failing check's delivery speaks for every check of that commit (the same delivery
-    // again, an intake retry, goes on with the same decision).
-    async claimHead(sha) {
-      const claimed = await redis.set(headKey(sha), deliveryId, 'EX', ttl, 'NX');
-      return claimed === 'OK' || (await redis.get(headKey(sha))) === deliveryId;
-    },
-    async unsaid(kind) {
-      return { say: await firstTime(redis, `${prefix}:ci-said:${target}:${kind}`, ttl), marker: '' };
-    },
-    // The round's number is kept per head, so an intake retry of this delivery reuses it.
-    async round(sha, max) {
-      const roundsKey = `${prefix}:ci-rounds:${target}`;
-      const roundKey = `${headKey(sha)}:round`;
-      const decided = await redis.get(roundKey);
-      if (decided !== null) return { kind: 'round', round: Number(decided) };
-      const used = Number((await redis.get(roundsKey)) ?? '0');
-      if (used >= max) return { kind: 'used' };
-      const round = await redis.incr(roundsKey);
-      await redis.expire(roundsKey, 90 * 24 * 3600);
-      await redis.set(roundKey, String(round), 'EX', ttl);
-      return { kind: 'round', round };
-    },
-  };
 }
 
 /** The failed run a `ci_failure` is about: a check run (App) or a workflow run (Action). */

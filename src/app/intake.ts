@@ -28,7 +28,8 @@ import { fixJobOptions, issueKey, type QueueSettings } from '../queue/queues.js'
 import { mayPush, mayTrigger, pullOwnership, react, reviewContext, targetOf } from './trigger-rules.js';
 import type { Trigger } from '../queue/trigger.js';
 import { claimAnswer, clearQuestion, isAnswered, pendingQuestion } from './question.js';
-import { decideCiRound, redisCiLedger } from './ci-round.js';
+import { redisCiLedger } from './ci-ledger.js';
+import { decideCiRound } from './ci-round.js';
 import { mayEvaluate } from './evaluate-request.js';
 import { storeRequest } from './approval.js';
 import { takeApproval } from './approve-request.js';

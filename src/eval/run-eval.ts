@@ -8,15 +8,22 @@ import { newBaseState } from '../agent/new-run.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
-import type { AgentEvent, Usage } from '../events/schema.js';
-import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/index.js';
+import type { AgentEvent, BaseState, Usage } from '../events/schema.js';
+import { oracle, startModelSimulator } from '../model-sim/index.js';
 import { AnthropicModel } from '../model/anthropic-model.js';
 import { executeRun } from '../execution/execute.js';
-import { provision, type SandboxChoice } from '../execution/provision.js';
+import { provision, type ProvisionedWorkspace, type SandboxChoice } from '../execution/provision.js';
 import { taskFromText } from '../execution/task-text.js';
 import { checkoutAt, secondCheckout, type Checkout } from './checkout.js';
 import { fetchRepository } from './fetch-repo.js';
-import { grade, openTestPlace, testCommands, type Grade, type TestPlace } from './grade.js';
+import {
+  grade,
+  openTestPlace,
+  testCommands,
+  type Grade,
+  type SandboxPlace,
+  type TestPlace,
+} from './grade.js';
 import type { EvalTask } from './tasks.js';
 
 /**
@@ -228,204 +235,303 @@ function attemptName(task: Pick<EvalTask, 'instance_id'>, attempt: number): stri
   return attempt === 1 ? task.instance_id : `${task.instance_id} (attempt ${attempt})`;
 }
 
+/** One attempt of a task: its earlier result, or a run of the agent (or the rest of one) and grading. */
 async function runTask(task: EvalTask, attempt: number, options: EvalOptions): Promise<TaskRun> {
   const folder = taskFolder(options.out, task, attempt);
-  const resultFile = join(folder, 'result.json');
-  if (existsSync(resultFile)) {
-    return {
-      kind: 'done',
-      earlier: true,
-      // A result written before attempts were counted is a first attempt's.
-      result: { attempt, ...(JSON.parse(await readFile(resultFile, 'utf8')) as Omit<TaskResult, 'attempt'>) },
-    };
-  }
+  const earlier = await earlierResult(folder, attempt);
+  if (earlier !== null) return earlier;
   await mkdir(folder, { recursive: true });
   const started = performance.now();
-  const fail = (reason: string): TaskRun => ({
-    kind: 'done',
-    earlier: false,
-    result: failedResult(task, attempt, options, reason),
-  });
   // What can be known before any money is spent.
+  const unrunnable = cannotRun(task, options);
+  if (unrunnable !== null) return failedRun(task, attempt, options, unrunnable);
+  const run = attemptOf(task, attempt, options, folder, await repoOf(task, options));
+  let store = await openTrajectory(run.trajectory);
+  // Grading's sandbox, opened while the agent works (see openTestPlace); owned here until grading
+  // takes it, closed here on every other way out.
+  const grading: GradingSlot = { place: null };
+  try {
+    // A run that finished but was not graded (the process died in between) goes straight to grading.
+    if (store === null || reduceState(store.events).outcome === null)
+      store = await runAgentOn(run, store, grading);
+    return await gradeAttempt(run, store, grading, started);
+  } finally {
+    await closeUnused(grading, run.logger);
+  }
+}
+
+/** What one attempt of a task runs with: its repository, folders, names and what its sandboxes hide. */
+interface Attempt {
+  readonly task: EvalTask;
+  readonly attempt: number;
+  readonly options: EvalOptions;
+  readonly repo: string;
+  readonly folder: string;
+  readonly trajectory: string;
+  /** Stable per task and output folder: a resumed run finds its workspace at the same path. */
+  readonly key: string;
+  readonly logger: Logger;
+  /** Where grading's sandbox is made; the agent's has the same hide, mask and cache key. */
+  readonly place: SandboxPlace;
+}
+
+/** A sandbox opened for grading while the agent works, until grading takes it. */
+interface GradingSlot {
+  place: Promise<TestPlace> | null;
+}
+
+/** The result a run before this one wrote (a result written before attempts were counted is a first attempt's). */
+async function earlierResult(folder: string, attempt: number): Promise<TaskRun | null> {
+  const resultFile = join(folder, 'result.json');
+  if (!existsSync(resultFile)) return null;
+  return {
+    kind: 'done',
+    earlier: true,
+    result: { attempt, ...(JSON.parse(await readFile(resultFile, 'utf8')) as Omit<TaskResult, 'attempt'>) },
+  };
+}
+
+/** Why the task cannot be run as asked, or null. */
+function cannotRun(task: EvalTask, options: EvalOptions): string | null {
   if (options.model === 'oracle' && task.patch === undefined) {
-    return fail("the oracle needs the task's gold patch (`patch`)");
+    return "the oracle needs the task's gold patch (`patch`)";
   }
   try {
     testCommands(task);
+    return null;
   } catch (error) {
-    return fail(error instanceof Error ? error.message : String(error));
+    return error instanceof Error ? error.message : String(error);
   }
-  const repo = await repoOf(task, options);
-  // The local sandbox must not read the answers: the task file (gold and test patches), the
-  // source repositories (their later history) and the other tasks' results.
-  const hide = [
-    options.tasksFile,
-    repo,
-    ...(options.reposDir === null ? [] : [options.reposDir]),
-    options.out,
-    ...(options.isolation?.hide ?? []),
-  ];
-  const mask = options.isolation?.mask ?? [];
-  const cacheKey = `eval:${repo}`;
-  const trajectory = join(folder, 'trajectory');
-  let store: FileEventStore | null = null;
-  if (existsSync(join(trajectory, 'base_state.json'))) {
-    store = FileEventStore.open(trajectory);
-    if (reduceState(store.events).outcome?.outcome === 'cancelled') {
-      await rm(trajectory, { recursive: true, force: true });
-      store = null;
-    }
-  }
-  // Stable per task and output folder: a resumed run finds its workspace at the same path.
+}
+
+function failedRun(task: EvalTask, attempt: number, options: EvalOptions, reason: string): TaskRun {
+  return { kind: 'done', earlier: false, result: failedResult(task, attempt, options, reason) };
+}
+
+function attemptOf(
+  task: EvalTask,
+  attempt: number,
+  options: EvalOptions,
+  folder: string,
+  repo: string,
+): Attempt {
   const key = `eval-${createHash('sha256')
     .update(`${options.out}\0${task.instance_id}${attempt === 1 ? '' : `\0${attempt}`}`)
     .digest('hex')
     .slice(0, 20)}`;
-  const logger = options.logger.child({ task: attemptName(task, attempt) });
-  const place = {
-    sandbox: options.sandbox,
-    env: options.env,
-    setup: options.setup,
+  return {
+    task,
+    attempt,
+    options,
+    repo,
     folder,
-    key: `${key}-grade`,
-    hide,
-    mask,
-    cacheKey,
-    signal: options.signal,
+    trajectory: join(folder, 'trajectory'),
+    key,
+    logger: options.logger.child({ task: attemptName(task, attempt) }),
+    place: {
+      sandbox: options.sandbox,
+      env: options.env,
+      setup: options.setup,
+      folder,
+      key: `${key}-grade`,
+      // The local sandbox must not read the answers: the task file (gold and test patches), the
+      // source repositories (their later history) and the other tasks' results.
+      hide: [
+        options.tasksFile,
+        repo,
+        ...(options.reposDir === null ? [] : [options.reposDir]),
+        options.out,
+        ...(options.isolation?.hide ?? []),
+      ],
+      mask: options.isolation?.mask ?? [],
+      cacheKey: `eval:${repo}`,
+      signal: options.signal,
+    },
   };
-  // Grading's sandbox, opened while the agent works (see openTestPlace); owned here until grading
-  // takes it, closed here on every other way out.
-  let grading: Promise<TestPlace> | null = null;
+}
+
+/** The task's event log to continue, or null: none yet, or a cancelled one (removed, to start over). */
+async function openTrajectory(trajectory: string): Promise<FileEventStore | null> {
+  if (!existsSync(join(trajectory, 'base_state.json'))) return null;
+  const store = FileEventStore.open(trajectory);
+  if (reduceState(store.events).outcome?.outcome !== 'cancelled') return store;
+  await rm(trajectory, { recursive: true, force: true });
+  return null;
+}
+
+/** The agent's run (new, or `resumed` from its log) with the oracle or the configured model. */
+async function runAgentOn(
+  run: Attempt,
+  resumed: FileEventStore | null,
+  grading: GradingSlot,
+): Promise<FileEventStore> {
+  const { task, options } = run;
+  const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
+  if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
+  const sim =
+    options.model === 'oracle'
+      ? await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey })
+      : null;
   try {
-    // A run that finished but was not graded (the process died in between) goes straight to grading.
-    if (store === null || reduceState(store.events).outcome === null) {
-      let sim: ModelSimulator | null = null;
-      const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
-      if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
-      if (options.model === 'oracle')
-        sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
-      try {
-        const model = new AnthropicModel({
-          apiKey,
-          model: store?.base.model ?? options.env.model,
-          baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
-          maxAttempts: options.env.modelMaxAttempts,
-          baseBackoffMs: options.env.modelRetryBaseMs,
-        });
-        // Made where the workspace's copy goes (stable per task, so a resumed run sees the same path),
-        // and grading's copied from it before any sandbox has seen it.
-        const checkout = await checkoutAt(repo, task.base_commit, key);
-        let gradingCopy: Checkout | null = null;
-        try {
-          gradingCopy = await secondCheckout(checkout, place.key);
-          const ws = await provision({
-            repo: checkout.dir,
-            sandbox: options.sandbox,
-            env: options.env,
-            trajectory: folder,
-            runId: key,
-            setup: options.setup,
-            // Each of the two sandboxes hides the other's copy (both are in a private temp folder
-            // that a local sandbox's own /tmp covers anyway).
-            hide: [...hide, dirname(gradingCopy.dir)],
-            mask,
-            cacheKey,
-            ownCopy: checkout,
-            signal: options.signal,
-          });
-          try {
-            // After the agent's workspace is open: its environment is in the cache by now.
-            grading = openTestPlace({
-              ...place,
-              hide: [...hide, dirname(checkout.dir)],
-              repo,
-              base: task.base_commit,
-              checkout: gradingCopy,
-            });
-            gradingCopy = null;
-            // Awaited by grading, or by the finally below; never an unhandled rejection meanwhile.
-            grading.catch(() => undefined);
-            if (store === null) {
-              const base = await newBaseState({
-                task: { ...taskFromText(task.problem_statement), source: task.instance_id },
-                sandbox: ws.sandbox,
-                model: model.name,
-                limits: options.env.limits,
-                conversationId: key,
-                workspacePath: repo,
-                sandboxLabel: options.sandbox.backend.kind,
-                environment: ws.environment,
-                instructions: {
-                  ref: 'the base commit',
-                  commit: task.base_commit,
-                  files: [...ws.instructions],
-                },
-              });
-              store = FileEventStore.create(trajectory, base);
-            }
-            await executeRun(store, ws, model, options.env, { signal: options.signal, logger });
-          } finally {
-            await ws.close();
-          }
-        } finally {
-          await gradingCopy?.cleanup();
-          await checkout.cleanup();
-        }
-      } finally {
-        await sim?.close();
-      }
-    }
-    const state = reduceState(store.events);
-    const outcome = state.outcome;
-    if (outcome === null || outcome.outcome === 'cancelled' || options.signal.aborted)
-      return { kind: 'interrupted' };
-    const last = state.lastCheckpoint;
-    const changed = last !== null && last.tree !== store.base.workspace.baseTree;
-    if (changed && last.diff === null) {
-      return fail('the change was too large to record as a diff, so it cannot be graded');
-    }
-    const patch = changed ? last.diff : null;
-    const ahead = grading;
-    grading = null;
-    const graded = await grade({ ...place, task, repo, patch, logger, place: ahead ?? undefined });
-    // Read again: grading may have been interrupted (TypeScript keeps the narrowing from above).
-    if (isAborted(options.signal)) return { kind: 'interrupted' };
-    const agentTests = testTime(store.events);
-    return {
-      kind: 'done',
-      earlier: false,
-      result: {
-        instance_id: task.instance_id,
-        attempt,
-        resolved: graded.status === 'resolved',
-        outcome: outcome.outcome,
-        outcomeReason: outcome.reason,
-        grade: graded,
-        model: options.model === 'oracle' ? 'oracle' : store.base.model,
-        usage: state.usage,
-        tokens: totalTokens(state.usage),
-        usd: state.usd,
-        steps: state.steps,
-        agentMs: state.elapsedMs,
-        wallMs: performance.now() - started,
-        testMs: agentTests + graded.testMs,
-        patch,
-        trajectory,
-      },
-    };
+    const model = new AnthropicModel({
+      apiKey,
+      model: resumed?.base.model ?? options.env.model,
+      baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
+      maxAttempts: options.env.modelMaxAttempts,
+      baseBackoffMs: options.env.modelRetryBaseMs,
+    });
+    return await runInWorkspace(run, resumed, model, grading);
   } finally {
-    // Not graded (interrupted, or the change could not be): the sandbox opened for it goes.
-    if (grading !== null) {
-      await grading
-        .then(
-          (p) => p.close(),
-          () => undefined,
-        )
-        .catch((error: unknown) => {
-          logger.warn({ err: error }, "could not close grading's sandbox");
-        });
-    }
+    await sim?.close();
   }
+}
+
+/**
+ * The agent's workspace at the base commit, and grading's sandbox opened beside it (into
+ * `grading`); the agent runs in the first, which is closed when it ends.
+ */
+async function runInWorkspace(
+  run: Attempt,
+  resumed: FileEventStore | null,
+  model: AnthropicModel,
+  grading: GradingSlot,
+): Promise<FileEventStore> {
+  const { task, options, place } = run;
+  // Made where the workspace's copy goes (stable per task, so a resumed run sees the same path),
+  // and grading's copied from it before any sandbox has seen it.
+  const checkout = await checkoutAt(run.repo, task.base_commit, run.key);
+  let gradingCopy: Checkout | null = null;
+  try {
+    gradingCopy = await secondCheckout(checkout, place.key);
+    const ws = await provision({
+      repo: checkout.dir,
+      sandbox: options.sandbox,
+      env: options.env,
+      trajectory: run.folder,
+      runId: run.key,
+      setup: options.setup,
+      // Each of the two sandboxes hides the other's copy (both are in a private temp folder
+      // that a local sandbox's own /tmp covers anyway).
+      hide: [...place.hide, dirname(gradingCopy.dir)],
+      mask: place.mask ?? [],
+      cacheKey: place.cacheKey,
+      ownCopy: checkout,
+      signal: options.signal,
+    });
+    try {
+      // After the agent's workspace is open: its environment is in the cache by now.
+      const opening = openTestPlace({
+        ...place,
+        hide: [...place.hide, dirname(checkout.dir)],
+        repo: run.repo,
+        base: task.base_commit,
+        checkout: gradingCopy,
+      });
+      grading.place = opening;
+      gradingCopy = null;
+      // Awaited by grading, or by runTask's finally; never an unhandled rejection meanwhile.
+      opening.catch(() => undefined);
+      const store = resumed ?? FileEventStore.create(run.trajectory, await baseStateOf(run, ws, model));
+      await executeRun(store, ws, model, options.env, { signal: options.signal, logger: run.logger });
+      return store;
+    } finally {
+      await ws.close();
+    }
+  } finally {
+    await gradingCopy?.cleanup();
+    await checkout.cleanup();
+  }
+}
+
+function baseStateOf(run: Attempt, ws: ProvisionedWorkspace, model: AnthropicModel): Promise<BaseState> {
+  const { task, options } = run;
+  return newBaseState({
+    task: { ...taskFromText(task.problem_statement), source: task.instance_id },
+    sandbox: ws.sandbox,
+    model: model.name,
+    limits: options.env.limits,
+    conversationId: run.key,
+    workspacePath: run.repo,
+    sandboxLabel: options.sandbox.backend.kind,
+    environment: ws.environment,
+    instructions: {
+      ref: 'the base commit',
+      commit: task.base_commit,
+      files: [...ws.instructions],
+    },
+  });
+}
+
+/** Grades a finished run's change (its last checkpoint) in grading's sandbox, into the task's result. */
+async function gradeAttempt(
+  run: Attempt,
+  store: FileEventStore,
+  grading: GradingSlot,
+  started: number,
+): Promise<TaskRun> {
+  const { task, attempt, options } = run;
+  const state = reduceState(store.events);
+  const outcome = state.outcome;
+  if (outcome === null || outcome.outcome === 'cancelled' || options.signal.aborted)
+    return { kind: 'interrupted' };
+  const last = state.lastCheckpoint;
+  const changed = last !== null && last.tree !== store.base.workspace.baseTree;
+  if (changed && last.diff === null) {
+    return failedRun(
+      task,
+      attempt,
+      options,
+      'the change was too large to record as a diff, so it cannot be graded',
+    );
+  }
+  const patch = changed ? last.diff : null;
+  const ahead = grading.place;
+  grading.place = null;
+  const graded = await grade({
+    ...run.place,
+    task,
+    repo: run.repo,
+    patch,
+    logger: run.logger,
+    place: ahead ?? undefined,
+  });
+  // Read again: grading may have been interrupted (TypeScript keeps the narrowing from above).
+  if (isAborted(options.signal)) return { kind: 'interrupted' };
+  return {
+    kind: 'done',
+    earlier: false,
+    result: {
+      instance_id: task.instance_id,
+      attempt,
+      resolved: graded.status === 'resolved',
+      outcome: outcome.outcome,
+      outcomeReason: outcome.reason,
+      grade: graded,
+      model: options.model === 'oracle' ? 'oracle' : store.base.model,
+      usage: state.usage,
+      tokens: totalTokens(state.usage),
+      usd: state.usd,
+      steps: state.steps,
+      agentMs: state.elapsedMs,
+      wallMs: performance.now() - started,
+      testMs: testTime(store.events) + graded.testMs,
+      patch,
+      trajectory: run.trajectory,
+    },
+  };
+}
+
+/** Not graded (interrupted, or the change could not be): the sandbox opened for it goes. */
+async function closeUnused(grading: GradingSlot, logger: Logger): Promise<void> {
+  if (grading.place === null) return;
+  await grading.place
+    .then(
+      (p) => p.close(),
+      () => undefined,
+    )
+    .catch((error: unknown) => {
+      logger.warn({ err: error }, "could not close grading's sandbox");
+    });
 }
 
 /**

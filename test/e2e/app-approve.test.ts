@@ -111,14 +111,14 @@ test(
 
     // Approving again: the request was used.
     const before = bot().length;
-    await sim.comment(OWNER, REPO, issue, 'maria', '@agent approve');
+    const again = await sim.comment(OWNER, REPO, issue, 'maria', '@agent approve');
     await sim.waitFor(
       () => bot().length === before + 1,
       30_000,
       () => `the answer\n${pipeline.logs()}`,
     );
     assert.match(bot().at(-1)?.body ?? '', /That request was approved already/);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await pipeline.intakeDone(again.delivery);
     assert.equal(sim.pulls(OWNER, REPO).length, 1);
     assert.equal(bot().filter((c) => c.body.startsWith('<!-- issue-agent:progress')).length, 1);
 

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
 import { gitOutput } from '../support/fixture-repo.js';
+import type { DeliveryResult } from '../support/github-sim/types.js';
 import { createConfiguredRepo, startStack } from '../support/pipeline.js';
 import { requestText, taskText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
@@ -58,6 +59,8 @@ test(
       });
       return ((await res.json()) as { run: { ciRound: unknown } }).run;
     };
+    const progressCount = (n: number): number =>
+      sim.comments(OWNER, REPO, n).filter((c) => c.body.startsWith('<!-- issue-agent:progress')).length;
     const botSays = (n: number): string[] =>
       sim
         .comments(OWNER, REPO, n)
@@ -79,8 +82,8 @@ test(
     assert.ok(pr !== undefined);
     const branch = pr.head.ref;
     const head = (): string => commits(branch)[0]?.split(' ')[0] ?? '';
-    const fail = async (sha: string, marker: string): Promise<void> => {
-      await sim.addCheckRun(OWNER, REPO, {
+    const fail = async (sha: string, marker: string): Promise<DeliveryResult> => {
+      const { delivery } = await sim.addCheckRun(OWNER, REPO, {
         headSha: sha,
         name: 'test',
         conclusion: 'failure',
@@ -94,6 +97,7 @@ test(
           `AssertionError: ${marker}-LOG`,
         ].join('\n'),
       });
+      return delivery;
     };
 
     // Round 1: the failing check's log tail, summary and annotation reach the model; a new commit.
@@ -136,13 +140,16 @@ test(
     assert.ok(model.requests.some((r) => requestText(r.body).includes('R2-LOG')));
 
     // A third failure: the rounds are used up; a comment, and no round.
-    await fail(head(), 'R3');
+    const jobsBefore = progressCount(pr.number);
+    const third = await fail(head(), 'R3');
     await sim.waitFor(
       () => botSays(pr.number).some((b) => /after 2 automatic rounds/.test(b)),
       60_000,
       () => `the comment\n${pipeline.logs()}`,
     );
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Intake is done with the delivery and announced no job: no round can follow.
+    await pipeline.intakeDone(third);
+    assert.equal(progressCount(pr.number), jobsBefore, 'no job for a third round');
     assert.equal(commits(branch).length, before + 2);
     assert.ok(!model.requests.some((r) => requestText(r.body).includes('R3-LOG')));
 
@@ -209,7 +216,8 @@ test(
 
     // On the new head only `lint` fails: pre-existing, said so, no round.
     const head2 = commits(pr2.head.ref)[0]?.split(' ')[0] ?? '';
-    await sim.addCheckRun(OWNER, REPO, {
+    const jobsBefore2 = progressCount(pr2.number);
+    const { delivery: lint } = await sim.addCheckRun(OWNER, REPO, {
       headSha: head2,
       name: 'lint',
       conclusion: 'failure',
@@ -221,7 +229,8 @@ test(
       () => `the pre-existing comment\n${pipeline.logs()}`,
     );
     assert.match(botSays(pr2.number).find((b) => /pre-existing/.test(b)) ?? '', /`lint`.*`main`/);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await pipeline.intakeDone(lint);
+    assert.equal(progressCount(pr2.number), jobsBefore2, 'no job for a pre-existing failure');
     assert.equal(commits(pr2.head.ref).length, before2 + 1);
     assert.ok(!model.requests.some((r) => requestText(r.body).includes('LINT-LOG')));
 

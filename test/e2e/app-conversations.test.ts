@@ -240,9 +240,16 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     await idle();
     const before = botComments(pr).length;
     const requests = model.requests.length;
-    await sim.comment(OWNER, REPO, pr, MAINTAINER, 'Looks good to me, maybe rename the helper later?');
-    await sim.comment(OWNER, REPO, pr, MAINTAINER, 'cc agent: not a mention either');
-    await delay(2500);
+    const plain = await sim.comment(
+      OWNER,
+      REPO,
+      pr,
+      MAINTAINER,
+      'Looks good to me, maybe rename the helper later?',
+    );
+    const cc = await sim.comment(OWNER, REPO, pr, MAINTAINER, 'cc agent: not a mention either');
+    await pipeline.intakeDone(plain.delivery);
+    await pipeline.intakeDone(cc.delivery);
     assert.equal(botComments(pr).length, before, 'no progress comment, no reply');
     assert.equal(model.requests.length, requests, 'no model request');
   });
@@ -302,7 +309,8 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       () => `the cancel\n${pipeline.logs()}`,
     );
     assert.ok(Date.now() - t0 < 15_000, `cancelled after ${Date.now() - t0} ms`);
-    await delay(1000);
+    // The cancelled job has ended: it can push nothing more.
+    assert.equal(await pipeline.jobsEnded(issue), 1);
     assert.equal(prFor(issue).length, 0);
     assert.equal(
       gitOutput(sim.bareRepoPath(OWNER, REPO), 'branch', '--list', `issue-agent/issue-${issue}`).trim(),
@@ -547,14 +555,10 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     });
     const before = model.requests.length;
     const mainTip = gitOutput(bare, 'rev-parse', 'main').trim();
-    await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent please fix the lint errors');
-    await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent and again');
-    await sim.waitFor(
-      () => botComments(pr.number).length > 0,
-      20_000,
-      () => `the reply\n${pipeline.logs()}`,
-    );
-    await delay(1500);
+    const first = await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent please fix the lint errors');
+    const again = await sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent and again');
+    await pipeline.intakeDone(first.delivery);
+    await pipeline.intakeDone(again.delivery);
     assert.equal(botComments(pr.number).length, 1, 'one reply, not one per mention');
     assert.match(botComments(pr.number)[0]?.body ?? '', /did not allow edits by maintainers/);
     assert.equal(model.requests.length, before, 'no job ran');

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { startStack } from '../support/pipeline.js';
 import type { EventOf } from '../../src/events/schema.js';
 import { oracle } from '../../src/model-sim/index.js';
@@ -53,8 +52,8 @@ dockerTest(
           throw new Error(`${String(error)}\n${pipeline.logs()}\n${seen}\n${progressOf()}`);
         });
       assert.match(progressOf(), /Pull request \[?#\d+/);
-      // Nothing stale lands after the final state.
-      await delay(2500);
+      // Nothing stale lands after the final state: read once the job has ended.
+      assert.equal(await pipeline.jobsEnded(n), 1);
       const jobs = join(pipeline.workDir, 'work', 'jobs');
       const [job] = readdirSync(jobs);
       assert.ok(job);

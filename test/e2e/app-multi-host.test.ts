@@ -165,7 +165,7 @@ describe(
         180_000,
         () => `a PR after the resume\n${pipeline.logs()}`,
       );
-      await delay(1500);
+      assert.equal(await pipeline.jobsEnded(n), 1);
       assert.equal(prFor(n).length, 1, 'exactly one PR');
       const turns = answeredTurns(model.requests, '[crash]');
       assert.deepEqual(turns, [...new Set(turns)], `a turn was asked twice: ${turns.join(',')}`);
@@ -272,7 +272,7 @@ describe(
         180_000,
         () => `a PR after the restart\n${pipeline.logs()}\n==== postgres\n${pg?.log() ?? ''}`,
       );
-      await delay(1000);
+      assert.equal(await pipeline.jobsEnded(n), 1);
       assert.equal(prFor(n).length, 1);
       const turns = answeredTurns(model.requests, '[pg-restart]');
       assert.deepEqual(turns, [...new Set(turns)], `a turn was asked twice: ${turns.join(',')}`);

@@ -189,12 +189,13 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     sim.setPermission(OWNER, REPO, 'stranger', 'read');
     sim.addUser({ login: 'helpful-app[bot]', type: 'Bot' });
     const n = issueWith('Average rounds wrong [refused]');
-    await sim.label(OWNER, REPO, n, 'agent', 'stranger');
-    await sim.comment(OWNER, REPO, n, 'stranger', '@agent fix it please');
-    await sim.comment(OWNER, REPO, n, 'helpful-app[bot]', '@agent run this for me');
+    const deliveries = [
+      await sim.label(OWNER, REPO, n, 'agent', 'stranger'),
+      (await sim.comment(OWNER, REPO, n, 'stranger', '@agent fix it please')).delivery,
+      (await sim.comment(OWNER, REPO, n, 'helpful-app[bot]', '@agent run this for me')).delivery,
+    ];
     const replies = () => sim.comments(OWNER, REPO, n).filter((c) => c.user === sim.app.botLogin);
-    await sim.waitFor(() => replies().length >= 2, 20_000, 'two refusals');
-    await new Promise((r) => setTimeout(r, 1500));
+    for (const d of deliveries) await pipeline.intakeDone(d);
     assert.equal(replies().length, 2, 'one reply per sender, not per trigger');
     assert.match(
       replies()
@@ -227,20 +228,13 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
       statuses.map((s) => s.status),
       [200, 200, 200],
     );
-    await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
+    const second = await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
     await waitForPr(n);
-    await new Promise((r) => setTimeout(r, 2000));
+    // Every delivery through intake, and the job it queued ended: no second job or PR can come.
+    for (const d of [...statuses, second]) await pipeline.intakeDone(d);
+    assert.equal(await pipeline.jobsEnded(n), 1, 'one job');
     assert.equal(prFor(n).length, 1);
     assert.equal(progressOf(n).length, 1);
-    const fix = new Queue('fix', { connection: redisOptions(redis.url, 't'), prefix: pipeline.prefix });
-    try {
-      const jobs = (await fix.getJobs(['completed', 'active', 'waiting', 'delayed', 'failed'])).filter(
-        (j) => (j.data as { issue: { number: number } }).issue.number === n,
-      );
-      assert.equal(jobs.length, 1);
-    } finally {
-      await fix.close();
-    }
     // One conversation: every model request for this issue continues the same first message.
     assert.equal(new Set(requestsFor('[dupes]').map((r) => taskText(r.body as never))).size, 1);
   });
@@ -299,7 +293,7 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     });
     await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
     await waitForPr(n);
-    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(await pipeline.jobsEnded(n), 1, 'one job, its retries within it');
     assert.equal(prFor(n).length, 1);
     const creates = sim.requests.filter(
       (r) => r.method === 'POST' && r.path === `/repos/${OWNER}/${REPO}/pulls`,
@@ -467,15 +461,11 @@ describe('GitHub App pipeline (end to end)', { skip, timeout: 600_000 }, () => {
     }
     sim.setPermission(OWNER, 'broken', MAINTAINER, 'write');
     const n = sim.createIssue(OWNER, 'broken', { title: 'x [broken]', body: 'y', author: MAINTAINER }).number;
-    await sim.label(OWNER, 'broken', n, 'agent', MAINTAINER);
-    await sim.comment(OWNER, 'broken', n, MAINTAINER, '@agent please');
+    const labelled = await sim.label(OWNER, 'broken', n, 'agent', MAINTAINER);
+    const asked = await sim.comment(OWNER, 'broken', n, MAINTAINER, '@agent please');
     const bot = () => sim.comments(OWNER, 'broken', n).filter((c) => c.user === sim.app.botLogin);
-    await sim.waitFor(
-      () => bot().length > 0,
-      20_000,
-      () => `the config comment\n${pipeline.logs()}`,
-    );
-    await new Promise((r) => setTimeout(r, 1500));
+    await pipeline.intakeDone(labelled);
+    await pipeline.intakeDone(asked.delivery);
     assert.equal(bot().length, 1, 'one comment, not one per trigger');
     const body = bot()[0]?.body ?? '';
     assert.match(body, /issue-agent\.yml/);

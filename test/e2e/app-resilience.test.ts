@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { hang, oracle, type ModelSimulator } from '../../src/model-sim/index.js';
 import { KILL_LOCK, startStack, type Pipeline, type Stack } from '../support/pipeline.js';
@@ -87,7 +86,7 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       120_000,
       () => `a PR after the resume\n${pipeline.logs()}`,
     );
-    await delay(1500);
+    assert.equal(await pipeline.jobsEnded(n), 1);
     assert.equal(prFor(n).length, 1);
     // Every answered model turn of this conversation was answered once.
     const answered = answeredTurns(model.requests, '[crash]');
@@ -133,7 +132,8 @@ describe('GitHub App pipeline: crashes and Redis restarts', { skip, timeout: 600
       120_000,
       () => `a PR for a job queued after the restart\n${pipeline.logs()}`,
     );
-    await delay(1000);
+    assert.equal(await pipeline.jobsEnded(n), 1);
+    assert.equal(await pipeline.jobsEnded(m), 1);
     assert.equal(prFor(n).length, 1);
     assert.equal(prFor(m).length, 1);
   });

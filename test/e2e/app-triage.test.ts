@@ -94,8 +94,8 @@ test(
     assert.ok(!first.events.some((e) => e.kind === 'checkpoint'), 'nothing was changed');
 
     // A reader's comment is discussion, not an answer: nothing starts.
-    await sim.comment(OWNER, REPO, issue, 'rita', 'I think it should just truncate.');
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const reader = await sim.comment(OWNER, REPO, issue, 'rita', 'I think it should just truncate.');
+    await pipeline.intakeDone(reader.delivery);
     assert.equal(progress().length, 1);
 
     // The author answers, without mentioning the App. otto cannot start jobs: the maintainer's label
@@ -149,8 +149,8 @@ test(
     assert.match(pr?.body ?? '', /A new round/);
 
     // The question was answered once: a later comment starts nothing.
-    await sim.comment(OWNER, REPO, issue, 'otto', 'Thanks!');
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const thanks = await sim.comment(OWNER, REPO, issue, 'otto', 'Thanks!');
+    await pipeline.intakeDone(thanks.delivery);
     assert.equal(progress().length, 2);
 
     // Someone with write access may answer too (not only the issue's author).

@@ -218,13 +218,19 @@ describe('PostgreSQL run store', { skip: postgresSkipReason(), timeout: 120_000 
 
   it('the server restarted while a run appends: every append lands once, in order', async () => {
     const run = await store.create('run-restart', base('run-restart'));
+    let fifth = (): void => undefined;
+    const underWay = new Promise<void>((resolve) => {
+      fifth = resolve;
+    });
     const appends = (async () => {
       for (let i = 1; i <= 40; i++) {
         await run.append(warning(`m${i}`));
+        if (i === 5) fifth();
         await new Promise((r) => setTimeout(r, 25));
       }
     })();
-    await new Promise((r) => setTimeout(r, 200));
+    // The restart lands mid-run: some appends before it, most after.
+    await Promise.race([underWay, appends]);
     await server.restart(1500);
     await appends;
     const log = await store.open('run-restart');

@@ -9,7 +9,7 @@ import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { cliEnv, lastJson, runCli } from '../support/cli.js';
 import { buildTaskSet } from '../support/eval-tasks.js';
 import { makeFixtureRepo } from '../support/fixture-repo.js';
-import { labelledIssue, startStack } from '../support/pipeline.js';
+import { labelledIssue, readJobRun, startStack } from '../support/pipeline.js';
 import {
   readRecords,
   RECORDING_HOOK,
@@ -161,5 +161,10 @@ test(
       JSON.stringify(records),
     );
     assert.equal(agent[0]?.sandboxKind, 'local', 'the sandbox is the inner backend’s');
+    assert.equal(
+      readJobRun(stack, agent[0].jobId).base.sandbox,
+      RECORDING_KIND,
+      'the trajectory names the backend the worker chose',
+    );
   },
 );

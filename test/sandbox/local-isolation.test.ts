@@ -571,7 +571,7 @@ describe('a shell that stops itself', { skip }, () => {
         );
         // Stopped again, and the sandbox closed under it.
         void session.exec('kill -STOP $$', { timeoutMs: 60_000 });
-        await new Promise((r) => setTimeout(r, 300));
+        assert.ok(await eventually(() => stoppedChildren().length > 0), 'the shell stopped itself');
         session.close();
         await host.close();
         assert.ok(

@@ -4,7 +4,13 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
-import { BOUNDARY_RULES, checkImports, describe, specifiers } from '../../scripts/check-imports.js';
+import {
+  BOUNDARY_RULES,
+  checkImports,
+  describe,
+  REACH_RULES,
+  specifiers,
+} from '../../scripts/check-imports.js';
 
 const roots: string[] = [];
 after(() => {
@@ -129,6 +135,39 @@ test('each boundary rule is enforced, through every kind of import, type-only on
     ),
   );
   assert.deepEqual(report.cycles, []);
+});
+
+test("the Action's code reaches no queue-bound module nor the queue's or Probot's packages, through any import of any form", () => {
+  const root = tree({
+    'src/action/run-action.ts': "import { decide } from '../app/ci-round.js';\nimport './own.js';\n",
+    'src/action/own.ts': "import type { Queue } from 'bullmq';\n",
+    // A relative import beside the module (`./intake.js`), two files away from the Action's entry.
+    'src/app/ci-round.ts': "import { firstTime } from './ci-ledger.js';\nexport const decide = 1;\n",
+    'src/app/ci-ledger.ts': "import { lock } from '../queue/issue-lock.js';\nimport './intake.js';\n",
+    'src/app/intake.ts': "import { Probot } from 'probot';\nimport { Redis } from 'ioredis';\n",
+    'src/queue/issue-lock.ts': "import type { Redis } from 'ioredis';\n",
+    // Type-only imports are erased from the bundle; the App's own entry is not the Action's.
+    'src/app/triggers.ts': "import type { Q } from '../queue/queues.js';\n",
+    'src/queue/queues.ts': "import { Queue } from 'bullmq/dist/esm/index.js';\n",
+    'src/app/main.ts': "import { q } from '../queue/queues.js';\n",
+  });
+  const report = checkImports(root);
+  assert.deepEqual(
+    report.reached.map((r) => `${r.target}: ${r.chain.join(' → ')}`),
+    [
+      'src/queue/issue-lock.ts: src/action/run-action.ts → src/app/ci-round.ts → src/app/ci-ledger.ts → src/queue/issue-lock.ts',
+      'src/app/intake.ts: src/action/run-action.ts → src/app/ci-round.ts → src/app/ci-ledger.ts → src/app/intake.ts',
+      'probot: src/action/run-action.ts → src/app/ci-round.ts → src/app/ci-ledger.ts → src/app/intake.ts',
+      'ioredis: src/action/run-action.ts → src/app/ci-round.ts → src/app/ci-ledger.ts → src/app/intake.ts',
+    ],
+  );
+  assert.ok(
+    describe(report).includes(
+      `reaches probot: src/action/run-action.ts → src/app/ci-round.ts → src/app/ci-ledger.ts → src/app/intake.ts (${REACH_RULES[0]?.why ?? ''})`,
+    ),
+    describe(report).join('\n'),
+  );
+  assert.deepEqual(report.violations, []);
 });
 
 test('cycles, type-only ones too, are reported once per tangle as a chain', () => {

@@ -10,6 +10,9 @@ import { commitFiles, makeFixtureRepo, type FixtureName, type FixtureRepo } from
 import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
 import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
 import type { TestContext } from 'node:test';
+import { Queue } from 'bullmq';
+import { INTAKE_QUEUE, intakeJobId, redisOptions } from '../../src/queue/queues.js';
+import type { DeliveryResult } from './github-sim/types.js';
 import { freePort, redisSkipReason, startRedis, type TestRedis } from './redis-server.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
@@ -68,6 +71,18 @@ export interface Pipeline {
   readonly workers: Proc[];
   readonly app: Proc;
   startWorker(): Promise<Proc>;
+  /**
+   * Resolves once the App has done all it will do about a delivery it acknowledged: its intake job
+   * completed (every comment, reaction and queued job of intake is then in place), or there is
+   * none (the webhook handler dropped it before the intake queue). The positive signal a test
+   * waits for before it asserts that a delivery started nothing. Throws if intake failed for good.
+   */
+  intakeDone(delivery: DeliveryResult, timeoutMs?: number): Promise<void>;
+  /**
+   * Resolves once every fix job about the issue or PR (of any repository) has ended, completed or
+   * failed for good, with how many there were: nothing of them is left to happen.
+   */
+  jobsEnded(issue: number, timeoutMs?: number): Promise<number>;
   /** Logs of every process so far, for failure messages. */
   logs(): string;
   stop(): Promise<void>;
@@ -172,6 +187,46 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   }
   const webhookUrl = `http://127.0.0.1:${port}/api/github/webhooks`;
   options.sim.setWebhookTarget(webhookUrl);
+  const logs = (): string =>
+    [
+      ...procs.map((p) => `==== ${p.log}\n${readFileSync(p.log, 'utf8')}`),
+      ...(options.extraLogs === undefined ? [] : [options.extraLogs()]),
+    ].join('\n');
+  let intake: Queue | null = null;
+  let fix: Queue | null = null;
+  const jobsEnded = async (issue: number, timeoutMs = 120_000): Promise<number> => {
+    fix ??= new Queue('fix', { connection: redisOptions(options.redisUrl, 'jobs-ended'), prefix });
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const jobs = (
+        await fix.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed', 'prioritized'])
+      ).filter((j) => (j.data as { issue?: { number?: number } }).issue?.number === issue);
+      const states = await Promise.all(jobs.map((j) => j.getState()));
+      if (states.every((state) => state === 'completed' || state === 'failed')) return jobs.length;
+      if (Date.now() > deadline)
+        throw new Error(
+          `timed out waiting for the jobs of #${issue} to end (${states.join(', ')})\n${logs()}`,
+        );
+      await delay(100);
+    }
+  };
+  const intakeDone = async (delivery: DeliveryResult, timeoutMs = 60_000): Promise<void> => {
+    if (delivery.status < 200 || delivery.status >= 300)
+      throw new Error(`delivery ${delivery.id} was not acknowledged (${delivery.status}): ${delivery.body}`);
+    intake ??= new Queue(INTAKE_QUEUE, { connection: redisOptions(options.redisUrl, 'intake-done'), prefix });
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      // Added before the acknowledgement, and kept a day once completed: none is none.
+      const job = await intake.getJob(intakeJobId(delivery.id));
+      const state = job === undefined ? 'none' : await job.getState();
+      if (state === 'none' || state === 'completed') return;
+      if (state === 'failed')
+        throw new Error(`intake failed on delivery ${delivery.id}: ${job?.failedReason ?? ''}\n${logs()}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for intake of delivery ${delivery.id} (${state})\n${logs()}`);
+      await delay(50);
+    }
+  };
   return {
     webhookUrl,
     appUrl: `http://127.0.0.1:${port}`,
@@ -181,12 +236,12 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     workers,
     app,
     startWorker,
-    logs: () =>
-      [
-        ...procs.map((p) => `==== ${p.log}\n${readFileSync(p.log, 'utf8')}`),
-        ...(options.extraLogs === undefined ? [] : [options.extraLogs()]),
-      ].join('\n'),
+    intakeDone,
+    jobsEnded,
+    logs,
     stop: async () => {
+      await intake?.close();
+      await fix?.close();
       for (const p of procs) {
         if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
       }

@@ -130,6 +130,7 @@ export async function runAttempt(
       attempt: input.attempt,
       canContinue: rt.canContinue !== false,
       hostDiskSealed: rt.backend.hostDiskSealed,
+      backendKind: rt.backend.kind,
       verifier,
     });
   } finally {

@@ -56,6 +56,11 @@ export interface RunInput {
   readonly canContinue: boolean;
   /** No sandbox process can reach the worker's disk (SandboxBackend.hostDiskSealed). */
   readonly hostDiskSealed: boolean;
+  /**
+   * The backend's own name (SandboxBackend.kind), recorded in a new trajectory: the sandbox's kind
+   * names its implementation, which backends share (`unconfined` and `local` are both a LocalSandbox).
+   */
+  readonly backendKind: string;
   /** Where the verdict's final run happens, when not in `sandbox` (AgentDeps.verifier). */
   readonly verifier?: FreshVerifier | undefined;
 }
@@ -118,6 +123,7 @@ export async function runInSandbox(
       limits: shareOf(limitsFor(input.agent.limits, p.config.budgets), input.attempt?.of ?? 1),
       testCommand: p.config.testCommand,
       conversationId: jobId,
+      sandboxLabel: input.backendKind,
       environment: input.environment,
     });
     const attempt = input.attempt;

@@ -785,12 +785,11 @@ class Simulator implements GitHubSim {
             'x-hub-signature': signBody(opts.secret, webhook.body, 'sha1'),
             'x-hub-signature-256': signBody(opts.secret, webhook.body),
           };
-    const result = await post(target, headers, webhook.body, this.abort.signal);
+    const result = { id: webhook.id, ...(await post(target, headers, webhook.body, this.abort.signal)) };
     const action = webhook.payload.action;
     this.deliveries.push({
       name: webhook.name,
       action: typeof action === 'string' ? action : null,
-      id: webhook.id,
       ...result,
     });
     this.log?.debug(

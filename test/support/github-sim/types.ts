@@ -329,6 +329,8 @@ export interface Webhook {
 }
 
 export interface DeliveryResult {
+  /** The delivery's id (X-GitHub-Delivery). */
+  readonly id: string;
   /** The receiver's status; 0 when it could not be reached (the error is then the body). */
   readonly status: number;
   readonly body: string;
@@ -338,7 +340,6 @@ export interface DeliveryResult {
 export interface Delivery extends DeliveryResult {
   readonly name: string;
   readonly action: string | null;
-  readonly id: string;
 }
 
 export interface Push {
