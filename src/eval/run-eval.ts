@@ -10,7 +10,8 @@ import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { AgentEvent, Usage } from '../events/schema.js';
 import { oracle, startModelSimulator, type ModelSimulator } from '../model-sim/index.js';
-import { AnthropicModel } from '../model/anthropic-model.js';
+import type { AnthropicProvider } from '../model/provider-config.js';
+import { createModel } from '../model/providers.js';
 import { executeRun } from '../execution/execute.js';
 import { provision, type SandboxChoice } from '../execution/provision.js';
 import { taskFromText } from '../execution/task-text.js';
@@ -99,6 +100,9 @@ export interface EvalRun {
   readonly interrupted: readonly string[];
   readonly wallMs: number;
 }
+
+/** Where an oracle run's model answers: the simulator, at Anthropic's door (its key is per run). */
+const ORACLE_PROVIDER: AnthropicProvider = { kind: 'anthropic', apiKey: null, baseUrl: null };
 
 const ZERO: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 
@@ -300,15 +304,14 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
     // A run that finished but was not graded (the process died in between) goes straight to grading.
     if (store === null || reduceState(store.events).outcome === null) {
       let sim: ModelSimulator | null = null;
-      const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
-      if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
+      const oracleKey = `oracle-${randomUUID()}`;
       if (options.model === 'oracle')
-        sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey });
+        sim = await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey: oracleKey });
       try {
-        const model = new AnthropicModel({
-          apiKey,
+        // The oracle answers at Anthropic's door whatever provider is configured.
+        const model = createModel(sim === null ? options.env.provider : ORACLE_PROVIDER, {
           model: store?.base.model ?? options.env.model,
-          baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
+          ...(sim === null ? {} : { apiKey: oracleKey, baseURL: sim.url }),
           maxAttempts: options.env.modelMaxAttempts,
           baseBackoffMs: options.env.modelRetryBaseMs,
         });
