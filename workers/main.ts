@@ -12,7 +12,7 @@ import { RedisSpendLedger } from '../src/events/redis-spend-ledger.js';
 import { startTracing } from '../src/telemetry/sdk.js';
 import { inSpan, pastSpan, remoteParent } from '../src/telemetry/tracing.js';
 import { botIdentity, type BotIdentity } from '../src/github/app-client.js';
-import { AnthropicModel } from '../src/model/anthropic-model.js';
+import { createModel } from '../src/model/providers.js';
 import type { FixJob } from '../src/queue/payloads.js';
 import { handOff } from '../src/queue/control.js';
 import { FIX_QUEUE, connectionOptions, jobTarget, redisClient } from '../src/queue/queues.js';
@@ -35,8 +35,10 @@ async function main(): Promise<void> {
   // One worker serves every repository the App is installed on: setup secrets and extra egress
   // hosts reach only the repositories the deployment granted them to (config/grants.ts).
   const agent = readAgentEnv(process.env, { scoped: true });
-  const apiKey = agent.anthropicApiKey;
-  if (apiKey === null) throw new ConfigError('ANTHROPIC_API_KEY is required to run a worker');
+  if (agent.provider.kind === 'anthropic' && agent.provider.apiKey === null)
+    throw new ConfigError(
+      'ANTHROPIC_API_KEY is required to run a worker (or ISSUE_AGENT_MODEL_PROVIDER=bedrock or vertex)',
+    );
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
   // The sandboxes' processes yield the CPU to the worker's when both want it (cpu-priority.ts).
   setSandboxNice(agent.sandboxNice);
@@ -192,10 +194,8 @@ async function main(): Promise<void> {
                 agent,
                 logger,
                 model: (name) =>
-                  new AnthropicModel({
-                    apiKey,
+                  createModel(agent.provider, {
                     model: name,
-                    baseURL: agent.anthropicBaseUrl ?? undefined,
                     maxAttempts: agent.modelMaxAttempts,
                     baseBackoffMs: agent.modelRetryBaseMs,
                   }),

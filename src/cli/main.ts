@@ -12,7 +12,8 @@ import { FileEventStore } from '../events/file-event-store.js';
 import { EventStoreError } from '../events/event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { EnvironmentRecord, Limits, Task } from '../events/schema.js';
-import { AnthropicModel } from '../model/anthropic-model.js';
+import type { AnthropicModel } from '../model/anthropic-model.js';
+import { createModel } from '../model/providers.js';
 import { removeHeldPaths } from '../sandbox/held-paths.js';
 import { SandboxCancelledError } from '../sandbox/sandbox.js';
 import { EXIT_INTERRUPTED, listenForInterrupts, type Interrupts } from './interrupts.js';
@@ -166,15 +167,13 @@ function readTask(values: {
 }
 
 function model(env: AgentEnv, name: string): AnthropicModel {
-  if (env.anthropicApiKey === null) {
+  if (env.provider.kind === 'anthropic' && env.provider.apiKey === null) {
     throw new UsageError(
-      'ANTHROPIC_API_KEY is not set (point ANTHROPIC_BASE_URL at a compatible server to use another endpoint)',
+      'ANTHROPIC_API_KEY is not set (point ANTHROPIC_BASE_URL at a compatible server to use another endpoint, or set ISSUE_AGENT_MODEL_PROVIDER=bedrock or vertex)',
     );
   }
-  return new AnthropicModel({
-    apiKey: env.anthropicApiKey,
+  return createModel(env.provider, {
     model: name,
-    baseURL: env.anthropicBaseUrl ?? undefined,
     maxAttempts: env.modelMaxAttempts,
     baseBackoffMs: env.modelRetryBaseMs,
   });

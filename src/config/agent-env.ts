@@ -12,13 +12,21 @@ import {
 } from './grants.js';
 import { expandDeploymentMcp, mcpConfig, type McpConfig } from './mcp-config.js';
 import type { Limits } from '../events/schema.js';
-import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
+import { providerPrices, type ModelPrice, type PriceTable } from '../model/pricing.js';
+import {
+  isRegionalEndpoint,
+  ProviderConfigError,
+  readProviderConfig,
+  type ProviderConfig,
+} from '../model/provider-config.js';
 import { DEFAULT_SANDBOX_NICE, cpuSharesForNice, validNice } from '../sandbox/cpu-priority.js';
 
 /** Settings of the agent core that come from the environment. The only reader of process.env. */
 export interface AgentEnv {
   readonly anthropicApiKey: string | null;
   readonly anthropicBaseUrl: string | null;
+  /** Where Claude is reached (`ISSUE_AGENT_MODEL_PROVIDER`, see model/providers.ts); default Anthropic's API. */
+  readonly provider: ProviderConfig;
   readonly model: string;
   readonly prices: PriceTable;
   readonly limits: Limits;
@@ -169,7 +177,11 @@ export function readAgentEnv(
   env: NodeJS.ProcessEnv = process.env,
   options: ReadAgentEnvOptions = {},
 ): AgentEnv {
-  let prices: PriceTable = DEFAULT_PRICES;
+  const provider = readProvider(env);
+  const model = nonEmpty(env.ISSUE_AGENT_MODEL) ?? DEFAULT_MODEL;
+  let prices: PriceTable = providerPrices(
+    provider.kind !== 'anthropic' && isRegionalEndpoint(provider, provider.modelId ?? 'global.'),
+  );
   if (env.ISSUE_AGENT_PRICES !== undefined && env.ISSUE_AGENT_PRICES !== '') {
     let json: unknown;
     try {
@@ -181,7 +193,7 @@ export function readAgentEnv(
     }
     const parsed = z.record(z.string(), price).safeParse(json);
     if (!parsed.success) throw new ConfigError(`ISSUE_AGENT_PRICES: ${parsed.error.message}`);
-    prices = { ...DEFAULT_PRICES, ...(parsed.data as Record<string, ModelPrice>) };
+    prices = { ...prices, ...(parsed.data as Record<string, ModelPrice>) };
   }
   const minutes = num(env, 'ISSUE_AGENT_MAX_MINUTES');
   const limits: Limits = {
@@ -204,7 +216,8 @@ export function readAgentEnv(
   return deepFreeze({
     anthropicApiKey: nonEmpty(env.ANTHROPIC_API_KEY),
     anthropicBaseUrl: nonEmpty(env.ANTHROPIC_BASE_URL),
-    model: nonEmpty(env.ISSUE_AGENT_MODEL) ?? DEFAULT_MODEL,
+    provider,
+    model,
     prices,
     limits,
     modelMaxAttempts: num(env, 'ISSUE_AGENT_MODEL_MAX_ATTEMPTS') ?? 6,
@@ -224,6 +237,15 @@ export function readAgentEnv(
     mcp: readMcp(env),
     environment: readEnvironmentSettings(env, state, options.scoped === true),
   });
+}
+
+function readProvider(env: NodeJS.ProcessEnv): ProviderConfig {
+  try {
+    return readProviderConfig(env);
+  } catch (error) {
+    if (error instanceof ProviderConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
 }
 
 function readMcp(env: NodeJS.ProcessEnv): DeploymentMcp | null {

@@ -10,7 +10,9 @@ import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { AgentEvent, BaseState, Usage } from '../events/schema.js';
 import { oracle, startModelSimulator } from '../model-sim/index.js';
-import { AnthropicModel } from '../model/anthropic-model.js';
+import type { AnthropicProvider } from '../model/provider-config.js';
+import type { AnthropicModel } from '../model/anthropic-model.js';
+import { createModel } from '../model/providers.js';
 import { executeRun } from '../execution/execute.js';
 import { provision, type ProvisionedWorkspace, type SandboxChoice } from '../execution/provision.js';
 import { taskFromText } from '../execution/task-text.js';
@@ -106,6 +108,9 @@ export interface EvalRun {
   readonly interrupted: readonly string[];
   readonly wallMs: number;
 }
+
+/** Where an oracle run's model answers: the simulator, at Anthropic's door (its key is per run). */
+const ORACLE_PROVIDER: AnthropicProvider = { kind: 'anthropic', apiKey: null, baseUrl: null };
 
 const ZERO: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 
@@ -366,17 +371,17 @@ async function runAgentOn(
   grading: GradingSlot,
 ): Promise<FileEventStore> {
   const { task, options } = run;
-  const apiKey = options.model === 'oracle' ? `oracle-${randomUUID()}` : options.env.anthropicApiKey;
-  if (apiKey === null) throw new Error('ANTHROPIC_API_KEY is not set (or use --model oracle)');
+  // The configured provider's credentials are checked where its client is made (createModel).
+  const apiKey = `oracle-${randomUUID()}`;
   const sim =
     options.model === 'oracle'
       ? await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey })
       : null;
   try {
-    const model = new AnthropicModel({
-      apiKey,
+    // The oracle answers at Anthropic's door whatever provider is configured.
+    const model = createModel(sim === null ? options.env.provider : ORACLE_PROVIDER, {
       model: resumed?.base.model ?? options.env.model,
-      baseURL: sim?.url ?? options.env.anthropicBaseUrl ?? undefined,
+      ...(sim === null ? {} : { apiKey, baseURL: sim.url }),
       maxAttempts: options.env.modelMaxAttempts,
       baseBackoffMs: options.env.modelRetryBaseMs,
     });

@@ -1,3 +1,4 @@
+import { providerSecrets } from '../model/provider-config.js';
 import type { Logger } from 'pino';
 import { startMcpServers } from '../agent/mcp/servers.js';
 import { runAgent, type AgentDeps, type Outcome } from '../agent/run-agent.js';
@@ -86,7 +87,7 @@ export async function executeRun(
   },
 ): Promise<Outcome> {
   const redactor = new Redactor([
-    ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
+    ...providerSecrets(env.provider),
     ...(env.mcp?.secrets ?? []),
     ...ws.setupSecrets,
   ]);

@@ -1,3 +1,4 @@
+import { providerSecrets } from '../model/provider-config.js';
 import { pino } from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { collectInstructions, probeInstructionSource } from '../agent/instructions.js';
@@ -167,10 +168,7 @@ export async function provision(options: ProvisionOptions): Promise<ProvisionedW
     const mcp = mergeMcp(env.mcp?.config ?? null, config.mcp);
     const settings = { ...env.environment, setupEnabled: env.environment.setupEnabled && options.setup };
     const setupSecrets = Object.values(settings.setupSecrets);
-    const redactor = new Redactor([
-      ...setupSecrets,
-      ...(env.anthropicApiKey === null ? [] : [env.anthropicApiKey]),
-    ]);
+    const redactor = new Redactor([...setupSecrets, ...providerSecrets(env.provider)]);
     const scrub = (text: string): string => redactor.redact(text);
     // Recorded in the base state and shown to the model: instruction files pass the redactor too.
     const instructions = redactor.redactDeep(

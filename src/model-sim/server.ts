@@ -10,8 +10,18 @@ import {
   type RecordedRequest,
   type Reply,
 } from './types.js';
+import {
+  bedrockErrorType,
+  checkProviderRequest,
+  eventStreamChunk,
+  routeOf,
+  stsTokenResponse,
+  toMessagesBody,
+  type ProviderAuth,
+  type ProviderRoute,
+} from './providers.js';
 import { PromptCache } from './usage.js';
-import { findRequestViolation } from './validate.js';
+import { findRequestViolation, isRecord } from './validate.js';
 import { errorBody, formatSse, toMessage, toStreamEvents } from './wire.js';
 
 export interface ModelSimulatorOptions {
@@ -27,6 +37,8 @@ export interface ModelSimulatorOptions {
    * whose cost is dominated by waiting on the model, e.g. parallel attempts, set it.
    */
   latencyMs?: number;
+  /** What Bedrock's and Vertex's doors accept (see providers.ts); default: any well-formed credential. */
+  providerAuth?: ProviderAuth;
 }
 
 export interface ModelSimulator {
@@ -46,7 +58,8 @@ export interface ModelSimulator {
 
 /**
  * A loopback HTTP server speaking the Anthropic Messages API wire format (`POST /v1/messages`,
- * JSON or server-sent events), answering from a Policy. Valid requests are answered in this order of
+ * JSON or server-sent events), and the same API as Amazon Bedrock and Google Vertex AI serve it
+ * (providers.ts), answering from a Policy. Valid requests are answered in this order of
  * precedence: an injected fault, else the policy's step. Invalid ones get the API's 400/401.
  */
 export async function startModelSimulator(options: ModelSimulatorOptions): Promise<ModelSimulator> {
@@ -170,13 +183,19 @@ class Simulator implements ModelSimulator {
       return;
     }
     const text = await readBody(req);
+    if (req.method === 'POST' && path === '/v1/token') {
+      sendJson(res, 200, stsTokenResponse(this.options.providerAuth?.googleAccessToken ?? 'ya29.simulated'));
+      return;
+    }
     const body = parseJson(text);
+    const route = req.method === 'POST' ? routeOf(path) : null;
     const entry: RecordedRequest = {
       method: req.method ?? '',
       path,
+      provider: route?.provider ?? null,
       headers: { ...req.headers },
       body: body ?? text,
-      stream: isStreamRequest(body),
+      stream: route?.stream ?? isStreamRequest(body),
       status: null,
       outcome: 'pending',
       usage: null,
@@ -187,21 +206,24 @@ class Simulator implements ModelSimulator {
       entry.status = status;
       entry.outcome = 'error';
       entry.errorMessage = message ?? null;
-      sendError(res, status, message);
+      if (route?.provider === 'bedrock') sendBedrockError(res, status, message);
+      else sendError(res, status, message);
     };
 
-    const rejection = this.check(req, path, body);
+    const rejection = this.check(req, route, path, body);
     if (rejection !== null) {
       fail(...rejection);
       return;
     }
-    const request = body as MessagesRequest;
+    const request = (
+      route === null ? body : toMessagesBody(route, body as Record<string, unknown>)
+    ) as MessagesRequest;
 
     const step = this.faults.shift() ?? this.ask(request);
     if (isReply(step)) {
       const latency = this.options.latencyMs ?? 0;
       if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
-      this.answer(request, step, entry, res);
+      this.answer(request, step, entry, res, route?.provider === 'bedrock');
     } else if ('status' in step) {
       if (step.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(step.retryAfterSeconds));
       fail(step.status, step.message);
@@ -215,17 +237,26 @@ class Simulator implements ModelSimulator {
     }
   }
 
-  /** The API's answer to a request it refuses, in its order: route, key, version header, body. */
-  private check(req: IncomingMessage, path: string, body: unknown): [ApiErrorStatus | 404, string] | null {
-    if (req.method !== 'POST' || path !== '/v1/messages')
-      return [404, `${req.method ?? ''} ${path} not found`];
-    const key = presentedKey(req);
-    if (this.options.apiKey !== undefined && key !== this.options.apiKey) {
-      return [401, key === undefined ? 'x-api-key header is required' : 'invalid x-api-key'];
+  /** The API's answer to a request it refuses, in its order: route, credential, version, body. */
+  private check(
+    req: IncomingMessage,
+    route: ProviderRoute | null,
+    path: string,
+    body: unknown,
+  ): [ApiErrorStatus | 404, string] | null {
+    if (route === null) return [404, `${req.method ?? ''} ${path} not found`];
+    if (route.provider === 'anthropic') {
+      const key = presentedKey(req);
+      if (this.options.apiKey !== undefined && key !== this.options.apiKey) {
+        return [401, key === undefined ? 'x-api-key header is required' : 'invalid x-api-key'];
+      }
+      if (req.headers['anthropic-version'] === undefined)
+        return [400, 'anthropic-version: header is required'];
     }
-    if (req.headers['anthropic-version'] === undefined) return [400, 'anthropic-version: header is required'];
     if (body === undefined) return [400, 'There was an error parsing the body: invalid JSON'];
-    const violation = findRequestViolation(body);
+    const refusal = checkProviderRequest(route, req, body, this.options.providerAuth ?? {});
+    if (refusal !== null) return [...refusal];
+    const violation = findRequestViolation(isRecord(body) ? toMessagesBody(route, body) : body);
     return violation === null ? null : [400, violation];
   }
 
@@ -241,13 +272,25 @@ class Simulator implements ModelSimulator {
     }
   }
 
-  private answer(request: MessagesRequest, reply: Reply, entry: RecordedRequest, res: ServerResponse): void {
+  private answer(
+    request: MessagesRequest,
+    reply: Reply,
+    entry: RecordedRequest,
+    res: ServerResponse,
+    bedrock: boolean,
+  ): void {
     const message = toMessage(reply, request.model, this.cache.account(request));
     entry.status = 200;
     entry.outcome = 'reply';
     entry.usage = message.usage;
     if (!request.stream) {
       sendJson(res, 200, message);
+      return;
+    }
+    if (bedrock) {
+      res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream' });
+      for (const { data } of toStreamEvents(message)) res.write(eventStreamChunk(data));
+      res.end();
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
@@ -280,6 +323,15 @@ function sendError(res: ServerResponse, status: ApiErrorStatus | 404, message?: 
     status,
     errorBody(status, typeof requestId === 'string' ? requestId : newId('req_'), message),
   );
+}
+
+/** Bedrock's error shape: `{"message": …}` and the exception's name in `x-amzn-errortype`. */
+function sendBedrockError(res: ServerResponse, status: number, message?: string): void {
+  res.setHeader(
+    'x-amzn-errortype',
+    `${bedrockErrorType(status)}:http://internal.amazon.com/coral/com.amazon.bedrock/`,
+  );
+  sendJson(res, status === 529 ? 503 : status, { message: message ?? bedrockErrorType(status) });
 }
 
 async function readBody(req: IncomingMessage): Promise<string> {

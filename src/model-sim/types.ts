@@ -57,6 +57,8 @@ export type RequestOutcome = 'pending' | 'reply' | 'error' | 'hang' | 'dropped';
 export interface RecordedRequest {
   readonly method: string;
   readonly path: string;
+  /** Which API's door the request came through (see providers.ts); null for a path none serves. */
+  readonly provider: 'anthropic' | 'bedrock' | 'vertex' | null;
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** The parsed JSON body, or the raw text when it was not JSON. */
   readonly body: unknown;

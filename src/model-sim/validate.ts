@@ -1,7 +1,7 @@
 /**
  * Structural validation of a Messages API request body, strict where an agent is likely to get the
- * conversation wrong: role order, tool_use/tool_result pairing, empty text, malformed tools. Block
- * types other than text, tool_use and tool_result are accepted unchecked. Messages mimic the API's
+ * conversation wrong: role order, tool_use/tool_result pairing, empty text, malformed tools, image
+ * blocks (media type, base64, size). Other block types are accepted unchecked. Messages mimic the API's
  * (`messages.3.content.0: ...`). Returns the first violation, or null for a valid body.
  */
 export function findRequestViolation(body: unknown): string | null {
@@ -119,9 +119,40 @@ function checkBlock(block: unknown, role: 'user' | 'assistant', path: string): s
       }
       return null;
     }
+    case 'image':
+      if (role !== 'user') return `${path}: image blocks can only appear in user messages`;
+      return checkImageBlock(block, path);
     default:
       return null;
   }
+}
+
+/** The media types the API takes for base64 image blocks. */
+export const IMAGE_MEDIA_TYPES = ['image/jpeg', 'image/png', 'image/gif', 'image/webp'];
+/** The API's limit on one image's base64 data. */
+export const MAX_IMAGE_BASE64_BYTES = 5 * 1024 * 1024;
+
+/** An image block as the API checks it: a base64 (or URL) source, a known media type, the size cap. */
+function checkImageBlock(block: Record<string, unknown>, path: string): string | null {
+  const source = block['source'];
+  if (!isRecord(source)) return `${path}.source: Field required`;
+  if (source['type'] === 'url') {
+    return typeof source['url'] === 'string' ? null : `${path}.source.url: Field required`;
+  }
+  if (source['type'] !== 'base64') return `${path}.source.type: Input should be 'base64' or 'url'`;
+  const mediaType = source['media_type'];
+  if (typeof mediaType !== 'string' || !IMAGE_MEDIA_TYPES.includes(mediaType)) {
+    return `${path}.source.media_type: Input should be ${IMAGE_MEDIA_TYPES.map((t) => `'${t}'`).join(', ')}`;
+  }
+  const data = source['data'];
+  if (typeof data !== 'string' || data === '') return `${path}.source.data: Field required`;
+  if (data.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(data)) {
+    return `${path}.source.data: The image data is not valid base64`;
+  }
+  if (data.length > MAX_IMAGE_BASE64_BYTES) {
+    return `${path}.source: image exceeds 5 MB maximum: ${data.length} bytes > ${MAX_IMAGE_BASE64_BYTES} bytes`;
+  }
+  return null;
 }
 
 function checkTextBlock(block: unknown, path: string): string | null {

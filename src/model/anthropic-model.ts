@@ -28,6 +28,18 @@ export interface AnthropicModelOptions {
    * measure what caching saves (bench/tokens-bench.ts).
    */
   readonly promptCaching?: boolean;
+  /**
+   * A client for another provider (Bedrock, Vertex; see providers.ts), then apiKey and baseURL are
+   * unused, or its promise (their SDKs load on first use); and the id that provider knows the model
+   * by (default: `model`).
+   */
+  readonly client?: MessagesClient | Promise<MessagesClient> | undefined;
+  readonly modelId?: string | undefined;
+}
+
+/** The part of the SDK the loop uses; Anthropic, AnthropicBedrock and AnthropicVertex all have it. */
+export interface MessagesClient {
+  readonly messages: Pick<Anthropic['messages'], 'stream'>;
 }
 
 type Param = Anthropic.MessageCreateParamsStreaming;
@@ -41,7 +53,8 @@ type ApiError = InstanceType<typeof Anthropic.APIError<number | undefined, Heade
  */
 export class AnthropicModel implements Model {
   readonly name: string;
-  private readonly client: Anthropic;
+  private readonly modelId: string;
+  private readonly client: MessagesClient | Promise<MessagesClient>;
   private readonly maxAttempts: number;
   private readonly baseBackoffMs: number;
   private readonly maxBackoffMs: number;
@@ -49,13 +62,16 @@ export class AnthropicModel implements Model {
 
   constructor(options: AnthropicModelOptions) {
     this.name = options.model;
-    this.client = new Anthropic({
-      apiKey: options.apiKey,
-      baseURL: options.baseURL ?? null,
-      maxRetries: 0,
-      timeout: options.timeoutMs ?? 600_000,
-      ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
-    });
+    this.modelId = options.modelId ?? options.model;
+    this.client =
+      options.client ??
+      new Anthropic({
+        apiKey: options.apiKey,
+        baseURL: options.baseURL ?? null,
+        maxRetries: 0,
+        timeout: options.timeoutMs ?? 600_000,
+        ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+      });
     this.maxAttempts = options.maxAttempts ?? 6;
     this.baseBackoffMs = options.baseBackoffMs ?? 1000;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
@@ -63,10 +79,11 @@ export class AnthropicModel implements Model {
   }
 
   async complete(request: ModelRequest, options: CompleteOptions = {}): Promise<ModelResponse> {
-    const params = toParams(this.name, request, this.promptCaching);
+    const params = toParams(this.modelId, request, this.promptCaching);
+    const client = await this.client;
     for (let attempt = 1; ; attempt++) {
       try {
-        const stream = this.client.messages.stream(params, { signal: options.signal ?? null });
+        const stream = client.messages.stream(params, { signal: options.signal ?? null });
         const message = await stream.finalMessage();
         return {
           model: message.model,

@@ -46,3 +46,34 @@ export function costUsd(price: ModelPrice | null, usage: Usage): number {
     1_000_000
   );
 }
+
+/**
+ * Bedrock's and Vertex's regional endpoints bill Claude Sonnet 4.5, Haiku 4.5, Opus 4.5 and later
+ * models 10% over list; their global endpoints (Vertex's `global` region, Bedrock's `global.`
+ * inference profiles) and Anthropic's API bill list. Older models keep list prices everywhere.
+ */
+export const REGIONAL_PREMIUM = 1.1;
+const REGIONAL_FAMILIES = [
+  'claude-sonnet-4-5',
+  'claude-sonnet-4-6',
+  'claude-opus-4-5',
+  'claude-opus-4-6',
+  'claude-haiku-4-5',
+];
+
+/** The default table for a provider's endpoint: list prices, or list plus the regional premium. */
+export function providerPrices(regional: boolean): PriceTable {
+  if (!regional) return DEFAULT_PRICES;
+  const table: Record<string, ModelPrice> = { ...DEFAULT_PRICES };
+  for (const family of REGIONAL_FAMILIES) {
+    const list = findPrice(DEFAULT_PRICES, family);
+    if (list === null) continue;
+    table[family] = {
+      input: list.input * REGIONAL_PREMIUM,
+      output: list.output * REGIONAL_PREMIUM,
+      cacheWrite: list.cacheWrite * REGIONAL_PREMIUM,
+      cacheRead: list.cacheRead * REGIONAL_PREMIUM,
+    };
+  }
+  return table;
+}

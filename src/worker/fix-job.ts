@@ -1,3 +1,4 @@
+import { providerSecrets } from '../model/provider-config.js';
 import { join } from 'node:path';
 import type { SandboxPool } from '../environment/prepare.js';
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
@@ -97,11 +98,7 @@ export async function runFixJob(
       ? null
       : trajectoryUrl(deps.app.publicUrl, jobId);
   const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-  const secrets = [
-    deps.app.privateKey,
-    deps.app.webhookSecret,
-    ...(deps.agent.anthropicApiKey === null ? [] : [deps.agent.anthropicApiKey]),
-  ];
+  const secrets = [deps.app.privateKey, deps.app.webhookSecret, ...providerSecrets(deps.agent.provider)];
   // The worker's one choice of backend (ISSUE_AGENT_SANDBOX), passed down to every stage.
   const backend = await loadBackend(deps.app.sandbox);
   // An isolated sandbox on this host (not Docker's, which sees none of it) hides the work folder,

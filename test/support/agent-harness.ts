@@ -10,7 +10,12 @@ import type { BaseState, Limits } from '../../src/events/schema.js';
 import { AnthropicModel } from '../../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../../src/model/pricing.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
-import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
+import {
+  startModelSimulator,
+  type ModelSimulator,
+  type ModelSimulatorOptions,
+  type Policy,
+} from '../../src/model-sim/index.js';
 import { commitFiles, makeFixtureRepo, type FixtureRepo } from './fixture-repo.js';
 
 export const TEST_KEY = 'sk-ant-harness';
@@ -47,23 +52,32 @@ export async function startHarness(options: {
   task?: BaseState['task'];
   /** AnthropicModelOptions.promptCaching; default on. */
   promptCaching?: boolean;
+  /** The model for another provider's door (model/providers.ts); default Anthropic's, with TEST_KEY. */
+  model?: (simUrl: string) => AnthropicModel;
+  providerAuth?: ModelSimulatorOptions['providerAuth'];
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   if (options.files !== undefined && Object.keys(options.files).length > 0)
     commitFiles(repo.dir, options.files);
-  const sim = await startModelSimulator({ policy: options.policy, apiKey: TEST_KEY });
+  const sim = await startModelSimulator({
+    policy: options.policy,
+    apiKey: TEST_KEY,
+    ...(options.providerAuth === undefined ? {} : { providerAuth: options.providerAuth }),
+  });
   const sandbox = await LocalSandbox.create({
     workspace: repo.dir,
     path: process.env.PATH ?? '/usr/bin:/bin',
   });
-  const model = new AnthropicModel({
-    apiKey: TEST_KEY,
-    model: 'claude-sonnet-4-6',
-    baseURL: sim.url,
-    baseBackoffMs: 10,
-    maxAttempts: options.maxAttempts ?? 4,
-    ...(options.promptCaching === undefined ? {} : { promptCaching: options.promptCaching }),
-  });
+  const model =
+    options.model?.(sim.url) ??
+    new AnthropicModel({
+      apiKey: TEST_KEY,
+      model: 'claude-sonnet-4-6',
+      baseURL: sim.url,
+      baseBackoffMs: 10,
+      maxAttempts: options.maxAttempts ?? 4,
+      ...(options.promptCaching === undefined ? {} : { promptCaching: options.promptCaching }),
+    });
   const limits: Limits = { ...DEFAULT_LIMITS, ...options.limits };
   const base = await newBaseState({
     task: options.task ?? { title: 'Fix the bug', body: 'The tests fail.', instructions: [], source: 'test' },
