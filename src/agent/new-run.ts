@@ -4,6 +4,7 @@ import {
   type BaseState,
   type EnvironmentRecord,
   type Limits,
+  type ModelSetup,
   type Task,
 } from '../events/schema.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
@@ -31,6 +32,8 @@ export interface NewRunOptions {
   readonly environment?: EnvironmentRecord | null | undefined;
   /** The repository's instruction files, read from its base branch (see instructions.ts). */
   readonly instructions?: BaseState['instructions'] | undefined;
+  /** Tools and thinking (config/agent-env.ts runModelSetup). Absent: schema tools, no thinking. */
+  readonly modelSetup?: ModelSetup | undefined;
 }
 
 /**
@@ -71,5 +74,6 @@ export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
     limits: options.limits,
     ...(options.environment == null ? {} : { environment: options.environment }),
     ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
+    ...(options.modelSetup === undefined ? {} : { modelSetup: options.modelSetup }),
   };
 }

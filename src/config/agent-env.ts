@@ -11,8 +11,9 @@ import {
   type RepositoryGrants,
 } from './grants.js';
 import { expandDeploymentMcp, mcpConfig, type McpConfig } from './mcp-config.js';
-import type { Limits } from '../events/schema.js';
+import type { Limits, ModelSetup } from '../events/schema.js';
 import { DEFAULT_PRICES, type ModelPrice, type PriceTable } from '../model/pricing.js';
+import { ModelSetupError, resolveModelSetup, type ModelChoice } from '../model/capabilities.js';
 import { DEFAULT_SANDBOX_NICE, cpuSharesForNice, validNice } from '../sandbox/cpu-priority.js';
 
 /** Settings of the agent core that come from the environment. The only reader of process.env. */
@@ -20,6 +21,12 @@ export interface AgentEnv {
   readonly anthropicApiKey: string | null;
   readonly anthropicBaseUrl: string | null;
   readonly model: string;
+  /**
+   * Tools and thinking asked for (`ISSUE_AGENT_TOOLS`, `ISSUE_AGENT_THINKING_BUDGET`; null: the
+   * model's default, see model/capabilities.ts). Checked against `model` when read; a run of another
+   * model resolves it again (runModelSetup).
+   */
+  readonly modelChoice: ModelChoice;
   readonly prices: PriceTable;
   readonly limits: Limits;
   readonly modelMaxAttempts: number;
@@ -196,6 +203,9 @@ export function readAgentEnv(
     ...defined('testMemoryBytes', mib(num(env, 'ISSUE_AGENT_TEST_MEMORY_MB'))),
   };
   const sandboxNice = niceValue(env.ISSUE_AGENT_SANDBOX_NICE);
+  const model = nonEmpty(env.ISSUE_AGENT_MODEL) ?? DEFAULT_MODEL;
+  const modelChoice = readModelChoice(env);
+  runModelSetup(model, modelChoice, limits);
   const state =
     env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== ''
       ? env.XDG_STATE_HOME
@@ -203,7 +213,8 @@ export function readAgentEnv(
   return deepFreeze({
     anthropicApiKey: nonEmpty(env.ANTHROPIC_API_KEY),
     anthropicBaseUrl: nonEmpty(env.ANTHROPIC_BASE_URL),
-    model: nonEmpty(env.ISSUE_AGENT_MODEL) ?? DEFAULT_MODEL,
+    model,
+    modelChoice,
     prices,
     limits,
     modelMaxAttempts: num(env, 'ISSUE_AGENT_MODEL_MAX_ATTEMPTS') ?? 6,
@@ -223,6 +234,42 @@ export function readAgentEnv(
     mcp: readMcp(env),
     environment: readEnvironmentSettings(env, state, options.scoped === true),
   });
+}
+
+function readModelChoice(env: NodeJS.ProcessEnv): ModelChoice {
+  const tools = nonEmpty(env.ISSUE_AGENT_TOOLS)?.toLowerCase() ?? null;
+  if (tools !== null && tools !== 'native' && tools !== 'schema') {
+    throw new ConfigError(
+      `ISSUE_AGENT_TOOLS must be native (Anthropic's text editor and bash tools) or schema (the harness's own), got "${tools}"`,
+    );
+  }
+  const budgetText = nonEmpty(env.ISSUE_AGENT_THINKING_BUDGET);
+  let thinkingBudget: number | null = null;
+  if (budgetText !== null) {
+    if (!/^[0-9]{1,7}$/.test(budgetText))
+      throw new ConfigError(
+        `ISSUE_AGENT_THINKING_BUDGET must be a number of tokens (0: off), got "${budgetText}"`,
+      );
+    thinkingBudget = Number(budgetText);
+  }
+  return { tools, thinkingBudget };
+}
+
+/**
+ * The tools and thinking of a run of `model` under these settings (model/capabilities.ts); a
+ * choice the API would refuse is a ConfigError.
+ */
+export function runModelSetup(
+  model: string,
+  choice: ModelChoice,
+  limits: Pick<Limits, 'maxOutputTokens'>,
+): ModelSetup {
+  try {
+    return resolveModelSetup(model, choice, limits.maxOutputTokens);
+  } catch (error) {
+    if (error instanceof ModelSetupError) throw new ConfigError(error.message);
+    throw error;
+  }
 }
 
 function readMcp(env: NodeJS.ProcessEnv): DeploymentMcp | null {

@@ -11,7 +11,8 @@ import {
   type Reply,
 } from './types.js';
 import { PromptCache } from './usage.js';
-import { findRequestViolation } from './validate.js';
+import { findThinkingViolation, withThinking } from './thinking.js';
+import { findRequestViolation, forTools } from './validate.js';
 import { errorBody, formatSse, toMessage, toStreamEvents } from './wire.js';
 
 export interface ModelSimulatorOptions {
@@ -225,7 +226,8 @@ class Simulator implements ModelSimulator {
     }
     if (req.headers['anthropic-version'] === undefined) return [400, 'anthropic-version: header is required'];
     if (body === undefined) return [400, 'There was an error parsing the body: invalid JSON'];
-    const violation = findRequestViolation(body);
+    const violation =
+      findRequestViolation(body) ?? findThinkingViolation(body as Record<string, unknown>, req.headers);
     return violation === null ? null : [400, violation];
   }
 
@@ -241,7 +243,13 @@ class Simulator implements ModelSimulator {
     }
   }
 
-  private answer(request: MessagesRequest, reply: Reply, entry: RecordedRequest, res: ServerResponse): void {
+  private answer(
+    request: MessagesRequest,
+    policyReply: Reply,
+    entry: RecordedRequest,
+    res: ServerResponse,
+  ): void {
+    const reply = withThinking(forTools(policyReply, request), request);
     const message = toMessage(reply, request.model, this.cache.account(request));
     entry.status = 200;
     entry.outcome = 'reply';
