@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { AgentEvent, BaseState, Limits, NewEvent, ToolUseBlock } from '../events/schema.js';
+import type { AgentEvent, BaseState, Limits, ModelSetup, NewEvent, ToolUseBlock } from '../events/schema.js';
 import type { EventStore } from '../events/event-store.js';
 import { reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
 import type { Model, ToolSpec } from '../model/model.js';
@@ -14,6 +14,7 @@ import { systemPrompt } from './prompt.js';
 import type { StuckThresholds } from './stuck.js';
 import { askTool } from './tools/ask.js';
 import { defaultTools } from './tools/index.js';
+import { isNativeTool, nativeSpec, withNativeTools } from './tools/native.js';
 import { asRunFailure, type RunControl } from './tools/run-control.js';
 import { newToolContext, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
 import type { WorkspaceGit } from './workspace-git.js';
@@ -85,8 +86,12 @@ export class AgentRun {
   readonly model: Model;
   readonly signal: AbortSignal | undefined;
   readonly logger: Logger | undefined;
+  /** The tools by the names the model calls them (Anthropic-defined ones with a native run). */
   readonly tools: ReadonlyMap<string, Tool>;
+  /** The harness's own tools, which the read-only explorer (delegate) uses whatever the run's set. */
+  readonly schemaTools: ReadonlyMap<string, Tool>;
   readonly specs: readonly ToolSpec[];
+  readonly setup: ModelSetup;
   readonly system: string;
   readonly price: ModelPrice | null;
   readonly scrub: (text: string) => string;
@@ -115,10 +120,15 @@ export class AgentRun {
     this.model = deps.model;
     this.signal = deps.signal;
     this.logger = deps.logger;
-    const tools = deps.tools ?? defaultTools();
+    this.schemaTools = deps.tools ?? defaultTools();
+    // Tools and thinking: the base state decides (so a resumed run sends what the run began with).
+    this.setup = this.base.modelSetup ?? { tools: 'schema', thinkingBudget: 0 };
+    const tools = this.setup.tools === 'native' ? withNativeTools(this.schemaTools) : this.schemaTools;
     // Pre-flight triage: the base state decides (so a resumed run offers the same tools).
     this.tools = this.base.triage === true ? new Map([...tools, [askTool.name, askTool]]) : tools;
-    this.specs = [...this.tools.values()].map(toolSpec);
+    this.specs = [...this.tools.values()].map((t) =>
+      isNativeTool(t) ? nativeSpec(t, this.limits.observationChars) : toolSpec(t),
+    );
     this.system = systemPrompt(this.sandbox.workdir);
     this.price = findPrice(deps.prices, this.model.name);
     this.scrub = deps.scrub ?? ((text: string) => text);
@@ -202,7 +212,7 @@ export class AgentRun {
             append: this.append,
             model: this.model,
             price: this.price,
-            tools: this.tools,
+            tools: this.schemaTools,
             ctx: this.ctx,
             limits: this.limits,
             remaining: {

@@ -4,6 +4,7 @@ import {
   type BaseState,
   type EnvironmentRecord,
   type Limits,
+  type ModelSetup,
   type Task,
 } from '../events/schema.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
@@ -34,6 +35,8 @@ export interface NewRunOptions {
   readonly environment?: EnvironmentRecord | null | undefined;
   /** The repository's instruction files, read from its base branch (see instructions.ts). */
   readonly instructions?: BaseState['instructions'] | undefined;
+  /** Tools and thinking (config/agent-env.ts runModelSetup). Absent: schema tools, no thinking. */
+  readonly modelSetup?: ModelSetup | undefined;
 }
 
 /**
@@ -74,5 +77,6 @@ export async function newBaseState(options: NewRunOptions): Promise<BaseState> {
     limits: options.limits,
     ...(options.environment == null ? {} : { environment: options.environment }),
     ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
+    ...(options.modelSetup === undefined ? {} : { modelSetup: options.modelSetup }),
   };
 }

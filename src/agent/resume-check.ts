@@ -105,11 +105,16 @@ export function recordedCheckpoint(
  * idempotent: an insert, an append), and its output is lost, which the model is told. Only harness
  * facts are in it, never the call's output.
  */
-export function interruptedObservation(use: ToolUseBlock, checkpoint: EventOf<'checkpoint'>): NewEvent {
+export function interruptedObservation(
+  use: ToolUseBlock,
+  checkpoint: EventOf<'checkpoint'>,
+  /** The harness tool the call ran as (tools/native.ts). */
+  tool = use.name,
+): NewEvent {
   return {
     kind: 'observation',
     toolUseId: use.id,
-    tool: use.name,
+    tool,
     isError: false,
     content: `This call ran and changed files (${checkpoint.filesChanged} file${checkpoint.filesChanged === 1 ? '' : 's'} now differ from the base), but the run was interrupted before its output was recorded, so the output is lost. The files are as the call left them; view them if you need to see the result.`,
     durationMs: 0,

@@ -1,6 +1,6 @@
 import type { AgentEvent, Clarification, Limits, ToolUseBlock } from '../events/schema.js';
 import { mainEvents, reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
-import { ModelError } from '../model/model.js';
+import { ModelError, type ModelRequest, type ModelResponse } from '../model/model.js';
 import { costUsd } from '../model/pricing.js';
 import type { AgentRun } from './agent-run.js';
 import { prepareRequest } from './prepare-request.js';
@@ -9,6 +9,7 @@ import { interruptedObservation, recordedCheckpoint } from './resume-check.js';
 import { StopRun, throwIfCancelled, type Stop } from './run-stop.js';
 import { holdForCall, worstCallUsd } from './spend-budget.js';
 import { DEFAULT_STUCK, detectStuck } from './stuck.js';
+import { isNativeTool } from './tools/native.js';
 import { runToolCall, type ToolCallResult } from './tools/tool.js';
 
 /**
@@ -63,13 +64,18 @@ export function loopEnd(state: RunState): LoopEnd | null {
 async function toolCall(run: AgentRun, use: ToolUseBlock, waiting: boolean): Promise<boolean> {
   // A call whose checkpoint is recorded ran to its end before a crash took its observation:
   // it is not run again (the workspace already holds its change), its observation says so.
+  // An Anthropic-defined tool is recorded as the harness tool it runs as (tools/native.ts).
+  const tool = run.tools.get(use.name);
+  const called = isNativeTool(tool)
+    ? { tool: tool.records, input: tool.recordedInput(use.input), calledAs: use.name }
+    : { tool: use.name, input: use.input };
   const recorded = recordedCheckpoint(run.store.events, use.id);
   if (recorded !== null) {
-    await run.append(interruptedObservation(use, recorded));
+    await run.append(interruptedObservation(use, recorded, called.tool));
     await run.addGuidance(use.input);
     return false;
   }
-  await run.append({ kind: 'action', toolUseId: use.id, tool: use.name, input: use.input });
+  await run.append({ kind: 'action', toolUseId: use.id, ...called });
   const result: ToolCallResult = waiting
     ? {
         content: 'Not run: you asked for clarification in this turn, so the run now waits for the answer.',
@@ -77,7 +83,7 @@ async function toolCall(run: AgentRun, use: ToolUseBlock, waiting: boolean): Pro
         mutates: false,
         durationMs: 0,
       }
-    : await run.spans.child(`tool ${use.name}`, { 'issue_agent.tool': use.name }, () =>
+    : await run.spans.child(`tool ${called.tool}`, { 'issue_agent.tool': called.tool }, () =>
         runToolCall(run.tools, use.name, use.input, run.ctx, run.control(use)),
       );
   let fullContentFile: string | undefined;
@@ -93,12 +99,12 @@ async function toolCall(run: AgentRun, use: ToolUseBlock, waiting: boolean): Pro
   // it. One event for both was the alternative: every reader of checkpoints (PR, CLI, eval, web
   // viewer) would then have to find them inside observations, and a harness record would carry
   // the agent's output.
-  const readOnly = use.name === 'bash' && isReadOnlyCommand(commandOf(use.input));
+  const readOnly = called.tool === 'bash' && isReadOnlyCommand(commandOf(called.input));
   const tree = result.mutates && !readOnly ? await run.checkpoint(use.id) : undefined;
   await run.append({
     kind: 'observation',
     toolUseId: use.id,
-    tool: use.name,
+    tool: called.tool,
     isError: result.isError,
     content: run.scrub(result.content),
     ...(fullContentFile === undefined ? {} : { fullContentFile }),
@@ -168,7 +174,7 @@ async function modelCall(run: AgentRun): Promise<void> {
   let response;
   try {
     response = await run.spans.child('model call', { 'gen_ai.request.model': run.base.model }, () =>
-      run.model.complete(request.request, {
+      run.model.complete(withThinking(request.request, run.setup.thinkingBudget), {
         signal,
         onRetry: async (n) => {
           await run.append({
@@ -205,10 +211,26 @@ async function modelCall(run: AgentRun): Promise<void> {
       latencyMs: performance.now() - started,
       attempts: response.attempts,
       promptTokensEstimate: request.estimate,
+      ...thinkingTokens(response),
     });
   } finally {
     await hold?.settle(usd);
   }
+}
+
+/** The request with the run's thinking budget (0: none). */
+function withThinking(request: ModelRequest, budgetTokens: number): ModelRequest {
+  return budgetTokens > 0 ? { ...request, thinking: { budgetTokens } } : request;
+}
+
+/**
+ * The thinking tokens of a turn: as the API reported them, else estimated from the thinking text
+ * the turn returned (about four characters a token), absent when it did not think.
+ */
+export function thinkingTokens(response: ModelResponse): { thinkingTokens?: number } {
+  if (response.thinkingTokens !== undefined) return { thinkingTokens: response.thinkingTokens };
+  const chars = response.content.reduce((n, b) => n + (b.type === 'thinking' ? b.thinking.length : 0), 0);
+  return chars === 0 ? {} : { thinkingTokens: Math.ceil(chars / 4) };
 }
 
 function checkBudgets(state: RunState, limits: Limits, elapsedMs: number): void {

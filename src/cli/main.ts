@@ -6,7 +6,7 @@ import { parseArgs, promisify, type ParseArgsConfig } from 'node:util';
 import { pino } from 'pino';
 import { newBaseState } from '../agent/new-run.js';
 import type { Outcome } from '../agent/run-agent.js';
-import { ConfigError, readAgentEnv, type AgentEnv } from '../config/agent-env.js';
+import { ConfigError, readAgentEnv, runModelSetup, type AgentEnv } from '../config/agent-env.js';
 import { setSandboxNice } from '../sandbox/cpu-priority.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { EventStoreError } from '../events/event-store.js';
@@ -228,6 +228,7 @@ async function resolveCommand(args: readonly string[], env: AgentEnv): Promise<n
         task,
         sandbox: ws.sandbox,
         model: m.name,
+        modelSetup: runModelSetup(m.name, env.modelChoice, limits),
         limits,
         testCommand,
         conversationId,

@@ -11,7 +11,8 @@ import {
   type RepositoryGrants,
 } from './grants.js';
 import { expandDeploymentMcp, mcpConfig, type McpConfig } from './mcp-config.js';
-import type { Limits } from '../events/schema.js';
+import type { Limits, ModelSetup } from '../events/schema.js';
+import { ModelSetupError, resolveModelSetup, type ModelChoice } from '../model/capabilities.js';
 import { providerPrices, type ModelPrice, type PriceTable } from '../model/pricing.js';
 import {
   isRegionalEndpoint,
@@ -28,6 +29,12 @@ export interface AgentEnv {
   /** Where Claude is reached (`ISSUE_AGENT_MODEL_PROVIDER`, see model/providers.ts); default Anthropic's API. */
   readonly provider: ProviderConfig;
   readonly model: string;
+  /**
+   * Tools and thinking asked for (`ISSUE_AGENT_TOOLS`, `ISSUE_AGENT_THINKING_BUDGET`; null: the
+   * model's default, see model/capabilities.ts). Checked against `model` when read; a run of another
+   * model resolves it again (runModelSetup).
+   */
+  readonly modelChoice: ModelChoice;
   readonly prices: PriceTable;
   readonly limits: Limits;
   readonly modelMaxAttempts: number;
@@ -209,6 +216,8 @@ export function readAgentEnv(
     ...condenser(env.ISSUE_AGENT_CONDENSER),
   };
   const sandboxNice = niceValue(env.ISSUE_AGENT_SANDBOX_NICE);
+  const modelChoice = readModelChoice(env);
+  runModelSetup(model, modelChoice, limits);
   const state =
     env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== ''
       ? env.XDG_STATE_HOME
@@ -218,6 +227,7 @@ export function readAgentEnv(
     anthropicBaseUrl: nonEmpty(env.ANTHROPIC_BASE_URL),
     provider,
     model,
+    modelChoice,
     prices,
     limits,
     modelMaxAttempts: num(env, 'ISSUE_AGENT_MODEL_MAX_ATTEMPTS') ?? 6,
@@ -244,6 +254,42 @@ function readProvider(env: NodeJS.ProcessEnv): ProviderConfig {
     return readProviderConfig(env);
   } catch (error) {
     if (error instanceof ProviderConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
+function readModelChoice(env: NodeJS.ProcessEnv): ModelChoice {
+  const tools = nonEmpty(env.ISSUE_AGENT_TOOLS)?.toLowerCase() ?? null;
+  if (tools !== null && tools !== 'native' && tools !== 'schema') {
+    throw new ConfigError(
+      `ISSUE_AGENT_TOOLS must be native (Anthropic's text editor and bash tools) or schema (the harness's own), got "${tools}"`,
+    );
+  }
+  const budgetText = nonEmpty(env.ISSUE_AGENT_THINKING_BUDGET);
+  let thinkingBudget: number | null = null;
+  if (budgetText !== null) {
+    if (!/^[0-9]{1,7}$/.test(budgetText))
+      throw new ConfigError(
+        `ISSUE_AGENT_THINKING_BUDGET must be a number of tokens (0: off), got "${budgetText}"`,
+      );
+    thinkingBudget = Number(budgetText);
+  }
+  return { tools, thinkingBudget };
+}
+
+/**
+ * The tools and thinking of a run of `model` under these settings (model/capabilities.ts); a
+ * choice the API would refuse is a ConfigError.
+ */
+export function runModelSetup(
+  model: string,
+  choice: ModelChoice,
+  limits: Pick<Limits, 'maxOutputTokens'>,
+): ModelSetup {
+  try {
+    return resolveModelSetup(model, choice, limits.maxOutputTokens);
+  } catch (error) {
+    if (error instanceof ModelSetupError) throw new ConfigError(error.message);
     throw error;
   }
 }

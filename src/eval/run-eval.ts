@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { newBaseState } from '../agent/new-run.js';
-import type { AgentEnv } from '../config/agent-env.js';
+import { runModelSetup, type AgentEnv } from '../config/agent-env.js';
 import { FileEventStore } from '../events/file-event-store.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import type { AgentEvent, BaseState, Usage } from '../events/schema.js';
@@ -454,6 +454,7 @@ function baseStateOf(run: Attempt, ws: ProvisionedWorkspace, model: AnthropicMod
     task: { ...taskFromText(task.problem_statement), source: task.instance_id },
     sandbox: ws.sandbox,
     model: model.name,
+    modelSetup: runModelSetup(model.name, options.env.modelChoice, options.env.limits),
     limits: options.env.limits,
     conversationId: run.key,
     workspacePath: run.repo,

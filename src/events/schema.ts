@@ -18,9 +18,35 @@ const toolUseBlock = z.object({
   name: z.string(),
   input: z.unknown(),
 });
-export const contentBlock = z.discriminatedUnion('type', [textBlock, toolUseBlock]);
+/**
+ * The model's thinking (extended thinking, docs/model-requests.md): kept as the API returned it,
+ * signature included, because a turn that continues with tool results, and a resumed run, must send
+ * it back unchanged. Shown to signed-in readers of the run view; never in a PR or a comment.
+ */
+const thinkingBlock = z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string() });
+/** Thinking the API returned encrypted: opaque `data`, sent back as it came. */
+const redactedThinkingBlock = z.object({ type: z.literal('redacted_thinking'), data: z.string() });
+export const contentBlock = z.discriminatedUnion('type', [
+  textBlock,
+  toolUseBlock,
+  thinkingBlock,
+  redactedThinkingBlock,
+]);
 export type ContentBlock = z.infer<typeof contentBlock>;
 export type ToolUseBlock = z.infer<typeof toolUseBlock>;
+export type ThinkingBlock = z.infer<typeof thinkingBlock>;
+export type RedactedThinkingBlock = z.infer<typeof redactedThinkingBlock>;
+
+/**
+ * What the run asks of the model, fixed when it starts (a resumed run sends the same): the tool set
+ * (`native`: Anthropic's text editor and bash tools; `schema`: the harness's own JSON-schema tools)
+ * and the thinking budget in tokens (0: off). See model/capabilities.ts.
+ */
+export const modelSetup = z.object({
+  tools: z.enum(['native', 'schema']),
+  thinkingBudget: z.number().int().nonnegative(),
+});
+export type ModelSetup = z.infer<typeof modelSetup>;
 
 /** One test's result in a run (testing/test-run.ts): its id, status and where the fact came from. */
 export const testFact = z.object({
@@ -256,6 +282,8 @@ export const baseState = z.object({
   attempt: z
     .object({ number: z.number().int().positive(), of: z.number().int().positive(), jobId: z.string() })
     .optional(),
+  /** Tools and thinking (see ModelSetup). Absent in runs made before they existed: schema tools, no thinking. */
+  modelSetup: modelSetup.optional(),
 });
 export type BaseState = z.infer<typeof baseState>;
 
@@ -345,6 +373,8 @@ export const eventSchemas = {
     attempts: z.number().int().positive(),
     /** Estimated prompt size the harness sent, for checking the context budget. */
     promptTokensEstimate: z.number().int().nonnegative(),
+    /** Of `usage.outputTokens`, those the model spent thinking (as the API reported, else estimated). */
+    thinkingTokens: z.number().int().nonnegative().optional(),
     ...parent,
   }),
   model_retry: z.object({
@@ -359,8 +389,12 @@ export const eventSchemas = {
     ...common,
     kind: z.literal('action'),
     toolUseId: z.string(),
+    /** The harness's tool (`editor`, `bash`, ...), whichever name the model called it by. */
     tool: z.string(),
+    /** The input in the harness tool's shape. */
     input: z.unknown(),
+    /** The name the model called, when it is not `tool` (an Anthropic-defined tool). */
+    calledAs: z.string().optional(),
     ...parent,
   }),
   observation: z.object({

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { StopReason } from '@anthropic-ai/sdk/resources/messages/messages';
+import { redactedData, signThinking } from './thinking.js';
 import type {
   ApiErrorStatus,
   DropConnectionFault,
@@ -42,6 +43,16 @@ export class ReplyBuilder implements Reply {
 
   tool(name: string, input: Readonly<Record<string, unknown>>, options: { id?: string } = {}): ReplyBuilder {
     return this.with({ type: 'tool_use', id: options.id ?? newId('toolu_'), name, input });
+  }
+
+  /** A thinking block, signed as the simulator signs them (thinking.ts); sent only when thinking is on. */
+  thinking(text: string): ReplyBuilder {
+    return this.with({ type: 'thinking', thinking: text, signature: signThinking(text) });
+  }
+
+  /** A redacted thinking block (opaque data the simulator can check); sent only when thinking is on. */
+  redactedThinking(text: string): ReplyBuilder {
+    return this.with({ type: 'redacted_thinking', data: redactedData(text) });
   }
 
   /** Overrides the stop reason, e.g. `max_tokens` to simulate a truncated answer. */

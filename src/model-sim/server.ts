@@ -21,7 +21,8 @@ import {
   type ProviderRoute,
 } from './providers.js';
 import { PromptCache } from './usage.js';
-import { findRequestViolation, isRecord } from './validate.js';
+import { findThinkingViolation, withThinking } from './thinking.js';
+import { findRequestViolation, forTools, isRecord } from './validate.js';
 import { errorBody, formatSse, toMessage, toStreamEvents } from './wire.js';
 
 export interface ModelSimulatorOptions {
@@ -256,7 +257,10 @@ class Simulator implements ModelSimulator {
     if (body === undefined) return [400, 'There was an error parsing the body: invalid JSON'];
     const refusal = checkProviderRequest(route, req, body, this.options.providerAuth ?? {});
     if (refusal !== null) return [...refusal];
-    const violation = findRequestViolation(isRecord(body) ? toMessagesBody(route, body) : body);
+    const messagesBody = isRecord(body) ? toMessagesBody(route, body) : body;
+    const violation =
+      findRequestViolation(messagesBody) ??
+      findThinkingViolation(messagesBody as Record<string, unknown>, req.headers);
     return violation === null ? null : [400, violation];
   }
 
@@ -274,11 +278,12 @@ class Simulator implements ModelSimulator {
 
   private answer(
     request: MessagesRequest,
-    reply: Reply,
+    policyReply: Reply,
     entry: RecordedRequest,
     res: ServerResponse,
     bedrock: boolean,
   ): void {
+    const reply = withThinking(forTools(policyReply, request), request);
     const message = toMessage(reply, request.model, this.cache.account(request));
     entry.status = 200;
     entry.outcome = 'reply';

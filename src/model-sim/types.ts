@@ -14,7 +14,9 @@ export type ReplyBlock =
       readonly id: string;
       readonly name: string;
       readonly input: Readonly<Record<string, unknown>>;
-    };
+    }
+  | { readonly type: 'thinking'; readonly thinking: string; readonly signature: string }
+  | { readonly type: 'redacted_thinking'; readonly data: string };
 
 /** What the simulated model answers: the content of one assistant message. */
 export interface Reply {

@@ -1,3 +1,5 @@
+import type { MessagesRequest, Reply } from './types.js';
+
 /**
  * Structural validation of a Messages API request body, strict where an agent is likely to get the
  * conversation wrong: role order, tool_use/tool_result pairing, empty text, malformed tools, image
@@ -37,14 +39,47 @@ function checkTools(tools: unknown): string | null {
     }
     if (names.has(name)) return 'tools: Tool names must be unique.';
     names.add(name);
-    // Server tools (`type: 'bash_20250124'` etc.) have no input_schema.
-    const isCustom = tool['type'] === undefined || tool['type'] === 'custom';
+    const type = tool['type'];
+    const isCustom = type === undefined || type === 'custom';
+    // Anthropic-defined tools are declared by type and the one name that type takes, no schema.
+    if (!isCustom) return checkDefinedTool(tool, `tools.${i}`);
     const schema = tool['input_schema'];
-    if (isCustom && (!isRecord(schema) || schema['type'] !== 'object')) {
+    if (!isRecord(schema) || schema['type'] !== 'object') {
       return `tools.${i}.input_schema: Input should be a JSON schema with type 'object'`;
     }
     return null;
   });
+}
+
+/** Anthropic-defined tool types and the name each must have (client tools only). */
+const DEFINED_TOOLS: Readonly<Record<string, string>> = {
+  text_editor_20250124: 'str_replace_editor',
+  text_editor_20250429: 'str_replace_based_edit_tool',
+  text_editor_20250728: 'str_replace_based_edit_tool',
+  bash_20241022: 'bash',
+  bash_20250124: 'bash',
+};
+
+function checkDefinedTool(tool: Record<string, unknown>, path: string): string | null {
+  const type = tool['type'];
+  const expected = typeof type === 'string' ? DEFINED_TOOLS[type] : undefined;
+  if (expected === undefined) {
+    return `${path}: Input tag '${String(type)}' found using 'type' does not match any of the expected tags: ${Object.keys(DEFINED_TOOLS).join(', ')}, custom`;
+  }
+  if (tool['name'] !== expected) return `${path}.name: Input should be '${expected}'`;
+  const allowed = new Set([
+    'type',
+    'name',
+    'cache_control',
+    ...(type === 'text_editor_20250728' ? ['max_characters'] : []),
+  ]);
+  const extra = Object.keys(tool).find((k) => !allowed.has(k));
+  if (extra !== undefined) return `${path}.${extra}: Extra inputs are not permitted`;
+  const max = tool['max_characters'];
+  if (max !== undefined && max !== null && (typeof max !== 'number' || !Number.isInteger(max) || max < 1)) {
+    return `${path}.max_characters: Input should be greater than or equal to 1`;
+  }
+  return null;
 }
 
 function checkMessages(messages: unknown): string | null {
@@ -122,6 +157,11 @@ function checkBlock(block: unknown, role: 'user' | 'assistant', path: string): s
     case 'image':
       if (role !== 'user') return `${path}: image blocks can only appear in user messages`;
       return checkImageBlock(block, path);
+    case 'thinking':
+    case 'redacted_thinking':
+      if (role !== 'assistant')
+        return `${path}: ${block['type']} blocks can only appear in assistant messages`;
+      return null;
     default:
       return null;
   }
@@ -175,4 +215,25 @@ function firstOf(items: unknown[], check: (item: unknown, index: number) => stri
     if (error !== null) return error;
   }
   return null;
+}
+
+/**
+ * The reply with its tool calls named as the request declares the tools: a policy that calls the
+ * harness's `editor` talks to a request that offers Anthropic's text editor instead through that
+ * tool's name (the inputs are the same shape), as a model given that tool would call it.
+ */
+export function forTools(reply: Reply, request: MessagesRequest): Reply {
+  const tools = (request.tools ?? []) as unknown[];
+  const declared = (name: string): boolean => tools.some((t) => isRecord(t) && t['name'] === name);
+  const editor = tools.find(
+    (t) => isRecord(t) && typeof t['type'] === 'string' && t['type'].startsWith('text_editor_'),
+  );
+  if (declared('editor') || !isRecord(editor) || typeof editor['name'] !== 'string') return reply;
+  const name = editor['name'];
+  if (!reply.content.some((b) => b.type === 'tool_use' && b.name === 'editor')) return reply;
+  return {
+    kind: 'reply',
+    stopReason: reply.stopReason,
+    content: reply.content.map((b) => (b.type === 'tool_use' && b.name === 'editor' ? { ...b, name } : b)),
+  };
 }

@@ -13,9 +13,21 @@ import { countTokens, type InputUsage } from './usage.js';
 export function toMessage(reply: Reply, model: string, input: InputUsage): Message {
   const content = reply.content.map((block): ContentBlock => {
     if (block.type === 'text') return { type: 'text', text: block.text, citations: null };
+    if (block.type === 'thinking' || block.type === 'redacted_thinking') return { ...block };
     const { id, name, input: toolInput } = block;
     return { type: 'tool_use', id, name, input: toolInput, caller: { type: 'direct' } };
   });
+  // Thinking tokens are output tokens; the API also reports them apart.
+  const thinking = content.reduce(
+    (n, b) =>
+      n +
+      (b.type === 'thinking'
+        ? countTokens(b.thinking)
+        : b.type === 'redacted_thinking'
+          ? countTokens(b.data)
+          : 0),
+    0,
+  );
   const usage: Usage = {
     ...input,
     output_tokens: countTokens(JSON.stringify(content)),
@@ -24,7 +36,7 @@ export function toMessage(reply: Reply, model: string, input: InputUsage): Messa
       ephemeral_1h_input_tokens: 0,
     },
     inference_geo: null,
-    output_tokens_details: null,
+    output_tokens_details: thinking > 0 ? { thinking_tokens: thinking } : null,
     server_tool_use: null,
     service_tier: 'standard',
     speed: null,
@@ -84,6 +96,20 @@ export function toStreamEvents(message: Message): { event: string; data: unknown
       for (const partial_json of ['', ...chunks(json, Math.ceil(json.length / JSON_CHUNKS))]) {
         emit({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json } });
       }
+    } else if (block.type === 'thinking') {
+      emit({ type: 'content_block_start', index, content_block: { ...block, thinking: '', signature: '' } });
+      if (index === 0) emit({ type: 'ping' });
+      for (const thinking of chunks(block.thinking, TEXT_CHUNK)) {
+        emit({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking } });
+      }
+      emit({
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'signature_delta', signature: block.signature },
+      });
+    } else if (block.type === 'redacted_thinking') {
+      emit({ type: 'content_block_start', index, content_block: block });
+      if (index === 0) emit({ type: 'ping' });
     } else {
       throw new Error(`model simulator cannot stream a ${block.type} block`);
     }
@@ -98,7 +124,7 @@ export function toStreamEvents(message: Message): { event: string; data: unknown
       cache_creation_input_tokens: usage.cache_creation_input_tokens,
       cache_read_input_tokens: usage.cache_read_input_tokens,
       output_tokens: usage.output_tokens,
-      output_tokens_details: null,
+      output_tokens_details: usage.output_tokens_details,
       server_tool_use: null,
     },
   });

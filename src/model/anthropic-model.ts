@@ -1,5 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
-import type { ContentBlock, Usage } from '../events/schema.js';
+import type { Usage } from '../events/schema.js';
 import {
   ModelError,
   type CompleteOptions,
@@ -9,6 +9,14 @@ import {
   type ModelRequest,
   type ModelResponse,
 } from './model.js';
+import {
+  assistantBlockParam,
+  betaHeaders,
+  fromContent,
+  thinkingParams,
+  thinkingTokensOf,
+  toolParams,
+} from './request-shape.js';
 
 export interface AnthropicModelOptions {
   readonly apiKey: string;
@@ -83,14 +91,19 @@ export class AnthropicModel implements Model {
     const client = await this.client;
     for (let attempt = 1; ; attempt++) {
       try {
-        const stream = client.messages.stream(params, { signal: options.signal ?? null });
+        const stream = client.messages.stream(params, {
+          signal: options.signal ?? null,
+          headers: betaHeaders(request),
+        });
         const message = await stream.finalMessage();
+        const thinkingTokens = thinkingTokensOf(message.usage);
         return {
           model: message.model,
           requestId: stream.request_id ?? null,
           content: fromContent(message.content),
           stopReason: message.stop_reason,
           usage: toUsage(message.usage),
+          ...(thinkingTokens === undefined ? {} : { thinkingTokens }),
           attempts: attempt,
         };
       } catch (error) {
@@ -113,20 +126,14 @@ export class AnthropicModel implements Model {
 
 function toParams(model: string, request: ModelRequest, caching: boolean): Param {
   const cache = caching ? { cache_control: { type: 'ephemeral' as const } } : {};
-  const tools: Anthropic.Tool[] = request.tools.map((t, i) => ({
-    name: t.name,
-    description: t.description,
-    input_schema: t.inputSchema as Anthropic.Tool.InputSchema,
-    ...(i === request.tools.length - 1 ? cache : {}),
-  }));
   const messages = request.messages.map((m, i) =>
     toMessageParam(m, caching && i === request.messages.length - 1),
   );
   return {
     model,
-    max_tokens: request.maxOutputTokens,
+    ...thinkingParams(request),
     system: [{ type: 'text', text: request.system, ...cache }],
-    tools,
+    tools: toolParams(request.tools, caching),
     messages,
     stream: true,
   };
@@ -135,12 +142,7 @@ function toParams(model: string, request: ModelRequest, caching: boolean): Param
 function toMessageParam(message: ConversationMessage, cacheBreakpoint: boolean): Anthropic.MessageParam {
   const cache = { cache_control: { type: 'ephemeral' as const } };
   if (message.role === 'assistant') {
-    const content = message.content.map((b): Anthropic.ContentBlockParam =>
-      b.type === 'text'
-        ? { type: 'text', text: b.text }
-        : { type: 'tool_use', id: b.id, name: b.name, input: b.input ?? {} },
-    );
-    return { role: 'assistant', content };
+    return { role: 'assistant', content: message.content.map(assistantBlockParam) };
   }
   const content = message.content.map((b, i): Anthropic.ContentBlockParam => {
     const mark = cacheBreakpoint && i === message.content.length - 1 ? cache : {};
@@ -155,16 +157,6 @@ function toMessageParam(message: ConversationMessage, cacheBreakpoint: boolean):
         };
   });
   return { role: 'user', content };
-}
-
-function fromContent(blocks: readonly Anthropic.ContentBlock[]): ContentBlock[] {
-  const out: ContentBlock[] = [];
-  for (const b of blocks) {
-    if (b.type === 'text') out.push({ type: 'text', text: b.text });
-    else if (b.type === 'tool_use') out.push({ type: 'tool_use', id: b.id, name: b.name, input: b.input });
-    // Thinking and server-tool blocks are not requested; anything else is ignored rather than echoed.
-  }
-  return out;
 }
 
 function toUsage(u: Anthropic.Usage): Usage {

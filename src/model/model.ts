@@ -2,10 +2,27 @@ import type { ContentBlock, Usage } from '../events/schema.js';
 
 /** The model seam. The loop speaks these shapes; an implementation maps them to a provider's API. */
 
-export interface ToolSpec {
+export interface SchemaToolSpec {
   readonly name: string;
   readonly description: string;
   readonly inputSchema: Record<string, unknown>;
+}
+
+/**
+ * An Anthropic-defined client tool (`text_editor_20250728`, `bash_20250124`): its schema is built
+ * into the model, so it is declared by type and name only. The harness still runs it.
+ */
+export interface NativeToolSpec {
+  readonly name: string;
+  readonly native: string;
+  /** text editor: most characters a `view` shows (the harness cuts longer views the same way). */
+  readonly maxCharacters?: number;
+}
+
+export type ToolSpec = SchemaToolSpec | NativeToolSpec;
+
+export function isNativeSpec(spec: ToolSpec): spec is NativeToolSpec {
+  return 'native' in spec;
 }
 
 export interface ToolResultBlock {
@@ -30,7 +47,13 @@ export interface ModelRequest {
   readonly system: string;
   readonly tools: readonly ToolSpec[];
   readonly messages: readonly ConversationMessage[];
+  /** Room for the answer; a thinking budget comes on top of it. */
   readonly maxOutputTokens: number;
+  /**
+   * Extended thinking with this budget (tokens, ≥ 1024), interleaved between tool calls when the
+   * request has tools. Absent or null: no thinking.
+   */
+  readonly thinking?: { readonly budgetTokens: number } | null;
 }
 
 export interface ModelResponse {
@@ -39,6 +62,8 @@ export interface ModelResponse {
   readonly content: ContentBlock[];
   readonly stopReason: string | null;
   readonly usage: Usage;
+  /** Of the output tokens, those spent thinking, when the API says (absent: it did not). */
+  readonly thinkingTokens?: number;
   /** Attempts it took, including the successful one. */
   readonly attempts: number;
 }

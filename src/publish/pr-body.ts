@@ -203,8 +203,23 @@ function statsSection(views: readonly RunView[], redactor: Redactor, caps: HeadC
   const align = '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |';
   const models = [...new Set(views.map((v) => v.run.base.model))].map((m) => codeSpan(m)).join(', ');
   const only = views.length === 1 ? views[0] : undefined;
+  // Thinking is never shown here, only how much there was (it is in the output tokens and the cost).
+  const thought = views.reduce(
+    (n, v) =>
+      n + v.run.events.reduce((m, e) => m + (e.kind === 'model_response' ? (e.thinkingTokens ?? 0) : 0), 0),
+    0,
+  );
+  const thinking =
+    thought > 0 ? [`${formatInt(thought)} thinking tokens (in the output tokens and the cost).`, ''] : [];
   if (only !== undefined) {
-    return [`Model: ${models}`, '', header, align, `| ${statsRow(only.state).join(' | ')} |`].join('\n');
+    return [
+      `Model: ${models}`,
+      '',
+      ...thinking,
+      header,
+      align,
+      `| ${statsRow(only.state).join(' | ')} |`,
+    ].join('\n');
   }
   const total: RunState = reduceState(views.flatMap((v) => v.run.events));
   const rows = views.map(
@@ -218,6 +233,7 @@ function statsSection(views: readonly RunView[], redactor: Redactor, caps: HeadC
   return [
     `Model: ${models}`,
     '',
+    ...thinking,
     `| Round ${header}`,
     `| --- ${align}`,
     ...rows,

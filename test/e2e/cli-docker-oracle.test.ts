@@ -12,9 +12,14 @@ import { LABEL_JOB } from '../../src/sandbox/docker/owner.js';
 
 const KEY = 'sk-ant-docker';
 
-for (const name of ['node-calc', 'python-inventory'] as const) {
+// One fixture with each tool set (issue 36): Anthropic's text editor and bash tools (the default for
+// Claude 4 models, with thinking), and the harness's own schema tools.
+for (const [name, tools] of [
+  ['node-calc', 'native'],
+  ['python-inventory', 'schema'],
+] as const) {
   dockerTest(
-    `issue-agent resolve --sandbox docker reaches resolved: ${name}`,
+    `issue-agent resolve --sandbox docker reaches resolved: ${name}, ${tools} tools`,
     async (docker) => {
       const repo = makeFixtureRepo(name);
       const sim = await startModelSimulator({ policy: oracle(repo.patch), apiKey: KEY });
@@ -33,12 +38,20 @@ for (const name of ['node-calc', 'python-inventory'] as const) {
             traj,
             '--json',
           ],
-          cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url }),
+          cliEnv({ ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: sim.url, ISSUE_AGENT_TOOLS: tools }),
         );
         assert.equal(r.code, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
         assert.equal(lastJson(r.stdout).outcome, 'resolved');
         const store = FileEventStore.open(traj);
         assert.equal(store.base.sandbox, 'docker');
+        assert.equal(store.base.modelSetup?.tools, tools);
+        const edits = store.events.filter((e) => e.kind === 'action' && e.tool === 'editor');
+        assert.ok(edits.length > 0);
+        for (const e of edits)
+          assert.equal(
+            e.kind === 'action' ? e.calledAs : null,
+            tools === 'native' ? 'str_replace_based_edit_tool' : undefined,
+          );
         const state = reduceState(store.events);
         assert.notEqual(state.baseline?.exitCode, 0);
         assert.equal(state.finalTest?.exitCode, 0);

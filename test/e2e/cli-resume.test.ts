@@ -61,6 +61,16 @@ test('SIGKILL after k model calls, then resume: resolved, and no answered step i
     assert.deepEqual(after[0]?.body, sim.requests[k]?.body);
     const store = FileEventStore.open(traj);
     assert.ok(store.events.some((e) => e.kind === 'run_resumed'));
+    // Thinking is on by default (issue 36): the turns answered before the kill kept their thinking,
+    // and the resumed requests sent it back unchanged (the simulator checks every signature, so a
+    // changed or dropped block would have been a 400 and no `resolved`).
+    const thoughtBefore = before.events.flatMap((e) =>
+      e.kind === 'model_response' ? e.content.filter((b) => b.type === 'thinking') : [],
+    );
+    assert.equal(thoughtBefore.length, k);
+    const resent = JSON.stringify((after[0]?.body as MessagesRequest).messages);
+    for (const b of thoughtBefore) assert.ok(resent.includes(JSON.stringify(b.signature)));
+    assert.ok(after.every((r) => r.status === 200));
   } finally {
     await sim.close();
     repo.cleanup();

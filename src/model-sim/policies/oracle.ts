@@ -213,7 +213,7 @@ function readFiles(paths: readonly string[], conversation: Conversation, beforeT
         unknown
       >;
       const result = conversation.results.get(call.id);
-      if (call.name === 'editor' && input['command'] === 'view' && typeof input['path'] === 'string') {
+      if (EDITORS.has(call.name) && input['command'] === 'view' && typeof input['path'] === 'string') {
         const file = knowledge.get(input['path']);
         if (file === undefined) continue;
         if (result === undefined) throw new Error(`oracle: no tool result for the view of ${input['path']}`);
@@ -266,6 +266,9 @@ function firstMissing(file: FileKnowledge): number | null {
   for (let n = 1; file.total === null || n <= file.total; n++) if (!file.lines.has(n)) return n;
   return null;
 }
+
+/** The harness's editor, or Anthropic's text editor where the request offers that (server.ts renames). */
+const EDITORS = new Set(['editor', 'str_replace_based_edit_tool', 'str_replace_editor']);
 
 /** The editor refuses to view an empty file: its default range [1, 0] is invalid. */
 const EMPTY_VIEW = /^Invalid view_range \[1, 0\]: .* has 0 lines\.$/s;

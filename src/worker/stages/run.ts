@@ -3,7 +3,7 @@ import { FileBaselineStore } from '../baseline-store.js';
 import { newBaseState } from '../../agent/new-run.js';
 import type { FreshVerifier, Outcome } from '../../agent/run-agent.js';
 import { fenceUntrusted, stripHiddenText } from '../../agent/untrusted-text.js';
-import type { AgentEnv } from '../../config/agent-env.js';
+import { runModelSetup, type AgentEnv } from '../../config/agent-env.js';
 import type { EventStore } from '../../events/event-store.js';
 import { reduceState } from '../../events/reduce-state.js';
 import type { BaseState, EnvironmentRecord, Limits, Task } from '../../events/schema.js';
@@ -120,6 +120,7 @@ export async function runInSandbox(
       task,
       sandbox,
       model: input.agent.model,
+      modelSetup: runModelSetup(input.agent.model, input.agent.modelChoice, input.agent.limits),
       limits: shareOf(limitsFor(input.agent.limits, p.config.budgets), input.attempt?.of ?? 1),
       testCommand: p.config.testCommand,
       conversationId: jobId,
