@@ -18,15 +18,24 @@ export function evaluateKey(repoId: number, issue: number): string {
   return `${issueKey(repoId, issue)}-evaluate`;
 }
 
+/**
+ * The queue target of a reproduction asked for on a pull request (`@agent verify`): its own, like an
+ * evaluation's, so it neither waits for nor replaces a fix job there; a second one while it runs is
+ * a duplicate.
+ */
+export function verifyKey(repoId: number, pull: number): string {
+  return `${issueKey(repoId, pull)}-verify`;
+}
+
 /** The target a queued job holds (see fixJobOptions' deduplication). */
 export function jobTarget(job: {
   readonly kind: string;
   readonly repo: { readonly id: number };
   readonly issue: { readonly number: number };
 }): string {
-  return job.kind === 'evaluate'
-    ? evaluateKey(job.repo.id, job.issue.number)
-    : issueKey(job.repo.id, job.issue.number);
+  if (job.kind === 'evaluate') return evaluateKey(job.repo.id, job.issue.number);
+  if (job.kind === 'verify') return verifyKey(job.repo.id, job.issue.number);
+  return issueKey(job.repo.id, job.issue.number);
 }
 
 /** The intake job of a delivery: GitHub's delivery id, so redeliveries collapse into one. */

@@ -36,9 +36,11 @@ export const fixJobSchema = z.object({
   v: z.literal(1),
   /**
    * fix-issue: a first change for an issue; follow-up: more commits on the App's open PR; evaluate:
-   * `@agent evaluate`, the eval of this repository's own closed issues, reported in a comment.
+   * `@agent evaluate`, the eval of this repository's own closed issues, reported in a comment;
+   * verify: `@agent verify`, the PR's verdict reproduced in fresh sandboxes (`pull`), put on the
+   * check run of its head and said in the PR's conversation.
    */
-  kind: z.enum(['fix-issue', 'follow-up', 'evaluate']),
+  kind: z.enum(['fix-issue', 'follow-up', 'evaluate', 'verify']),
   /** The App installation whose token the worker mints; 0 under the Action, which brings its own token. */
   installationId: z.number().int().nonnegative(),
   repo: z.object({
