@@ -85,9 +85,10 @@ async function checkWhere(
 /** A person's commit on the PR's branch that breaks `range includes both ends` (as GitHub's editor makes it). */
 async function breakBranch(stack: Stack, pr: number): Promise<string> {
   const person = new Octokit({ auth: stack.sim.oauth.issueToken(MAINTAINER), baseUrl: stack.sim.url });
+  const reader = await installationOctokit(stack);
   const where = { owner: OWNER, repo: REPO };
-  const { data: pull } = await person.rest.pulls.get({ ...where, pull_number: pr });
-  const { data: file } = await person.rest.repos.getContent({
+  const { data: pull } = await reader.rest.pulls.get({ ...where, pull_number: pr });
+  const { data: file } = await reader.rest.repos.getContent({
     ...where,
     path: 'src/calc.js',
     ref: pull.head.sha,
