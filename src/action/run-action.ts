@@ -33,6 +33,7 @@ import {
   type Target,
 } from '../app/trigger-rules.js';
 import { decideCiRound } from '../app/ci-round.js';
+import { VERIFY } from '../app/verify-request.js';
 import type { FixJob } from '../queue/payloads.js';
 import { commentCiLedger } from './ci-ledger.js';
 import { parseTrigger } from '../app/triggers.js';
@@ -199,6 +200,18 @@ async function handle(
       ),
     });
     return skip(io, write, 'a stop request (cancel the workflow run instead)');
+  }
+  if (trigger.kind === 'mention' && VERIFY.test(ours.instruction)) {
+    // The App's command: a workflow run would take it for a request and start the agent.
+    await gh.rest.issues.createComment({
+      ...where,
+      issue_number: trigger.issue.number,
+      body: publishable(
+        `@${trigger.sender.login} under GitHub Actions I don't reproduce verdicts: run \`issue-agent verify ${trigger.repo.owner}/${trigger.repo.name} --pr <number>\` (see the README), which reads this repository's **Issue Agent** check run. This run (${runsUrl}) did nothing.`,
+        audience,
+      ),
+    });
+    return skip(io, write, 'a verify request (the App reproduces verdicts; use issue-agent verify)');
   }
   if (trigger.issue.state !== 'open') return skip(io, write, 'the issue or pull request is closed');
   await react(gh, where, trigger);

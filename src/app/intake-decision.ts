@@ -1,7 +1,7 @@
 import { stripHiddenText } from '../agent/untrusted-text.js';
 import { REPO_CONFIG_PATH, type RepoConfig } from '../config/repo-config.js';
 import type { EvaluateRequest, FixJob, ReviewContext } from '../queue/payloads.js';
-import { evaluateKey, fixJobId, issueKey, reviewKey } from '../queue/ids.js';
+import { evaluateKey, fixJobId, issueKey, reviewKey, verifyKey } from '../queue/ids.js';
 import { capIssueBody, type Trigger } from '../queue/trigger.js';
 import { APPROVE } from './approval.js';
 import { approvedQuote, waitingReply, type Approval, type ApproveOutcome } from './approve-request.js';
@@ -20,6 +20,7 @@ import {
   type PullOwnership,
   type Target,
 } from './trigger-rules.js';
+import { buildVerifyJob, VERIFY, VERIFY_NO_PULL } from './verify-request.js';
 
 /**
  * What one trigger means, decided without I/O: from the trigger, the repository's settings and the
@@ -130,7 +131,8 @@ export type Refusal =
   /** A person's pull request from a fork that allows maintainers' edits (not pushed to yet). */
   | { readonly code: 'pull_fork_unsupported' }
   /** A person's pull request, asked for by someone who may not push to this repository. */
-  | { readonly code: 'pull_push_denied' };
+  | { readonly code: 'pull_push_denied' }
+  | { readonly code: 'verify_no_pull' };
 
 /** A request (or an answer) kept waiting for `@agent approve` (approval.ts). */
 export interface StoreRequest {
@@ -241,6 +243,8 @@ export function reasonText(reason: IgnoreReason | Refusal): string {
       return 'pull request from a fork (edits by maintainers allowed)';
     case 'pull_push_denied':
       return "the sender may not push to this repository, so not to a person's pull request";
+    case 'verify_no_pull':
+      return 'verify asked where no pull request is open';
   }
 }
 
@@ -317,6 +321,9 @@ function decideRun(trigger: Trigger, config: RepoConfig, facts: Facts | RunFacts
   // `@agent approve`: the request it covers runs, once, with the text it had at the approval.
   if (trigger.kind === 'mention' && run.approval === null && APPROVE.test(ours.instruction))
     return decideApproved(trigger, config, facts);
+  // `@agent verify`: the PR's verdict reproduced, reported on its check run and in its conversation.
+  if (trigger.kind === 'mention' && run.approval === null && VERIFY.test(ours.instruction))
+    return decideVerify(trigger, config, facts, run);
   // `@agent evaluate …`: an admin's request, answered where it was asked.
   let evaluate: EvaluateRequest | null = null;
   if (trigger.kind === 'mention' && EVALUATE.test(ours.instruction)) {
@@ -388,7 +395,8 @@ function answerFor(
       (!STOP.test(mentioned.instruction) &&
         !APPROVE.test(mentioned.instruction) &&
         !EVALUATE.test(mentioned.instruction) &&
-        !REVIEW.test(mentioned.instruction)));
+        !REVIEW.test(mentioned.instruction) &&
+        !VERIFY.test(mentioned.instruction)));
   if (!candidate) return none;
   const decided = (decision: Decision) => ({ kind: 'decided', decision }) as const;
   if (facts.question === undefined) return decided(need(trigger, run.phase, { fact: 'question' }));
@@ -452,6 +460,7 @@ function refuseSender(
     !cancel &&
     !APPROVE.test(instruction) &&
     !EVALUATE.test(instruction) &&
+    !(trigger.kind === 'mention' && VERIFY.test(instruction)) &&
     instruction !== '';
   const conversation = issueKey(trigger.repo.id, trigger.issue.number);
   const approve = waits
@@ -498,6 +507,53 @@ function decideApproved(approve: Trigger, config: RepoConfig, facts: Facts): Dec
         once: { key: `approval-quote:${approve.deliveryId}`, ttlSeconds: DAY_SECONDS },
       },
     },
+  };
+}
+
+/**
+ * `@agent verify` by someone who may start jobs: a verify job for the pull request it was asked on,
+ * or the App's open one for the issue, on a queue target of its own (ids.ts' verifyKey). A fork's
+ * pull request is not verified: its code would run on the App's workers.
+ */
+function decideVerify(trigger: Trigger, config: RepoConfig, facts: RunFacts, run: RunContext): Decision {
+  if (facts.target === undefined) return need(trigger, run.phase, { fact: 'target' });
+  const target = facts.target;
+  const repoId = trigger.repo.id;
+  if (target.kind !== 'pull') {
+    return {
+      ...refuse({ code: 'verify_no_pull' }, null, { body: VERIFY_NO_PULL, once: null }),
+      react: trigger,
+    };
+  }
+  if (facts.pull === undefined) return need(trigger, run.phase, { fact: 'pull', pull: target.number });
+  if (facts.pull.state !== 'open') return { ...ignore({ code: 'pull_closed' }), react: trigger };
+  const owner = facts.pull.ownership;
+  if (owner.fork) {
+    return {
+      ...refuse({ code: 'pull_from_fork' }, null, {
+        body: `I don't verify pull requests from forks (this one's branch is in \`${owner.headRepo ?? 'a deleted fork'}\`): I won't run a fork's code on my workers. \`issue-agent verify\` runs the same check on your machine.`,
+        once: { key: `verify-fork:${issueKey(repoId, target.number)}`, ttlSeconds: DAY_SECONDS },
+      }),
+      react: trigger,
+    };
+  }
+  return {
+    kind: 'enqueue',
+    clearQuestion: null,
+    enqueue: {
+      target,
+      targetKey: verifyKey(repoId, target.number),
+      jobId: fixJobId(repoId, target.number, trigger.deliveryId),
+      job: buildVerifyJob(trigger, config, target.number),
+      shown: {},
+      // A reproduction replaces nothing: it only reads the PR, and a second one is a duplicate.
+      mayReplace: false,
+      onBusy: config.onBusy,
+      repositoryAttempts: config.attempts,
+    },
+    react: trigger,
+    approved: null,
+    answers: null,
   };
 }
 

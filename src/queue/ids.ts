@@ -23,6 +23,15 @@ export function reviewKey(repoId: number, pull: number): string {
   return `${issueKey(repoId, pull)}-review`;
 }
 
+/**
+ * The queue target of a reproduction asked for on a pull request (`@agent verify`): its own, like an
+ * evaluation's, so it neither waits for nor replaces a fix job there; a second one while it runs is
+ * a duplicate.
+ */
+export function verifyKey(repoId: number, pull: number): string {
+  return `${issueKey(repoId, pull)}-verify`;
+}
+
 /** The target a queued job holds (see fixJobOptions' deduplication). */
 export function jobTarget(job: {
   readonly kind: string;
@@ -31,6 +40,7 @@ export function jobTarget(job: {
 }): string {
   if (job.kind === 'evaluate') return evaluateKey(job.repo.id, job.issue.number);
   if (job.kind === 'review') return reviewKey(job.repo.id, job.issue.number);
+  if (job.kind === 'verify') return verifyKey(job.repo.id, job.issue.number);
   return issueKey(job.repo.id, job.issue.number);
 }
 

@@ -37,9 +37,11 @@ export const fixJobSchema = z.object({
   /**
    * fix-issue: a first change for an issue; follow-up: more commits on the App's open PR (or a
    * person's, see `pull.human`); evaluate: `@agent evaluate`, the eval of this repository's own
-   * closed issues, reported in a comment; review: `@agent review`, one review of a PR, no push.
+   * closed issues, reported in a comment; review: `@agent review`, one review of a PR, no push;
+   * verify: `@agent verify`, the PR's verdict reproduced in fresh sandboxes (`pull`), put on the
+   * check run of its head and said in the PR's conversation.
    */
-  kind: z.enum(['fix-issue', 'follow-up', 'evaluate', 'review']),
+  kind: z.enum(['fix-issue', 'follow-up', 'evaluate', 'review', 'verify']),
   /** The App installation whose token the worker mints; 0 under the Action, which brings its own token. */
   installationId: z.number().int().nonnegative(),
   repo: z.object({

@@ -11,7 +11,7 @@ export interface RunSummary {
   readonly repo: string;
   readonly issue: number;
   readonly pull: number | null;
-  readonly kind: 'fix-issue' | 'follow-up' | 'evaluate' | 'review';
+  readonly kind: 'fix-issue' | 'follow-up' | 'evaluate' | 'review' | 'verify';
   readonly title: string;
   readonly state: RunPhase;
   readonly outcome: string | null;

@@ -22,6 +22,7 @@ import { markQuestion } from '../app/question.js';
 import { issueKey } from '../queue/ids.js';
 import { runEvaluateJob } from './evaluate-job.js';
 import { runReviewJob } from './review-job.js';
+import { runVerifyJob } from './verify-job.js';
 import { loadBackend } from '../sandbox/backends.js';
 import { appLocalIsolation } from './local-isolation.js';
 import type { RunStorage } from '../events/run-storage.js';
@@ -107,9 +108,9 @@ export async function runFixJob(
     backend.isolated && !backend.hostDiskSealed
       ? appLocalIsolation(deps.app, deps.agent, { home: deps.agent.hostHome, cwd: process.cwd() })
       : undefined;
-  if (p.kind === 'evaluate') {
-    // An evaluation publishes nothing and writes no shared log: its lock is only kept, and a
-    // refusal (another worker has the job) said.
+  if (p.kind === 'evaluate' || p.kind === 'verify') {
+    // An evaluation or a verification publishes no commit and writes no shared log: its lock is
+    // only kept, and a refusal (another worker has the job) said.
     const release =
       token === undefined || deps.lockKeeper === undefined
         ? () => undefined
@@ -119,24 +120,28 @@ export async function runFixJob(
               log.warn({ job: jobId }, 'lost the job lock: another run has the job now');
             },
           });
-    return runEvaluateJob(
-      p,
-      {
-        jobId,
-        workDir: deps.app.workDir,
-        apiUrl: deps.app.githubApiUrl,
-        sandbox: { backend, home: deps.agent.hostHome, setupOff: null },
-        ...(hostIsolation === undefined ? {} : { isolation: hostIsolation }),
-        gh,
-        tokens,
-        agent: deps.agent,
-        secrets,
-        cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
-        final,
-        logger: deps.logger,
-      },
-      signal,
-    )
+    const common = {
+      jobId,
+      workDir: deps.app.workDir,
+      apiUrl: deps.app.githubApiUrl,
+      sandbox: { backend, home: deps.agent.hostHome, setupOff: null },
+      ...(hostIsolation === undefined ? {} : { isolation: hostIsolation }),
+      gh,
+      tokens,
+      agent: deps.agent,
+      secrets,
+      final,
+      logger: deps.logger,
+    };
+    const ran =
+      p.kind === 'verify'
+        ? runVerifyJob(p, { ...common, appId: deps.app.appId }, signal)
+        : runEvaluateJob(
+            p,
+            { ...common, cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId) },
+            signal,
+          );
+    return ran
       .catch((error: unknown) => {
         if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
         throw error;

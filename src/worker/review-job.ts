@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { collectInstructions, guidanceText, type InstructionSource } from '../agent/instructions.js';
 import { reviewToolCall, reviewToolSpecs, type ReviewComment } from '../agent/tools/review-comment.js';
 import { fenceUntrusted, stripHiddenText } from '../agent/untrusted-text.js';
-import { asEvent } from '../cli/verify-command.js';
+import { asEvent } from '../execution/reproduce.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import type { ContentBlock } from '../events/schema.js';
 import { fetchRepository } from '../eval/fetch-repo.js';

@@ -20,7 +20,8 @@ import {
   type PullOwnership,
 } from '../../src/app/trigger-rules.js';
 import { parseRepoConfig, REPO_CONFIG_PATH, type RepoConfig } from '../../src/config/repo-config.js';
-import { evaluateKey, fixJobId, issueKey, reviewKey } from '../../src/queue/ids.js';
+import { evaluateKey, fixJobId, issueKey, reviewKey, verifyKey } from '../../src/queue/ids.js';
+import { VERIFY_NO_PULL } from '../../src/app/verify-request.js';
 import type { Trigger } from '../../src/queue/trigger.js';
 
 /*
@@ -482,6 +483,113 @@ const rows: Row[] = [
       enqueue: { job: { kind: 'follow-up', instructions: ['evaluate the naming here'] } },
     },
   },
+  // `@agent verify`.
+  {
+    name: 'a verification on a PR is queued on its own target, for that PR, with no instruction',
+    trigger: trigger({ body: '@agent verify', issue: onPull }),
+    world: { permission: allowed, ...prTarget, ...openOurs },
+    asked: ['permission', 'target', `pull:${PR}`],
+    plan: {
+      kind: 'enqueue',
+      clearQuestion: null,
+      enqueue: {
+        target: { kind: 'pull', number: PR },
+        targetKey: verifyKey(REPO, PR),
+        jobId: fixJobId(REPO, PR, 'd-1'),
+        job: { kind: 'verify', pull: { number: PR }, instructions: [], issue: { number: PR } },
+        mayReplace: false,
+      },
+      approved: null,
+      answers: null,
+    },
+  },
+  {
+    name: 'a verification asked on an issue verifies the App’s open PR, and is never an answer',
+    trigger: trigger({ body: '@agent verify please, the branch moved' }),
+    world: { question: { jobId: 'job-q' }, permission: allowed, ...prTarget, ...openOurs },
+    asked: ['permission', 'target', `pull:${PR}`],
+    plan: {
+      kind: 'enqueue',
+      clearQuestion: null,
+      enqueue: { targetKey: verifyKey(REPO, PR), job: { kind: 'verify', pull: { number: PR } } },
+      answers: null,
+    },
+  },
+  {
+    name: 'a verification on a person’s PR in this repository is queued too (it only reads the PR)',
+    trigger: trigger({ body: '@agent verify', issue: onPull }),
+    world: {
+      permission: allowed,
+      ...prTarget,
+      pull: { state: 'open', ownership: { ours: false, fork: false, headRepo: 'acme/calc' } },
+    },
+    plan: { kind: 'enqueue', enqueue: { job: { kind: 'verify' } } },
+  },
+  {
+    name: 'a verification on an issue with no open PR of the App’s says there is nothing to verify',
+    trigger: trigger({ body: '@agent verify' }),
+    world: { permission: allowed, ...issueTarget },
+    asked: ['permission', 'target'],
+    plan: {
+      kind: 'refuse',
+      reason: { code: 'verify_no_pull' },
+      store: null,
+      say: { body: VERIFY_NO_PULL, once: null },
+    },
+    then: (p) => {
+      assert.equal(p.kind === 'refuse' ? p.react?.deliveryId : null, 'd-1', 'the eyes on the request');
+    },
+  },
+  {
+    name: 'a verification on a closed PR is ignored',
+    trigger: trigger({ body: '@agent verify', issue: onPull }),
+    world: { permission: allowed, ...prTarget, pull: { state: 'closed' } },
+    plan: { kind: 'ignore', reason: { code: 'pull_closed' } },
+  },
+  {
+    name: 'a verification on a fork’s PR is refused: its code would run on the workers',
+    trigger: trigger({ body: '@agent verify', issue: onPull }),
+    world: {
+      permission: allowed,
+      ...prTarget,
+      pull: { state: 'open', ownership: { ours: false, fork: true, headRepo: 'eve/calc' } },
+    },
+    plan: {
+      kind: 'refuse',
+      reason: { code: 'pull_from_fork' },
+      store: null,
+      say: { once: { key: `verify-fork:${issueKey(REPO, PR)}`, ttlSeconds: DAY } },
+    },
+    then: (p) => {
+      assert.match(p.kind === 'refuse' ? (p.say?.body ?? '') : '', /`eve\/calc`.*won't run a fork's code/);
+    },
+  },
+  {
+    name: 'an outsider’s verification is refused before any target read, and nothing waits for approval',
+    trigger: trigger({ sender: otto, body: '@agent verify', issue: onPull }),
+    world: { permission: outsider },
+    asked: ['permission'],
+    plan: {
+      kind: 'refuse',
+      reason: { code: 'sender_not_allowed', detail: outsider.reason },
+      store: null,
+      say: { body: outsider.reply, once: { key: `refused:${issueKey(REPO, PR)}:42`, ttlSeconds: DAY } },
+    },
+  },
+  {
+    name: 'verify in a review comment is a follow-up request, not a verification',
+    trigger: trigger({
+      kind: 'review_comment',
+      issue: onPull,
+      body: '@agent verify the bounds here',
+      reviewComment: { path: 'a.ts', line: 1, diffHunk: '@@', inReplyToId: null },
+    }),
+    world: { permission: allowed, ...prTarget, ...openOurs, reviewComments: [] },
+    plan: {
+      kind: 'enqueue',
+      enqueue: { job: { kind: 'follow-up', instructions: ['verify the bounds here'] } },
+    },
+  },
   // Answers to the agent's question.
   {
     name: 'the issue author’s answer, when they may not start jobs, waits for approval (said once per question)',
@@ -922,6 +1030,7 @@ void test('every reason keeps the text the log and the result have always had', 
     [{ code: 'pull_not_ours' }, 'not one of the App pull requests'],
     [{ code: 'review_not_pull' }, 'a review asked for where there is no pull request'],
     [{ code: 'pull_fork_locked' }, 'pull request from a fork without edits by maintainers'],
+    [{ code: 'verify_no_pull' }, 'verify asked where no pull request is open'],
   ];
   for (const [reason, text] of rows) assert.equal(reasonText(reason), text);
 });

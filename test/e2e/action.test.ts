@@ -9,7 +9,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ACTION_ENTRY as ENTRY, runBundledAction, type ActionRun } from '../support/action-runner.js';
 import { makeFixtureRepo, gitOutput, type FixtureRepo } from '../support/fixture-repo.js';
-import { startGitHubSimulator, type GitHubSim } from '../support/github-sim/index.js';
+import {
+  startGitHubSimulator,
+  type GitHubSim,
+  type WorkflowPermissions,
+} from '../support/github-sim/index.js';
 import {
   hang,
   httpError,
@@ -114,6 +118,7 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
     payload: Record<string, unknown>,
     inputs: Record<string, string> = {},
     onSpawn?: (child: ChildProcess) => void,
+    tokenPermissions?: WorkflowPermissions,
   ): Promise<ActionRun> =>
     runBundledAction({
       sim,
@@ -127,6 +132,7 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
       runId: ++runId,
       temps,
       ...(onSpawn === undefined ? {} : { onSpawn }),
+      ...(tokenPermissions === undefined ? {} : { tokenPermissions }),
     });
 
   const issueWith = (title: string) =>
@@ -157,13 +163,43 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
     sim.comments(OWNER, REPO, n).filter((c) => c.user === 'github-actions[bot]');
   const requestsFor = (tag: string) => model.requests.filter((r) => requestText(r.body).includes(tag));
   const git = (...args: string[]) => gitOutput(sim.bareRepoPath(OWNER, REPO), ...args).trim();
+  /** The check runs named Issue Agent on `sha`, as a client with the App's installation token reads them. */
+  const checkRunsOn = async (sha: string) => {
+    const auth = createAppAuth({
+      appId: sim.app.id,
+      privateKey: sim.app.privateKeyPem,
+      request: request.defaults({ baseUrl: sim.url }),
+    });
+    const { token } = await auth({ type: 'installation', installationId: sim.installationId });
+    const gh = new Octokit({ auth: token, baseUrl: sim.url });
+    const { data } = await gh.rest.checks.listForRef({
+      owner: OWNER,
+      repo: REPO,
+      ref: sha,
+      check_name: 'Issue Agent',
+      filter: 'all',
+    });
+    return data.check_runs;
+  };
 
   it('1. an issue labelled by a maintainer → a PR, outputs set, the trajectory in the summary and a file', async () => {
     const n = issueWith('Average rounds wrong [canary]');
-    const run = await runAction('issues', labeled(n, MAINTAINER));
+    // The example workflow's permissions: `checks: write` too, for the check run on the commit.
+    const run = await runAction('issues', labeled(n, MAINTAINER), {}, undefined, { checks: 'write' });
     assert.equal(run.code, 0, run.stdout);
     const [pr] = prFor(n);
     assert.ok(pr !== undefined, `a PR was opened\n${run.stdout}`);
+    // The check run on the pushed head, made with the workflow's token: GitHub Actions' app.
+    const checks = await checkRunsOn(git('rev-parse', `issue-agent/issue-${n}`));
+    assert.equal(checks.length, 1, `one check run\n${run.stdout}`);
+    const [check] = checks;
+    assert.ok(check);
+    assert.equal(check.app?.slug, 'github-actions');
+    assert.equal(check.status, 'completed');
+    assert.equal(check.conclusion, 'success');
+    assert.match(check.output.text ?? '', /\| .*average.* \| ❌ \| ✅ \|/);
+    assert.match(check.details_url ?? '', new RegExp(`/actions/runs/${runId}$`), 'the workflow run');
+    assert.doesNotMatch(run.stdout, /no check runs/);
     assert.equal(pr.user, 'github-actions[bot]');
     assert.equal(run.outputs.outcome, 'resolved', run.stdout);
     assert.equal(run.outputs['pr-number'], String(pr.number));
@@ -213,10 +249,15 @@ describe('GitHub Action (end to end, bundled entry)', { timeout: 600_000 }, () =
 
   it('2. `@issue-agent …` on its PR → a follow-up commit on the same branch, no new PR', async () => {
     const n = issueWith('Average of nothing');
+    // A workflow without `checks: write`: no check run, said once in the log, and the run goes on.
     const first = await runAction('issues', labeled(n, MAINTAINER));
     assert.equal(first.code, 0, first.stdout);
     const [pr] = prFor(n);
     assert.ok(pr !== undefined);
+    const said = first.stdout.split('\n').filter((l) => l.includes('no check runs'));
+    assert.equal(said.length, 1, `said once:\n${said.join('\n')}`);
+    assert.match(said[0] ?? '', /add \\"checks: write\\" to the workflow job's permissions/);
+    assert.equal(first.outputs.outcome, 'resolved');
     const before = git('rev-parse', `issue-agent/issue-${n}`);
     const run = await runAction(
       'issue_comment',

@@ -66,6 +66,71 @@ async function agentChecks(stack: Stack, sha: string) {
   return data.check_runs;
 }
 
+/** Until the agent's check run on `sha` passes `test` (a verification updated it, say). */
+async function checkWhere(
+  stack: Stack,
+  sha: string,
+  test: (run: Awaited<ReturnType<typeof agentChecks>>[number]) => boolean,
+  what: string,
+) {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const found = (await agentChecks(stack, sha)).find(test);
+    if (found !== undefined) return found;
+    if (Date.now() > deadline) throw new Error(`${what} on ${sha}\n${stack.pipeline.logs()}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** A person's commit on the PR's branch that breaks `range includes both ends` (as GitHub's editor makes it). */
+async function breakBranch(stack: Stack, pr: number): Promise<string> {
+  const person = new Octokit({ auth: stack.sim.oauth.issueToken(MAINTAINER), baseUrl: stack.sim.url });
+  const reader = await installationOctokit(stack);
+  const where = { owner: OWNER, repo: REPO };
+  const { data: pull } = await reader.rest.pulls.get({ ...where, pull_number: pr });
+  const { data: file } = await reader.rest.repos.getContent({
+    ...where,
+    path: 'src/calc.js',
+    ref: pull.head.sha,
+  });
+  assert.ok(!Array.isArray(file) && file.type === 'file');
+  const broken = Buffer.from(file.content, 'base64').toString('utf8').replace('i <= end', 'i < end');
+  const { data: blob } = await person.rest.git.createBlob({ ...where, content: broken, encoding: 'utf-8' });
+  const { data: parent } = await person.rest.git.getCommit({ ...where, commit_sha: pull.head.sha });
+  const { data: tree } = await person.rest.git.createTree({
+    ...where,
+    base_tree: parent.tree.sha,
+    tree: [{ path: 'src/calc.js', mode: '100644', type: 'blob', sha: blob.sha }],
+  });
+  const { data: commit } = await person.rest.git.createCommit({
+    ...where,
+    message: 'tidy range',
+    tree: tree.sha,
+    parents: [pull.head.sha],
+  });
+  await person.rest.git.updateRef({ ...where, ref: `heads/${pull.head.ref}`, sha: commit.sha });
+  return commit.sha;
+}
+
+/** Until the App's reply to `@agent verify` on `pr` holds `pattern`. */
+async function verifyReply(stack: Stack, pr: number, pattern: RegExp): Promise<string> {
+  const find = () =>
+    stack.sim
+      .comments(OWNER, REPO, pr)
+      .find(
+        (c) =>
+          c.user === stack.sim.app.botLogin &&
+          c.body.includes('Issue Agent: verification') &&
+          pattern.test(c.body),
+      );
+  await stack.sim.waitFor(
+    () => find() !== undefined,
+    120_000,
+    () => `a reply matching ${pattern}\n${stack.pipeline.logs()}`,
+  );
+  return find()?.body ?? '';
+}
+
 /** Until the job that pushed `sha` has put its check run there (it is made right after the PR). */
 async function checkOn(stack: Stack, sha: string) {
   const deadline = Date.now() + 30_000;
@@ -194,6 +259,57 @@ describe('a check run per published head (end to end)', { skip, timeout: 300_000
     assert.equal(run.conclusion, 'neutral');
     assert.match(run.output.title ?? '', /^Unverified/);
     assert.match(run.output.text ?? '', /\| .*average.* \| ❌ \| ❌ \|/, 'still failing');
+  });
+
+  it('`@agent verify`: the head’s check run says the verdict is reproduced; after a person breaks a test, a new check run on the new head says it differs and names the test', async () => {
+    assert.ok(stack);
+    const s = stack;
+    const issue = await labelledIssue(s, {
+      title: 'average() truncates [verify]',
+      body: 'average([1,2,2]) should be 1.67',
+    });
+    const pr = await pullFor(s, issue);
+    const [recorded] = await checkOn(s, pr.head);
+    assert.ok(recorded);
+    assert.equal(recorded.conclusion, 'success');
+
+    await s.sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent verify');
+    const updated = await checkWhere(
+      s,
+      pr.head,
+      (r) => /Matches/.test(r.output.summary ?? ''),
+      'no reproduction on the check run',
+    );
+    assert.equal(updated.id, recorded.id, 'the same check run, updated');
+    assert.equal(updated.conclusion, 'success', 'the recorded verdict stays');
+    assert.equal(updated.output.text, recorded.output.text, 'and so does its table');
+    assert.match(updated.output.title ?? '', /^Resolved.* · Reproduced: matches the verdict recorded on /);
+    assert.match(updated.output.summary ?? '', /\*\*Outcome:\*\*/, 'the recorded summary follows');
+    const matched = await verifyReply(s, pr.number, /Matches/);
+    assert.ok(
+      matched.includes(`](${updated.html_url ?? '?'})`),
+      `the reply links the check run:\n${matched}`,
+    );
+
+    const broken = await breakBranch(s, pr.number);
+    await s.sim.comment(OWNER, REPO, pr.number, MAINTAINER, '@agent verify');
+    const made = await checkWhere(s, broken, () => true, 'no check run');
+    assert.equal(made.conclusion, 'failure');
+    assert.equal(made.app?.id, s.sim.app.id);
+    assert.match(made.output.title ?? '', /^Not reproduced: 1 test differ/);
+    assert.match(
+      made.output.summary ?? '',
+      /`[^`]*range includes both ends`: recorded ✅ before, ✅ after; reproduced ✅ before, ❌ after/,
+    );
+    assert.match(made.output.text ?? '', /range includes both ends.* \| ✅ \| ❌ \|/, 'the reproduced table');
+    const differs = await verifyReply(s, pr.number, /Differs/);
+    assert.match(differs, /range includes both ends/);
+    assert.ok(
+      differs.includes(`](${made.html_url ?? '?'})`),
+      `the reply links the new check run:\n${differs}`,
+    );
+    // The first head's run still records the agent's verdict; the new one is a reproduction's.
+    assert.equal((await agentChecks(s, pr.head))[0]?.conclusion, 'success');
   });
 
   it('an App without checks: write: the job still opens its PR, with no check run, and the log says why once', async () => {

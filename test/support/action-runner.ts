@@ -15,7 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import type { GitHubSim } from './github-sim/index.js';
+import type { GitHubSim, WorkflowPermissions } from './github-sim/index.js';
 import { ROOT } from './pipeline.js';
 
 /** What `uses:` runs: the bundled action. */
@@ -68,6 +68,8 @@ export interface RunActionOptions {
   readonly inputs?: Record<string, string>;
   /** The step's `env:` (e.g. ISSUE_AGENT_* deployment settings). */
   readonly stepEnv?: Record<string, string>;
+  /** What the workflow's `permissions:` grants its GITHUB_TOKEN beyond contents, issues and pull-requests. */
+  readonly tokenPermissions?: WorkflowPermissions;
   readonly runId: number;
   /** Folders made here are added, for the caller to remove. */
   readonly temps: string[];
@@ -240,7 +242,7 @@ export async function runBundledAction(o: RunActionOptions): Promise<ActionRun> 
     base = mkdtempSync(join(tmpdir(), 'ia-runner-'));
     o.temps.push(base);
   }
-  const token = o.sim.actionsToken(o.owner, o.repo);
+  const token = o.sim.actionsToken(o.owner, o.repo, o.tokenPermissions);
   const runner = emulateRunner({
     base,
     repo: o.repo,

@@ -56,7 +56,7 @@ function row(run: RunSummary, now: number): HTMLTableRowElement {
       h(
         'div',
         { class: 'muted small' },
-        `${run.kind === 'follow-up' ? 'follow-up' : run.kind === 'evaluate' ? 'evaluate' : run.kind === 'review' ? 'review' : 'fix issue'}${
+        `${run.kind === 'fix-issue' ? 'fix issue' : run.kind}${
           run.attempt === null ? '' : ` · attempt ${run.attempt.number} of ${run.attempt.of}`
         }`,
       ),

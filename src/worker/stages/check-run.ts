@@ -13,7 +13,10 @@ const saidNoPermission = new Set<string>();
 export interface CheckRunTarget {
   readonly gh: GitHubClient;
   readonly where: { readonly owner: string; readonly repo: string };
-  /** Whom the "no permission" line is said once for (an installation id, or the repository). */
+  /**
+   * Whom the "no permission" line is said once for: `installation <id>`, where installation 0 is the
+   * Action's (its payloads have no installation), whose line asks the workflow for `checks: write`.
+   */
   readonly permissionKey: string;
   /** The job: a retry that finds its own check run on the commit makes none again. */
   readonly jobId: string;
@@ -70,22 +73,31 @@ export async function postCheckRun(
     log.info({ checkRun: run.id, head: input.head, conclusion: rendered.conclusion }, 'check run created');
     return rendered;
   } catch (error) {
-    if (statusOf(error) === 403) {
-      if (!saidNoPermission.has(target.permissionKey)) {
-        saidNoPermission.add(target.permissionKey);
-        log.warn(
-          { installation: target.permissionKey },
-          'no check runs: the App may not write checks here (grant "checks: write"); the verdict is in the pull request body only',
-        );
-      }
-      return null;
-    }
+    if (noChecksPermission(target, error)) return null;
     log.warn(
       { err: error, head: input.head },
       'could not create the check run; the verdict is in the pull request body',
     );
     return null;
   }
+}
+
+/**
+ * Whether `error` is GitHub refusing the token checks (403), said once per `permissionKey` in the
+ * log: the App's installation did not grant `checks: write`, or the workflow did not give it.
+ */
+export function noChecksPermission(target: CheckRunTarget, error: unknown): boolean {
+  if (statusOf(error) !== 403) return false;
+  if (!saidNoPermission.has(target.permissionKey)) {
+    saidNoPermission.add(target.permissionKey);
+    target.log.warn(
+      { installation: target.permissionKey },
+      target.permissionKey === 'installation 0'
+        ? 'no check runs: the token may not write checks (add "checks: write" to the workflow job\'s permissions:, or grant it to the App whose token this is); the verdict is in the pull request body only'
+        : 'no check runs: the App may not write checks here (grant "checks: write"); the verdict is in the pull request body only',
+    );
+  }
+  return true;
 }
 
 function statusOf(error: unknown): number | undefined {

@@ -1,0 +1,304 @@
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { AgentEnv } from '../config/agent-env.js';
+import { grantedTo } from '../config/grants.js';
+import { fetchRepository } from '../eval/fetch-repo.js';
+import type { SandboxChoice } from '../execution/provision.js';
+import { ReproduceError, reproduceVerdict } from '../execution/reproduce.js';
+import type { GitHubClient, InstallationTokens } from '../github/app-client.js';
+import {
+  agentCheckRuns,
+  pullChange,
+  recordedVerdict,
+  recordsVerdict,
+  type AgentCheckRun,
+} from '../github/recorded-verdict.js';
+import { CHECK_RUN_NAME, type CheckConclusion } from '../publish/check-run.js';
+import { codeSpan, neutralizeInline, truncateEnd } from '../publish/markdown.js';
+import { progressMarker } from '../publish/markers.js';
+import { githubHosts, publishable, type Audience } from '../publish/publishable.js';
+import { Redactor } from '../publish/redact.js';
+import {
+  differences,
+  recordedCommand,
+  recordedTitle,
+  reproductionSection,
+  reproductionTitle,
+  reproductionVerdict,
+  rowsOf,
+  VERIFY_EXTERNAL_ID,
+  withReproduction,
+  type ReproductionResult,
+} from '../publish/reproduction.js';
+import type { FixJob } from '../queue/payloads.js';
+import type { FixJobResult } from './fix-runtime.js';
+import { noChecksPermission, type CheckRunTarget } from './stages/check-run.js';
+
+/**
+ * `@agent verify`: a pull request's verdict reproduced by a worker, as `issue-agent verify` does it
+ * (execution/reproduce.ts: the base and the head tested again, each in a fresh sandbox of the
+ * worker's backend), and compared with the verdict recorded on the change (the App's own **Issue
+ * Agent** check run on its newest commit that has one). The result goes on the check run of the
+ * PR's head: the App's run there gets the result on top of its summary (its verdict and table stay
+ * as they were recorded); a head without one (a person pushed since) gets a new check run with the
+ * reproduced table. The job's progress comment becomes the reply, linking the check run.
+ *
+ * The installation token reads the PR and fetches the repository in this process only (the REST
+ * client and host git); no sandbox or comment gets it. The job's folder (`<work>/verify/<job>`) is
+ * removed at the end: nothing of it is needed again (a retry starts over).
+ */
+
+export interface VerifyContext {
+  readonly jobId: string;
+  readonly workDir: string;
+  readonly apiUrl: string;
+  /** The App's id: only its own check runs record a verdict here, and only those are updated. */
+  readonly appId: number;
+  /** Where the tests run: the worker's backend (chosen in fix-job.ts). */
+  readonly sandbox: SandboxChoice;
+  /** What a sandbox on the worker's host hides and masks (see local-isolation.ts). */
+  readonly isolation?: { readonly hide: readonly string[]; readonly mask: readonly string[] };
+  readonly gh: GitHubClient;
+  readonly tokens: InstallationTokens;
+  readonly agent: AgentEnv;
+  /** Everything the worker holds that must never be posted. */
+  readonly secrets: readonly string[];
+  /** The job's last attempt: a failure now is final (the comment says so). */
+  readonly final: boolean;
+  readonly logger: Logger;
+}
+
+export async function runVerifyJob(
+  p: FixJob,
+  ctx: VerifyContext,
+  signal?: AbortSignal,
+): Promise<FixJobResult> {
+  const pull = p.pull?.number ?? p.issue.number;
+  const repo = `${p.repo.owner}/${p.repo.name}`;
+  const where = { owner: p.repo.owner, repo: p.repo.name };
+  const work = join(ctx.workDir, 'verify', ctx.jobId);
+  const log = ctx.logger.child({ job: ctx.jobId, verify: `${repo}#${pull}` });
+  const token = (await ctx.tokens.get()).token;
+  const audience: Audience = {
+    redactor: new Redactor([...ctx.secrets, token]),
+    trustedHosts: githubHosts(ctx.apiUrl),
+  };
+  let commentId = p.progressCommentId;
+  const post = async (lines: readonly string[]): Promise<void> => {
+    const body = publishable(
+      [
+        progressMarker(ctx.jobId),
+        '**Issue Agent: verification**',
+        ...lines,
+        `<sub>job ${codeSpan(ctx.jobId)}</sub>`,
+      ].join('\n\n'),
+      audience,
+    );
+    if (commentId === null) {
+      commentId = (await ctx.gh.rest.issues.createComment({ ...where, issue_number: pull, body })).data.id;
+    } else {
+      await ctx.gh.rest.issues.updateComment({ ...where, comment_id: commentId, body });
+    }
+  };
+  const result = (outcome: FixJobResult['outcome']): FixJobResult => ({
+    outcome,
+    pullRequest: null,
+    pushed: false,
+    trajectory: work,
+    runId: ctx.jobId,
+    branch: null,
+  });
+  try {
+    await post(['⏳ Testing the base and the head of this pull request again, each in a fresh sandbox…']);
+    const change = await pullChange(ctx.gh, where, pull);
+    if (change.state !== 'open') {
+      await post(['The pull request was closed before I could verify it.']);
+      return result('no_change');
+    }
+    const recorded = await recordedVerdict(ctx.gh, where, change.commits, ctx.appId);
+    const { data: meta } = await ctx.gh.rest.repos.get(where);
+    await rm(work, { recursive: true, force: true });
+    await mkdir(work, { recursive: true });
+    const clone = join(work, 'clone.git');
+    await fetchRepository({
+      url: meta.clone_url,
+      token,
+      clone,
+      refspecs: [`+refs/heads/${meta.default_branch}:refs/heads/${meta.default_branch}`],
+      commits: [change.base, change.head],
+    });
+    stoppedByWorker(signal);
+    let reproduced;
+    try {
+      reproduced = await reproduceVerdict({
+        repo: clone,
+        base: change.base,
+        head: change.head,
+        // What the recorded verdict ran, else the repository's, else the base's detected command.
+        command: (recorded === null ? null : recordedCommand(recorded.text)) ?? p.config.testCommand ?? null,
+        recordedText: recorded?.text ?? null,
+        sandbox: ctx.sandbox,
+        // The setup gets only what this repository was granted (config/grants.ts).
+        env: { ...ctx.agent, environment: grantedTo(ctx.agent.environment, repo) },
+        setup: true,
+        work: join(work, 'run'),
+        hide: ctx.isolation?.hide ?? [],
+        mask: ctx.isolation?.mask ?? [],
+        cacheKey: `verify:${repo}`,
+        signal,
+      });
+    } catch (error) {
+      if (!(error instanceof ReproduceError)) throw error;
+      await post([
+        `I could not reproduce the verdict: ${neutralizeInline(truncateEnd(error.message, 500))}.`,
+        error.code === 'no_test_command'
+          ? 'Set `testCommand` in `.github/issue-agent.yml` and ask again.'
+          : 'Nothing was changed on the check run.',
+      ]);
+      return result('failed');
+    }
+    stoppedByWorker(signal);
+    const found: ReproductionResult = {
+      base: reproduced.base,
+      head: reproduced.head,
+      command: reproduced.command,
+      table: reproduced.table,
+      recordedOn: recorded?.sha ?? null,
+      differ: recorded === null ? [] : differences(rowsOf(recorded.text), rowsOf(reproduced.table)),
+      by: p.trigger.sender.login,
+      sandbox: ctx.sandbox.backend.kind,
+    };
+    const check = await putReproduction(
+      { gh: ctx.gh, where, permissionKey: `installation ${p.installationId}`, jobId: ctx.jobId, log },
+      { result: found, recorded, appId: ctx.appId, audience },
+    );
+    await post(replyLines(found, check));
+    const verdict = reproductionVerdict(found);
+    log.info({ verdict, differ: found.differ.length, checkRun: check.made }, 'verification reported');
+    return result(verdict === 'differs' ? 'unverified' : 'resolved');
+  } catch (error) {
+    // The worker stopping is not a failure: the next attempt starts over.
+    if (signal?.aborted !== true) {
+      const message = error instanceof Error ? error.message : String(error);
+      log.error({ err: message, final: ctx.final }, 'verification failed');
+      await post([
+        ctx.final
+          ? `The verification failed: ${neutralizeInline(truncateEnd(message, 500))}`
+          : `The verification failed and will be tried again: ${neutralizeInline(truncateEnd(message, 500))}`,
+      ]).catch(() => undefined);
+    }
+    throw error;
+  } finally {
+    await rm(work, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+/** The reply: the result, what ran, and where the check run says it. */
+function replyLines(r: ReproductionResult, check: PutCheck): string[] {
+  const section = reproductionSection(r, new Date().toISOString());
+  // The section's heading is the check run's; the reply has its own.
+  const body = section.slice(section.indexOf('\n') + 1).trim();
+  const link = (url: string): string => `[${CHECK_RUN_NAME} on ${codeSpan(r.head.slice(0, 12))}](${url})`;
+  switch (check.made) {
+    case 'no_permission':
+      return [
+        body,
+        'No check run: the App may not write checks in this repository (it needs `checks: write`), so the result is only here.',
+      ];
+    case 'failed':
+      return [body, 'GitHub refused the check run, so the result is only here.'];
+    case 'created':
+      return [
+        body,
+        `The head had no check run of mine (it changed after I pushed), so I added one: ${link(check.url)}.`,
+      ];
+    case 'updated':
+      return [body, `I put the result on the check run of the head: ${link(check.url)}.`];
+  }
+}
+
+type PutCheck =
+  | { readonly made: 'updated' | 'created'; readonly id: number; readonly url: string }
+  | { readonly made: 'no_permission' | 'failed' };
+
+/**
+ * The result on the head's check run: the App's run there (the one recording a verdict, else one an
+ * earlier reproduction made) is updated; a head without one gets a new run. Or why none: the App
+ * may not write checks (said once in the log), or GitHub refused otherwise (a warning).
+ */
+async function putReproduction(
+  target: CheckRunTarget,
+  o: {
+    readonly result: ReproductionResult;
+    readonly recorded: AgentCheckRun | null;
+    readonly appId: number;
+    readonly audience: Audience;
+  },
+): Promise<PutCheck> {
+  const { gh, where, log } = target;
+  const r = o.result;
+  const fit = (text: string, max: number): string => publishable(truncateEnd(text, max), o.audience);
+  const section = reproductionSection(r, new Date().toISOString());
+  try {
+    const runs = await agentCheckRuns(gh, where, r.head, o.appId);
+    const existing = runs.find(recordsVerdict) ?? runs[0];
+    if (existing !== undefined && recordsVerdict(existing)) {
+      // The recorded verdict stays (its conclusion, table and annotations); the result goes on top.
+      const { data } = await gh.rest.checks.update({
+        ...where,
+        check_run_id: existing.id,
+        output: {
+          title: truncateEnd(`${recordedTitle(existing.title)} · ${reproductionTitle(r)}`, 250),
+          summary: fit(withReproduction(existing.summary, section), 60_000),
+          text: existing.text,
+        },
+      });
+      log.info({ checkRun: data.id, head: r.head }, 'check run updated with the reproduction');
+      return { id: data.id, url: data.html_url ?? '', made: 'updated' };
+    }
+    const verdict = reproductionVerdict(r);
+    const recordedConclusion = o.recorded?.conclusion;
+    const conclusion: CheckConclusion =
+      verdict === 'differs'
+        ? 'failure'
+        : recordedConclusion === 'success' || recordedConclusion === 'failure'
+          ? recordedConclusion
+          : 'neutral';
+    const output = {
+      title: truncateEnd(reproductionTitle(r), 250),
+      summary: fit(section, 60_000),
+      text: fit(r.table, 60_000),
+    };
+    if (existing !== undefined) {
+      // An earlier reproduction's run on this head: its result is replaced.
+      const { data } = await gh.rest.checks.update({
+        ...where,
+        check_run_id: existing.id,
+        conclusion,
+        output,
+      });
+      return { id: data.id, url: data.html_url ?? '', made: 'updated' };
+    }
+    const { data } = await gh.rest.checks.create({
+      ...where,
+      name: CHECK_RUN_NAME,
+      head_sha: r.head,
+      external_id: `${VERIFY_EXTERNAL_ID}${target.jobId}`,
+      status: 'completed',
+      conclusion,
+      output,
+    });
+    log.info({ checkRun: data.id, head: r.head, conclusion }, 'check run created with the reproduction');
+    return { id: data.id, url: data.html_url ?? '', made: 'created' };
+  } catch (error) {
+    if (noChecksPermission(target, error)) return { made: 'no_permission' };
+    log.warn({ err: error, head: r.head }, 'could not put the reproduction on a check run');
+    return { made: 'failed' };
+  }
+}
+
+/** The worker is shutting down (BullMQ's signal): the job fails so that it is tried again. */
+function stoppedByWorker(signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw new Error('the worker stopped; the verification starts again');
+}
