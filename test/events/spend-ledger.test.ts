@@ -184,6 +184,8 @@ if (pgSkip === false) {
     return {
       ledger: () => {
         const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+        // As the run store's pool: an idle client dropped by the server stopping is not a failure.
+        pool.on('error', () => undefined);
         pools.push(pool);
         return new PgSpendLedger(pool);
       },
