@@ -166,3 +166,23 @@ export function grantedTo<
     },
   };
 }
+
+/**
+ * The settings with no setup secret at all: for setup on a tree that is not the base branch's and
+ * not the user's own checkout (a pull request's head reproduced by `@agent verify`, or run by
+ * `@agent review`). Those paths provision like the CLI (execution/provision.ts plans them as the
+ * user's own checkout, so setup-trust.ts would trust them), and the head holds code no maintainer
+ * committed to the base branch: it must never run where a secret is.
+ */
+export function withoutSetupSecrets<
+  T extends {
+    readonly setupSecrets: Readonly<Record<string, string>>;
+    readonly grants: RepositoryGrants | null;
+  },
+>(settings: T): T {
+  return {
+    ...settings,
+    setupSecrets: {},
+    grants: settings.grants === null ? null : { ...settings.grants, secrets: {} },
+  };
+}

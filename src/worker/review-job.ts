@@ -9,6 +9,7 @@ import { fenceUntrusted, stripHiddenText } from '../agent/untrusted-text.js';
 import { asEvent } from '../execution/reproduce.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import type { ContentBlock } from '../events/schema.js';
+import { grantedTo, withoutSetupSecrets } from '../config/grants.js';
 import { fetchRepository } from '../eval/fetch-repo.js';
 import { runTestsAt } from '../eval/grade.js';
 import type { SandboxChoice } from '../execution/provision.js';
@@ -119,7 +120,14 @@ export async function runReviewJob(
     } else {
       const place = (key: string) => ({
         sandbox: ctx.sandbox,
-        env: ctx.agent,
+        // The head is a person's code, not the base branch's: setup gets no secret (config/grants.ts),
+        // only the egress this repository was granted.
+        env: {
+          ...ctx.agent,
+          environment: withoutSetupSecrets(
+            grantedTo(ctx.agent.environment, `${p.repo.owner}/${p.repo.name}`),
+          ),
+        },
         setup: true,
         folder: join(work, key),
         key: `review-${ctx.jobId}-${key}`,

@@ -2,7 +2,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentEnv } from '../config/agent-env.js';
-import { grantedTo } from '../config/grants.js';
+import { grantedTo, withoutSetupSecrets } from '../config/grants.js';
 import { fetchRepository } from '../eval/fetch-repo.js';
 import type { SandboxChoice } from '../execution/provision.js';
 import { ReproduceError, reproduceVerdict } from '../execution/reproduce.js';
@@ -139,8 +139,9 @@ export async function runVerifyJob(
         command: (recorded === null ? null : recordedCommand(recorded.text)) ?? p.config.testCommand ?? null,
         recordedText: recorded?.text ?? null,
         sandbox: ctx.sandbox,
-        // The setup gets only what this repository was granted (config/grants.ts).
-        env: { ...ctx.agent, environment: grantedTo(ctx.agent.environment, repo) },
+        // The head is not the base branch's code: its setup gets no secret (config/grants.ts), only
+        // the egress this repository was granted.
+        env: { ...ctx.agent, environment: withoutSetupSecrets(grantedTo(ctx.agent.environment, repo)) },
         setup: true,
         work: join(work, 'run'),
         hide: ctx.isolation?.hide ?? [],

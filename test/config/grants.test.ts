@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigError, readAgentEnv } from '../../src/config/agent-env.js';
 import {
+  withoutSetupSecrets,
   grantedTo,
   hostCovers,
   repoMatches,
@@ -160,4 +161,16 @@ describe('grants: which repository may use which setup secret and egress host', 
     assert.equal(repoMatches('acme/web', ['acm/*']), false);
     assert.equal(repoMatches('acme-2/web', ['acme/*']), false);
   });
+});
+
+test('a head that is not the base branch’s: withoutSetupSecrets leaves no setup secret, keeps the egress grants', () => {
+  const env = readAgentEnv({ ISSUE_AGENT_SETUP_SECRET_NPM_TOKEN: 'npm-secret-value' });
+  assert.deepEqual(Object.keys(env.environment.setupSecrets), ['NPM_TOKEN']);
+  const none = withoutSetupSecrets(grantedTo(env.environment, 'acme/calc'));
+  assert.deepEqual(none.setupSecrets, {});
+  assert.doesNotMatch(JSON.stringify(none), /npm-secret-value/);
+  assert.equal(
+    none.grants?.hosts.length ?? 0,
+    (grantedTo(env.environment, 'acme/calc').grants?.hosts ?? []).length,
+  );
 });
