@@ -168,11 +168,11 @@ export function grantedTo<
 }
 
 /**
- * The settings with no setup secret at all: for setup on a tree that is not the base branch's and
- * not the user's own checkout (a pull request's head reproduced by `@agent verify`, or run by
- * `@agent review`). Those paths provision like the CLI (execution/provision.ts plans them as the
- * user's own checkout, so setup-trust.ts would trust them), and the head holds code no maintainer
- * committed to the base branch: it must never run where a secret is.
+ * The settings with no setup secret at all: for `@agent review` and `@agent verify`, which set up a
+ * pull request's merge base and apply its head afterwards (eval/grade.ts). They provision like the
+ * CLI (execution/provision.ts plans a tree as the user's own checkout, which setup-trust.ts trusts),
+ * while the worker's own jobs give setup secrets only to a tree whose setup files are the base
+ * branch's tip (setup-trust.ts); a merge base is older history, so it gets none either.
  */
 export function withoutSetupSecrets<
   T extends {

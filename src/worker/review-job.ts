@@ -120,8 +120,8 @@ export async function runReviewJob(
     } else {
       const place = (key: string) => ({
         sandbox: ctx.sandbox,
-        // The head is a person's code, not the base branch's: setup gets no secret (config/grants.ts),
-        // only the egress this repository was granted.
+        // Setup of the merge base gets no secret (see withoutSetupSecrets), only the egress this
+        // repository was granted.
         env: {
           ...ctx.agent,
           environment: withoutSetupSecrets(

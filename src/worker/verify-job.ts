@@ -139,8 +139,8 @@ export async function runVerifyJob(
         command: (recorded === null ? null : recordedCommand(recorded.text)) ?? p.config.testCommand ?? null,
         recordedText: recorded?.text ?? null,
         sandbox: ctx.sandbox,
-        // The head is not the base branch's code: its setup gets no secret (config/grants.ts), only
-        // the egress this repository was granted.
+        // Setup of the merge base gets no secret (see withoutSetupSecrets), only the egress this
+        // repository was granted.
         env: { ...ctx.agent, environment: withoutSetupSecrets(grantedTo(ctx.agent.environment, repo)) },
         setup: true,
         work: join(work, 'run'),
