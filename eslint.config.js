@@ -96,6 +96,16 @@ export default tseslint.config(
         'error',
         { max: 150, skipBlankLines: true, skipComments: true, IIFEs: true },
       ],
+      // A client checked out of a pg pool has no 'error' listener: a server restart then ends the
+      // process. withClient (events/pg-event-store.ts) listens while the client is out.
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            "CallExpression[arguments.length=0][callee.property.name='connect'][callee.object.name=/pool$/i], CallExpression[arguments.length=0][callee.property.name='connect'][callee.object.property.name=/pool$/i]",
+          message: 'Check a client out of a pg pool with withClient (src/events/pg-event-store.ts).',
+        },
+      ],
     },
   },
   {

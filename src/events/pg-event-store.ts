@@ -155,59 +155,58 @@ export class PgRunStore {
   }
 
   private async openOnce(runId: string): Promise<PgEventStore> {
-    const client = await this.pool.connect();
-    try {
-      // One snapshot for the base, the events and the attachment total.
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const run = await client.query<{ base: unknown }>('SELECT base FROM ia_runs WHERE run_id = $1', [
-        runId,
-      ]);
-      const raw = run.rows[0]?.base;
-      if (raw === undefined) throw new EventStoreError('not_found', `no run ${runId} in the store`);
-      const version = (raw as { schemaVersion?: unknown }).schemaVersion;
-      if (version !== SCHEMA_VERSION) {
-        throw new EventStoreError(
-          'unsupported_version',
-          `run ${runId} has schema version ${String(version)}; this build reads ${SCHEMA_VERSION}`,
-        );
-      }
-      const base = baseState.safeParse(raw);
-      if (!base.success) throw new EventStoreError('corrupt', `run ${runId}: ${base.error.message}`);
-      const rows = await client.query<{ body: unknown }>(
-        'SELECT body FROM ia_events WHERE run_id = $1 ORDER BY id',
-        [runId],
-      );
-      const events: AgentEvent[] = [];
-      for (const [i, row] of rows.rows.entries()) {
-        const parsed = agentEvent.safeParse(row.body);
-        if (!parsed.success)
-          throw new EventStoreError('corrupt', `run ${runId} event ${i + 1}: ${parsed.error.message}`);
-        if (parsed.data.id !== i + 1)
+    return withClient(this.pool, async (client) => {
+      try {
+        // One snapshot for the base, the events and the attachment total.
+        await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+        const run = await client.query<{ base: unknown }>('SELECT base FROM ia_runs WHERE run_id = $1', [
+          runId,
+        ]);
+        const raw = run.rows[0]?.base;
+        if (raw === undefined) throw new EventStoreError('not_found', `no run ${runId} in the store`);
+        const version = (raw as { schemaVersion?: unknown }).schemaVersion;
+        if (version !== SCHEMA_VERSION) {
           throw new EventStoreError(
-            'corrupt',
-            `run ${runId}: expected event ${i + 1}, found ${parsed.data.id}`,
+            'unsupported_version',
+            `run ${runId} has schema version ${String(version)}; this build reads ${SCHEMA_VERSION}`,
           );
-        events.push(parsed.data);
+        }
+        const base = baseState.safeParse(raw);
+        if (!base.success) throw new EventStoreError('corrupt', `run ${runId}: ${base.error.message}`);
+        const rows = await client.query<{ body: unknown }>(
+          'SELECT body FROM ia_events WHERE run_id = $1 ORDER BY id',
+          [runId],
+        );
+        const events: AgentEvent[] = [];
+        for (const [i, row] of rows.rows.entries()) {
+          const parsed = agentEvent.safeParse(row.body);
+          if (!parsed.success)
+            throw new EventStoreError('corrupt', `run ${runId} event ${i + 1}: ${parsed.error.message}`);
+          if (parsed.data.id !== i + 1)
+            throw new EventStoreError(
+              'corrupt',
+              `run ${runId}: expected event ${i + 1}, found ${parsed.data.id}`,
+            );
+          events.push(parsed.data);
+        }
+        const size = await client.query<{ total: string | null }>(
+          'SELECT sum(octet_length(bytes))::text AS total FROM ia_files WHERE run_id = $1',
+          [runId],
+        );
+        await client.query('COMMIT');
+        return new PgEventStore(
+          this,
+          runId,
+          base.data,
+          events,
+          Number(size.rows[0]?.total ?? 0),
+          this.maxAttachedBytes,
+        );
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
       }
-      const size = await client.query<{ total: string | null }>(
-        'SELECT sum(octet_length(bytes))::text AS total FROM ia_files WHERE run_id = $1',
-        [runId],
-      );
-      await client.query('COMMIT');
-      return new PgEventStore(
-        this,
-        runId,
-        base.data,
-        events,
-        Number(size.rows[0]?.total ?? 0),
-        this.maxAttachedBytes,
-      );
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /**
@@ -217,46 +216,45 @@ export class PgRunStore {
    */
   async copyRun(from: string, to: string): Promise<boolean> {
     return retrying(async () => {
-      const client = await this.pool.connect();
-      try {
-        await client.query('BEGIN');
-        const run = await client.query(
-          `INSERT INTO ia_runs (run_id, base) SELECT $2, base FROM ia_runs WHERE run_id = $1
+      return withClient(this.pool, async (client) => {
+        try {
+          await client.query('BEGIN');
+          const run = await client.query(
+            `INSERT INTO ia_runs (run_id, base) SELECT $2, base FROM ia_runs WHERE run_id = $1
            ON CONFLICT (run_id) DO NOTHING RETURNING run_id`,
-          [from, to],
-        );
-        if (run.rowCount === 0) {
-          await client.query('ROLLBACK');
-          // `to` exists, or `from` does not. A retry of a copy whose COMMIT went through (its reply
-          // lost) finds `to` equal to `from`: that is this copy, done.
-          const same = await client.query<{ from_base: unknown; to_base: unknown; same: boolean }>(
-            `SELECT (SELECT base::text FROM ia_runs WHERE run_id = $1) AS from_base,
+            [from, to],
+          );
+          if (run.rowCount === 0) {
+            await client.query('ROLLBACK');
+            // `to` exists, or `from` does not. A retry of a copy whose COMMIT went through (its reply
+            // lost) finds `to` equal to `from`: that is this copy, done.
+            const same = await client.query<{ from_base: unknown; to_base: unknown; same: boolean }>(
+              `SELECT (SELECT base::text FROM ia_runs WHERE run_id = $1) AS from_base,
                     (SELECT base::text FROM ia_runs WHERE run_id = $2) AS to_base,
                     (SELECT count(*) FROM ia_events WHERE run_id = $1) =
                     (SELECT count(*) FROM ia_events WHERE run_id = $2) AS same`,
+              [from, to],
+            );
+            const row = same.rows[0];
+            if (row === undefined || row.from_base === null) return false;
+            if (row.from_base === row.to_base && row.same) return true;
+            throw new EventStoreError('exists', `run ${to} already holds a conversation`);
+          }
+          await client.query(
+            'INSERT INTO ia_events (run_id, id, kind, body) SELECT $2, id, kind, body FROM ia_events WHERE run_id = $1',
             [from, to],
           );
-          const row = same.rows[0];
-          if (row === undefined || row.from_base === null) return false;
-          if (row.from_base === row.to_base && row.same) return true;
-          throw new EventStoreError('exists', `run ${to} already holds a conversation`);
+          await client.query(
+            'INSERT INTO ia_files (run_id, name, bytes) SELECT $2, name, bytes FROM ia_files WHERE run_id = $1',
+            [from, to],
+          );
+          await client.query('COMMIT');
+          return true;
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw error;
         }
-        await client.query(
-          'INSERT INTO ia_events (run_id, id, kind, body) SELECT $2, id, kind, body FROM ia_events WHERE run_id = $1',
-          [from, to],
-        );
-        await client.query(
-          'INSERT INTO ia_files (run_id, name, bytes) SELECT $2, name, bytes FROM ia_files WHERE run_id = $1',
-          [from, to],
-        );
-        await client.query('COMMIT');
-        return true;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      } finally {
-        client.release();
-      }
+      });
     });
   }
 
@@ -375,37 +373,58 @@ export class PgEventStore implements EventStore {
 }
 
 async function migrate(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-    await client.query(
-      'CREATE TABLE IF NOT EXISTS ia_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
-    );
-    const done = new Set(
-      (await client.query<{ version: number }>('SELECT version FROM ia_migrations')).rows.map(
-        (r) => r.version,
-      ),
-    );
-    const newest = Math.max(0, ...done);
-    const known = Math.max(...MIGRATIONS.map((m) => m.version));
-    if (newest > known) {
-      throw new EventStoreError(
-        'unsupported_version',
-        `the store's schema is at version ${newest}; this build knows up to ${known}: upgrade this process`,
+  return withClient(pool, async (client) => {
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await client.query(
+        'CREATE TABLE IF NOT EXISTS ia_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
       );
+      const done = new Set(
+        (await client.query<{ version: number }>('SELECT version FROM ia_migrations')).rows.map(
+          (r) => r.version,
+        ),
+      );
+      const newest = Math.max(0, ...done);
+      const known = Math.max(...MIGRATIONS.map((m) => m.version));
+      if (newest > known) {
+        throw new EventStoreError(
+          'unsupported_version',
+          `the store's schema is at version ${newest}; this build knows up to ${known}: upgrade this process`,
+        );
+      }
+      for (const m of MIGRATIONS) {
+        if (done.has(m.version)) continue;
+        await client.query(m.sql);
+        await client.query('INSERT INTO ia_migrations (version) VALUES ($1)', [m.version]);
+      }
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
     }
-    for (const m of MIGRATIONS) {
-      if (done.has(m.version)) continue;
-      await client.query(m.sql);
-      await client.query('INSERT INTO ia_migrations (version) VALUES ($1)', [m.version]);
-    }
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
+  });
+}
+
+/**
+ * Runs `use` with a client of the pool. While a client is checked out the pool does not listen for
+ * its 'error', and pg emits one when the server goes away (a restart), even after the running query
+ * failed with it: unheard, that event would end the process. A client that saw it is released with
+ * the error, so the pool drops it instead of handing it out again.
+ */
+export async function withClient<T>(pool: pg.Pool, use: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  // eslint-disable-next-line no-restricted-syntax -- the one checkout that listens for 'error'
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const heard = (error: Error): void => {
+    broken = error;
+  };
+  client.on('error', heard);
+  try {
+    return await use(client);
   } finally {
-    client.release();
+    client.off('error', heard);
+    client.release(broken);
   }
 }
 

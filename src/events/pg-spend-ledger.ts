@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { retrying } from './pg-event-store.js';
+import { retrying, withClient } from './pg-event-store.js';
 import type { HoldAnswer, HoldRequest, MonthSpend, SpendLedger, SpendScope } from './spend-ledger.js';
 import { fromMicros } from './spend-ledger.js';
 
@@ -25,78 +25,75 @@ export class PgSpendLedger implements SpendLedger {
   }
 
   private async holdOnce(r: HoldRequest): Promise<HoldAnswer> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await client.query(
-        `INSERT INTO ia_spend (month, owner, repo) VALUES ($1, $2, $3), ($1, $2, $4)
+    return withClient(this.pool, async (client) => {
+      try {
+        await client.query('BEGIN');
+        await client.query(
+          `INSERT INTO ia_spend (month, owner, repo) VALUES ($1, $2, $3), ($1, $2, $4)
          ON CONFLICT DO NOTHING`,
-        [r.month, r.scope.owner, OWNER_ROW, r.scope.repo],
-      );
-      const rows = await client.query<{ repo: string; micros: string }>(
-        `SELECT repo, micros FROM ia_spend WHERE month = $1 AND owner = $2 AND repo IN ($3, $4)
+          [r.month, r.scope.owner, OWNER_ROW, r.scope.repo],
+        );
+        const rows = await client.query<{ repo: string; micros: string }>(
+          `SELECT repo, micros FROM ia_spend WHERE month = $1 AND owner = $2 AND repo IN ($3, $4)
          ORDER BY repo FOR UPDATE`,
-        [r.month, r.scope.owner, OWNER_ROW, r.scope.repo],
-      );
-      await client.query('DELETE FROM ia_spend_holds WHERE month = $1 AND owner = $2 AND expires_ms <= $3', [
-        r.month,
-        r.scope.owner,
-        r.nowMs,
-      ]);
-      const held = await client.query<{ owner: string; repo: string }>(
-        `SELECT coalesce(sum(micros), 0)::text AS owner,
+          [r.month, r.scope.owner, OWNER_ROW, r.scope.repo],
+        );
+        await client.query(
+          'DELETE FROM ia_spend_holds WHERE month = $1 AND owner = $2 AND expires_ms <= $3',
+          [r.month, r.scope.owner, r.nowMs],
+        );
+        const held = await client.query<{ owner: string; repo: string }>(
+          `SELECT coalesce(sum(micros), 0)::text AS owner,
                 coalesce(sum(micros) FILTER (WHERE repo = $3), 0)::text AS repo
          FROM ia_spend_holds WHERE month = $1 AND owner = $2`,
-        [r.month, r.scope.owner, r.scope.repo],
-      );
-      const spentOwner = Number(rows.rows.find((x) => x.repo === OWNER_ROW)?.micros ?? 0);
-      const spentRepo = Number(rows.rows.find((x) => x.repo === r.scope.repo)?.micros ?? 0);
-      const heldOwner = Number(held.rows[0]?.owner ?? 0);
-      const heldRepo = Number(held.rows[0]?.repo ?? 0);
-      const answer = decide(r, { spentOwner, spentRepo, heldOwner, heldRepo });
-      if (answer.kind === 'held') {
-        await client.query(
-          `INSERT INTO ia_spend_holds (hold_id, month, owner, repo, micros, expires_ms)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hold_id) DO NOTHING`,
-          [r.holdId, r.month, r.scope.owner, r.scope.repo, r.micros, r.nowMs + r.ttlMs],
+          [r.month, r.scope.owner, r.scope.repo],
         );
+        const spentOwner = Number(rows.rows.find((x) => x.repo === OWNER_ROW)?.micros ?? 0);
+        const spentRepo = Number(rows.rows.find((x) => x.repo === r.scope.repo)?.micros ?? 0);
+        const heldOwner = Number(held.rows[0]?.owner ?? 0);
+        const heldRepo = Number(held.rows[0]?.repo ?? 0);
+        const answer = decide(r, { spentOwner, spentRepo, heldOwner, heldRepo });
+        if (answer.kind === 'held') {
+          await client.query(
+            `INSERT INTO ia_spend_holds (hold_id, month, owner, repo, micros, expires_ms)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hold_id) DO NOTHING`,
+            [r.holdId, r.month, r.scope.owner, r.scope.repo, r.micros, r.nowMs + r.ttlMs],
+          );
+        }
+        await client.query('COMMIT');
+        return answer;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
       }
-      await client.query('COMMIT');
-      return answer;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   settle(month: string, scope: SpendScope, holdId: string, micros: number): Promise<void> {
     return retrying(async () => {
-      const client = await this.pool.connect();
-      try {
-        await client.query('BEGIN');
-        const gone = await client.query('DELETE FROM ia_spend_holds WHERE hold_id = $1', [holdId]);
-        // A settle retried after its commit finds no hold: it was counted already.
-        const counted = gone.rowCount === 0 && micros > 0 && (await this.wasSettled(client, holdId));
-        if (micros > 0 && !counted) {
-          await client.query(
-            `INSERT INTO ia_spend (month, owner, repo, micros) VALUES ($1, $2, $3, $5), ($1, $2, $4, $5)
+      return withClient(this.pool, async (client) => {
+        try {
+          await client.query('BEGIN');
+          const gone = await client.query('DELETE FROM ia_spend_holds WHERE hold_id = $1', [holdId]);
+          // A settle retried after its commit finds no hold: it was counted already.
+          const counted = gone.rowCount === 0 && micros > 0 && (await this.wasSettled(client, holdId));
+          if (micros > 0 && !counted) {
+            await client.query(
+              `INSERT INTO ia_spend (month, owner, repo, micros) VALUES ($1, $2, $3, $5), ($1, $2, $4, $5)
              ON CONFLICT (month, owner, repo) DO UPDATE SET micros = ia_spend.micros + EXCLUDED.micros`,
-            [month, scope.owner, OWNER_ROW, scope.repo, micros],
-          );
-          await client.query(
-            'INSERT INTO ia_spend_settled (hold_id) VALUES ($1) ON CONFLICT (hold_id) DO NOTHING',
-            [holdId],
-          );
+              [month, scope.owner, OWNER_ROW, scope.repo, micros],
+            );
+            await client.query(
+              'INSERT INTO ia_spend_settled (hold_id) VALUES ($1) ON CONFLICT (hold_id) DO NOTHING',
+              [holdId],
+            );
+          }
+          await client.query('COMMIT');
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw error;
         }
-        await client.query('COMMIT');
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      } finally {
-        client.release();
-      }
+      });
     });
   }
 

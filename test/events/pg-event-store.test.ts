@@ -8,7 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { asFencedWriter, EventStoreError } from '../../src/events/event-store.js';
-import { EVENTS_CHANNEL, MIGRATIONS, PgRunStore } from '../../src/events/pg-event-store.js';
+import { EVENTS_CHANNEL, MIGRATIONS, PgRunStore, withClient } from '../../src/events/pg-event-store.js';
+import { PgSpendLedger } from '../../src/events/pg-spend-ledger.js';
+import { spendScope } from '../../src/events/spend-ledger.js';
 import { reduceState } from '../../src/events/reduce-state.js';
 import { SCHEMA_VERSION, type BaseState } from '../../src/events/schema.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres-server.js';
@@ -214,6 +216,60 @@ describe('PostgreSQL run store', { skip: postgresSkipReason(), timeout: 120_000 
     } finally {
       await c.end();
     }
+  });
+
+  // pg emits 'error' on a client whose server goes away even after failing its query with it; a
+  // client checked out of a pool has no listener of the pool's, so unheard it ends the process (a
+  // worker died this way in the multi-host test).
+  it('a restart while clients are checked out (opens, copies, holds, settles) ends no process; the calls go on after it', async () => {
+    const lost = await withClient(store.pool, async (client) => {
+      await client.query('SELECT 1');
+      await server.restart(1000);
+      return client.query('SELECT 1').then(
+        () => 'still connected',
+        () => 'lost',
+      );
+    });
+    assert.equal(lost, 'lost');
+    const one = await store.pool.query<{ one: number }>('SELECT 1 AS one');
+    assert.equal(one.rows[0]?.one, 1, 'the pool dropped the broken client and connects anew');
+
+    // Under load: every kind of checkout in flight when the server goes down.
+    await store.create('run-checkout', base('run-checkout'));
+    const ledger = new PgSpendLedger(store.pool);
+    const scope = spendScope('restart-owner', 'calc');
+    let stop = false;
+    let rounds = 0;
+    const load = async (lane: number): Promise<void> => {
+      for (let i = 0; !stop; i++) {
+        const holdId = `h-${lane}-${i}`;
+        await store.open('run-checkout');
+        await store.copyRun('run-checkout', `run-checkout-${lane}-${i}`);
+        await ledger.hold({
+          month: '2026-12',
+          scope,
+          ownerCap: null,
+          repoCap: null,
+          holdId,
+          micros: 10,
+          nowMs: Date.now(),
+          ttlMs: 60_000,
+        });
+        await ledger.settle('2026-12', scope, holdId, 10);
+        rounds++;
+      }
+    };
+    const lanes = [load(1), load(2), load(3)];
+    while (rounds < 6) await new Promise((r) => setTimeout(r, 20));
+    await server.restart(1000);
+    const after = rounds;
+    while (rounds < after + 6) await new Promise((r) => setTimeout(r, 20));
+    stop = true;
+    await Promise.all(lanes);
+    // Each settle counted once, across the restart too.
+    const spent = await ledger.monthSpend('2026-12');
+    const usd = spent.owners.find((o) => o.owner === 'restart-owner')?.usd ?? 0;
+    assert.equal(Math.round(usd * 1_000_000), rounds * 10);
   });
 
   it('the server restarted while a run appends: every append lands once, in order', async () => {
