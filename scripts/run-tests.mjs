@@ -14,6 +14,10 @@
 // path without a third job competing for two cores (a job's timeouts are sized for two at once).
 // ISSUE_AGENT_TEST_FILE_TIMEOUT_S stops a file that hangs (default 1200 s) and counts it as failed, so a
 // stuck file cannot eat CI's whole budget.
+//
+// `--built` (what `npm test` passes, right after its checks built dist/): the programs the tests start
+// (the App, workers, the CLI, the Action) run compiled from dist/ instead of through tsx
+// (test/support/entry.ts). Without it, a run tests today's source without a build.
 import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -34,6 +38,7 @@ let recordPath;
 const filters = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--record') recordPath = args[++i];
+  else if (args[i] === '--built') process.env.ISSUE_AGENT_TEST_FROM_DIST = '1';
   else filters.push(args[i]);
 }
 

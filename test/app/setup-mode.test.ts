@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
+import { entryArgs } from '../support/entry.js';
 import { freePort } from '../support/redis-server.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -18,7 +19,7 @@ test('without credentials, the App starts Probot’s setup page, which registers
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    ['--import', import.meta.resolve('tsx'), join(ROOT, 'src', 'app', 'main.ts')],
+    entryArgs('src/app/main.ts'),
     {
       cwd: dir,
       env: {

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { parse as parseYaml } from 'yaml';
 import { emulateRunner } from '../support/action-runner.js';
+import { entryArgs } from '../support/entry.js';
 import { FIXTURES } from '../support/fixture-repo.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import { oracle, reply, type ModelSimulator } from '../../src/model-sim/index.js';
@@ -33,7 +34,6 @@ const EVIL = [
   '[click](http://evil.example/login) ![pixel](https://evil.example/p.png) www.evil.example',
   `&#64;ping and the key ${MODEL_KEY} and ${GHP}.`,
 ].join(' ');
-const TSX = import.meta.resolve('tsx');
 /** Every operation through which the App or the Action posts text on GitHub, with its text field. */
 const POSTING = [
   'issues/create-comment',
@@ -328,7 +328,7 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
     return new Promise((resolve) => {
       execFile(
         process.execPath,
-        ['--import', TSX, join(ROOT, 'src', 'action', 'main.ts')],
+        entryArgs('src/action/main.ts'),
         { env, cwd: temp, maxBuffer: 64 * 1024 * 1024, timeout: 300_000 },
         (error, out, err) => {
           const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null;

@@ -19,12 +19,13 @@ const skip =
  * burn: three sandboxes take both cores many times over.
  */
 const BURNERS = Number(process.env.ISSUE_AGENT_TEST_SATURATION_BURNERS ?? '3');
-const BURN_S = 45;
+const BURN_S = 24;
 /**
- * The production default lock (ISSUE_AGENT_LOCK_DURATION_MS). ISSUE_AGENT_TEST_SATURATION_LOCK_MS
- * runs the same test with another one: a short lock shows what the renewals are up against.
+ * Half the burn (ISSUE_AGENT_LOCK_DURATION_MS; ISSUE_AGENT_TEST_SATURATION_LOCK_MS sets another): a
+ * job outlives its lock twice over while the cores are taken, so it keeps the lock only by renewals.
+ * The production default (60 s) would outlast the burn without any.
  */
-const LOCK_MS = Number(process.env.ISSUE_AGENT_TEST_SATURATION_LOCK_MS ?? '60000');
+const LOCK_MS = Number(process.env.ISSUE_AGENT_TEST_SATURATION_LOCK_MS ?? '12000');
 /** The sandboxes' nice value (ISSUE_AGENT_SANDBOX_NICE, default 10); 0 measures them unlowered. */
 const NICE = process.env.ISSUE_AGENT_TEST_SATURATION_NICE ?? '10';
 
@@ -49,7 +50,7 @@ function lines(file: string): LogLine[] {
  * A worker host whose sandboxes saturate its cores (the repositories' tests run there): one real
  * worker with three jobs at once (isolated local sandboxes, real App, Redis, GitHub and model
  * simulators), each job's agent running BURNERS busy loops for BURN_S seconds on a 2-core machine.
- * With the production lock, every job keeps its lock throughout: no lost lock, no stall, each job's
+ * With a lock shorter than the burn, every job keeps its lock throughout: no lost lock, no stall, each job's
  * processor starts exactly once, and each ends with its pull request. The sandboxes' processes run
  * at the lower CPU priority (nice 10), and the worker reports how late its lock renewals were (the
  * renewing thread) beside how long its own event loop was held up.

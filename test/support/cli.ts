@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { entryArgs } from './entry.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
-const CLI = join(ROOT, 'src', 'cli', 'main.ts');
 
 export interface CliResult {
   readonly code: number | null;
@@ -29,8 +29,7 @@ export function startCli(
   /** Modules preloaded after tsx (a test's hook, e.g. recording-backend.ts's). */
   imports: readonly string[] = [],
 ): ChildProcess & { result: Promise<CliResult> } {
-  const preload = imports.flatMap((m) => ['--import', m]);
-  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, CLI, ...args], {
+  const child = spawn(process.execPath, [...entryArgs('src/cli/main.ts', imports), ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

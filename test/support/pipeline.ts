@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import type { AgentEvent, BaseState } from '../../src/events/schema.js';
+import { entryArgs } from './entry.js';
 import { commitFiles, makeFixtureRepo, type FixtureName, type FixtureRepo } from './fixture-repo.js';
 import { startGitHubSimulator, type GitHubSim, type RepoPermission } from './github-sim/index.js';
 import { startModelSimulator, type ModelSimulator, type Policy } from '../../src/model-sim/index.js';
@@ -16,8 +17,6 @@ import type { DeliveryResult } from './github-sim/types.js';
 import { freePort, redisSkipReason, startRedis, type TestRedis } from './redis-server.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
-/** Resolved here: the processes run in a scratch folder (no stray .env), where `tsx` is not resolvable. */
-const TSX = import.meta.resolve('tsx');
 
 /** For tests that kill or freeze a worker: its job is handed over within about 5 s. */
 export const SHORT_LOCK = {
@@ -129,6 +128,10 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     ISSUE_AGENT_PUBLIC_URL: `http://127.0.0.1:${port}`,
     ISSUE_AGENT_ADMIN_TOKEN: adminToken,
     ISSUE_AGENT_LOG_LEVEL: 'info',
+    // For profiling the pipeline's processes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+    ...(process.env.ISSUE_AGENT_TEST_CHILD_NODE_OPTIONS === undefined
+      ? {}
+      : { NODE_OPTIONS: process.env.ISSUE_AGENT_TEST_CHILD_NODE_OPTIONS }),
     ...options.env,
   };
   const procs: Proc[] = [];
@@ -136,8 +139,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   const spawnProc = (name: string, script: string, own: Record<string, string> = {}): Proc => {
     const log = join(workDir, `${name}-${n++}.log`);
     const fd = openSync(log, 'a');
-    const preload = (options.imports ?? []).flatMap((m) => ['--import', m]);
-    const child = spawn(process.execPath, ['--import', TSX, ...preload, script], {
+    const child = spawn(process.execPath, entryArgs(script, options.imports), {
       cwd: workDir,
       env: { ...env, ...own },
       stdio: ['ignore', fd, fd],
@@ -169,10 +171,10 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       await delay(50);
     }
   };
-  const app = spawnProc('app', join(ROOT, 'src', 'app', 'main.ts'));
+  const app = spawnProc('app', 'src/app/main.ts');
   const workers: Proc[] = [];
   const startWorker = async (): Promise<Proc> => {
-    const w = spawnProc('worker', join(ROOT, 'workers', 'main.ts'), options.workerEnv?.(workers.length));
+    const w = spawnProc('worker', 'workers/main.ts', options.workerEnv?.(workers.length));
     workers.push(w);
     await waitForLog(w, 'worker ready');
     return w;
@@ -242,10 +244,16 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     stop: async () => {
       await intake?.close();
       await fix?.close();
+      // A profiled process writes its profile only when it exits by itself: ask, then insist.
+      const ask = env.NODE_OPTIONS?.includes('--cpu-prof') === true ? 'SIGTERM' : 'SIGKILL';
       for (const p of procs) {
-        if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+        if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill(ask);
       }
+      const insist = setTimeout(() => {
+        for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+      }, 15_000);
       await Promise.all(procs.map((p) => p.exited()));
+      clearTimeout(insist);
       if (process.env.ISSUE_AGENT_KEEP_TEST_DIRS !== '1') rmSync(workDir, { recursive: true, force: true });
     },
   };
