@@ -71,8 +71,8 @@ function monthEndMs(month: string): number {
 
 /**
  * The ledger in Redis, beside the queue every worker already shares. One owner's month is one hash
- * (and one hash of holds), both under the owner's hash tag so a script can touch them on a cluster;
- * a set per month names the owners that spent, for the run server.
+ * (with a hash of holds and a set of settled hold ids), all under the owner's hash tag so a script
+ * can touch them on a cluster; a set per month names the owners that spent, for the run server.
  */
 export class RedisSpendLedger implements SpendLedger {
   readonly kind = 'redis';
