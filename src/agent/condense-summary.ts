@@ -8,6 +8,7 @@ import {
   type UserBlock,
 } from '../model/model.js';
 import { costUsd, type ModelPrice } from '../model/pricing.js';
+import type { SpendBudget } from './spend-budget.js';
 import { fenceUntrusted } from './untrusted-text.js';
 
 /**
@@ -44,6 +45,11 @@ export interface Summarizer {
   readonly signal?: AbortSignal | undefined;
   /** Wall time the run has left, in ms; the call is bounded by it. */
   readonly wallLeftMs?: (() => number) | undefined;
+  /**
+   * The month's shared limits (AgentDeps.budget): the summary call is held at its worst cost and
+   * settled at its real one, as a step's call; a refused hold means no call, and the line list.
+   */
+  readonly budget?: SpendBudget | undefined;
 }
 
 export type SummaryCall = NonNullable<EventOf<'condensation'>['call']>;

@@ -5,6 +5,7 @@ import type { ModelRequest } from '../model/model.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { askForSummary, modelSummaryText, type Summarizer } from './condense-summary.js';
 import { buildMessages, estimateTokens } from './conversation.js';
+import { holdCall, worstCallUsd } from './spend-budget.js';
 
 export type { Summarizer } from './condense-summary.js';
 
@@ -53,19 +54,59 @@ export async function prepareRequest(
         state.lastCondensation,
         maxChars,
       );
-      const lines = { kind: 'condensation', throughEventId: through, condensedTurns: turns } as const;
-      let event: NewEvent = { ...lines, summary, method: 'lines' };
+      const lines = {
+        kind: 'condensation',
+        throughEventId: through,
+        condensedTurns: turns,
+        summary,
+      } as const;
       if ((limits.condenser ?? 'summary') === 'summary' && summarizer !== undefined) {
         const maxTokens = Math.min(limits.maxOutputTokens, Math.floor(contextTokens * 0.15));
-        const got = await askForSummary(summarizer, built.request, maxTokens, maxChars);
-        const call = got.call === undefined ? {} : { call: got.call };
-        event = got.ok
-          ? { ...lines, summary: modelSummaryText(got.text, turns), method: 'model', ...call }
-          : { ...lines, summary, method: 'lines', fallback: got.reason, ...call };
-      }
-      await append(event);
+        const bounds = { contextTokens, maxTokens, maxChars };
+        await appendModelSummary(summarizer, built.request, bounds, lines, append);
+      } else await append({ ...lines, method: 'lines' });
       built = build();
     }
   }
   return built;
+}
+
+/**
+ * The condensation with the summary the model writes, recorded. The summary call is held against
+ * the month's limits as a step's call is (step.ts): its worst cost (a whole context of input and
+ * the summary's output limit) before, its real cost after the event that carries it is in the log,
+ * so a crash between the two loses the call's spend (the hold expires) and never counts it twice.
+ * A refused hold makes no call: the line list is recorded, with the refusal as its fallback (the
+ * next step's hold then stops the run, budget_exhausted, unless room came back).
+ */
+async function appendModelSummary(
+  summarizer: Summarizer,
+  request: ModelRequest,
+  bounds: { contextTokens: number; maxTokens: number; maxChars: number },
+  /** The condensation with the line list as its summary: recorded as is when no model summary is had. */
+  lines: { kind: 'condensation'; throughEventId: number; condensedTurns: number; summary: string },
+  append: (e: NewEvent) => Promise<AgentEvent>,
+): Promise<void> {
+  const callUsd = worstCallUsd(summarizer.price, {
+    contextTokens: bounds.contextTokens,
+    maxOutputTokens: bounds.maxTokens,
+  });
+  const hold = await holdCall(summarizer.budget, callUsd, summarizer.signal);
+  if (!hold.ok) {
+    await append({ ...lines, method: 'lines', fallback: `no summary call was made: ${hold.reason}` });
+    return;
+  }
+  let usd = 0;
+  try {
+    const got = await askForSummary(summarizer, request, bounds.maxTokens, bounds.maxChars);
+    usd = got.call?.usd ?? 0;
+    const call = got.call === undefined ? {} : { call: got.call };
+    await append(
+      got.ok
+        ? { ...lines, summary: modelSummaryText(got.text, lines.condensedTurns), method: 'model', ...call }
+        : { ...lines, method: 'lines', fallback: got.reason, ...call },
+    );
+  } finally {
+    await hold.settle(usd);
+  }
 }

@@ -66,6 +66,29 @@ export function refusalReason(r: SpendRefusal, callUsd: number): string {
   );
 }
 
+/** A granted hold, to settle after the call whatever happened; or why none was granted. */
+export type CallHold =
+  { readonly ok: true; settle(usd: number): Promise<void> } | { readonly ok: false; readonly reason: string };
+
+/**
+ * Holds a call's worst cost (`callUsd`), or says why the month's limits refuse it (refusalReason).
+ * A hold that needs no budget settles to nothing. A stop that came while waiting for room wins over
+ * the refusal or the hold: the hold is ended and the cancel thrown.
+ */
+export async function holdCall(
+  budget: SpendBudget | undefined,
+  callUsd: number,
+  signal: AbortSignal | undefined,
+): Promise<CallHold> {
+  if (budget === undefined) return { ok: true, settle: () => Promise.resolve() };
+  const r = await budget.reserve(callUsd, signal);
+  if (signal?.aborted === true) {
+    if (r.ok) await r.settle(0);
+    throwIfCancelled(signal);
+  }
+  return r.ok ? r : { ok: false, reason: refusalReason(r.refusal, callUsd) };
+}
+
 /**
  * Holds the next call's worst cost, or stops the run (`budget_exhausted`, limit `monthly_usd`).
  * Null without a budget. The caller settles the hold after the call, whatever happened.
@@ -76,16 +99,7 @@ export async function holdForCall(
   signal: AbortSignal | undefined,
 ): Promise<{ settle(usd: number): Promise<void> } | null> {
   if (budget === undefined) return null;
-  const r = await budget.reserve(callUsd, signal);
-  // A stop that came while waiting for room wins over the refusal or the hold.
-  if (signal?.aborted === true) {
-    if (r.ok) await r.settle(0);
-    throwIfCancelled(signal);
-  }
+  const r = await holdCall(budget, callUsd, signal);
   if (r.ok) return r;
-  throw new StopRun({
-    outcome: 'budget_exhausted',
-    limit: 'monthly_usd',
-    reason: refusalReason(r.refusal, callUsd),
-  });
+  throw new StopRun({ outcome: 'budget_exhausted', limit: 'monthly_usd', reason: r.reason });
 }

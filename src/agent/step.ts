@@ -165,6 +165,7 @@ async function modelCall(run: AgentRun): Promise<void> {
     price: run.price,
     signal: run.signal,
     wallLeftMs: () => limits.maxWallMs - run.elapsed(),
+    budget: run.deps.budget,
   });
   // The month's shared limits: this call's worst cost is held first, its real cost recorded after.
   const hold = await holdForCall(run.deps.budget, worstCallUsd(run.price, limits), run.signal);

@@ -37,21 +37,42 @@ redis.call('EXPIRE', KEYS[2], ARGV[8])
 return {'held', '', spentOwner, heldOwner}
 `;
 
-/** KEYS as HOLD_SCRIPT's. ARGV: holdId, repoField, micros, keepSeconds. */
+/**
+ * KEYS as HOLD_SCRIPT's, then the month's set of settled hold ids. ARGV: holdId, repoField, micros,
+ * keepSeconds, settledExpiresAtMs. Idempotent, as PostgreSQL's settle: a settle sent again (its
+ * reply lost after Redis applied it; ioredis resending it after a reconnect; the worker retrying)
+ * finds its id in the set and adds nothing. The id is recorded with the spend, in this one script,
+ * so no crash or connection drop can leave one without the other. A hold that expired and was
+ * reaped before its settle (a call that outlived its hold) is still counted, once.
+ */
 const SETTLE_SCRIPT = `
 redis.call('HDEL', KEYS[2], ARGV[1])
-if tonumber(ARGV[3]) > 0 then
-  redis.call('HINCRBY', KEYS[1], 'total', ARGV[3])
-  redis.call('HINCRBY', KEYS[1], ARGV[2], ARGV[3])
-end
+if tonumber(ARGV[3]) <= 0 then return 0 end
+if redis.call('SADD', KEYS[3], ARGV[1]) == 0 then return 0 end
+redis.call('PEXPIREAT', KEYS[3], ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'total', ARGV[3])
+redis.call('HINCRBY', KEYS[1], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 `;
 
 /**
+ * How long a month's settled hold ids outlive the later of the month's end and now. A settle is
+ * retried within minutes of its call (a hold lives 15); a week past the month is far beyond that,
+ * and the set does not grow for the year the spend itself is kept.
+ */
+const SETTLED_KEEP_MS = 7 * 24 * 3600_000;
+
+/** The first instant after UTC month `YYYY-MM`. */
+function monthEndMs(month: string): number {
+  const [year, m] = month.split('-').map(Number);
+  return Date.UTC(year ?? 1970, m ?? 1, 1);
+}
+
+/**
  * The ledger in Redis, beside the queue every worker already shares. One owner's month is one hash
- * (and one hash of holds), both under the owner's hash tag so a script can touch them on a cluster;
- * a set per month names the owners that spent, for the run server.
+ * (with a hash of holds and a set of settled hold ids), all under the owner's hash tag so a script
+ * can touch them on a cluster; a set per month names the owners that spent, for the run server.
  */
 export class RedisSpendLedger implements SpendLedger {
   readonly kind = 'redis';
@@ -60,9 +81,10 @@ export class RedisSpendLedger implements SpendLedger {
     private readonly prefix: string,
   ) {}
 
-  private keys(month: string, owner: string): [string, string] {
+  /** The month's spend hash, its holds hash and its settled ids, under the owner's hash tag. */
+  private keys(month: string, owner: string): [string, string, string] {
     const base = `${this.prefix}:spend:{${owner}}:${month}`;
-    return [base, `${base}:holds`];
+    return [base, `${base}:holds`, `${base}:settled`];
   }
 
   private ownersKey(month: string): string {
@@ -96,16 +118,18 @@ export class RedisSpendLedger implements SpendLedger {
   }
 
   async settle(month: string, scope: SpendScope, holdId: string, micros: number): Promise<void> {
-    const [spend, holds] = this.keys(month, scope.owner);
+    const [spend, holds, settled] = this.keys(month, scope.owner);
     await this.redis.eval(
       SETTLE_SCRIPT,
-      2,
+      3,
       spend,
       holds,
+      settled,
       holdId,
       `repo:${scope.repo}`,
       String(micros),
       String(KEEP_SECONDS),
+      String(Math.max(monthEndMs(month), Date.now()) + SETTLED_KEEP_MS),
     );
     if (micros > 0) {
       // Another slot on a cluster: not in the script. An owner named here with no spend is harmless.

@@ -15,7 +15,11 @@ import type { SpendBudget, SpendRefusal, SpendReservation } from '../agent/spend
 export interface SpendLedger {
   readonly kind: 'redis' | 'postgres';
   hold(request: HoldRequest): Promise<HoldAnswer>;
-  /** Ends hold `holdId` (if still there) and adds `micros` to the owner's and the repository's month. */
+  /**
+   * Ends hold `holdId` (if still there: one that expired was reaped) and adds `micros` to the
+   * owner's and the repository's month. Idempotent per hold id: a settle sent again (its reply lost
+   * after the store applied it, a retry after a dropped connection) counts the spend once.
+   */
   settle(month: string, scope: SpendScope, holdId: string, micros: number): Promise<void>;
   /** Every owner's and repository's spend in `month` (the run server's view). */
   monthSpend(month: string): Promise<MonthSpend>;

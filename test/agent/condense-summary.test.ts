@@ -5,8 +5,11 @@ import {
   SUMMARY_REQUEST_MARKER as AGENT_MARKER,
   SUMMARY_SECTIONS,
 } from '../../src/agent/condense-summary.js';
+import { runAgent } from '../../src/agent/run-agent.js';
+import { worstCallUsd, type SpendBudget, type SpendReservation } from '../../src/agent/spend-budget.js';
 import { reduceState } from '../../src/events/reduce-state.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
+import { DEFAULT_PRICES, findPrice } from '../../src/model/pricing.js';
 import {
   httpError,
   isSummaryRequest,
@@ -173,6 +176,133 @@ test('ISSUE_AGENT_CONDENSER=lines: no summary call is made', async () => {
     assert.ok(made.length >= 1);
     assert.ok(made.every((c) => c.method === 'lines' && c.call === undefined && c.fallback === undefined));
     assert.ok(!h.sim.requests.some((r) => isSummaryRequest(r.body as MessagesRequest)));
+  } finally {
+    await h.close();
+  }
+});
+
+/**
+ * One owner's month in memory, behind the agent's SpendBudget port (the ledgers behind it are
+ * tested on Redis and PostgreSQL in test/events/spend-ledger.test.ts): every hold asked for, and
+ * every settle, in order. `beforeHold` may change the month first (another run's spend).
+ */
+function memoryMonth(capUsd: number, beforeHold: (usd: number, month: { spent: number }) => void = () => {}) {
+  const month = { spent: 0, capUsd, asked: [] as number[], refused: [] as number[], settled: [] as number[] };
+  const budget: SpendBudget = {
+    reserve: (usd): Promise<SpendReservation> => {
+      beforeHold(usd, month);
+      month.asked.push(usd);
+      if (month.spent + usd > month.capUsd) {
+        month.refused.push(usd);
+        return Promise.resolve({
+          ok: false,
+          refusal: {
+            scope: 'owner',
+            name: 'acme',
+            month: '2026-12',
+            spentUsd: month.spent,
+            capUsd: month.capUsd,
+            source: 'ISSUE_AGENT_MONTHLY_USD',
+          },
+        });
+      }
+      month.spent += usd;
+      return Promise.resolve({
+        ok: true,
+        settle: (cost) => {
+          month.spent += cost - usd;
+          month.settled.push(cost);
+          return Promise.resolve();
+        },
+      });
+    },
+  };
+  return { month, budget };
+}
+
+/** Output limit above the summary's (15% of the context), so a summary hold's size tells it apart. */
+const BUDGETED = { ...LIMITS, maxOutputTokens: 16_000 } as const;
+
+test('the summary call is held against the month at its worst cost and settled at its real cost, like a step', async () => {
+  const h = await startHarness({
+    policy: longRunPolicy(40),
+    task: LONG_RUN_TASK,
+    files: longRunFiles(),
+    testCommand: LONG_RUN_TEST_COMMAND,
+    limits: BUDGETED,
+  });
+  try {
+    const { month, budget } = memoryMonth(1e6);
+    await runAgent({ store: h.store, sandbox: h.sandbox, model: h.model, prices: DEFAULT_PRICES, budget });
+    const events = h.store.events;
+    const made = condensations(events);
+    assert.ok(made.length >= 2, `got ${made.length}`);
+    assert.ok(made.every((c) => c.method === 'model' && c.call !== undefined && c.call.usd > 0));
+    // Every model call, steps' and summaries', was held and then settled at what the log says it
+    // cost, in the order of the log: the summaries' cost is in the month's spend.
+    const costs = events.flatMap((e) =>
+      e.kind === 'model_response'
+        ? [e.usd]
+        : e.kind === 'condensation' && e.call !== undefined
+          ? [e.call.usd]
+          : [],
+    );
+    assert.deepEqual(month.settled, costs);
+    assert.equal(h.sim.requests.length, costs.length);
+    assert.ok(Math.abs(month.spent - reduceState(events).usd) < 1e-9, "the month holds the run's cost");
+    // A summary is held at its own worst: a whole context in, the summary's output limit out.
+    const price = findPrice(DEFAULT_PRICES, h.model.name);
+    const summaryWorst = worstCallUsd(price, { contextTokens: LIMITS.contextTokens, maxOutputTokens: 9_000 });
+    const stepWorst = worstCallUsd(price, h.store.base.limits);
+    assert.ok(summaryWorst < stepWorst);
+    assert.equal(month.asked.filter((u) => u === summaryWorst).length, made.length);
+    assert.equal(month.asked.filter((u) => u === stepWorst).length, costs.length - made.length);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a month with no room left for the summary call: no call, the line list with the refusal, then the run stops at the limit', async () => {
+  const h = await startHarness({
+    policy: longRunPolicy(40),
+    task: LONG_RUN_TASK,
+    files: longRunFiles(),
+    testCommand: LONG_RUN_TEST_COMMAND,
+    limits: BUDGETED,
+  });
+  try {
+    const price = findPrice(DEFAULT_PRICES, h.model.name);
+    const summaryWorst = worstCallUsd(price, { contextTokens: LIMITS.contextTokens, maxOutputTokens: 9_000 });
+    // Other runs spend the rest of the month just before the first summary call is held.
+    const { month, budget } = memoryMonth(50, (usd, m) => {
+      if (usd === summaryWorst) m.spent = Math.max(m.spent, 50 - summaryWorst / 2);
+    });
+    const outcome = await runAgent({
+      store: h.store,
+      sandbox: h.sandbox,
+      model: h.model,
+      prices: DEFAULT_PRICES,
+      budget,
+    });
+    const made = condensations(h.store.events);
+    assert.equal(made.length, 1);
+    const [c] = made;
+    assert.ok(c !== undefined);
+    assert.equal(c.method, 'lines');
+    assert.equal(c.call, undefined);
+    assert.match(
+      c.fallback ?? '',
+      /^no summary call was made: the monthly spending limit of acme \(\$50\.00, ISSUE_AGENT_MONTHLY_USD\) was reached/,
+    );
+    assert.match(c.summary, /^\[harness\] Context condensed: \d+ earlier turns are summarized here/);
+    assert.ok(!h.sim.requests.some((r) => isSummaryRequest(r.body as MessagesRequest)), 'no summary call');
+    assert.deepEqual(month.refused.slice(0, 1), [summaryWorst]);
+    // The next step's hold is refused too: the run stops at the month's limit, no call made past it.
+    assert.equal(outcome.outcome, 'budget_exhausted');
+    assert.equal(outcome.limit, 'monthly_usd');
+    const turns = h.store.events.filter((e) => e.kind === 'model_response').length;
+    assert.equal(h.sim.requests.length, turns);
+    assert.equal(month.settled.length, turns);
   } finally {
     await h.close();
   }

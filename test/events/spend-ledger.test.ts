@@ -129,6 +129,51 @@ function ledgerContract(
       });
     });
 
+    it('a settle retried (its reply lost, or resent after a connection drop) counts the spend once, also for a hold that expired and was reaped', async () => {
+      const ledger = backend.ledger();
+      const scope = spendScope(owner(), 'calc');
+      let clock = NOW;
+      const budget = monthlyBudget(ledger, scope, limits(1), {
+        now: () => clock,
+        maxWaitMs: 0,
+        ttlMs: 60_000,
+      });
+      const spent = async (): Promise<number> =>
+        toMicros(
+          (await ledger.monthSpend(monthOf(NOW))).owners.find((o) => o.owner === scope.owner)?.usd ?? 0,
+        );
+      const a = await budget.reserve(0.3);
+      assert.ok(a.ok);
+      await a.settle(0.2);
+      await a.settle(0.2);
+      assert.equal(await spent(), toMicros(0.2));
+      // A retry racing the first attempt, on another connection: still once.
+      const month = monthOf(NOW);
+      const holdId = `retried-${scope.owner}`;
+      const hold = { month, scope, ownerCap: toMicros(1), repoCap: null, holdId, nowMs: NOW.getTime() };
+      assert.equal((await ledger.hold({ ...hold, micros: toMicros(0.3), ttlMs: 60_000 })).kind, 'held');
+      const other = backend.ledger();
+      await Promise.all([
+        ledger.settle(month, scope, holdId, toMicros(0.1)),
+        other.settle(month, scope, holdId, toMicros(0.1)),
+      ]);
+      assert.equal(await spent(), toMicros(0.3));
+      // A call that outlived its hold: the hold expired and another run's hold reaped it; the call's
+      // cost is still counted, once, however often its settle is sent.
+      const c = await budget.reserve(0.3);
+      assert.ok(c.ok);
+      clock = new Date(NOW.getTime() + 61_000);
+      const d = await budget.reserve(0.6);
+      assert.ok(d.ok, 'the expired hold no longer takes room');
+      await c.settle(0.25);
+      await c.settle(0.25);
+      await d.settle(0.05);
+      await d.settle(0.05);
+      assert.equal(await spent(), toMicros(0.6));
+      const spend = await ledger.monthSpend(monthOf(NOW));
+      assert.equal(toMicros(spend.repositories.find((r) => r.repo === scope.repo)?.usd ?? 0), toMicros(0.6));
+    });
+
     it('many holds at once from separate connections never take more than the limit', async () => {
       const o = owner();
       const ledgers: SpendLedger[] = [backend.ledger(), backend.ledger(), backend.ledger(), backend.ledger()];
@@ -169,6 +214,33 @@ if (redisSkip === false) {
         await server.stop();
       },
     };
+  });
+  it("on Redis, the settled hold ids are in the month's key space and expire a week after the month ends", async () => {
+    const server = await startRedis();
+    const client = new Redis(server.url);
+    try {
+      const ledger = new RedisSpendLedger(client, 'spend-expiry');
+      const scope = spendScope('acme', 'calc');
+      const base = { scope, ownerCap: null, repoCap: null, micros: 1000, ttlMs: 60_000 };
+      for (const [month, nowMs] of [
+        ['2026-12', NOW.getTime()],
+        ['2026-02', Date.now()],
+      ] as const) {
+        const holdId = `h-${month}`;
+        assert.equal((await ledger.hold({ ...base, month, holdId, nowMs })).kind, 'held');
+        await ledger.settle(month, scope, holdId, 1000);
+        const key = `spend-expiry:spend:{acme}:${month}:settled`;
+        assert.deepEqual(await client.smembers(key), [holdId]);
+        // PTTL, not PEXPIRETIME: that needs Redis 7, and CI's may be older.
+        const expiresAt = Date.now() + (await client.pttl(key));
+        // A month already over (or a clock behind) keeps them a week from now.
+        const from = Math.max(Date.UTC(Number(month.slice(0, 4)), Number(month.slice(5)), 1), Date.now());
+        assert.ok(Math.abs(expiresAt - (from + 7 * 24 * 3600_000)) < 60_000, `${month}: ${expiresAt}`);
+      }
+    } finally {
+      client.disconnect();
+      await server.stop();
+    }
   });
 } else {
   void it.skip(`month spend ledger on Redis: ${redisSkip}`);
