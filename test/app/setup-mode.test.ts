@@ -17,22 +17,18 @@ test('without credentials, the App starts Probot’s setup page, which registers
   });
   copyFileSync(join(ROOT, 'app.yml'), join(dir, 'app.yml'));
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    entryArgs('src/app/main.ts'),
-    {
-      cwd: dir,
-      env: {
-        PATH: process.env.PATH,
-        HOME: dir,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        NODE_ENV: 'development',
-        LOG_LEVEL: 'warn',
-      },
-      stdio: 'ignore',
+  const child = spawn(process.execPath, entryArgs('src/app/main.ts'), {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH,
+      HOME: dir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'warn',
     },
-  );
+    stdio: 'ignore',
+  });
   t.after(() => child.kill('SIGKILL'));
   let page = '';
   for (let i = 0; i < 200; i++) {
