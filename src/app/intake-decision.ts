@@ -128,8 +128,6 @@ export type Refusal =
   | { readonly code: 'review_not_pull' }
   /** A person's pull request from a fork whose author did not allow edits by maintainers. */
   | { readonly code: 'pull_fork_locked' }
-  /** A person's pull request from a fork that allows maintainers' edits (not pushed to yet). */
-  | { readonly code: 'pull_fork_unsupported' }
   /** A person's pull request, asked for by someone who may not push to this repository. */
   | { readonly code: 'pull_push_denied' }
   | { readonly code: 'verify_no_pull' };
@@ -154,7 +152,13 @@ export interface Enqueue {
     readonly approval?: { readonly requestedBy: string; readonly approvedBy: string };
     readonly ciRound?: { readonly round: number; readonly of: number };
     /** Commits go on a person's pull request: its author is told in the progress comment. */
-    readonly pushTo?: { readonly author: string | null; readonly branch: string; readonly requester: string };
+    readonly pushTo?: {
+      readonly author: string | null;
+      readonly branch: string;
+      readonly requester: string;
+      /** The fork the branch is in (`owner/name`); absent: a branch of this repository. */
+      readonly fork?: string;
+    };
   };
   /**
    * May replace a running job (`onBusy: replace`): only a request by someone who may start jobs, not
@@ -239,8 +243,6 @@ export function reasonText(reason: IgnoreReason | Refusal): string {
       return 'a review asked for where there is no pull request';
     case 'pull_fork_locked':
       return 'pull request from a fork without edits by maintainers';
-    case 'pull_fork_unsupported':
-      return 'pull request from a fork (edits by maintainers allowed)';
     case 'pull_push_denied':
       return "the sender may not push to this repository, so not to a person's pull request";
     case 'verify_no_pull':
@@ -666,7 +668,12 @@ function decideAccepted(
         ...(human === null
           ? {}
           : {
-              pushTo: { author: human.author, branch: human.headRef, requester: trigger.sender.login },
+              pushTo: {
+                author: human.author,
+                branch: human.headRef,
+                requester: trigger.sender.login,
+                ...(human.fork === undefined ? {} : { fork: human.headRepo }),
+              },
             }),
       },
       mayReplace: answer === null && run.ci === null,
@@ -682,10 +689,11 @@ function decideAccepted(
 type HumanPull = NonNullable<NonNullable<FixJob['pull']>['human']>;
 
 /**
- * A request on a pull request a person opened: commits go on its branch when the branch is in this
- * repository and the requester may push here themselves (GitHub's own rule for a collaborator's
- * push), so the App never pushes for someone who could not. A fork's branch is written only where its
- * author allowed edits by maintainers, and not by this version (it says so; see docs/github-app.md).
+ * A request on a pull request a person opened: commits go on its branch when the requester may push
+ * to this repository themselves (GitHub's own rule for a collaborator's push), so the App never
+ * pushes for someone who could not. A fork's branch is written only where its author allowed edits
+ * by maintainers (GitHub's rule for pushing to a fork's head branch): the job clones the fork and
+ * pushes there with git (see docs/github-app.md).
  */
 function decideHumanPull(
   trigger: Trigger,
@@ -694,10 +702,7 @@ function decideHumanPull(
   pull: number,
   owner: PullOwnership,
 ): Decision | { readonly kind: 'human'; readonly human: HumanPull } {
-  const said = (
-    code: 'pull_fork_locked' | 'pull_fork_unsupported' | 'pull_push_denied',
-    body: string,
-  ): Plan => ({
+  const said = (code: 'pull_fork_locked' | 'pull_push_denied', body: string): Plan => ({
     ...refuse({ code }, null, {
       body,
       once: {
@@ -712,14 +717,21 @@ function decideHumanPull(
       return said('pull_fork_locked', humanPullReply('fork_gone', owner, trigger.sender.login));
     if (owner.maintainerCanModify !== true)
       return said('pull_fork_locked', humanPullReply('fork_locked', owner, trigger.sender.login));
-    return said('pull_fork_unsupported', humanPullReply('fork_open', owner, trigger.sender.login));
+    // Nowhere to clone it from: as good as gone.
+    if (owner.headCloneUrl == null)
+      return said('pull_fork_locked', humanPullReply('fork_gone', owner, trigger.sender.login));
   }
   if (facts.pushAccess === undefined) return need(trigger, run.phase, { fact: 'pushAccess' });
   if (!facts.pushAccess)
     return said('pull_push_denied', humanPullReply('no_push', owner, trigger.sender.login));
   return {
     kind: 'human',
-    human: { author: owner.author ?? null, headRef: owner.headRef ?? '', headRepo: owner.headRepo ?? '' },
+    human: {
+      author: owner.author ?? null,
+      headRef: owner.headRef ?? '',
+      headRepo: owner.headRepo ?? '',
+      ...(owner.fork && owner.headCloneUrl != null ? { fork: { cloneUrl: owner.headCloneUrl } } : {}),
+    },
   };
 }
 

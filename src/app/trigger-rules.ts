@@ -370,6 +370,8 @@ export interface PullOwnership {
   readonly headRef?: string;
   /** A fork's author lets maintainers (and so the App) push to its head branch. */
   readonly maintainerCanModify?: boolean;
+  /** Where `headRepo` is cloned from (null: a deleted fork); absent where only `ours` matters. */
+  readonly headCloneUrl?: string | null;
 }
 
 /**
@@ -381,7 +383,10 @@ export interface PullOwnership {
 export function pullOwnership(
   pr: {
     readonly user: { readonly id: number; readonly login?: string } | null;
-    readonly head: { readonly ref: string; readonly repo: { readonly full_name: string } | null };
+    readonly head: {
+      readonly ref: string;
+      readonly repo: { readonly full_name: string; readonly clone_url?: string } | null;
+    };
     readonly base: { readonly repo: { readonly full_name: string } };
     readonly maintainer_can_modify?: boolean | undefined;
   },
@@ -398,6 +403,7 @@ export function pullOwnership(
     author: nullable(pr.user)?.login ?? null,
     headRef: pr.head.ref,
     maintainerCanModify: pr.maintainer_can_modify === true,
+    headCloneUrl: nullable(pr.head.repo)?.clone_url ?? null,
   };
 }
 
@@ -419,7 +425,7 @@ export async function mayPush(trigger: Trigger, octokit: RestClient): Promise<bo
 
 /** Why a request on a person's pull request pushes nothing (see intake-decision.ts). */
 export function humanPullReply(
-  why: 'fork_locked' | 'fork_open' | 'no_push' | 'fork_gone',
+  why: 'fork_locked' | 'no_push' | 'fork_gone',
   o: PullOwnership,
   requester: string,
 ): string {
@@ -429,11 +435,6 @@ export function humanPullReply(
         `I can't push to this pull request: its branch is in the fork \`${o.headRepo ?? '?'}\`, and its author did not ` +
         'allow edits by maintainers ("Allow edits by maintainers" on the pull request), so GitHub lets nobody but them push there. ' +
         `@${o.author ?? 'the author'} can turn that on and ask me again, or I can review it: \`@agent review\`.`
-      );
-    case 'fork_open':
-      return (
-        `I don't push to forks yet: this pull request's branch is in \`${o.headRepo ?? '?'}\`. Its author allows edits ` +
-        'by maintainers, so a maintainer can push the change there; I can review it: `@agent review`.'
       );
     case 'no_push':
       return (

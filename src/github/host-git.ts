@@ -757,8 +757,8 @@ export class HostGit {
    * Brings `branch` of the clone's remote into `refs/remotes/origin/<branch>` and returns its tip:
    * what a follow-up round reads the base branch's instructions from (its clone follows the PR head).
    */
-  async fetchBranch(dir: string, branch: string, token: string): Promise<string> {
-    const { url } = await this.verifyPristine(dir);
+  async fetchBranch(dir: string, branch: string, token: string, from?: string): Promise<string> {
+    const url = from ?? (await this.verifyPristine(dir)).url;
     const ref = `refs/remotes/origin/${branch}`;
     await this.inPristine(dir, ['fetch', '--quiet', '--no-tags', '--', url, `+refs/heads/${branch}:${ref}`], {
       token,

@@ -46,8 +46,16 @@ export interface ProgressCommon {
     /** The request the approval covers (its comment and the digest of its text when approved). */
     readonly covers?: { readonly commentId: number; readonly digest: string } | undefined;
   };
-  /** Commits go on a pull request a person opened: its author and branch, and who asked. */
-  readonly pushTo?: { readonly author: string | null; readonly branch: string; readonly requester: string };
+  /**
+   * Commits go on a pull request a person opened: its author and branch, who asked, and the fork
+   * (`owner/name`) the branch is in, if it is one.
+   */
+  readonly pushTo?: {
+    readonly author: string | null;
+    readonly branch: string;
+    readonly requester: string;
+    readonly fork?: string | undefined;
+  };
   /** An automatic round fixing the App's PR's failing CI: which, of at most how many. */
   readonly ciRound?: {
     readonly round: number;
@@ -274,7 +282,7 @@ export function renderProgress(
     p.pushTo === undefined
       ? []
       : [
-          `${p.pushTo.author === null ? 'To the author of this pull request' : codeSpan(truncateEnd(p.pushTo.author, 100))}: ${codeSpan(truncateEnd(p.pushTo.requester, 100))} asked me to work on this pull request, so I push my commits to its branch ${codeSpan(truncateEnd(p.pushTo.branch, 200))}. Pull them before you push again.`,
+          `${p.pushTo.author === null ? 'To the author of this pull request' : codeSpan(truncateEnd(p.pushTo.author, 100))}: ${codeSpan(truncateEnd(p.pushTo.requester, 100))} asked me to work on this pull request, so I push my commits to its branch ${codeSpan(truncateEnd(p.pushTo.branch, 200))}${p.pushTo.fork === undefined ? '' : ` in your fork ${codeSpan(truncateEnd(p.pushTo.fork, 200))} (you allow edits by maintainers; I push there with git, so the commits are not GitHub-signed)`}. Pull them before you push again.`,
         ];
   const text = [
     progressMarker(p.jobId),

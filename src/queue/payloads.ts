@@ -67,11 +67,24 @@ export const fixJobSchema = z.object({
     .object({
       number: z.number().int().positive(),
       /**
-       * A pull request a person opened (not the App), whose branch in this repository the follow-up
-       * pushes to: asked for on it by someone who may push here. Absent: one of the App's own.
+       * A pull request a person opened (not the App), whose branch the follow-up pushes to: asked
+       * for on it by someone who may push here. Absent: one of the App's own. `fork`: the branch is
+       * in `headRepo`, a fork whose author allows edits by maintainers; the job clones it from
+       * `cloneUrl` and pushes there with git (the App is not installed on it, so no API commit).
        */
       human: z
-        .object({ author: z.string().nullable(), headRepo: z.string(), headRef: z.string().min(1) })
+        .object({
+          author: z.string().nullable(),
+          headRepo: z.string(),
+          headRef: z.string().min(1),
+          fork: z
+            .object({
+              cloneUrl: z
+                .string()
+                .regex(/^https?:\/\/[^@\s/]+\/[^@\s]+$/, 'an http(s) URL without credentials'),
+            })
+            .optional(),
+        })
         .optional(),
     })
     .nullable()

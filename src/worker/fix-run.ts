@@ -143,7 +143,12 @@ function jobContext(
     () => rt.lost?.() === true,
     p.pull?.human === undefined
       ? undefined
-      : { author: p.pull.human.author, branch: p.pull.human.headRef, requester: p.trigger.sender.login },
+      : {
+          author: p.pull.human.author,
+          branch: p.pull.human.headRef,
+          requester: p.trigger.sender.login,
+          ...(p.pull.human.fork === undefined ? {} : { fork: p.pull.human.headRepo }),
+        },
   );
   const ctx: JobContext = {
     p,

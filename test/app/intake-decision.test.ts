@@ -22,6 +22,7 @@ import {
 import { parseRepoConfig, REPO_CONFIG_PATH, type RepoConfig } from '../../src/config/repo-config.js';
 import { evaluateKey, fixJobId, issueKey, reviewKey, verifyKey } from '../../src/queue/ids.js';
 import { VERIFY_NO_PULL } from '../../src/app/verify-request.js';
+import { fixJobSchema } from '../../src/queue/payloads.js';
 import type { Trigger } from '../../src/queue/trigger.js';
 
 /*
@@ -99,6 +100,11 @@ const alicePull: PullOwnership = {
   maintainerCanModify: false,
 };
 const lockedFork: PullOwnership = { ...alicePull, fork: true, headRepo: 'alice/calc', headRef: 'lint' };
+const openFork: PullOwnership = {
+  ...lockedFork,
+  maintainerCanModify: true,
+  headCloneUrl: 'https://github.com/alice/calc.git',
+};
 
 const approval: Approval = {
   by: { login: 'maria', id: 11 },
@@ -815,14 +821,70 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'on a fork’s PR that allows edits by maintainers: not pushed to by this version, said so',
+    name: 'on a fork’s PR that allows edits by maintainers, someone who may push here: a follow-up pushing to the fork’s branch',
     trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
     world: {
       permission: allowed,
       ...prTarget,
-      pull: { state: 'open', ownership: { ...lockedFork, maintainerCanModify: true } },
+      pull: { state: 'open', ownership: openFork },
+      pushAccess: true,
+      reviewComments: [],
     },
-    plan: { kind: 'refuse', reason: { code: 'pull_fork_unsupported' } },
+    asked: ['permission', 'target', `pull:${PR}`, 'pushAccess', `reviewComments:${PR}`],
+    plan: {
+      kind: 'enqueue',
+      enqueue: {
+        targetKey: issueKey(REPO, PR),
+        job: {
+          kind: 'follow-up',
+          pull: {
+            number: PR,
+            human: {
+              author: 'alice',
+              headRepo: 'alice/calc',
+              headRef: 'lint',
+              fork: { cloneUrl: 'https://github.com/alice/calc.git' },
+            },
+          },
+          instructions: ['fix the linter'],
+        },
+        shown: { pushTo: { author: 'alice', branch: 'lint', requester: 'maria', fork: 'alice/calc' } },
+      },
+    },
+    then: (p) => {
+      // What intake queues is what the worker reads back: the payload's schema takes it.
+      assert.ok(p.kind === 'enqueue');
+      assert.equal(fixJobSchema.safeParse(p.enqueue.job).success, true);
+    },
+  },
+  {
+    name: 'on a fork’s PR that allows edits by maintainers, someone who may not push here: refused, said why',
+    trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
+    world: {
+      permission: allowed,
+      ...prTarget,
+      pull: { state: 'open', ownership: openFork },
+      pushAccess: false,
+    },
+    plan: {
+      kind: 'refuse',
+      reason: { code: 'pull_push_denied' },
+      say: { body: humanPullReply('no_push', openFork, 'maria') },
+    },
+  },
+  {
+    name: 'on a PR whose fork was deleted: refused before any push check, said why',
+    trigger: trigger({ issue: onPull, body: '@agent fix the linter' }),
+    world: {
+      permission: allowed,
+      ...prTarget,
+      pull: { state: 'open', ownership: { ...openFork, headRepo: null, headCloneUrl: null } },
+    },
+    asked: ['permission', 'target', `pull:${PR}`],
+    plan: { kind: 'refuse', reason: { code: 'pull_fork_locked' } },
+    then: (p) => {
+      assert.match(p.kind === 'refuse' ? (p.say?.body ?? '') : '', /the fork its branch was in is gone/);
+    },
   },
   {
     name: 'an outsider on a person’s PR: refused as any outsider request (it may be approved)',

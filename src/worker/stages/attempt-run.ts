@@ -29,8 +29,9 @@ export function attemptsOf(p: FixJob): number {
 }
 
 function mirrorFor(ctx: JobContext, rt: FixRuntime): string | undefined {
-  // Only where no sandbox process can reach the host's disk: a mirror outlives the job.
-  return rt.mirrors === true && rt.backend.hostDiskSealed
+  // Only where no sandbox process can reach the host's disk: a mirror outlives the job. None for a
+  // fork's branch: the mirror is this repository's, made from its URL.
+  return rt.mirrors === true && rt.backend.hostDiskSealed && ctx.p.pull?.human?.fork === undefined
     ? mirrorDir(rt.jobsDir, ctx.p.installationId, ctx.p.repo.id)
     : undefined;
 }
@@ -69,6 +70,7 @@ export async function runAttempt(
     agent: rt.agent,
     config: ctx.p.config,
     mirror: mirrorFor(ctx, rt),
+    mirrorsKept: rt.mirrors === true && rt.backend.hostDiskSealed,
     repoKey: `github:${ctx.p.repo.id}`,
     followUp: pull !== null,
     scrub: (text) => ctx.redactor().redact(text),

@@ -44,7 +44,16 @@ export async function recordJob(
 export async function fetchRepo(ctx: JobContext, baseBranch: string | null | undefined): Promise<RepoInfo> {
   const { data: repoData } = await ctx.gh.rest.repos.get(ctx.where);
   // The branch a new PR starts from and targets: the repository's default unless the runtime names one.
-  return { clone_url: repoData.clone_url, default_branch: baseBranch ?? repoData.default_branch };
+  const base = { clone_url: repoData.clone_url, default_branch: baseBranch ?? repoData.default_branch };
+  const human = ctx.p.pull?.human;
+  if (human?.fork === undefined) return base;
+  // A person's PR from a fork: its branch is cloned from, and pushed to, the fork itself.
+  return {
+    ...base,
+    clone_url: human.fork.cloneUrl,
+    base_clone_url: repoData.clone_url,
+    fork: human.headRepo,
+  };
 }
 
 /**
@@ -59,10 +68,21 @@ export async function fetchPull(
   const owner = pullOwnership(pr, ctx.bot.id);
   const human = ctx.p.pull?.human;
   if (human !== undefined) {
-    // A person's pull request, as intake decided: still a branch of this repository, the same one.
-    if (owner.fork || pr.head.ref !== human.headRef) {
+    // A person's pull request, as intake decided: the same branch in the same repository, and a
+    // fork's author still allows edits by maintainers (else GitHub would refuse the push anyway).
+    const where = human.fork === undefined ? 'this repository' : `the fork \`${human.headRepo}\``;
+    if (
+      owner.fork !== (human.fork !== undefined) ||
+      owner.headRepo !== human.headRepo ||
+      pr.head.ref !== human.headRef
+    ) {
       throw new PermanentJobError(
-        `pull request #${pr.number} no longer has its branch \`${human.headRef}\` in this repository, so I push nothing to it`,
+        `pull request #${pr.number} no longer has its branch \`${human.headRef}\` in ${where}, so I push nothing to it`,
+      );
+    }
+    if (human.fork !== undefined && !owner.maintainerCanModify) {
+      throw new PermanentJobError(
+        `the author of pull request #${pr.number} no longer allows edits by maintainers, so I cannot push to \`${human.headRef}\` in ${where}; nothing was changed`,
       );
     }
   } else if (!owner.ours) {
@@ -134,6 +154,8 @@ export interface PrepareSandboxInput {
   readonly branch: string;
   /** The repository's mirror on this host (pristine clones are made from it), or undefined. */
   readonly mirror?: string | undefined;
+  /** The host keeps mirrors (other jobs' too), even if this job uses none: they are hidden as well. */
+  readonly mirrorsKept?: boolean | undefined;
   /** The commit a resumed run started from; null for a new run (the clone's HEAD). */
   readonly baseCommit: string | null;
   readonly backend: FixRuntime['backend'];
@@ -238,7 +260,7 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Provis
     path: input.agent.sandboxPath,
     hide: [
       pristineRoot(input.jobsDir),
-      ...(input.mirror === undefined ? [] : [mirrorRoot(input.jobsDir)]),
+      ...(input.mirror === undefined && input.mirrorsKept !== true ? [] : [mirrorRoot(input.jobsDir)]),
       paths.trajectory,
       ...(input.hostIsolation?.hide ?? []),
     ],
@@ -278,7 +300,13 @@ async function treeOrigin(input: PrepareSandboxInput, commit: string): Promise<T
   }
   let tip: string;
   try {
-    tip = await git.fetchBranch(paths.pristine, ref, (await input.tokens.get()).token);
+    // From this repository even when the clone is a fork's: the fork's own `ref` proves nothing.
+    tip = await git.fetchBranch(
+      paths.pristine,
+      ref,
+      (await input.tokens.get()).token,
+      input.repo.base_clone_url,
+    );
   } catch (error) {
     if (error instanceof HostGitError && !error.transient) {
       return { kind: 'unknown', why: `the base branch \`${ref}\` could not be fetched: ${error.message}` };

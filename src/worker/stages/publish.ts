@@ -213,9 +213,17 @@ async function putOnBranch(
   const { git, paths, bot, log, gh, where, tokens } = ctx;
   const { pull, outcome, store } = input;
   const { branch, baseCommit, message } = target;
-  const api = ctx.commitVia === 'api' ? await apiPlan(ctx, baseCommit) : null;
+  // A fork's branch: the App is not installed on the fork, so GitHub's API cannot write there; git
+  // can, for the head branch of a pull request whose author allows edits by maintainers.
+  const fork = input.repo.fork;
+  const api = ctx.commitVia === 'api' && fork === undefined ? await apiPlan(ctx, baseCommit) : null;
   const viaApi = api?.plan.kind === 'api' ? { plan: api.plan, tree: api.tree } : null;
-  const fallback = api?.plan.kind === 'push' ? api.plan.why : null;
+  const fallback =
+    ctx.commitVia === 'api' && fork !== undefined
+      ? `the branch is in the fork \`${fork}\`, where the App is not installed, so its API cannot write there`
+      : api?.plan.kind === 'push'
+        ? api.plan.why
+        : null;
   if (fallback !== null)
     log.info({ why: fallback }, 'the change is pushed with git, not made through the API');
   // The pushed commit is a function of the run (author, dates, message, tree, parent), so a retry
@@ -268,7 +276,21 @@ async function putOnBranch(
     head = local ?? (await git.commit(paths.pristine, message, bot, at));
     // The branch is the App's namespace: an earlier run's branch with no open PR is replaced, but
     // only if nobody pushed to it since we looked (lease). A follow-up's push is a fast-forward.
-    await pushOrExplain(ctx, branch, head, token, pull === null ? (remoteTip ?? undefined) : undefined);
+    const refused = await pushOrExplain(
+      ctx,
+      branch,
+      head,
+      token,
+      pull === null ? (remoteTip ?? undefined) : undefined,
+      fork,
+    );
+    if (refused !== null) {
+      log.warn({ branch, fork, reason: refused }, 'the fork refused the push');
+      return {
+        end: { kind: 'fork_push_refused', outcome, branch, fork: fork ?? '', reason: refused },
+        outcome: 'failed',
+      };
+    }
   }
   log.info({ branch, commit: head, via: viaApi === null ? 'push' : 'api' }, 'pushed');
   return { head, fallback };
@@ -347,16 +369,30 @@ function commitMessage(ctx: JobContext, pull: PullInfo | null, outcome: Outcome)
     );
 }
 
+/**
+ * Pushes `head` to `branch`; a push that lost a race is permanent. A fork that refuses the App (its
+ * author turned edits by maintainers off, or closed the pull request) returns GitHub's words: the
+ * job ends saying so, with the change still in its trajectory.
+ */
 async function pushOrExplain(
   ctx: JobContext,
   branch: string,
   head: string,
   token: string,
   lease: string | undefined,
-): Promise<void> {
+  fork: string | undefined,
+): Promise<string | null> {
   try {
     await ctx.git.push(ctx.paths.pristine, branch, token, lease);
+    return null;
   } catch (error) {
+    if (
+      fork !== undefined &&
+      error instanceof HostGitError &&
+      /permission|denied|403|not found|404/i.test(error.message)
+    ) {
+      return 'GitHub refused the push: the App may push to a fork only while its pull request is open and its author allows edits by maintainers';
+    }
     // Rejected as non-fast-forward: someone pushed between our check and our push.
     if (
       error instanceof HostGitError &&

@@ -45,6 +45,14 @@ export type JobEnd =
       readonly remoteTip: string | null;
       readonly baseCommit: string;
     }
+  /** A fork's branch refused the push (edits by maintainers turned off, or the PR closed meanwhile). */
+  | {
+      readonly kind: 'fork_push_refused';
+      readonly outcome: Outcome;
+      readonly branch: string;
+      readonly fork: string;
+      readonly reason: string;
+    }
   | {
       readonly kind: 'pr_ready';
       readonly outcome: Outcome;
@@ -162,6 +170,12 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
           ? `the branch \`${branch}\` was deleted while I worked, so I did not push`
           : `someone pushed to \`${branch}\` while I worked (it is now at ${remoteTip.slice(0, 12)}, I started from ${baseCommit.slice(0, 12)}); I did not push, so nothing of theirs is lost. Ask again to build on top of their commits`;
       await progress.update({ kind: 'ended', outcome: outcome.outcome, reason, summary: outcome.summary });
+      await replyInThread(ctx, pull, `I did not push: ${reason}.`);
+      return;
+    }
+    case 'fork_push_refused': {
+      const reason = `I could not push to \`${end.branch}\` in the fork \`${end.fork}\`: ${end.reason}. Nothing was changed there; the change is in the trajectory, and asking again once edits by maintainers are allowed redoes it`;
+      await progress.update({ kind: 'ended', outcome: 'failed', reason, summary: end.outcome.summary });
       await replyInThread(ctx, pull, `I did not push: ${reason}.`);
       return;
     }

@@ -18,8 +18,16 @@ export interface JobPaths {
 
 /** The repository as a job uses it: where to clone from and the branch new PRs start from and target. */
 export interface RepoInfo {
+  /** What the pristine clone is made from and pushed to: the fork, for a person's PR from one. */
   readonly clone_url: string;
   readonly default_branch: string;
+  /**
+   * Set when `clone_url` is a fork's (a person's PR whose author allows edits by maintainers): this
+   * repository's URL, where `default_branch` is read from (a fork's own `main` is not the base).
+   */
+  readonly base_clone_url?: string;
+  /** The fork `clone_url` is (`owner/name`): no mirror, no API commits, pushed with git. */
+  readonly fork?: string;
 }
 
 /** The App's own pull request a follow-up job works on. */
