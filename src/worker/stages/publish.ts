@@ -288,7 +288,7 @@ async function putOnBranch(
       log.warn({ branch, fork, reason: refused }, 'the fork refused the push');
       return {
         end: { kind: 'fork_push_refused', outcome, branch, fork: fork ?? '', reason: refused },
-        outcome: 'failed',
+        outcome: outcome.outcome,
       };
     }
   }
@@ -391,7 +391,7 @@ async function pushOrExplain(
       error instanceof HostGitError &&
       /permission|denied|403|not found|404/i.test(error.message)
     ) {
-      return 'GitHub refused the push: the App may push to a fork only while its pull request is open and its author allows edits by maintainers';
+      return "GitHub refused it (it lets the App push to a fork's branch only while the pull request is open and its author allows edits by maintainers)";
     }
     // Rejected as non-fast-forward: someone pushed between our check and our push.
     if (

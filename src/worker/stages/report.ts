@@ -175,7 +175,12 @@ export async function reportEnd(ctx: JobContext, end: JobEnd, pull: PullInfo | n
     }
     case 'fork_push_refused': {
       const reason = `I could not push to \`${end.branch}\` in the fork \`${end.fork}\`: ${end.reason}. Nothing was changed there; the change is in the trajectory, and asking again once edits by maintainers are allowed redoes it`;
-      await progress.update({ kind: 'ended', outcome: 'failed', reason, summary: end.outcome.summary });
+      await progress.update({
+        kind: 'ended',
+        outcome: end.outcome.outcome,
+        reason,
+        summary: end.outcome.summary,
+      });
       await replyInThread(ctx, pull, `I did not push: ${reason}.`);
       return;
     }

@@ -420,6 +420,13 @@ async function updatePull(ctx: HandlerContext, host: Host): Promise<Reply> {
   const pull = issue.pull;
   if (pull === null) throw notFound();
   const user = actor(ctx);
+  // A person edits a pull request they opened, or one in a repository they may write to.
+  if (
+    ctx.caller.kind === 'user' &&
+    issue.user !== user &&
+    !['admin', 'maintain', 'write'].includes(host.world.permission(issue.repo, user.login))
+  )
+    throw new HttpError(403, 'Resource not accessible by integration');
   const title = text(ctx.body, 'title');
   const body = text(ctx.body, 'body');
   const state = openOrClosed(ctx.body);
@@ -1003,7 +1010,7 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
     needs: PULLS_READ,
     run: async (ctx, host) => ok(await pullBody(pullOf(ctx, host), host)),
   },
-  'pulls/update': { auth: 'installation', needs: PULLS_WRITE, run: updatePull },
+  'pulls/update': { auth: 'installation', users: true, needs: PULLS_WRITE, run: updatePull },
   // Merging writes the base branch: GitHub asks for contents: write.
   'pulls/merge': { auth: 'installation', needs: CONTENTS_WRITE, run: mergePullRequest },
   'pulls/list-review-comments': {
