@@ -754,8 +754,9 @@ export class HostGit {
   }
 
   /**
-   * Brings `branch` of the clone's remote into `refs/remotes/origin/<branch>` and returns its tip:
-   * what a follow-up round reads the base branch's instructions from (its clone follows the PR head).
+   * Brings `branch` of the clone's remote (or of `from`: the base repository, when the clone is a
+   * fork's) into `refs/remotes/origin/<branch>` and returns its tip: what a follow-up round reads
+   * the base branch's instructions from (its clone follows the PR head).
    */
   async fetchBranch(dir: string, branch: string, token: string, from?: string): Promise<string> {
     const url = from ?? (await this.verifyPristine(dir)).url;

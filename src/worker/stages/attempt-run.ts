@@ -129,6 +129,7 @@ export async function runAttempt(
       model: rt.model,
       signal: input.signal,
       baseBranch: repo.default_branch,
+      baseUrl: repo.base_clone_url,
       attempt: input.attempt,
       canContinue: rt.canContinue !== false,
       hostDiskSealed: rt.backend.hostDiskSealed,

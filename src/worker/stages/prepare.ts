@@ -293,6 +293,14 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Provis
 async function treeOrigin(input: PrepareSandboxInput, commit: string): Promise<TreeOrigin> {
   const { git, paths } = input;
   const ref = input.repo.default_branch;
+  // A fork's branch is anyone's code (and the clone's `main` is the fork's, not the base branch):
+  // never trusted with the setup secrets, whatever it has in common with the base branch.
+  if (input.repo.fork !== undefined) {
+    return {
+      kind: 'unknown',
+      why: `it is a branch of the fork \`${input.repo.fork}\`, whose code never gets the setup secrets`,
+    };
+  }
   if (input.branch === ref) {
     // The clone follows the base branch: its HEAD is the tip it fetched.
     const tip = await git.revParse(paths.pristine, 'HEAD');
@@ -300,13 +308,7 @@ async function treeOrigin(input: PrepareSandboxInput, commit: string): Promise<T
   }
   let tip: string;
   try {
-    // From this repository even when the clone is a fork's: the fork's own `ref` proves nothing.
-    tip = await git.fetchBranch(
-      paths.pristine,
-      ref,
-      (await input.tokens.get()).token,
-      input.repo.base_clone_url,
-    );
+    tip = await git.fetchBranch(paths.pristine, ref, (await input.tokens.get()).token);
   } catch (error) {
     if (error instanceof HostGitError && !error.transient) {
       return { kind: 'unknown', why: `the base branch \`${ref}\` could not be fetched: ${error.message}` };

@@ -47,6 +47,8 @@ export interface RunInput {
   readonly signal: AbortSignal;
   /** The branch the PR targets, whose tip the repository's instructions are read from. */
   readonly baseBranch: string;
+  /** Where `baseBranch` is fetched from when the clone is a fork's (RepoInfo.base_clone_url). */
+  readonly baseUrl?: string | undefined;
   /**
    * Attempt `number` of `of` (best-of-N): the run's cost and token limits are its share of the job's
    * (1/of), so all attempts together stay within the job's budget. Absent: the one attempt.
@@ -74,12 +76,14 @@ async function readInstructions(
   ctx: JobContext,
   pull: PullInfo | null,
   baseBranch: string,
+  baseUrl: string | undefined,
 ): Promise<BaseState['instructions'] | undefined> {
   try {
     const commit =
       pull === null
         ? await ctx.git.revParse(ctx.paths.pristine, 'HEAD')
-        : await ctx.git.fetchBranch(ctx.paths.pristine, baseBranch, (await ctx.tokens.get()).token);
+        : // From this repository even when the clone is a fork's: a fork's own branch is not guidance.
+          await ctx.git.fetchBranch(ctx.paths.pristine, baseBranch, (await ctx.tokens.get()).token, baseUrl);
     const files = await collectInstructions(ctx.git.instructionSource(ctx.paths.pristine, commit));
     if (files.length > 0)
       ctx.log.info({ files: files.map((f) => f.path), commit }, 'repository instructions');
@@ -114,7 +118,7 @@ export async function runInSandbox(
             // A person's pull request's body is theirs: it names no earlier rounds of ours.
             pull.human === true ? [] : await priorRounds(ctx.storage, pull.body, p.repo.id, pull.number),
           );
-    const instructions = await readInstructions(ctx, pull, input.baseBranch);
+    const instructions = await readInstructions(ctx, pull, input.baseBranch, input.baseUrl);
     const base = await newBaseState({
       instructions,
       task,
