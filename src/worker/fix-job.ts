@@ -26,7 +26,7 @@ import { runVerifyJob } from './verify-job.js';
 import { loadBackend } from '../sandbox/backends.js';
 import { appLocalIsolation } from './local-isolation.js';
 import type { RunStorage } from '../events/run-storage.js';
-import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
+import { FixRunError, jobSpend, runFix, type FixJobResult } from './fix-run.js';
 import { asFencedWriter } from '../events/file-event-store.js';
 import type { LockKeeper } from './lock-keeper.js';
 import type { SpendLedger } from '../events/spend-ledger.js';
@@ -259,6 +259,12 @@ async function reviewJob(
         model: deps.model(deps.agent.model),
         secrets: job.secrets,
         logger: deps.logger,
+        spend: jobSpend(
+          p,
+          deps.spendLedger === undefined
+            ? undefined
+            : { ledger: deps.spendLedger, ownerUsd: deps.app.monthlyUsd },
+        ),
       },
       signal,
     );
