@@ -112,6 +112,11 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
     } catch (error) {
       if (error instanceof ReproduceError && error.code === 'no_test_command')
         throw new UsageError('no test command is known: give --test-command');
+      if (error instanceof ReproduceError && error.code === 'invalid_settings') {
+        // The fix job would not have run on these settings either: nothing was recorded the base's way.
+        console.error(`issue-agent verify: ${error.message} (or give --test-command)`);
+        return 1;
+      }
       throw error;
     }
     const table = reproduced.table;
