@@ -189,7 +189,7 @@ attack(
   },
   {
     skip: (await canIsolate()) ? false : 'this host allows no namespaces for the isolated sandbox',
-    timeout: 180_000,
+    timeout: 240_000,
   },
 );
 
