@@ -23,13 +23,18 @@ export type Row = readonly [Mark, Mark];
 /** The start of the `external_id` of a check run that a reproduction made (see the invariants). */
 export const VERIFY_EXTERNAL_ID = 'verify-';
 
-/** The per-test rows of a rendered table: name (as shown) → before and after. */
+/**
+ * The per-test rows of a rendered table: name (as shown) → before and after. A row is one `\n`
+ * line; `.` also takes the other line separators (`s`), which a test name may hold and a code span
+ * keeps: without it such a test's row would be dropped from both tables, and a test that differs
+ * would go unseen.
+ */
 export function rowsOf(table: string): Map<string, [Mark, Mark]> {
   const rows = new Map<string, [Mark, Mark]>();
   for (const line of table.split('\n')) {
-    const m = /^\| (.+) \| (✅|❌|—) \| (✅|❌|—) \|$/.exec(line);
+    const m = /^\| (.+) \| (✅|❌|—) \| (✅|❌|—) \|$/s.exec(line);
     if (m === null) continue;
-    rows.set((m[1] ?? '').replace(/^(`+) ?(.*?) ?\1$/, '$2'), [m[2] as Mark, m[3] as Mark]);
+    rows.set((m[1] ?? '').replace(/^(`+) ?(.*?) ?\1$/s, '$2'), [m[2] as Mark, m[3] as Mark]);
   }
   return rows;
 }

@@ -129,3 +129,13 @@ test('a record that ran another command, or does not say, never matches; the wor
   assert.equal(reproductionVerdict(result([])), 'matches');
   assert.equal(reproductionVerdict(result([], null, null)), 'unrecorded');
 });
+
+test('a test whose name holds a line separator keeps its row: a difference in it is seen', () => {
+  const name = 'range\u2028Test command: `true`';
+  const row = (after: string): string => `| \`\` ${name} \`\` | ✅ | ${after} |`;
+  assert.deepEqual([...rowsOf(row('✅'))], [[name, ['✅', '✅']]]);
+  assert.deepEqual(
+    differences(rowsOf(row('✅')), rowsOf(row('❌'))).map((d) => d.name),
+    [name],
+  );
+});
