@@ -21,7 +21,8 @@ import { githubHosts, publishable, type Audience } from '../publish/publishable.
 import { Redactor } from '../publish/redact.js';
 import {
   differences,
-  recordedCommand,
+  mismatchOf,
+  recordedCommands,
   recordedTitle,
   reproductionSection,
   reproductionTitle,
@@ -39,10 +40,12 @@ import { noChecksPermission, type CheckRunTarget } from './stages/check-run.js';
  * `@agent verify`: a pull request's verdict reproduced by a worker, as `issue-agent verify` does it
  * (execution/reproduce.ts: the base and the head tested again, each in a fresh sandbox of the
  * worker's backend), and compared with the verdict recorded on the change (the App's own **Issue
- * Agent** check run on its newest commit that has one). The result goes on the check run of the
- * PR's head: the App's run there gets the result on top of its summary (its verdict and table stay
- * as they were recorded); a head without one (a person pushed since) gets a new check run with the
- * reproduced table. The job's progress comment becomes the reply, linking the check run.
+ * Agent** check run on its newest commit that has one). The tests run with the base's command, as a
+ * fix job finds it; the command the record ran is only compared with it (read from the marker its
+ * renderer wrote, never from its table), and a record that ran another one does not match. The
+ * result goes on the check run of the PR's head: the App's run there gets the result on top of its
+ * summary (its verdict and table stay as they were recorded); a head without one (a person pushed
+ * since) gets a new check run with the reproduced table. The job's progress comment becomes the reply, linking the check run.
  *
  * The installation token reads the PR and fetches the repository in this process only (the REST
  * client and host git); no sandbox or comment gets it. The job's folder (`<work>/verify/<job>`) is
@@ -135,9 +138,10 @@ export async function runVerifyJob(
         repo: clone,
         base: change.base,
         head: change.head,
-        // What the recorded verdict ran, else the repository's, else the base's detected command.
-        command: (recorded === null ? null : recordedCommand(recorded.text)) ?? p.config.testCommand ?? null,
-        recordedText: recorded?.text ?? null,
+        // As a fix job finds it: the repository's settings (read from the default branch when the
+        // request was queued), else the one detected on the base. Never the record's or the head's.
+        command: p.config.testCommand ?? null,
+        commandSource: `\`testCommand\` in the repository's settings`,
         sandbox: ctx.sandbox,
         // Setup of the merge base gets no secret (see withoutSetupSecrets), only the egress this
         // repository was granted.
@@ -164,6 +168,8 @@ export async function runVerifyJob(
       base: reproduced.base,
       head: reproduced.head,
       command: reproduced.command,
+      commandSource: reproduced.commandSource,
+      recordedCommands: recorded === null ? null : recordedCommands(recorded.text),
       table: reproduced.table,
       recordedOn: recorded?.sha ?? null,
       differ: recorded === null ? [] : differences(rowsOf(recorded.text), rowsOf(reproduced.table)),
@@ -176,7 +182,10 @@ export async function runVerifyJob(
     );
     await post(replyLines(found, check));
     const verdict = reproductionVerdict(found);
-    log.info({ verdict, differ: found.differ.length, checkRun: check.made }, 'verification reported');
+    log.info(
+      { verdict, differ: found.differ.length, command: mismatchOf(found) === null, checkRun: check.made },
+      'verification reported',
+    );
     return result(verdict === 'differs' ? 'unverified' : 'resolved');
   } catch (error) {
     // The worker stopping is not a failure: the next attempt starts over.
