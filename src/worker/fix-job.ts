@@ -132,15 +132,12 @@ export async function runFixJob(
       secrets,
       final,
       logger: deps.logger,
+      cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
     };
     const ran =
       p.kind === 'verify'
         ? runVerifyJob(p, { ...common, appId: deps.app.appId }, signal)
-        : runEvaluateJob(
-            p,
-            { ...common, cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId) },
-            signal,
-          );
+        : runEvaluateJob(p, common, signal);
     return ran
       .catch((error: unknown) => {
         if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));

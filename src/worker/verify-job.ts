@@ -35,6 +35,7 @@ import {
 import type { FixJob } from '../queue/payloads.js';
 import type { FixJobResult } from './fix-runtime.js';
 import { noChecksPermission, type CheckRunTarget } from './stages/check-run.js';
+import { aborted, watchStop } from './watch-stop.js';
 
 /**
  * `@agent verify`: a pull request's verdict reproduced by a worker, as `issue-agent verify` does it
@@ -67,6 +68,8 @@ export interface VerifyContext {
   readonly agent: AgentEnv;
   /** Everything the worker holds that must never be posted. */
   readonly secrets: readonly string[];
+  /** Who asked to stop this job (`@agent stop`), read from Redis; null while nobody has. */
+  readonly cancelled: () => Promise<string | null>;
   /** The job's last attempt: a failure now is final (the comment says so). */
   readonly final: boolean;
   readonly logger: Logger;
@@ -112,6 +115,7 @@ export async function runVerifyJob(
     runId: ctx.jobId,
     branch: null,
   });
+  const stop = watchStop(ctx, signal);
   try {
     await post(['⏳ Testing the base and the head of this pull request again, each in a fresh sandbox…']);
     const change = await pullChange(ctx.gh, where, pull);
@@ -151,7 +155,7 @@ export async function runVerifyJob(
         hide: ctx.isolation?.hide ?? [],
         mask: ctx.isolation?.mask ?? [],
         cacheKey: `verify:${repo}`,
-        signal,
+        signal: stop.controller.signal,
       });
     } catch (error) {
       if (!(error instanceof ReproduceError)) throw error;
@@ -164,6 +168,8 @@ export async function runVerifyJob(
       return result('failed');
     }
     stoppedByWorker(signal);
+    // A stop that came as the reproduction ended still wins: nothing is put on the check run.
+    if (aborted(stop.controller.signal)) throw new Error('stopped');
     const found: ReproductionResult = {
       base: reproduced.base,
       head: reproduced.head,
@@ -188,6 +194,14 @@ export async function runVerifyJob(
     );
     return result(verdict === 'differs' ? 'unverified' : 'resolved');
   } catch (error) {
+    // A stop request ends the job as asked: nothing is changed on the check run.
+    if (stop.controller.signal.aborted && signal?.aborted !== true) {
+      log.info({ reason: String(stop.controller.signal.reason) }, 'verification stopped');
+      await post([
+        `⏹️ Stopped (${neutralizeInline(String(stop.controller.signal.reason))}) before the verification finished; nothing was changed on the check run.`,
+      ]).catch(() => undefined);
+      return result('cancelled');
+    }
     // The worker stopping is not a failure: the next attempt starts over.
     if (signal?.aborted !== true) {
       const message = error instanceof Error ? error.message : String(error);
@@ -200,6 +214,7 @@ export async function runVerifyJob(
     }
     throw error;
   } finally {
+    stop.dispose();
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
 }
