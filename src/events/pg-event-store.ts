@@ -86,6 +86,15 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE TABLE ia_spend_settled (hold_id text PRIMARY KEY);
     `,
   },
+  {
+    version: 4,
+    sql: `
+      -- When a hold was settled: a retry comes within minutes, so a week later its row only grows the
+      -- table (pg-spend-ledger.ts deletes such rows as it settles).
+      ALTER TABLE ia_spend_settled ADD COLUMN settled_at timestamptz NOT NULL DEFAULT now();
+      CREATE INDEX ia_spend_settled_at ON ia_spend_settled (settled_at);
+    `,
+  },
 ];
 
 /** The channel a NOTIFY with `<run id> <event id>` goes to after each append. */

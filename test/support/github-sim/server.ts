@@ -749,7 +749,8 @@ class Simulator implements GitHubSim {
     /** What is awaited; a function is called at the timeout (logs as they are then). */
     what: string | (() => string) = 'condition',
   ): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    const started = Date.now();
+    const deadline = started + timeoutMs;
     for (;;) {
       if (await predicate()) return;
       if (Date.now() >= deadline)
@@ -757,7 +758,11 @@ class Simulator implements GitHubSim {
           `github-sim: timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()} ` +
             `(${this.requests.length} requests, ${this.deliveries.length} deliveries, ${this.pushes.length} pushes so far)`,
         );
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Often at first (most conditions come within a second), then less: a predicate may read git
+      // or scan every request, and a whole job's wait polled every 20 ms cost the suite minutes of
+      // CPU in this process, which also serves the pipeline.
+      const waited = Date.now() - started;
+      await new Promise((resolve) => setTimeout(resolve, waited < 1000 ? 20 : waited < 10_000 ? 100 : 250));
     }
   }
 
