@@ -156,6 +156,8 @@ export async function fetchTaskImages(
     token,
     signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
   });
+  // A stop meanwhile ends the job as a stop during setup does, not with images named as aborted.
+  throwIfCancelled(signal);
   ctx.log.info(
     { images: fetched.images.length, unavailable: fetched.unavailable },
     "the task's images, fetched",
