@@ -8,8 +8,9 @@ import type { ImageBlockParam } from '../model/model.js';
  * files: a resumed run, on any worker, sends the same bytes without fetching them again.
  *
  * The base state names the files before they are attached (the store must exist to attach to), so
- * a worker that died in between leaves a run whose files are missing: nothing was sent to the model
- * yet, and the run goes on without those images (logged).
+ * a worker that died in between leaves a run whose files are missing and whose model has seen
+ * nothing yet: the next worker fetches them again first (the worker's reattachTaskImages); one that
+ * still is not there is left out here (logged).
  */
 export async function loadTaskImages(
   store: Pick<EventStore, 'base' | 'readAttachment'>,

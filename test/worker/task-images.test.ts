@@ -13,6 +13,7 @@ import { Redactor } from '../../src/publish/redact.js';
 import {
   attachTaskImages,
   fetchTaskImages,
+  reattachTaskImages,
   taskImageFields,
   type TaskImages,
 } from '../../src/worker/stages/prepare.js';
@@ -114,6 +115,32 @@ describe('a new run: the images its texts link, fetched, kept with the run, sent
     const dir = mkdtempSync(join(tmpdir(), 'task-images-'));
     try {
       await roundTrip(new FileRunStorage(dir), 'job-1');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a run whose worker died before attaching its images, with no event yet, gets them fetched again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'task-images-'));
+    try {
+      const storage = new FileRunStorage(dir);
+      const { fetched } = await fetchBoth();
+      const store = await storage.create(
+        'job-3',
+        makeBase({ task: { ...makeBase().task, ...taskImageFields(fetched) } }),
+      );
+      assert.deepEqual(await loadTaskImages(store), []);
+      const ctx = { tokens: { get: () => Promise.resolve({ token }), issued: [token] }, log };
+      await reattachTaskImages(ctx, store);
+      const blocks = await loadTaskImages(store);
+      assert.deepEqual(
+        blocks.map((b) => b.source.data),
+        [PNG.toString('base64'), GIF.toString('base64')],
+      );
+      // Nothing is fetched once they are there.
+      const before = sim.requests.length;
+      await reattachTaskImages(ctx, store);
+      assert.equal(sim.requests.length, before);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -190,18 +190,58 @@ export function taskImageFields(fetched: TaskImages): Pick<Task, 'images' | 'una
  * The images' bytes, attached to the new run under the names its base state records: the run's
  * first files, so the attachment budget (which cuts later command outputs) never cuts one.
  */
-export async function attachTaskImages(store: EventStore, fetched: TaskImages): Promise<void> {
+export async function attachTaskImages(
+  store: EventStore,
+  fetched: TaskImages,
+  /** For one image: the name the base state records for it (`files/<name>`). */
+  as?: string,
+): Promise<void> {
   if (fetched.images.length === 0) return;
   const dir = await mkdtemp(join(tmpdir(), 'ia-task-images-'));
   try {
     for (const [i, image] of fetched.images.entries()) {
-      const name = `task-image-${i + 1}.${EXTENSIONS[image.mediaType]}`;
+      const name = as?.replace(/^files\//, '') ?? `task-image-${i + 1}.${EXTENSIONS[image.mediaType]}`;
       const path = join(dir, name);
       await writeFile(path, Buffer.from(image.data, 'base64'), { mode: 0o600 });
       await store.attachFile(path, name);
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A run whose base state names images whose files are missing (its worker died between writing the
+ * base state and attaching them) and that has no event yet, so the model has seen nothing: the
+ * missing ones are fetched again and attached under the names recorded. One that cannot be had now
+ * is logged and left out (loadTaskImages leaves out a missing file).
+ */
+export async function reattachTaskImages(
+  ctx: Pick<JobContext, 'tokens' | 'log'>,
+  store: EventStore,
+  signal?: AbortSignal,
+): Promise<void> {
+  if (store.events.length > 0) return;
+  for (const image of store.base.task.images ?? []) {
+    if ((await store.readAttachment(image.file)) !== null) continue;
+    const { token } = await ctx.tokens.get();
+    const got = await fetchIssueImages([image.url], {
+      token,
+      signal: AbortSignal.any([
+        ...(signal === undefined ? [] : [signal]),
+        AbortSignal.timeout(IMAGES_TIMEOUT_MS),
+      ]),
+    });
+    throwIfCancelled(signal);
+    const [again] = got.images;
+    if (again === undefined || again.mediaType !== image.mediaType) {
+      ctx.log.warn(
+        { url: image.url, unavailable: got.unavailable },
+        'an image of the task could not be fetched again',
+      );
+      continue;
+    }
+    await attachTaskImages(store, { images: [again], unavailable: [] }, image.file);
   }
 }
 

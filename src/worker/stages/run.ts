@@ -16,6 +16,7 @@ import type { Sandbox } from '../../sandbox/sandbox.js';
 import {
   attachTaskImages,
   fetchTaskImages,
+  reattachTaskImages,
   taskImageFields,
   type IssueText,
   type TaskImages,
@@ -158,6 +159,8 @@ export async function runInSandbox(
         : { attempt: { number: attempt.number, of: attempt.of, jobId: attempt.jobId } }),
     });
     await attachTaskImages(store, fetched);
+  } else if (input.images !== undefined) {
+    await reattachTaskImages(ctx, store, input.signal);
   }
   const s = store;
   const outcome = await runAgentIn({
