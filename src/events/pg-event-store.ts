@@ -1,7 +1,7 @@
 import { open, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { AppendQueue, EventStoreError, fencedRun, type EventStore } from './event-store.js';
+import { AppendQueue, attachmentName, EventStoreError, fencedRun, type EventStore } from './event-store.js';
 import { MAX_ATTACHED_BYTES } from './file-event-store.js';
 import {
   agentEvent,
@@ -354,6 +354,11 @@ export class PgEventStore implements EventStore {
     }
     this.list.push(full);
     return full;
+  }
+
+  async readAttachment(rel: string): Promise<Buffer | null> {
+    const name = attachmentName(rel);
+    return name === null ? null : this.store.file(this.runId, name);
   }
 
   async attachFile(sourcePath: string, name: string): Promise<string> {

@@ -171,6 +171,7 @@ export async function runFixJob(
           mirrors: true,
           // Commits through the git database API: GitHub signs them (branch rules requiring signatures).
           commitVia: 'api',
+          images: { webOrigin: deps.app.githubWebUrl },
           tokens,
           secrets,
           bot,
