@@ -331,6 +331,8 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
         canContinue: false,
         logger,
         baseBranch: inputs.baseBranch,
+        // The images, fetched with the workflow's token (a private repository's need it).
+        images: { webOrigin: runner.serverUrl },
       },
       signal,
     );

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AgentEvent, BaseState, Limits, ModelSetup, NewEvent, ToolUseBlock } from '../events/schema.js';
 import type { EventStore } from '../events/event-store.js';
 import { reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
-import type { Model, ToolSpec } from '../model/model.js';
+import type { ImageBlockParam, Model, ToolSpec } from '../model/model.js';
 import { findPrice, type ModelPrice, type PriceTable } from '../model/pricing.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { StepSpans } from '../telemetry/tracing.js';
@@ -97,6 +97,8 @@ export class AgentRun {
   readonly scrub: (text: string) => string;
   readonly ctx: ToolContext;
   readonly spans = new StepSpans();
+  /** The task's images, read once from the run's files before the first step (task-images.ts). */
+  images: readonly ImageBlockParam[] = [];
   /** The tree of the last checkpoint (the base tree before any): the workspace's, once `workspaceKnown`. */
   lastTree: string;
   /**

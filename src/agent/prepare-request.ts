@@ -1,7 +1,7 @@
 import type { EventStore } from '../events/event-store.js';
 import { reduceState } from '../events/reduce-state.js';
 import type { AgentEvent, Limits, NewEvent } from '../events/schema.js';
-import type { ModelRequest } from '../model/model.js';
+import type { ImageBlockParam, ModelRequest } from '../model/model.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { askForSummary, modelSummaryText, type Summarizer } from './condense-summary.js';
 import { buildMessages, estimateTokens } from './conversation.js';
@@ -26,13 +26,15 @@ export async function prepareRequest(
   limits: Pick<Limits, 'contextTokens' | 'maxOutputTokens' | 'condenser'>,
   append: (e: NewEvent) => Promise<AgentEvent>,
   summarizer?: Summarizer,
+  /** The task's images (task-images.ts), loaded once per run. */
+  images: readonly ImageBlockParam[] = [],
 ): Promise<{ request: ModelRequest; estimate: number }> {
   const { contextTokens } = limits;
   const build = (): { request: ModelRequest; estimate: number } => {
     const request: ModelRequest = {
       system,
       tools,
-      messages: buildMessages(store.base, store.events),
+      messages: buildMessages(store.base, store.events, images),
       maxOutputTokens: limits.maxOutputTokens,
     };
     return { request, estimate: estimateTokens(request) };

@@ -42,6 +42,8 @@ export function taskMessage(base: BaseState, baseline: EventOf<'test_run'> | nul
     parts.push('An additional instruction from the maintainer who started this run:');
     parts.push(fenceUntrusted('instruction', instruction));
   }
+  const images = imagesText(base.task);
+  if (images !== null) parts.push(images);
   if (base.triage === true) {
     parts.push(
       'Before changing anything, decide whether the issue is actionable: you can state the expected ' +
@@ -63,6 +65,24 @@ export function taskMessage(base: BaseState, baseline: EventOf<'test_run'> | nul
     parts.push(`Before any change the harness ran the tests: ${describeTestRun(baseline)}.`);
   }
   return parts.join('\n\n');
+}
+
+/**
+ * What the task's images are: those that follow as image blocks, in order, by URL (the text links
+ * them by URL), and one line per image that could not be loaded, with why.
+ */
+function imagesText(task: BaseState['task']): string | null {
+  const lines: string[] = [];
+  const images = task.images ?? [];
+  if (images.length > 0) {
+    lines.push(
+      `The ${images.length === 1 ? 'image' : `${images.length} images`} linked above ${images.length === 1 ? 'follows' : 'follow'} this message, in this order: ${images.map((i) => i.url).join(', ')}.`,
+    );
+  }
+  for (const u of task.unavailableImages ?? []) {
+    lines.push(`An image could not be loaded: ${u.url} (${u.reason}).`);
+  }
+  return lines.length === 0 ? null : lines.join('\n');
 }
 
 /** A new round: the answer to the agent's question (untrusted text, fenced like the issue). */

@@ -7,6 +7,7 @@ import { describedWorkspace } from './resume-check.js';
 import { recordedRun, runTestCommand } from './run-test-command.js';
 import { finishWith, StopRun, throwIfCancelled, toStop, type Outcome } from './run-stop.js';
 import { step, toolCalls } from './step.js';
+import { loadTaskImages } from './task-images.js';
 import { WorkspaceGit, WorkspaceGitError } from './workspace-git.js';
 
 export type { AgentDeps, FreshVerifier } from './agent-run.js';
@@ -43,6 +44,7 @@ export async function runAgent(deps: AgentDeps): Promise<Outcome> {
 
   const run = new AgentRun(deps, git, existing, segmentStart);
   try {
+    run.images = await loadTaskImages(store, deps.logger);
     if (store.events.length > 0) await resume(run, existing);
     for (const n of deps.notices ?? []) {
       if (!store.events.some((e) => e.kind === 'warning' && e.message === n.message))

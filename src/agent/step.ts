@@ -160,13 +160,21 @@ async function stopOrWarn(run: AgentRun, state: RunState): Promise<void> {
 /** The model's next turn, recorded with its usage and cost; bounded by the time the run has left. */
 async function modelCall(run: AgentRun): Promise<void> {
   const { limits } = run;
-  const request = await prepareRequest(run.store, run.system, run.specs, limits, run.append, {
-    model: run.model,
-    price: run.price,
-    signal: run.signal,
-    wallLeftMs: () => limits.maxWallMs - run.elapsed(),
-    budget: run.deps.budget,
-  });
+  const request = await prepareRequest(
+    run.store,
+    run.system,
+    run.specs,
+    limits,
+    run.append,
+    {
+      model: run.model,
+      price: run.price,
+      signal: run.signal,
+      wallLeftMs: () => limits.maxWallMs - run.elapsed(),
+      budget: run.deps.budget,
+    },
+    run.images,
+  );
   // The month's shared limits: this call's worst cost is held first, its real cost recorded after.
   const hold = await holdForCall(run.deps.budget, worstCallUsd(run.price, limits), run.signal);
   const started = performance.now();

@@ -598,9 +598,11 @@ function decideAccepted(
       targets: [
         targetKey,
         ...(target.number === trigger.issue.number ? [] : [issueKey(repoId, trigger.issue.number)]),
-        // An evaluation or a review asked for here stops too.
+        // An evaluation, a review or a verification asked for here stops too.
         evaluateKey(repoId, trigger.issue.number),
-        ...(trigger.issue.isPullRequest ? [reviewKey(repoId, trigger.issue.number)] : []),
+        ...(trigger.issue.isPullRequest
+          ? [reviewKey(repoId, trigger.issue.number), verifyKey(repoId, trigger.issue.number)]
+          : []),
       ],
       by: trigger.sender.login,
       sayIfNone:

@@ -7,7 +7,7 @@ import type { AgentEnv } from '../config/agent-env.js';
 import { fetchRepository } from '../eval/fetch-repo.js';
 import { ReproduceError, reproduceVerdict } from '../execution/reproduce.js';
 import { pullChange, recordedVerdict, type AgentCheckRun } from '../github/recorded-verdict.js';
-import { compareRows, rowsOf } from '../publish/reproduction.js';
+import { commandMismatch, compareRows, recordedCommands, rowsOf } from '../publish/reproduction.js';
 import { chooseSandbox, sandboxKind, UsageError } from './workspace.js';
 
 export { compareRows, rowsOf } from '../publish/reproduction.js';
@@ -20,8 +20,11 @@ export const VERIFY_USAGE = `  issue-agent verify <repo-dir | owner/name> (--pr 
  * head, or as given) are each tested in a new sandbox by the harness that grades evals (a fresh
  * checkout, the change applied inside the sandbox, its runner configuration put back to the base's),
  * read by the same test-results engine, and shown with the same per-test table as the pull request
- * and its check run. Exit 0 only when every row matches the table recorded in the check run
- * "Issue Agent"; otherwise 1, naming each test that differs (2: usage).
+ * and its check run. The tests run with the base's command (--test-command, else `testCommand` in
+ * the base commit's `.github/issue-agent.yml`, else the one detected on the base), never one read
+ * from the head or from the record. Exit 0 only when the check run "Issue Agent" recorded that same
+ * command (in the marker its renderer writes) and every row matches its table; otherwise 1, saying
+ * which command it recorded and naming each test that differs (2: usage).
  */
 export async function verifyCommand(args: readonly string[], env: AgentEnv): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -93,7 +96,8 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
         base,
         head,
         command: values['test-command'] ?? null,
-        recordedText: recorded?.text ?? null,
+        commandSource: 'given with --test-command',
+        baseSettings: true,
         sandbox,
         env,
         setup,
@@ -101,13 +105,18 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
         cacheKey: `verify:${target}`,
         starting: (at) => {
           console.error(
-            `issue-agent verify: ${at.base.slice(0, 12)}..${at.head.slice(0, 12)}, \`${at.command}\` in fresh sandboxes`,
+            `issue-agent verify: ${at.base.slice(0, 12)}..${at.head.slice(0, 12)}, \`${at.command}\` (${at.source}) in fresh sandboxes`,
           );
         },
       });
     } catch (error) {
       if (error instanceof ReproduceError && error.code === 'no_test_command')
         throw new UsageError('no test command is known: give --test-command');
+      if (error instanceof ReproduceError && error.code === 'invalid_settings') {
+        // The fix job would not have run on these settings either: nothing was recorded the base's way.
+        console.error(`issue-agent verify: ${error.message} (or give --test-command)`);
+        return 1;
+      }
       throw error;
     }
     const table = reproduced.table;
@@ -119,11 +128,17 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
       return 1;
     }
     const differ = compareRows(rowsOf(recorded.text), rowsOf(table));
-    if (differ.length === 0) {
+    const mismatch = commandMismatch(
+      recordedCommands(recorded.text),
+      reproduced.command,
+      reproduced.commandSource,
+    );
+    if (differ.length === 0 && mismatch === null) {
       console.error(`issue-agent verify: matches the verdict recorded on ${recorded.sha.slice(0, 12)}`);
       return 0;
     }
     console.error(`issue-agent verify: differs from the verdict recorded on ${recorded.sha.slice(0, 12)}:`);
+    if (mismatch !== null) console.error(`  test command: ${mismatch}`);
     for (const d of differ) console.error(`  ${d}`);
     return 1;
   } finally {

@@ -11,6 +11,8 @@ export interface EventStore {
   append(event: NewEvent): Promise<AgentEvent>;
   /** Stores a large blob (e.g. full command output) beside the log; returns its relative name. */
   attachFile(sourcePath: string, name: string): Promise<string>;
+  /** An attached file's bytes by the name attachFile returned, or null when it is not there. */
+  readAttachment(rel: string): Promise<Buffer | null>;
   /** A location people can open (a folder path for the file store). */
   readonly location: string;
 }
@@ -66,4 +68,10 @@ export class EventStoreError extends Error {
   ) {
     super(message, options);
   }
+}
+
+/** The file name inside `files/` that attachFile's answer names, or null for any other path. */
+export function attachmentName(rel: string): string | null {
+  const m = /^files\/([^/\\]+)$/.exec(rel);
+  return m === null || m[1] === '.' || m[1] === '..' ? null : (m[1] ?? null);
 }

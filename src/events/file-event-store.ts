@@ -14,7 +14,7 @@ import {
   rmSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, open as openFile, rename, stat } from 'node:fs/promises';
+import { copyFile, mkdir, open as openFile, readFile, rename, stat } from 'node:fs/promises';
 import { writeEvent } from './append-thread.js';
 import { join } from 'node:path';
 import {
@@ -25,7 +25,7 @@ import {
   type BaseState,
   type NewEvent,
 } from './schema.js';
-import { AppendQueue, EventStoreError, fencedRun, type EventStore } from './event-store.js';
+import { AppendQueue, attachmentName, EventStoreError, fencedRun, type EventStore } from './event-store.js';
 
 const EVENT_FILE = /^(\d{6,})-([a-z_]+)\.json$/;
 /** An event's claim in `claims/`: a hard link to its file, named by the id alone (see appendSync). */
@@ -262,6 +262,17 @@ export class FileEventStore implements EventStore {
     renameSync(tmp, join(this.location, 'events', `${id}-${full.kind}.json`));
     this.list.push(full);
     return full;
+  }
+
+  async readAttachment(rel: string): Promise<Buffer | null> {
+    const name = attachmentName(rel);
+    if (name === null) return null;
+    try {
+      return await readFile(join(this.location, 'files', name));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw error;
+    }
   }
 
   async attachFile(sourcePath: string, name: string): Promise<string> {

@@ -1,7 +1,7 @@
 import { open, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { AppendQueue, EventStoreError, fencedRun, type EventStore } from './event-store.js';
+import { AppendQueue, attachmentName, EventStoreError, fencedRun, type EventStore } from './event-store.js';
 import { MAX_ATTACHED_BYTES } from './file-event-store.js';
 import {
   agentEvent,
@@ -84,6 +84,15 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX ia_spend_holds_owner ON ia_spend_holds (month, owner);
       -- Holds already turned into spend: a settle retried after its commit is not counted twice.
       CREATE TABLE ia_spend_settled (hold_id text PRIMARY KEY);
+    `,
+  },
+  {
+    version: 4,
+    sql: `
+      -- When a hold was settled: a retry comes within minutes, so a week later its row only grows the
+      -- table (pg-spend-ledger.ts deletes such rows as it settles).
+      ALTER TABLE ia_spend_settled ADD COLUMN settled_at timestamptz NOT NULL DEFAULT now();
+      CREATE INDEX ia_spend_settled_at ON ia_spend_settled (settled_at);
     `,
   },
 ];
@@ -345,6 +354,11 @@ export class PgEventStore implements EventStore {
     }
     this.list.push(full);
     return full;
+  }
+
+  async readAttachment(rel: string): Promise<Buffer | null> {
+    const name = attachmentName(rel);
+    return name === null ? null : this.store.file(this.runId, name);
   }
 
   async attachFile(sourcePath: string, name: string): Promise<string> {

@@ -3,6 +3,9 @@ import { retrying, withClient } from './pg-event-store.js';
 import type { HoldAnswer, HoldRequest, MonthSpend, SpendLedger, SpendScope } from './spend-ledger.js';
 import { fromMicros } from './spend-ledger.js';
 
+/** How long a settled hold's id is kept against a retried settle (retries come within minutes). */
+export const SETTLED_KEPT_DAYS = 7;
+
 /** The owner's total row of a month has this as its repository. */
 const OWNER_ROW = '';
 
@@ -88,6 +91,9 @@ export class PgSpendLedger implements SpendLedger {
               [holdId],
             );
           }
+          await client.query(
+            `DELETE FROM ia_spend_settled WHERE settled_at < now() - interval '${SETTLED_KEPT_DAYS} days'`,
+          );
           await client.query('COMMIT');
         } catch (error) {
           await client.query('ROLLBACK').catch(() => undefined);

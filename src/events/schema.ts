@@ -116,6 +116,23 @@ export const task = z.object({
   instructions: z.array(z.string()).default([]),
   /** Where the task came from, for people reading the trajectory (e.g. owner/repo#12, or "cli"). */
   source: z.string(),
+  /**
+   * The issue's and the request's images, in the order the text links them: each one's bytes are an
+   * attached file of the run (`file`, as attachFile named it), so a resumed run sends the same ones
+   * without fetching them again. They follow the task text in the first message as image blocks.
+   */
+  images: z
+    .array(
+      z.object({
+        url: z.string(),
+        mediaType: z.enum(['image/png', 'image/jpeg', 'image/gif', 'image/webp']),
+        file: z.string(),
+        bytes: z.number().int().nonnegative(),
+      }),
+    )
+    .optional(),
+  /** Images the text links that could not be had, each with why: named to the model and in the PR. */
+  unavailableImages: z.array(z.object({ url: z.string(), reason: z.string() })).optional(),
 });
 export type Task = z.infer<typeof task>;
 

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { parse as parseYaml } from 'yaml';
 import type { AgentEnv } from '../config/agent-env.js';
+import { parseRepoConfig, REPO_CONFIG_PATH, RepoConfigError } from '../config/repo-config.js';
 import { hostProbe } from '../environment/host-probe.js';
 import { runTestsAt, type TestRun as GradedRun } from '../eval/grade.js';
 import type { EventOf } from '../events/schema.js';
-import { recordedCommand } from '../publish/reproduction.js';
 import { renderVerification } from '../publish/verification.js';
 import { detectTestCommand } from '../testing/detect-test-command.js';
 import { isFailing } from '../testing/test-run.js';
@@ -24,13 +25,21 @@ type TestRunEvent = EventOf<'test_run'>;
  *
  * Only the repository's commits reach a sandbox: the clone is local (fetched by the caller, whose
  * token never leaves its process), and the folder it works in is hidden from a local sandbox.
+ *
+ * The test command is the base's, found as a fix job finds it: the caller's configured one (the
+ * App's repository settings, read from the default branch; the CLI's --test-command), else
+ * `testCommand` in the base commit's `.github/issue-agent.yml` when asked (the CLI, which has no
+ * settings of its own), else the one detected on the base commit. Never one from the head (a pull
+ * request may change its settings and scripts), and never one from the recorded verdict: what the
+ * tests are run with decides what "reproduced" means, so the record's command is only compared
+ * with this one (publish/reproduction.ts), never used.
  */
 
 export class ReproduceError extends Error {
   override readonly name = 'ReproduceError';
   constructor(
     message: string,
-    readonly code: 'no_test_command' | 'tests_did_not_run',
+    readonly code: 'no_test_command' | 'tests_did_not_run' | 'invalid_settings',
   ) {
     super(message);
   }
@@ -41,10 +50,12 @@ export interface ReproduceOptions {
   readonly repo: string;
   readonly base: string;
   readonly head: string;
-  /** The test command asked for, else the recorded table's, else the base's detected one. */
+  /** The configured test command (see the top), or null to find the base's. */
   readonly command: string | null;
-  /** The recorded table (a check run's text), or null. */
-  readonly recordedText: string | null;
+  /** Where `command` came from, in words, when it is given (e.g. "given with --test-command"). */
+  readonly commandSource?: string;
+  /** Read `testCommand` from the base commit's `.github/issue-agent.yml` when `command` is null. */
+  readonly baseSettings?: boolean;
   readonly sandbox: SandboxChoice;
   readonly env: AgentEnv;
   readonly setup: boolean;
@@ -57,7 +68,7 @@ export interface ReproduceOptions {
   readonly cacheKey: string;
   readonly signal?: AbortSignal | undefined;
   /** Told once the commits and the command are known, before any sandbox starts. */
-  readonly starting?: (what: { base: string; head: string; command: string }) => void;
+  readonly starting?: (what: { base: string; head: string; command: string; source: string }) => void;
 }
 
 export interface Reproduced {
@@ -65,6 +76,8 @@ export interface Reproduced {
   readonly base: string;
   readonly head: string;
   readonly command: string;
+  /** Where the command came from, in words. */
+  readonly commandSource: string;
   readonly table: string;
 }
 
@@ -75,11 +88,12 @@ export async function reproduceVerdict(o: ReproduceOptions): Promise<Reproduced>
   const base = (await git('merge-base', o.base, o.head)).trim();
   const head = (await git('rev-parse', `${o.head}^{commit}`)).trim();
   const patch = await git('diff', '--binary', base, head);
-  const command =
-    o.command ??
-    (o.recordedText === null ? null : recordedCommand(o.recordedText)) ??
-    (await baseCommand(o.repo, base, o.work));
-  if (command === null) throw new ReproduceError('no test command is known', 'no_test_command');
+  const found =
+    o.command === null
+      ? await baseCommand(o.repo, base, o.work, o.baseSettings === true)
+      : { command: o.command, source: o.commandSource ?? 'configured' };
+  if (found === null) throw new ReproduceError('no test command is known', 'no_test_command');
+  const command = found.command;
 
   const place = (key: string) => ({
     sandbox: o.sandbox,
@@ -93,7 +107,7 @@ export async function reproduceVerdict(o: ReproduceOptions): Promise<Reproduced>
     signal: o.signal,
   });
   const commands = [{ command }];
-  o.starting?.({ base, head, command });
+  o.starting?.({ base, head, command, source: found.source });
   const before = asEvent(
     'baseline',
     command,
@@ -104,15 +118,67 @@ export async function reproduceVerdict(o: ReproduceOptions): Promise<Reproduced>
     command,
     await runTestsAt({ ...place('head'), repo: o.repo, base, patch, testPatch: '', commands }),
   );
-  return { base, head, command, table: renderVerification(before, after, { maxRows: 500 }) };
+  return {
+    base,
+    head,
+    command,
+    commandSource: found.source,
+    table: renderVerification(before, after, { maxRows: 500 }),
+  };
 }
 
-/** The base commit's detected test command, read from a checkout of it. */
-async function baseCommand(repo: string, base: string, work: string): Promise<string | null> {
+/**
+ * The base commit's test command: its settings' `testCommand` (when `settings`), else the one
+ * detected in a checkout of it; null when neither is known.
+ */
+async function baseCommand(
+  repo: string,
+  base: string,
+  work: string,
+  settings: boolean,
+): Promise<{ command: string; source: string } | null> {
+  if (settings) {
+    const configured = await baseSettingsCommand(repo, base);
+    if (configured !== null)
+      return { command: configured, source: `\`testCommand\` in ${REPO_CONFIG_PATH} on the base` };
+  }
   const dir = join(work, 'base-probe');
   await run('git', ['clone', '-q', '--no-checkout', repo, dir]);
   await run('git', ['-C', dir, 'checkout', '-q', base]);
-  return (await detectTestCommand(hostProbe(dir)))?.command ?? null;
+  const detected = await detectTestCommand(hostProbe(dir));
+  return detected === null
+    ? null
+    : { command: detected.command, source: `detected on the base: ${detected.source}` };
+}
+
+/**
+ * `testCommand` in the base commit's `.github/issue-agent.yml`, or null when the file or the key is
+ * absent. A file that is not valid settings is an error: the fix job would not have run on it.
+ */
+async function baseSettingsCommand(repo: string, base: string): Promise<string | null> {
+  let text: string;
+  try {
+    text = (await run('git', ['-C', repo, 'show', `${base}:${REPO_CONFIG_PATH}`], { maxBuffer: 1024 * 1024 }))
+      .stdout;
+  } catch {
+    // Absent on the base (git show fails for a path the tree does not hold).
+    return null;
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (error) {
+    throw new ReproduceError(
+      `${REPO_CONFIG_PATH} on the base is not valid YAML: ${error instanceof Error ? error.message : String(error)}`,
+      'invalid_settings',
+    );
+  }
+  try {
+    return parseRepoConfig(raw, { label: 'issue-agent', handle: 'agent' }).testCommand ?? null;
+  } catch (error) {
+    if (!(error instanceof RepoConfigError)) throw error;
+    throw new ReproduceError(error.message, 'invalid_settings');
+  }
 }
 
 /** A graded run as the `test_run` event the renderer reads (no exit code: 0 unless a test failed). */

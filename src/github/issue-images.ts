@@ -75,19 +75,67 @@ export async function fetchIssueImages(
   return { images, unavailable };
 }
 
+/** Redirects followed at most: GitHub answers one, to the file's short-lived signed URL. */
+const MAX_REDIRECTS = 3;
+
 async function fetchOne(url: string, options: FetchImagesOptions): Promise<IssueImage | string> {
   const maxBytes = options.maxBytes ?? MAX_IMAGE_BYTES;
-  const response = await (options.fetch ?? fetch)(url, {
+  const get = options.fetch ?? fetch;
+  const signal = options.signal === undefined ? {} : { signal: options.signal };
+  // The token goes to the attachment URL alone: a redirect (to the signed blob URL, which needs no
+  // credentials) is followed here without it, whatever its host.
+  let response = await get(url, {
     headers: { authorization: `token ${options.token}`, accept: 'image/*' },
-    redirect: 'follow',
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    redirect: 'manual',
+    ...signal,
   });
-  if (!response.ok) return `HTTP ${response.status}`;
+  for (let hops = 0; isRedirect(response.status); hops += 1) {
+    const location = response.headers.get('location');
+    await response.body?.cancel();
+    if (location === null || hops >= MAX_REDIRECTS)
+      return `HTTP ${response.status} without a usable redirect`;
+    response = await get(new URL(location, url), {
+      headers: { accept: 'image/*' },
+      redirect: 'manual',
+      ...signal,
+    });
+  }
+  if (!response.ok) {
+    await response.body?.cancel();
+    return `HTTP ${response.status}`;
+  }
   const declared = Number(response.headers.get('content-length') ?? '0');
-  if (declared > maxBytes) return `larger than ${maxBytes} bytes`;
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  if (bytes.length > maxBytes) return `larger than ${maxBytes} bytes`;
+  if (declared > maxBytes) {
+    await response.body?.cancel();
+    return `larger than ${maxBytes} bytes`;
+  }
+  const bytes = await readAtMost(response, maxBytes);
+  if (bytes === null) return `larger than ${maxBytes} bytes`;
   const mediaType = sniffImageType(bytes);
   if (mediaType === null) return 'not a PNG, JPEG, GIF or WebP image';
   return { url, mediaType, data: Buffer.from(bytes).toString('base64') };
+}
+
+function isRedirect(status: number): boolean {
+  return status === 301 || status === 302 || status === 303 || status === 307 || status === 308;
+}
+
+/** The body, or null once it passes `max` bytes (read no further: a missing length is not trusted). */
+async function readAtMost(response: Response, max: number): Promise<Uint8Array | null> {
+  if (response.body === null) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader: ReadableStreamDefaultReader<Uint8Array> = response.body.getReader();
+  for (;;) {
+    const next = (await reader.read()) as { done: true } | { done: false; value: Uint8Array };
+    if (next.done) break;
+    const value = next.value;
+    total += value.length;
+    if (total > max) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
 }

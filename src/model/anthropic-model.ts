@@ -146,15 +146,24 @@ function toMessageParam(message: ConversationMessage, cacheBreakpoint: boolean):
   }
   const content = message.content.map((b, i): Anthropic.ContentBlockParam => {
     const mark = cacheBreakpoint && i === message.content.length - 1 ? cache : {};
-    return b.type === 'text'
-      ? { type: 'text', text: b.text, ...mark }
-      : {
+    switch (b.type) {
+      case 'text':
+        return { type: 'text', text: b.text, ...mark };
+      case 'image':
+        return {
+          type: 'image',
+          source: { type: 'base64', media_type: b.source.media_type, data: b.source.data },
+          ...mark,
+        };
+      case 'tool_result':
+        return {
           type: 'tool_result',
           tool_use_id: b.tool_use_id,
           content: b.content,
           ...(b.is_error === true ? { is_error: true } : {}),
           ...mark,
         };
+    }
   });
   return { role: 'user', content };
 }

@@ -37,7 +37,17 @@ export interface TextBlockParam {
   readonly text: string;
 }
 
-export type UserBlock = TextBlockParam | ToolResultBlock;
+/** An image as the Messages API takes it inline: base64 bytes of a PNG, JPEG, GIF or WebP. */
+export interface ImageBlockParam {
+  readonly type: 'image';
+  readonly source: {
+    readonly type: 'base64';
+    readonly media_type: 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
+    readonly data: string;
+  };
+}
+
+export type UserBlock = TextBlockParam | ToolResultBlock | ImageBlockParam;
 
 export type ConversationMessage =
   | { readonly role: 'user'; readonly content: readonly UserBlock[] }

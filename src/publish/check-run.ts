@@ -11,6 +11,9 @@
  *   not its line (testing/test-run.ts), so an annotation sits on the file's first line and says so;
  *   a test whose file is not known gets none.
  * - Every text goes through `publishable`, as everything else the App posts.
+ * - The text's first line is the hidden marker of the test commands the verdict ran
+ *   (reproduction.ts `testCommandMarker`): the one place a reproduction reads them from. Everything
+ *   the pull request chooses (test names, output) comes after it.
  */
 import { reduceState } from '../events/reduce-state.js';
 import { factsOf } from '../testing/compare.js';
@@ -19,6 +22,7 @@ import { neutralizeInline, truncateEnd } from './markdown.js';
 import { describeOutcome, outcomeIcon } from './outcome-words.js';
 import { verificationOf } from './pr-body.js';
 import { publishable, type Audience, type Publishable } from './publishable.js';
+import { testCommandMarker } from './reproduction.js';
 import type { PublishedRun } from './trajectory.js';
 import { renderVerification } from './verification.js';
 
@@ -100,6 +104,11 @@ export function renderCheckRun(input: CheckRunInput): RenderedCheckRun {
   summaryLines.push('Reproduce this verdict in a fresh sandbox with `issue-agent verify` (see the README).');
   const summary = fit(summaryLines.join('\n\n'), input.audience);
 
+  // Redacted as the table's command is, so the marker never holds what the table may not show.
+  const marker = testCommandMarker({
+    before: shown.before === null ? null : redact(shown.before.command),
+    after: shown.after === null ? null : redact(shown.after.command),
+  });
   let text = '';
   for (const rows of ROW_TIERS) {
     text = renderVerification(shown.before, shown.after, {
@@ -114,7 +123,7 @@ export function renderCheckRun(input: CheckRunInput): RenderedCheckRun {
     conclusion,
     title: truncateEnd(title, 250),
     summary,
-    text: fit(text, input.audience),
+    text: fit(`${marker}\n${text}`, input.audience),
     annotations: v === null ? [] : annotationsOf(shown.before, shown.after, regressed, proofs, redact),
   };
 }

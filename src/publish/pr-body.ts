@@ -391,6 +391,8 @@ function renderHead(
   }
   const instructions = instructionsSection(views);
   if (instructions !== null) head.push(`### Instructions used\n\n${instructions}`);
+  const images = imagesSection(views, redactor);
+  if (images !== null) head.push(`### Images\n\n${images}`);
 
   const files =
     views.length === 1
@@ -506,6 +508,26 @@ function instructionsSection(views: readonly RunView[]): string | null {
             ? `added when the agent worked on ${codeSpan(added.get(f.path) ?? '')}`
             : 'not needed (the agent did not work where it applies)';
       const line = `- ${codeSpan(f.path)} (${codeSpan(given.ref)} at ${given.commit.slice(0, 7)}): ${when}${f.truncated ? `, cut at ${Buffer.byteLength(f.text)} of ${f.bytes} bytes` : ''}`;
+      if (!lines.includes(line)) lines.push(line);
+    }
+  }
+  return lines.length === 0 ? null : lines.join('\n');
+}
+
+/**
+ * The issue's and the request's images: how many the model was given with the task, and each one
+ * that could not be loaded, with why (the model was told the same).
+ */
+function imagesSection(views: readonly RunView[], redactor: Redactor): string | null {
+  const lines: string[] = [];
+  for (const v of views) {
+    const { images = [], unavailableImages = [] } = v.run.base.task;
+    if (images.length > 0) {
+      const line = `- Given to the model with the task: ${images.map((i) => codeSpan(truncateEnd(redactor.redact(i.url), 300))).join(', ')}`;
+      if (!lines.includes(line)) lines.push(line);
+    }
+    for (const u of unavailableImages.slice(0, 10)) {
+      const line = `- An image could not be loaded: ${codeSpan(truncateEnd(redactor.redact(u.url), 300))} (${neutralizeInline(truncateEnd(redactor.redact(u.reason), 200))})`;
       if (!lines.includes(line)) lines.push(line);
     }
   }

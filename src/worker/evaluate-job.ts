@@ -13,6 +13,7 @@ import { Redactor } from '../publish/redact.js';
 import type { SandboxChoice } from '../execution/provision.js';
 import type { FixJob } from '../queue/payloads.js';
 import type { FixJobResult } from './fix-runtime.js';
+import { aborted, watchStop } from './watch-stop.js';
 
 /**
  * `@agent evaluate`: the eval of this repository's own history (eval/from-repo.ts) run by a worker,
@@ -192,41 +193,6 @@ export async function runEvaluateJob(
   } finally {
     dispose();
   }
-}
-
-/**
- * Aborted when the worker stops or a stop request (`@agent stop`) is seen: read from Redis every
- * few seconds, as fix jobs do. `dispose` stops watching.
- */
-function watchStop(
-  ctx: EvaluateContext,
-  signal: AbortSignal | undefined,
-): { readonly controller: AbortController; readonly dispose: () => void } {
-  const controller = new AbortController();
-  const onAbort = (): void => {
-    controller.abort();
-  };
-  signal?.addEventListener('abort', onAbort, { once: true });
-  const poll = setInterval(() => {
-    ctx.cancelled().then(
-      (by) => {
-        if (by !== null) controller.abort(`stopped by ${by}`);
-      },
-      () => undefined,
-    );
-  }, 2000);
-  return {
-    controller,
-    dispose: () => {
-      clearInterval(poll);
-      signal?.removeEventListener('abort', onAbort);
-    },
-  };
-}
-
-/** Read again after an await (TypeScript keeps a narrowing of `signal.aborted` across them). */
-function aborted(signal: AbortSignal): boolean {
-  return signal.aborted;
 }
 
 /**

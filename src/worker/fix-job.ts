@@ -26,7 +26,7 @@ import { runVerifyJob } from './verify-job.js';
 import { loadBackend } from '../sandbox/backends.js';
 import { appLocalIsolation } from './local-isolation.js';
 import type { RunStorage } from '../events/run-storage.js';
-import { FixRunError, runFix, type FixJobResult } from './fix-run.js';
+import { FixRunError, jobSpend, runFix, type FixJobResult } from './fix-run.js';
 import { asFencedWriter } from '../events/file-event-store.js';
 import type { LockKeeper } from './lock-keeper.js';
 import type { SpendLedger } from '../events/spend-ledger.js';
@@ -132,15 +132,12 @@ export async function runFixJob(
       secrets,
       final,
       logger: deps.logger,
+      cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId),
     };
     const ran =
       p.kind === 'verify'
         ? runVerifyJob(p, { ...common, appId: deps.app.appId }, signal)
-        : runEvaluateJob(
-            p,
-            { ...common, cancelled: () => cancelRequest(deps.redis, deps.settings.prefix, jobId) },
-            signal,
-          );
+        : runEvaluateJob(p, common, signal);
     return ran
       .catch((error: unknown) => {
         if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
@@ -174,6 +171,7 @@ export async function runFixJob(
           mirrors: true,
           // Commits through the git database API: GitHub signs them (branch rules requiring signatures).
           commitVia: 'api',
+          images: { webOrigin: deps.app.githubWebUrl },
           tokens,
           secrets,
           bot,
@@ -259,6 +257,12 @@ async function reviewJob(
         model: deps.model(deps.agent.model),
         secrets: job.secrets,
         logger: deps.logger,
+        spend: jobSpend(
+          p,
+          deps.spendLedger === undefined
+            ? undefined
+            : { ledger: deps.spendLedger, ownerUsd: deps.app.monthlyUsd },
+        ),
       },
       signal,
     );

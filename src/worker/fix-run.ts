@@ -166,15 +166,18 @@ function jobContext(
     trajectoryLink: rt.trajectoryLink,
     log,
     ...(rt.commitVia === undefined ? {} : { commitVia: rt.commitVia }),
-    spend: jobSpend(p, rt),
+    spend: jobSpend(p, rt.spending),
   };
   return { ctx, storage, progress };
 }
 
-/** The job's side of the month's spending limits: the owner's (the deployment's) and the repository's. */
-function jobSpend(p: FixJob, rt: FixRuntime): JobSpend | undefined {
-  if (rt.spending === undefined) return undefined;
-  const { ledger, ownerUsd } = rt.spending;
+/**
+ * The job's side of the month's spending limits: the owner's (the deployment's) and the
+ * repository's. Fix jobs and reviews hold their model calls against it.
+ */
+export function jobSpend(p: FixJob, spending: FixRuntime['spending']): JobSpend | undefined {
+  if (spending === undefined) return undefined;
+  const { ledger, ownerUsd } = spending;
   const scope = spendScope(p.repo.owner, p.repo.name);
   const repoUsd = p.config.budgets.monthlyUsd ?? null;
   const limits: MonthlyLimits = {

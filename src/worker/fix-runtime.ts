@@ -102,6 +102,11 @@ export interface FixRuntime {
    * repository's `budgets.monthlyUsd` applies beside it. Absent (the Action): no monthly limits.
    */
   readonly spending?: { readonly ledger: SpendLedger; readonly ownerUsd: number | null };
+  /**
+   * A new run fetches the images its issue and request link (user attachments of this GitHub web
+   * origin) with the job's token and gives them to the model (stages/prepare.ts). Absent: none.
+   */
+  readonly images?: { readonly webOrigin: string };
 }
 
 /** GitHub tokens for git over HTTPS; every token handed out is remembered for redaction. */

@@ -6,6 +6,8 @@ import type { Logger } from 'pino';
 import { collectInstructions, guidanceText, type InstructionSource } from '../agent/instructions.js';
 import { reviewToolCall, reviewToolSpecs, type ReviewComment } from '../agent/tools/review-comment.js';
 import { fenceUntrusted, stripHiddenText } from '../agent/untrusted-text.js';
+import { holdCall, refusalReason, worstCallUsd, type SpendBudget } from '../agent/spend-budget.js';
+import type { JobSpend } from './stages/types.js';
 import { asEvent } from '../execution/reproduce.js';
 import type { AgentEnv } from '../config/agent-env.js';
 import type { ContentBlock } from '../events/schema.js';
@@ -15,6 +17,7 @@ import { runTestsAt } from '../eval/grade.js';
 import type { SandboxChoice } from '../execution/provision.js';
 import type { GitHubClient } from '../github/app-client.js';
 import type { ConversationMessage, Model, UserBlock } from '../model/model.js';
+import { costUsd, findPrice, type ModelPrice } from '../model/pricing.js';
 import { progressMarker } from '../publish/markers.js';
 import { githubHosts, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
@@ -31,6 +34,8 @@ const run = promisify(execFile);
 const REVIEW_MAX_STEPS = 12;
 /** The diff the model reads, at most (the rest is named as cut). */
 const DIFF_MAX_CHARS = 60_000;
+/** The output a review's model call may write. */
+const REVIEW_MAX_OUTPUT = 8192;
 
 export interface ReviewJobContext {
   readonly jobId: string;
@@ -43,13 +48,26 @@ export interface ReviewJobContext {
   readonly model: Model;
   readonly secrets: readonly string[];
   readonly logger: Logger;
+  /**
+   * The month's spending limits of the repository and its owner, when the deployment keeps them: a
+   * review's model calls are held and counted like a fix job's.
+   */
+  readonly spend?: JobSpend | undefined;
 }
+
+/** The month's limit refused a review's model call: the review stops, nothing is posted. */
+class ReviewBudgetExhausted extends Error {}
 
 export interface ReviewResult {
   readonly reviewId: number | null;
   readonly comments: number;
   /** Comments whose line the diff does not show, moved into the review's body. */
   readonly moved: number;
+  /** What the review's model calls cost, and how many there were. */
+  readonly usd: number;
+  readonly calls: number;
+  /** Set when the month's spending limit stopped the review (nothing was posted). */
+  readonly budgetExhausted?: string;
 }
 
 /**
@@ -81,7 +99,13 @@ export async function runReviewJob(
   const { data: pr } = await gh.rest.pulls.get({ ...where, pull_number: number });
   if (pr.state !== 'open') {
     await progress('⏹️ **Not reviewed** — the pull request was closed.');
-    return { reviewId: null, comments: 0, moved: 0 };
+    return { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0 };
+  }
+  const { price, callUsd, refused } = await reviewSpend(ctx);
+  if (refused !== null) {
+    log.warn({ reason: refused }, 'monthly spending limit reached; the review does not start');
+    await progress(`⏹️ **Not reviewed** — the review did not start: ${refused}.`);
+    return { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0, budgetExhausted: refused };
   }
   await progress(
     '🔎 **Reviewing** — running the tests on the base and on the head, then reading the change.',
@@ -159,30 +183,11 @@ export async function runReviewJob(
       guidance: guidance.length === 0 ? null : guidanceText(guidance, 'start'),
       onDiff: (path, line) => placeComment(lines, path, line) === 'line',
       signal,
+      spend: { budget: ctx.spend?.budget, price, callUsd },
     });
     const onLines = read.comments.filter((c) => placeComment(lines, c.path, c.line) === 'line');
     const moved = read.comments.filter((c) => placeComment(lines, c.path, c.line) === 'body');
-    const body = [
-      '**Issue Agent review**',
-      '',
-      stripHiddenText(read.summary),
-      '',
-      '### What ran',
-      '',
-      command === null
-        ? tests
-        : `On the base (${codeRef(base)}) and on the head (${codeRef(head)}), each in a fresh sandbox:\n\n${tests}`,
-      ...(moved.length === 0
-        ? []
-        : [
-            '',
-            '### Comments on lines outside the diff',
-            '',
-            ...moved.map((c) => `- \`${c.path}\` line ${c.line}: ${c.body}`),
-          ]),
-      '',
-      '<sub>A review only: nothing was pushed. Ask `@agent <request>` for a change.</sub>',
-    ].join('\n');
+    const body = reviewBody({ read, command, tests, base, head, moved });
     const { data: review } = await gh.rest.pulls.createReview({
       ...where,
       pull_number: number,
@@ -196,18 +201,80 @@ export async function runReviewJob(
         body: publishable(c.body, audience),
       })),
     });
-    log.info({ review: review.id, comments: onLines.length, moved: moved.length }, 'review posted');
+    log.info(
+      { review: review.id, comments: onLines.length, moved: moved.length, usd: read.usd, calls: read.calls },
+      'review posted',
+    );
     await progress(
       `✅ **Reviewed** — one review with ${onLines.length} line comment${onLines.length === 1 ? '' : 's'}; nothing pushed.`,
     );
-    return { reviewId: review.id, comments: onLines.length, moved: moved.length };
+    return {
+      reviewId: review.id,
+      comments: onLines.length,
+      moved: moved.length,
+      usd: read.usd,
+      calls: read.calls,
+    };
   } catch (error) {
+    if (error instanceof ReviewBudgetExhausted) {
+      log.warn({ reason: error.message }, 'monthly spending limit reached during the review');
+      await progress(`⏹️ **Not reviewed** — stopped: ${error.message}. Nothing was posted.`);
+      return { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0, budgetExhausted: error.message };
+    }
     const reason = redactor().redact(error instanceof Error ? error.message : String(error));
     await progress(`❌ **Review failed** — ${reason.split('\n')[0] ?? ''}`).catch(() => undefined);
     throw error;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * A review call's price and worst cost, and, before any sandbox is made, why the month's limits
+ * leave no room for one call (as a fix job that would pass them does not start), or null.
+ */
+async function reviewSpend(
+  ctx: ReviewJobContext,
+): Promise<{ readonly price: ModelPrice | null; readonly callUsd: number; readonly refused: string | null }> {
+  const price = findPrice(ctx.agent.prices, ctx.agent.model);
+  const callUsd = worstCallUsd(price, {
+    contextTokens: ctx.agent.limits.contextTokens,
+    maxOutputTokens: REVIEW_MAX_OUTPUT,
+  });
+  const refusal = (await ctx.spend?.startRefusal(callUsd)) ?? null;
+  return { price, callUsd, refused: refusal === null ? null : refusalReason(refusal, callUsd) };
+}
+
+/** The review's body: the summary, what ran, the comments GitHub would refuse on lines, the cost. */
+function reviewBody(r: {
+  readonly read: { readonly summary: string; readonly usd: number; readonly calls: number };
+  readonly command: string | null;
+  readonly tests: string;
+  readonly base: string;
+  readonly head: string;
+  readonly moved: readonly ReviewComment[];
+}): string {
+  return [
+    '**Issue Agent review**',
+    '',
+    stripHiddenText(r.read.summary),
+    '',
+    '### What ran',
+    '',
+    r.command === null
+      ? r.tests
+      : `On the base (${codeRef(r.base)}) and on the head (${codeRef(r.head)}), each in a fresh sandbox:\n\n${r.tests}`,
+    ...(r.moved.length === 0
+      ? []
+      : [
+          '',
+          '### Comments on lines outside the diff',
+          '',
+          ...r.moved.map((c) => `- \`${c.path}\` line ${c.line}: ${c.body}`),
+        ]),
+    '',
+    `<sub>A review only: nothing was pushed. Ask \`@agent <request>\` for a change. Cost: $${r.read.usd.toFixed(4)} (${r.read.calls} model call${r.read.calls === 1 ? '' : 's'}).</sub>`,
+  ].join('\n');
 }
 
 function codeRef(sha: string): string {
@@ -243,8 +310,19 @@ async function readChange(
     readonly guidance: string | null;
     readonly onDiff: (path: string, line: number) => boolean;
     readonly signal?: AbortSignal | undefined;
+    /** Each call is held against the month's limit (when there is one) and its cost counted. */
+    readonly spend: {
+      readonly budget: SpendBudget | undefined;
+      readonly price: ModelPrice | null;
+      readonly callUsd: number;
+    };
   },
-): Promise<{ readonly comments: ReviewComment[]; readonly summary: string }> {
+): Promise<{
+  readonly comments: ReviewComment[];
+  readonly summary: string;
+  readonly usd: number;
+  readonly calls: number;
+}> {
   const system = [
     'You are Issue Agent, reviewing a pull request. You cannot change, run or push anything: read the',
     'change and answer with review_comment calls on lines of the diff (+ side), then finish_review with',
@@ -273,11 +351,26 @@ async function readChange(
   ].join('\n\n');
   const messages: ConversationMessage[] = [{ role: 'user', content: [{ type: 'text', text: task }] }];
   const comments: ReviewComment[] = [];
+  let usd = 0;
+  let made = 0;
+  const done = (summary: string) => ({ comments, summary, usd, calls: made });
   for (let step = 0; step < REVIEW_MAX_STEPS; step++) {
-    const response = await model.complete(
-      { system, tools: reviewToolSpecs(), messages, maxOutputTokens: 8192 },
-      { signal: input.signal },
-    );
+    const hold = await holdCall(input.spend.budget, input.spend.callUsd, input.signal);
+    if (!hold.ok) throw new ReviewBudgetExhausted(hold.reason);
+    let response;
+    try {
+      response = await model.complete(
+        { system, tools: reviewToolSpecs(), messages, maxOutputTokens: REVIEW_MAX_OUTPUT },
+        { signal: input.signal },
+      );
+    } catch (error) {
+      await hold.settle(0);
+      throw error;
+    }
+    const cost = costUsd(input.spend.price, response.usage);
+    await hold.settle(cost);
+    usd += cost;
+    made++;
     messages.push({ role: 'assistant', content: response.content });
     const calls = response.content.filter(
       (b): b is Extract<ContentBlock, { type: 'tool_use' }> => b.type === 'tool_use',
@@ -287,7 +380,7 @@ async function readChange(
         .map((b) => (b.type === 'text' ? b.text : ''))
         .join('\n')
         .trim();
-      return { comments, summary: text === '' ? 'No summary was given.' : text };
+      return done(text === '' ? 'No summary was given.' : text);
     }
     const results: UserBlock[] = [];
     let summary: string | null = null;
@@ -302,8 +395,8 @@ async function readChange(
         ...(r.kind === 'error' ? { is_error: true } : {}),
       });
     }
-    if (summary !== null) return { comments, summary };
+    if (summary !== null) return done(summary);
     messages.push({ role: 'user', content: results });
   }
-  return { comments, summary: `The review stopped after ${REVIEW_MAX_STEPS} model calls without a summary.` };
+  return done(`The review stopped after ${REVIEW_MAX_STEPS} model calls without a summary.`);
 }

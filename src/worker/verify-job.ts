@@ -21,7 +21,8 @@ import { githubHosts, publishable, type Audience } from '../publish/publishable.
 import { Redactor } from '../publish/redact.js';
 import {
   differences,
-  recordedCommand,
+  mismatchOf,
+  recordedCommands,
   recordedTitle,
   reproductionSection,
   reproductionTitle,
@@ -34,15 +35,18 @@ import {
 import type { FixJob } from '../queue/payloads.js';
 import type { FixJobResult } from './fix-runtime.js';
 import { noChecksPermission, type CheckRunTarget } from './stages/check-run.js';
+import { aborted, watchStop } from './watch-stop.js';
 
 /**
  * `@agent verify`: a pull request's verdict reproduced by a worker, as `issue-agent verify` does it
  * (execution/reproduce.ts: the base and the head tested again, each in a fresh sandbox of the
  * worker's backend), and compared with the verdict recorded on the change (the App's own **Issue
- * Agent** check run on its newest commit that has one). The result goes on the check run of the
- * PR's head: the App's run there gets the result on top of its summary (its verdict and table stay
- * as they were recorded); a head without one (a person pushed since) gets a new check run with the
- * reproduced table. The job's progress comment becomes the reply, linking the check run.
+ * Agent** check run on its newest commit that has one). The tests run with the base's command, as a
+ * fix job finds it; the command the record ran is only compared with it (read from the marker its
+ * renderer wrote, never from its table), and a record that ran another one does not match. The
+ * result goes on the check run of the PR's head: the App's run there gets the result on top of its
+ * summary (its verdict and table stay as they were recorded); a head without one (a person pushed
+ * since) gets a new check run with the reproduced table. The job's progress comment becomes the reply, linking the check run.
  *
  * The installation token reads the PR and fetches the repository in this process only (the REST
  * client and host git); no sandbox or comment gets it. The job's folder (`<work>/verify/<job>`) is
@@ -64,6 +68,8 @@ export interface VerifyContext {
   readonly agent: AgentEnv;
   /** Everything the worker holds that must never be posted. */
   readonly secrets: readonly string[];
+  /** Who asked to stop this job (`@agent stop`), read from Redis; null while nobody has. */
+  readonly cancelled: () => Promise<string | null>;
   /** The job's last attempt: a failure now is final (the comment says so). */
   readonly final: boolean;
   readonly logger: Logger;
@@ -109,6 +115,7 @@ export async function runVerifyJob(
     runId: ctx.jobId,
     branch: null,
   });
+  const stop = watchStop(ctx, signal);
   try {
     await post(['⏳ Testing the base and the head of this pull request again, each in a fresh sandbox…']);
     const change = await pullChange(ctx.gh, where, pull);
@@ -135,9 +142,10 @@ export async function runVerifyJob(
         repo: clone,
         base: change.base,
         head: change.head,
-        // What the recorded verdict ran, else the repository's, else the base's detected command.
-        command: (recorded === null ? null : recordedCommand(recorded.text)) ?? p.config.testCommand ?? null,
-        recordedText: recorded?.text ?? null,
+        // As a fix job finds it: the repository's settings (read from the default branch when the
+        // request was queued), else the one detected on the base. Never the record's or the head's.
+        command: p.config.testCommand ?? null,
+        commandSource: `\`testCommand\` in the repository's settings`,
         sandbox: ctx.sandbox,
         // Setup of the merge base gets no secret (see withoutSetupSecrets), only the egress this
         // repository was granted.
@@ -147,7 +155,7 @@ export async function runVerifyJob(
         hide: ctx.isolation?.hide ?? [],
         mask: ctx.isolation?.mask ?? [],
         cacheKey: `verify:${repo}`,
-        signal,
+        signal: stop.controller.signal,
       });
     } catch (error) {
       if (!(error instanceof ReproduceError)) throw error;
@@ -160,10 +168,14 @@ export async function runVerifyJob(
       return result('failed');
     }
     stoppedByWorker(signal);
+    // A stop that came as the reproduction ended still wins: nothing is put on the check run.
+    if (aborted(stop.controller.signal)) throw new Error('stopped');
     const found: ReproductionResult = {
       base: reproduced.base,
       head: reproduced.head,
       command: reproduced.command,
+      commandSource: reproduced.commandSource,
+      recordedCommands: recorded === null ? null : recordedCommands(recorded.text),
       table: reproduced.table,
       recordedOn: recorded?.sha ?? null,
       differ: recorded === null ? [] : differences(rowsOf(recorded.text), rowsOf(reproduced.table)),
@@ -176,9 +188,20 @@ export async function runVerifyJob(
     );
     await post(replyLines(found, check));
     const verdict = reproductionVerdict(found);
-    log.info({ verdict, differ: found.differ.length, checkRun: check.made }, 'verification reported');
+    log.info(
+      { verdict, differ: found.differ.length, command: mismatchOf(found) === null, checkRun: check.made },
+      'verification reported',
+    );
     return result(verdict === 'differs' ? 'unverified' : 'resolved');
   } catch (error) {
+    // A stop request ends the job as asked: nothing is changed on the check run.
+    if (stop.controller.signal.aborted && signal?.aborted !== true) {
+      log.info({ reason: String(stop.controller.signal.reason) }, 'verification stopped');
+      await post([
+        `⏹️ Stopped (${neutralizeInline(String(stop.controller.signal.reason))}) before the verification finished; nothing was changed on the check run.`,
+      ]).catch(() => undefined);
+      return result('cancelled');
+    }
     // The worker stopping is not a failure: the next attempt starts over.
     if (signal?.aborted !== true) {
       const message = error instanceof Error ? error.message : String(error);
@@ -191,6 +214,7 @@ export async function runVerifyJob(
     }
     throw error;
   } finally {
+    stop.dispose();
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
 }

@@ -212,6 +212,7 @@ describe(
         },
         location: store.location,
         attachFile: (path, name) => store.attachFile(path, name),
+        readAttachment: (rel) => store.readAttachment(rel),
         append: async (event) => {
           if (dead || event.kind === kind) {
             dead = true;

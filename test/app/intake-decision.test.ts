@@ -940,12 +940,12 @@ const rows: Row[] = [
     plan: { kind: 'refuse', reason: { code: 'sender_not_allowed' } },
   },
   {
-    name: '@agent stop on a PR stops its review too',
+    name: '@agent stop on a PR stops its review and its verification too',
     trigger: trigger({ issue: onPull, body: '@agent stop' }),
     world: { permission: allowed, ...prTarget },
     plan: {
       kind: 'cancel',
-      targets: [issueKey(REPO, PR), evaluateKey(REPO, PR), reviewKey(REPO, PR)],
+      targets: [issueKey(REPO, PR), evaluateKey(REPO, PR), reviewKey(REPO, PR), verifyKey(REPO, PR)],
     },
   },
   {

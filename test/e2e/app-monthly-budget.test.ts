@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +185,42 @@ test(
       2,
       'no run log for the third job',
     );
+
+    // A review is held to the same month: asked on a person's pull request now, it does not start.
+    const bare = sim.bareRepoPath(OWNER, 'calc');
+    const git = (...args: string[]): string =>
+      execFileSync('git', ['-C', bare, ...args], { encoding: 'utf8' }).trim();
+    const human = git(
+      '-c',
+      'user.name=Alice',
+      '-c',
+      'user.email=alice@example.invalid',
+      'commit-tree',
+      'main^{tree}',
+      '-p',
+      'main',
+      '-m',
+      'a change to review',
+    );
+    git('update-ref', 'refs/heads/alice/change', human);
+    sim.setPermission(OWNER, 'calc', 'alice', 'write');
+    const pr = await sim.openPull(OWNER, 'calc', {
+      head: 'alice/change',
+      title: 'A change',
+      author: 'alice',
+    });
+    const reviewCalls = model.requests.length;
+    await sim.comment(OWNER, 'calc', pr.number, 'maria', '@agent review');
+    await sim.waitFor(
+      () => progressOf('calc', pr.number).includes('Not reviewed'),
+      120_000,
+      () => `the review to refuse\n${pipeline.logs()}`,
+    );
+    assert.match(
+      progressOf('calc', pr.number),
+      /the review did not start: the monthly spending limit of acme/,
+    );
+    assert.equal(model.requests.length, reviewCalls, 'no model call for the review');
 
     // The run server shows the month's spend per repository.
     const res = await fetch(`${pipeline.appUrl}/api/spend`, {

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { PgRunStore } from '../../src/events/pg-event-store.js';
-import { PgSpendLedger } from '../../src/events/pg-spend-ledger.js';
+import { PgSpendLedger, SETTLED_KEPT_DAYS } from '../../src/events/pg-spend-ledger.js';
 import { RedisSpendLedger } from '../../src/events/redis-spend-ledger.js';
 import {
   monthlyBudget,
@@ -267,6 +267,39 @@ if (pgSkip === false) {
         await server.stop();
       },
     };
+  });
+  it('on PostgreSQL, a settled hold id is kept a week against a retried settle, then deleted as others settle', async () => {
+    const server = await startPostgres();
+    const store = await PgRunStore.connect(server.url);
+    try {
+      const ledger = new PgSpendLedger(store.pool);
+      const scope = spendScope('acme', 'calc');
+      const base = { scope, ownerCap: null, repoCap: null, micros: 1000, ttlMs: 60_000, month: '2026-12' };
+      const settled = async (id: string): Promise<boolean> =>
+        (await store.pool.query('SELECT 1 FROM ia_spend_settled WHERE hold_id = $1', [id])).rowCount === 1;
+      for (const id of ['old', 'recent']) {
+        assert.equal((await ledger.hold({ ...base, holdId: id, nowMs: NOW.getTime() })).kind, 'held');
+        await ledger.settle('2026-12', scope, id, 1000);
+      }
+      await store.pool.query(
+        `UPDATE ia_spend_settled SET settled_at = now() - interval '${SETTLED_KEPT_DAYS + 1} days' WHERE hold_id = 'old'`,
+      );
+      await store.pool.query(
+        `UPDATE ia_spend_settled SET settled_at = now() - interval '${SETTLED_KEPT_DAYS - 1} days' WHERE hold_id = 'recent'`,
+      );
+      assert.equal((await ledger.hold({ ...base, holdId: 'next', nowMs: NOW.getTime() })).kind, 'held');
+      await ledger.settle('2026-12', scope, 'next', 1000);
+      assert.equal(await settled('old'), false, 'past the week: deleted');
+      assert.equal(await settled('recent'), true, 'within the week: kept');
+      assert.equal(await settled('next'), true);
+      // A retry of the recent settle still counts nothing more.
+      await ledger.settle('2026-12', scope, 'recent', 1000);
+      const spend = await ledger.monthSpend('2026-12');
+      assert.equal(toMicros(spend.owners.find((o) => o.owner === 'acme')?.usd ?? 0), 3000);
+    } finally {
+      await store.close();
+      await server.stop();
+    }
   });
 } else {
   void it.skip(`month spend ledger on PostgreSQL: ${pgSkip}`);

@@ -105,6 +105,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     PRIVATE_KEY: options.sim.app.privateKeyPem,
     WEBHOOK_SECRET: options.sim.app.webhookSecret,
     ISSUE_AGENT_GITHUB_API_URL: options.sim.url,
+    // The simulator is github.com's web side too (sign-in, user attachments).
+    ISSUE_AGENT_GITHUB_WEB_URL: options.sim.url,
     REDIS_URL: options.redisUrl,
     ISSUE_AGENT_QUEUE_PREFIX: prefix,
     PORT: String(port),
@@ -293,6 +295,8 @@ export interface StackOptions {
   readonly env?: Record<string, string>;
   /** Settings of the n-th worker (from 0) over `env`. */
   readonly workerEnv?: (n: number) => Record<string, string>;
+  /** The repository is private (its user attachments are served only with a token that can read it). */
+  readonly private?: boolean;
   /** The App's permissions over the simulator's default (app.yml's, with `checks: read`). */
   readonly appPermissions?: Readonly<Record<string, 'read' | 'write' | 'admin' | 'none'>>;
 }
@@ -319,7 +323,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       options.appPermissions === undefined ? {} : { appPermissions: options.appPermissions },
     );
     cleanups.push(() => sim.close());
-    await sim.createRepo({ owner: options.owner, name: options.repo, sourceDir: fixture.dir });
+    await sim.createRepo({
+      owner: options.owner,
+      name: options.repo,
+      sourceDir: fixture.dir,
+      ...(options.private === true ? { private: true } : {}),
+    });
     sim.addUser({ login: options.maintainer.login });
     sim.setPermission(options.owner, options.repo, options.maintainer.login, options.maintainer.permission);
     const model = await startModelSimulator({ apiKey: options.modelKey, policy: options.policy(fixture) });

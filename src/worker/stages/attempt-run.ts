@@ -135,6 +135,7 @@ export async function runAttempt(
       hostDiskSealed: rt.backend.hostDiskSealed,
       backendKind: rt.backend.kind,
       verifier,
+      images: rt.images,
     });
   } finally {
     await prepared.close();

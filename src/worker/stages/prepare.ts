@@ -1,4 +1,6 @@
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentEnv } from '../../config/agent-env.js';
 import { hostProbe } from '../../environment/host-probe.js';
@@ -6,6 +8,14 @@ import { planEnvironment, type RepoEnvironmentConfig } from '../../environment/p
 import type { TreeOrigin } from '../../environment/setup-trust.js';
 import type { SandboxPool } from '../../environment/prepare.js';
 import type { RunStorage } from '../../events/run-storage.js';
+import type { EventStore } from '../../events/event-store.js';
+import type { Task } from '../../events/schema.js';
+import {
+  attachmentUrls,
+  fetchIssueImages,
+  type IssueImage,
+  type UnavailableImage,
+} from '../../github/issue-images.js';
 import { HostGitError, type HostGit } from '../../github/host-git.js';
 import { grantedTo, ungranted } from '../../config/grants.js';
 import { REPO_CONFIG_PATH } from '../../config/repo-config.js';
@@ -134,6 +144,125 @@ export async function readIssue(
       body: approved?.ok === true ? approved.body : (issue.body ?? ''),
     },
   };
+}
+
+/** The images a new run's task links, fetched (see fetchTaskImages). */
+export interface TaskImages {
+  readonly images: readonly IssueImage[];
+  readonly unavailable: readonly UnavailableImage[];
+}
+
+/** How long fetching a task's images may take in all; past it the rest are named, not fetched. */
+const IMAGES_TIMEOUT_MS = 60_000;
+
+/**
+ * The user attachments (`<webOrigin>/user-attachments/assets/…`) the task's texts link (the issue's
+ * body and the request's comment, as the model reads them), fetched by the worker with the
+ * installation's token, which goes to those URLs alone (issue-images.ts): never by the sandbox.
+ * Capped in count and bytes, image types only (by their bytes); one that cannot be had is named
+ * with why, never fatal.
+ */
+export async function fetchTaskImages(
+  ctx: Pick<JobContext, 'tokens' | 'log'>,
+  texts: readonly string[],
+  webOrigin: string,
+  signal?: AbortSignal,
+): Promise<TaskImages> {
+  const urls = [...new Set(texts.flatMap((t) => attachmentUrls(t, webOrigin)))];
+  if (urls.length === 0) return { images: [], unavailable: [] };
+  const { token } = await ctx.tokens.get();
+  const timeout = AbortSignal.timeout(IMAGES_TIMEOUT_MS);
+  const fetched = await fetchIssueImages(urls, {
+    token,
+    signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
+  });
+  // A stop meanwhile ends the job as a stop during setup does, not with images named as aborted.
+  throwIfCancelled(signal);
+  ctx.log.info(
+    { images: fetched.images.length, unavailable: fetched.unavailable },
+    "the task's images, fetched",
+  );
+  return fetched;
+}
+
+const EXTENSIONS = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/gif': 'gif', 'image/webp': 'webp' };
+
+/** The base state's record of the images: each under the file name attachTaskImages attaches it as. */
+export function taskImageFields(fetched: TaskImages): Pick<Task, 'images' | 'unavailableImages'> {
+  return {
+    ...(fetched.images.length === 0
+      ? {}
+      : {
+          images: fetched.images.map((image, i) => ({
+            url: image.url,
+            mediaType: image.mediaType,
+            file: `files/task-image-${i + 1}.${EXTENSIONS[image.mediaType]}`,
+            bytes: Buffer.byteLength(image.data, 'base64'),
+          })),
+        }),
+    ...(fetched.unavailable.length === 0
+      ? {}
+      : { unavailableImages: fetched.unavailable.map((u) => ({ url: u.url, reason: u.reason })) }),
+  };
+}
+
+/**
+ * The images' bytes, attached to the new run under the names its base state records: the run's
+ * first files, so the attachment budget (which cuts later command outputs) never cuts one.
+ */
+export async function attachTaskImages(
+  store: EventStore,
+  fetched: TaskImages,
+  /** For one image: the name the base state records for it (`files/<name>`). */
+  as?: string,
+): Promise<void> {
+  if (fetched.images.length === 0) return;
+  const dir = await mkdtemp(join(tmpdir(), 'ia-task-images-'));
+  try {
+    for (const [i, image] of fetched.images.entries()) {
+      const name = as?.replace(/^files\//, '') ?? `task-image-${i + 1}.${EXTENSIONS[image.mediaType]}`;
+      const path = join(dir, name);
+      await writeFile(path, Buffer.from(image.data, 'base64'), { mode: 0o600 });
+      await store.attachFile(path, name);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A run whose base state names images whose files are missing (its worker died between writing the
+ * base state and attaching them) and that has no event yet, so the model has seen nothing: the
+ * missing ones are fetched again and attached under the names recorded. One that cannot be had now
+ * is logged and left out (loadTaskImages leaves out a missing file).
+ */
+export async function reattachTaskImages(
+  ctx: Pick<JobContext, 'tokens' | 'log'>,
+  store: EventStore,
+  signal?: AbortSignal,
+): Promise<void> {
+  if (store.events.length > 0) return;
+  for (const image of store.base.task.images ?? []) {
+    if ((await store.readAttachment(image.file)) !== null) continue;
+    const { token } = await ctx.tokens.get();
+    const got = await fetchIssueImages([image.url], {
+      token,
+      signal: AbortSignal.any([
+        ...(signal === undefined ? [] : [signal]),
+        AbortSignal.timeout(IMAGES_TIMEOUT_MS),
+      ]),
+    });
+    throwIfCancelled(signal);
+    const [again] = got.images;
+    if (again === undefined || again.mediaType !== image.mediaType) {
+      ctx.log.warn(
+        { url: image.url, unavailable: got.unavailable },
+        'an image of the task could not be fetched again',
+      );
+      continue;
+    }
+    await attachTaskImages(store, { images: [again], unavailable: [] }, image.file);
+  }
 }
 
 /**

@@ -13,7 +13,14 @@ import { runAgentIn } from '../../execution/execute.js';
 import type { Model } from '../../model/model.js';
 import type { FixJob } from '../../queue/payloads.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
-import type { IssueText } from './prepare.js';
+import {
+  attachTaskImages,
+  fetchTaskImages,
+  reattachTaskImages,
+  taskImageFields,
+  type IssueText,
+  type TaskImages,
+} from './prepare.js';
 import { priorRounds } from './rounds.js';
 import type { JobContext, PullInfo } from './types.js';
 
@@ -65,6 +72,11 @@ export interface RunInput {
   readonly backendKind: string;
   /** Where the verdict's final run happens, when not in `sandbox` (AgentDeps.verifier). */
   readonly verifier?: FreshVerifier | undefined;
+  /**
+   * A new run's task takes the images its texts link, user attachments of this GitHub web origin
+   * (FixRuntime.images); absent: none are fetched.
+   */
+  readonly images?: { readonly webOrigin: string } | undefined;
 }
 
 /**
@@ -118,10 +130,20 @@ export async function runInSandbox(
             // A person's pull request's body is theirs: it names no earlier rounds of ours.
             pull.human === true ? [] : await priorRounds(ctx.storage, pull.body, p.repo.id, pull.number),
           );
+    // The issue's body (unless this is a round on a pull request) and the request's comment.
+    const fetched: TaskImages =
+      input.images === undefined
+        ? { images: [], unavailable: [] }
+        : await fetchTaskImages(
+            ctx,
+            [...(pull === null ? [stripHiddenText(input.issue.body)] : []), ...p.instructions],
+            input.images.webOrigin,
+            input.signal,
+          );
     const instructions = await readInstructions(ctx, pull, input.baseBranch, input.baseUrl);
     const base = await newBaseState({
       instructions,
-      task,
+      task: { ...task, ...taskImageFields(fetched) },
       sandbox,
       model: input.agent.model,
       modelSetup: runModelSetup(input.agent.model, input.agent.modelChoice, input.agent.limits),
@@ -140,6 +162,9 @@ export async function runInSandbox(
         ? {}
         : { attempt: { number: attempt.number, of: attempt.of, jobId: attempt.jobId } }),
     });
+    await attachTaskImages(store, fetched);
+  } else if (input.images !== undefined) {
+    await reattachTaskImages(ctx, store, input.signal);
   }
   const s = store;
   const outcome = await runAgentIn({

@@ -19,6 +19,7 @@ import { refuseRefUpdates, type Pusher } from './push-rules.js';
 import type { RefUpdate } from './protection.js';
 import { CommitSigner } from './signing.js';
 import { OAuthService, OAUTH_PATH } from './oauth.js';
+import { AttachmentService, ATTACHMENT_PATH, PRIVATE_IMAGE_PATH } from './attachments.js';
 import { HttpError } from './errors.js';
 import {
   branchesContaining,
@@ -222,6 +223,7 @@ class Simulator implements GitHubSim {
   private rate = { used: 0, reset: 0 };
   /** Job logs behind short-lived URLs (see LOG_PATH), by the URL's key. */
   private readonly logBlobs = new Map<string, { readonly text: string; readonly expiresAt: number }>();
+  private readonly attachments: AttachmentService;
   private closing: Promise<void> | undefined;
 
   constructor(
@@ -250,6 +252,7 @@ class Simulator implements GitHubSim {
       clientSecret: randomBytes(20).toString('hex'),
     };
     this.oauth = new OAuthService(this.world, this.app);
+    this.attachments = new AttachmentService(url);
     this.world.addUser(this.app.botLogin, 'Bot', BOT_USER_ID);
     const appInfo: AppInfo = {
       id: APP_ID,
@@ -749,7 +752,8 @@ class Simulator implements GitHubSim {
     /** What is awaited; a function is called at the timeout (logs as they are then). */
     what: string | (() => string) = 'condition',
   ): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    const started = Date.now();
+    const deadline = started + timeoutMs;
     for (;;) {
       if (await predicate()) return;
       if (Date.now() >= deadline)
@@ -757,7 +761,11 @@ class Simulator implements GitHubSim {
           `github-sim: timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()} ` +
             `(${this.requests.length} requests, ${this.deliveries.length} deliveries, ${this.pushes.length} pushes so far)`,
         );
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Often at first (most conditions come within a second), then less: a predicate may read git
+      // or scan every request, and a whole job's wait polled every 20 ms cost the suite minutes of
+      // CPU in this process, which also serves the pipeline.
+      const waited = Date.now() - started;
+      await new Promise((resolve) => setTimeout(resolve, waited < 1000 ? 20 : waited < 10_000 ? 100 : 250));
     }
   }
 
@@ -823,6 +831,16 @@ class Simulator implements GitHubSim {
   }
 
   /** Labels an issue and delivers `issues.labeled` — or `pull_request.labeled` for a pull request, as GitHub does. */
+  addAttachment(
+    owner: string,
+    repo: string,
+    a: { readonly bytes: Uint8Array; readonly contentType: string; readonly uploader: string },
+  ): string {
+    const record = this.world.repo(owner, repo);
+    if (record === undefined) throw new Error(`github-sim: no repository ${owner}/${repo}`);
+    return this.attachments.add(record, this.world.ensureUser(a.uploader).id, a.bytes, a.contentType);
+  }
+
   label(owner: string, repo: string, issue: number, label: string, sender: string): Promise<DeliveryResult> {
     const record = this.world.requireIssue(owner, repo, issue);
     const hook =
@@ -868,13 +886,17 @@ class Simulator implements GitHubSim {
     const gitMatch = GIT_PATH.exec(path);
     const oauthMatch = OAUTH_PATH.test(path);
     const logMatch = LOG_PATH.exec(path);
+    const assetMatch = ATTACHMENT_PATH.exec(path);
+    const imageMatch = PRIVATE_IMAGE_PATH.exec(path);
     const hookMatch = method === 'POST' ? PRE_RECEIVE_PATH.exec(path) : null;
     if (hookMatch !== null) {
       await this.preReceive(req, res, hookMatch[1] ?? '');
       return;
     }
     const route =
-      gitMatch === null && !oauthMatch && logMatch === null ? this.spec.match(method, path) : null;
+      gitMatch === null && !oauthMatch && logMatch === null && assetMatch === null && imageMatch === null
+        ? this.spec.match(method, path)
+        : null;
     const entry: MutableRequest = {
       method,
       path,
@@ -908,6 +930,18 @@ class Simulator implements GitHubSim {
     if (logMatch !== null) {
       req.resume();
       this.serveLog(res, method, logMatch[1] ?? '');
+      return;
+    }
+    if (assetMatch !== null) {
+      req.resume();
+      const caller = this.authenticate(headers.authorization);
+      const token = caller instanceof HttpError || caller.kind !== 'installation' ? null : caller.token;
+      this.attachments.serveAsset(res, method, assetMatch[1] ?? '', token);
+      return;
+    }
+    if (imageMatch !== null) {
+      req.resume();
+      this.attachments.serveSigned(res, method, imageMatch[3] ?? '', query.jwt);
       return;
     }
 

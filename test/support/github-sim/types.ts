@@ -414,6 +414,17 @@ export interface GitHubSim {
    * `checks: read` and `actions: read` the checks and Actions endpoints answer 403, as on GitHub.
    */
   actionsToken(owner: string, repo: string, permissions?: WorkflowPermissions): string;
+  /**
+   * A file uploaded into an issue or comment of the repository (drag and drop in the editor): its
+   * URL, `<sim>/user-attachments/assets/<uuid>`, as GitHub's markdown links it. Of a private
+   * repository it is served only with a token that can read the repository, else 404, by a 302 to a
+   * signed URL that lasts five minutes. `contentType` is served as given (not checked).
+   */
+  addAttachment(
+    owner: string,
+    repo: string,
+    a: { readonly bytes: Uint8Array; readonly contentType: string; readonly uploader: string },
+  ): string;
   createIssue(
     owner: string,
     repo: string,
