@@ -47,8 +47,9 @@ describe('the bundled action entry', () => {
     const { default: pkg } = (await import(join(ROOT, 'package.json'), { with: { type: 'json' } })) as {
       default: { scripts: Record<string, string> };
     };
-    // `npm test` makes its checks (scripts/checks.mjs, check:action among them) before the tests.
-    assert.match(pkg.scripts.test ?? '', /^node scripts\/checks\.mjs && npm run test:unit$/);
+    // `npm test` makes its checks (scripts/checks.mjs, check:action and the build among them) before
+    // the tests, which then run the programs they start from that build (--built).
+    assert.match(pkg.scripts.test ?? '', /^node scripts\/checks\.mjs && npm run test:unit -- --built$/);
     assert.match(readFileSync(join(ROOT, 'scripts', 'checks.mjs'), 'utf8'), /'check:action'/);
     assert.equal(pkg.scripts['check:action'], 'node scripts/build-action.mjs --check');
   });
