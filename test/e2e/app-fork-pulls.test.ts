@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { Octokit } from '@octokit/rest';
 import { oracle } from '../../src/model-sim/index.js';
+import { pushBranch } from '../support/person-branch.js';
 import { startStack } from '../support/pipeline.js';
 import { installationOctokit } from '../github-sim/helpers.js';
 import { redisSkipReason } from '../support/redis-server.js';
+
+/** What alice's branch adds on top of `main`. */
+const NOTES = { 'NOTES.md': 'Median is next.\n' };
 
 const OWNER = 'acme';
 const REPO = 'calc';
@@ -20,26 +21,6 @@ const quiet = {
   warn: () => undefined,
   error: () => undefined,
 };
-
-/** A branch with one new file on top of `main`, pushed straight into a repository of the simulator. */
-function pushBranch(bare: string, source: string, branch: string): void {
-  const dir = mkdtempSync(join(tmpdir(), 'ia-fork-pr-'));
-  const git = (...args: string[]): string =>
-    execFileSync('git', ['-c', 'user.name=Alice', '-c', 'user.email=alice@example.invalid', ...args], {
-      cwd: dir,
-      encoding: 'utf8',
-    });
-  try {
-    git('clone', '-q', '--branch', 'main', source, '.');
-    git('checkout', '-q', '-b', branch);
-    writeFileSync(join(dir, 'NOTES.md'), 'Median is next.\n');
-    git('add', '-A');
-    git('commit', '-q', '-m', `${branch}: notes`);
-    git('push', '-q', bare, `HEAD:refs/heads/${branch}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /** A branch's tip in a bare repository of the simulator (read on disk, not through any API). */
 function tipIn(bare: string, branch: string): string {
@@ -85,7 +66,7 @@ test(
     const alice = new Octokit({ baseUrl: sim.url, auth: sim.oauth.issueToken('alice'), log: quiet });
     await alice.rest.repos.createFork({ owner: OWNER, repo: REPO });
     const forkBare = sim.bareRepoPath('alice', REPO);
-    pushBranch(forkBare, bare, BRANCH);
+    pushBranch(forkBare, bare, BRANCH, NOTES, `${BRANCH}: notes`);
     const { data: pr } = await alice.rest.pulls.create({
       owner: OWNER,
       repo: REPO,
@@ -153,7 +134,7 @@ test(
 
     // A second pull request from the fork, whose author turns edits by maintainers off while the
     // job runs (at its first model call): GitHub refuses the push, and the job says so.
-    pushBranch(forkBare, bare, 'median2');
+    pushBranch(forkBare, bare, 'median2', NOTES, 'median2: notes');
     const { data: second } = await alice.rest.pulls.create({
       owner: OWNER,
       repo: REPO,

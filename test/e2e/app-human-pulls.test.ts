@@ -1,11 +1,8 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { Octokit } from '@octokit/rest';
 import { oracle, reply } from '../../src/model-sim/index.js';
+import { pushBranch } from '../support/person-branch.js';
 import { startStack } from '../support/pipeline.js';
 import { routeByTag } from '../support/pipeline-fixtures.js';
 import { installationOctokit } from '../github-sim/helpers.js';
@@ -29,26 +26,6 @@ const quiet = {
   warn: () => undefined,
   error: () => undefined,
 };
-
-/** A branch with `files` on top of `main`, pushed straight into a repository of the simulator. */
-function pushBranch(bare: string, source: string, branch: string, files: Record<string, string>): void {
-  const dir = mkdtempSync(join(tmpdir(), 'ia-human-pr-'));
-  const git = (...args: string[]): string =>
-    execFileSync('git', ['-c', 'user.name=Alice', '-c', 'user.email=alice@example.invalid', ...args], {
-      cwd: dir,
-      encoding: 'utf8',
-    });
-  try {
-    git('clone', '-q', '--branch', 'main', source, '.');
-    git('checkout', '-q', '-b', branch);
-    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-    git('add', '-A');
-    git('commit', '-q', '-m', `${branch}: add median`);
-    git('push', '-q', bare, `HEAD:refs/heads/${branch}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /**
  * `@agent` on pull requests a person opened, through the whole App (issue 37): `@agent review` posts
@@ -87,7 +64,7 @@ test(
     const { sim, pipeline } = stack;
     const bare = sim.bareRepoPath(OWNER, REPO);
     sim.setPermission(OWNER, REPO, 'alice', 'write');
-    pushBranch(bare, bare, 'alice/median', { 'src/stats.js': STATS });
+    pushBranch(bare, bare, 'alice/median', { 'src/stats.js': STATS }, 'alice/median: add median');
     const pr = await sim.openPull(OWNER, REPO, {
       head: 'alice/median',
       title: 'Add median',

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +10,7 @@ import { FileEventStore } from '../../src/events/file-event-store.js';
 import { RedisSpendLedger } from '../../src/events/redis-spend-ledger.js';
 import { monthOf } from '../../src/events/spend-ledger.js';
 import { reply, type Policy } from '../../src/model-sim/index.js';
+import { emptyChangeBranch } from '../support/person-branch.js';
 import { createConfiguredRepo, stackOrSkip } from '../support/pipeline.js';
 import { requestText, taskText } from '../support/pipeline-fixtures.js';
 
@@ -187,22 +187,7 @@ test(
     );
 
     // A review is held to the same month: asked on a person's pull request now, it does not start.
-    const bare = sim.bareRepoPath(OWNER, 'calc');
-    const git = (...args: string[]): string =>
-      execFileSync('git', ['-C', bare, ...args], { encoding: 'utf8' }).trim();
-    const human = git(
-      '-c',
-      'user.name=Alice',
-      '-c',
-      'user.email=alice@example.invalid',
-      'commit-tree',
-      'main^{tree}',
-      '-p',
-      'main',
-      '-m',
-      'a change to review',
-    );
-    git('update-ref', 'refs/heads/alice/change', human);
+    emptyChangeBranch(sim.bareRepoPath(OWNER, 'calc'), 'alice/change');
     sim.setPermission(OWNER, 'calc', 'alice', 'write');
     const pr = await sim.openPull(OWNER, 'calc', {
       head: 'alice/change',

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { oracle } from '../../src/model-sim/index.js';
+import { emptyChangeBranch } from '../support/person-branch.js';
 import { startStack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
 
@@ -39,22 +39,7 @@ test(
     t.after(() => stack.stop());
     const { sim, pipeline } = stack;
     // A person's branch with one commit of its own (the same tree: the command never gets past its wait).
-    const bare = sim.bareRepoPath(OWNER, REPO);
-    const git = (...args: string[]): string =>
-      execFileSync('git', ['-C', bare, ...args], { encoding: 'utf8' }).trim();
-    const commit = git(
-      '-c',
-      'user.name=Alice',
-      '-c',
-      'user.email=alice@example.invalid',
-      'commit-tree',
-      'main^{tree}',
-      '-p',
-      'main',
-      '-m',
-      'a change',
-    );
-    git('update-ref', 'refs/heads/alice/change', commit);
+    const commit = emptyChangeBranch(sim.bareRepoPath(OWNER, REPO), 'alice/change');
     const pr = await sim.openPull(OWNER, REPO, { head: 'alice/change', title: 'A change', author: 'maria' });
     const replies = (): string[] =>
       sim
