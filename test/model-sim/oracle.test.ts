@@ -7,6 +7,7 @@ import { after, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import type { MessageParam, Tool, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages/messages';
 import { z } from 'zod';
+import { readSummary, summaryInstruction } from '../../src/agent/condense-summary.js';
 import { defaultTools } from '../../src/agent/tools/index.js';
 import { newToolContext, runToolCall } from '../../src/agent/tools/tool.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
@@ -176,6 +177,32 @@ void test('an agent loop driven by the oracle reproduces the patched files exact
     // After finish, the model just ends its turn.
     const end = await client.messages.create({ model: 'claude-sim', max_tokens: 4096, tools, messages });
     assert.equal(end.stop_reason, 'end_turn');
+
+    // The condenser's summary request (the last user turn with the instruction appended) gets a
+    // summary with every section the harness asks for, naming the files changed, and no tool call.
+    const beforeFinish = messages.slice(0, -1);
+    const last = beforeFinish.at(-1);
+    assert.ok(last?.role === 'user' && typeof last.content !== 'string');
+    const instruction = summaryInstruction(300);
+    const summary = await client.messages.create({
+      model: 'claude-sim',
+      max_tokens: 4096,
+      tools,
+      messages: [
+        ...beforeFinish.slice(0, -1),
+        { role: 'user', content: [...last.content, { type: 'text', text: instruction }] },
+      ],
+    });
+    assert.ok(summary.content.every((b) => b.type === 'text'));
+    const read = readSummary(
+      {
+        content: summary.content.map((b) => ({ type: 'text' as const, text: b.text })),
+        stopReason: 'end_turn',
+      },
+      20_000,
+    );
+    assert.ok(read.ok, read.ok ? '' : read.reason);
+    assert.match(read.text, /## Changes made and why\n- `src\/clamp\.ts`\n- `src\/math\.ts`\n/);
   } finally {
     await sim.close();
   }

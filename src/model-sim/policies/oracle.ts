@@ -4,6 +4,7 @@ import { applyFileHunks, PatchDoesNotApply, splitLines, type AppliedHunk } from 
 import { reply } from '../replies.js';
 import type { Policy } from '../types.js';
 import { parseUnifiedDiff, type FilePatch } from '../unified-diff.js';
+import { answeringSummaries } from './summary.js';
 
 /** One tool call of the oracle. */
 export interface OracleCall {
@@ -48,7 +49,9 @@ export interface OracleOptions {
 export function oracle(fixPatch: string, options: OracleOptions = {}): Policy {
   const files = parseUnifiedDiff(fixPatch);
   if (files.length === 0) throw new Error('oracle: the fix patch changes no file');
-  return (request) => {
+  // A summary request (the condenser's) gets a summary, as from a real model; the plan itself reads
+  // the whole conversation, so a run condensed before it finishes no longer follows the patch.
+  return answeringSummaries((request) => {
     const conversation = readConversation(request.messages);
     const turn = conversation.turns.length;
     const step = oracleStep(files, conversation, options);
@@ -62,7 +65,7 @@ export function oracle(fixPatch: string, options: OracleOptions = {}): Policy {
       builder = builder.tool(call.tool, call.input, { id });
     });
     return builder;
-  };
+  });
 }
 
 class PatchDoesNotApplyError extends Error {
