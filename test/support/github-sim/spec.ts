@@ -9,7 +9,9 @@
  * index at start and an operation's file when it is first used. The folder's name hashes the
  * package's version and this file's source, so a change to either builds a new one; it is written
  * under a temporary name and renamed into place, so concurrent processes never read half of one.
- * Validators are compiled on first use, once per process.
+ * Validators are compiled on first use, once per process, and their generated code is kept in the
+ * same folder (ajv's standalone code, under ajv's version): compiling GitHub's large schemas cost each
+ * process that starts a simulator about two seconds, loading the code a small part of that.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,8 +19,10 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { compileFunction } from 'node:vm';
+import { _, Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import standaloneModule from 'ajv/dist/standalone/index.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
@@ -91,6 +95,13 @@ const SPEC_FILE = require.resolve('@octokit/openapi/generated/api.github.com.der
 
 // ajv-formats is CommonJS: its default import is `module.exports`, whose `default` is the plugin.
 const addFormats = addFormatsModule.default;
+// So is ajv's standalone code generator.
+const standaloneCode = standaloneModule.default;
+const AJV_VERSION = (
+  JSON.parse(readFileSync(require.resolve('ajv/package.json'), 'utf8')) as { version: string }
+).version;
+/** The name by which a validator's stored code asks for the formats (see OpenApiSpec.load). */
+const FORMATS_MODULE = 'issue-agent-sim:formats';
 
 let loading: Promise<OpenApiSpec> | undefined;
 
@@ -195,7 +206,7 @@ export class OpenApiSpec {
   private readonly ajv: Ajv;
   private readonly validators = new Map<string, ValidateFunction | null>();
 
-  constructor(private readonly folder: string) {
+  constructor(readonly folder: string) {
     const index = JSON.parse(readFileSync(join(folder, 'index.json'), 'utf8')) as SpecIndex;
     index.operations.forEach((op, n) => {
       const segments = op.template.split('/').slice(1);
@@ -215,12 +226,14 @@ export class OpenApiSpec {
     for (const list of this.routes.values()) list.sort((a, b) => compareSpecificity(a.segments, b.segments));
     this.webhooks = index.webhooks;
     // Unoptimised code generation compiles about twice as fast; validation speed does not matter here.
+    // `source` keeps each validator's code for the folder; `formats` is how that code reaches this
+    // instance's formats (ours included), which ajv-formats would otherwise point at its own module.
     this.ajv = new Ajv({
       strict: false,
       allErrors: true,
       validateSchema: false,
       verbose: true,
-      code: { optimize: false },
+      code: { optimize: false, source: true, formats: _`require(${FORMATS_MODULE})` },
     });
     addFormats(this.ajv);
     // GitHub attributes a bot's commits to `<id>+<slug>[bot]@users.noreply.github.com` and puts that
@@ -320,12 +333,48 @@ export class OpenApiSpec {
   private validator(key: string, schema: () => Json | undefined): ValidateFunction | null {
     let validate = this.validators.get(key);
     if (validate === undefined) {
-      const found = schema();
-      validate = found === undefined ? null : this.ajv.compile(asObject(found));
+      const file = join(
+        this.folder,
+        `validators-${AJV_VERSION}`,
+        `${createHash('sha256').update(key).digest('hex').slice(0, 24)}.js`,
+      );
+      if (existsSync(file)) {
+        validate = this.load(readFileSync(file, 'utf8'));
+      } else {
+        const found = schema();
+        validate = found === undefined ? null : this.ajv.compile(asObject(found));
+        store(file, validate === null ? NO_SCHEMA : standaloneCode(this.ajv, validate));
+      }
       this.validators.set(key, validate);
     }
     return validate;
   }
+
+  /** A validator from its stored code (CommonJS: ajv's runtime helpers come from `require`). */
+  private load(source: string): ValidateFunction | null {
+    if (source === NO_SCHEMA) return null;
+    const module: { exports: unknown } = { exports: {} };
+    const load = (id: string): unknown => (id === FORMATS_MODULE ? this.ajv.formats : require(id));
+    const run = compileFunction(source, ['require', 'module', 'exports']) as (
+      require: (id: string) => unknown,
+      module: { exports: unknown },
+      exports: unknown,
+    ) => void;
+    run(load, module, module.exports);
+    return module.exports as ValidateFunction;
+  }
+}
+
+/** What the folder holds for a key whose operation has no schema (so it is not looked up again). */
+const NO_SCHEMA = '// no schema\n';
+
+/** Writes a file under a temporary name and renames it into place, so no reader sees half of it. */
+function store(file: string, text: string): void {
+  const dir = join(file, '..');
+  mkdirSync(dir, { recursive: true });
+  const scratch = `${file}.${randomBytes(6).toString('hex')}`;
+  writeFileSync(scratch, text);
+  renameSync(scratch, file);
 }
 
 function matchRoute(route: Route, parts: readonly string[], greedy: boolean): Record<string, string> | null {
