@@ -1,7 +1,7 @@
 import type { EventStore } from '../events/event-store.js';
 import { reduceState } from '../events/reduce-state.js';
 import type { AgentEvent, Limits, NewEvent } from '../events/schema.js';
-import type { ImageBlockParam, ModelRequest } from '../model/model.js';
+import type { ContextClearing, ImageBlockParam, ModelRequest } from '../model/model.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { askForSummary, modelSummaryText, type Summarizer } from './condense-summary.js';
 import { buildMessages, estimateTokens } from './conversation.js';
@@ -18,6 +18,10 @@ export type { Summarizer } from './condense-summary.js';
  * `summarizer`), or by the harness's line per action (`lines`, and whenever the model's summary
  * cannot be had: the event says why). Either way the summary is an event, so a resumed run rebuilds
  * the same conversation without asking again.
+ *
+ * `condenser: server`: the request asks the API to clear old tool results itself (serverClearing);
+ * the harness condenses only as a last resort, with lines, when the whole log (which it still sends
+ * uncleared, as the API wants) would pass the full budget.
  */
 export async function prepareRequest(
   store: EventStore,
@@ -30,17 +34,19 @@ export async function prepareRequest(
   images: readonly ImageBlockParam[] = [],
 ): Promise<{ request: ModelRequest; estimate: number }> {
   const { contextTokens } = limits;
+  const server = limits.condenser === 'server';
   const build = (): { request: ModelRequest; estimate: number } => {
     const request: ModelRequest = {
       system,
       tools,
       messages: buildMessages(store.base, store.events, images),
       maxOutputTokens: limits.maxOutputTokens,
+      ...(server ? { contextManagement: serverClearing(contextTokens) } : {}),
     };
     return { request, estimate: estimateTokens(request) };
   };
   let built = build();
-  if (built.estimate > contextTokens * 0.8) {
+  if (built.estimate > contextTokens * (server ? 1 : 0.8)) {
     const state = reduceState(store.events);
     const after = state.lastCondensation?.throughEventId ?? 0;
     const fixed =
@@ -62,7 +68,7 @@ export async function prepareRequest(
         condensedTurns: turns,
         summary,
       } as const;
-      if ((limits.condenser ?? 'summary') === 'summary' && summarizer !== undefined) {
+      if (!server && (limits.condenser ?? 'summary') === 'summary' && summarizer !== undefined) {
         const maxTokens = Math.min(limits.maxOutputTokens, Math.floor(contextTokens * 0.15));
         const bounds = { contextTokens, maxTokens, maxChars };
         await appendModelSummary(summarizer, built.request, bounds, lines, append);
@@ -71,6 +77,25 @@ export async function prepareRequest(
     }
   }
   return built;
+}
+
+/** Tool results kept whole, newest first, when the API clears (condenser: server). */
+const SERVER_KEEP_TOOL_USES = 5;
+
+/**
+ * What `condenser: server` asks of the API: clear once the prompt passes half the context budget
+ * (the client-side condenser's 80% is a ceiling; clearing early keeps each turn cheap), keep the
+ * newest SERVER_KEEP_TOOL_USES results (an edit-and-test cycle's views and output), and only when
+ * that frees a fifth of the budget: each clearing breaks the prompt cache from the first cleared
+ * result on, which is worth paying only for a large saving (the API's own advice for
+ * `clear_at_least`).
+ */
+export function serverClearing(contextTokens: number): ContextClearing {
+  return {
+    triggerTokens: Math.max(1, Math.floor(contextTokens * 0.5)),
+    keepToolUses: SERVER_KEEP_TOOL_USES,
+    clearAtLeastTokens: Math.max(1, Math.floor(contextTokens * 0.2)),
+  };
 }
 
 /**

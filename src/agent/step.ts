@@ -209,7 +209,7 @@ async function modelCall(run: AgentRun): Promise<void> {
   // Recorded after the answer is in the log: a crash between the two loses this call's spend (its
   // hold expires), never counts it twice.
   try {
-    await run.append({
+    const recorded = await run.append({
       kind: 'model_response',
       model: response.model,
       requestId: response.requestId,
@@ -222,6 +222,9 @@ async function modelCall(run: AgentRun): Promise<void> {
       promptTokensEstimate: request.estimate,
       ...thinkingTokens(response),
     });
+    const edits = response.contextEdits ?? [];
+    if (edits.length > 0)
+      await run.append({ kind: 'context_edited', responseEventId: recorded.id, edits: [...edits] });
   } finally {
     await hold?.settle(usd);
   }

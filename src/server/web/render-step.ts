@@ -5,6 +5,7 @@
  * 1,000-step run does not build megabytes of DOM up front.
  */
 import { toolArgument } from '../../events/tool-argument.js';
+import { contextEditLine } from '../../events/context-edit.js';
 import { parseAnsi } from './ansi.js';
 import { classifyDiff, diffFiles, editAsDiff, type DiffLine } from './diff.js';
 import { h, type Child } from './dom.js';
@@ -346,6 +347,8 @@ export function renderItem(item: StepItem): HTMLElement {
         `Context condensed: ${e.condensedTurns} earlier turns were summarised for the model. `,
         lazySection('summary', () => h('div', { class: 'said' }, e.summary)),
       );
+    case 'context_edited':
+      return h('div', { class: 'item note condensation' }, `✂ ${contextEditLine(e.edits)}`);
     case 'run_resumed':
       return h(
         'div',
