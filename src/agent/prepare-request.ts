@@ -19,9 +19,10 @@ export type { Summarizer } from './condense-summary.js';
  * cannot be had: the event says why). Either way the summary is an event, so a resumed run rebuilds
  * the same conversation without asking again.
  *
- * `condenser: server`: the request asks the API to clear old tool results itself (serverClearing);
- * the harness condenses only as a last resort, with lines, when the whole log (which it still sends
- * uncleared, as the API wants) would pass the full budget.
+ * `condenser: server`: the request asks the API to clear old tool results itself (serverClearing),
+ * and the harness sends its log whole. It condenses only as a last resort, with lines: when even the
+ * prompt the API would leave after clearing (serverSeenEstimate) passes 80% of the budget, or when
+ * the whole log passes SERVER_MAX_LOG times the budget (the request itself must stay bounded).
  */
 export async function prepareRequest(
   store: EventStore,
@@ -46,7 +47,11 @@ export async function prepareRequest(
     return { request, estimate: estimateTokens(request) };
   };
   let built = build();
-  if (built.estimate > contextTokens * (server ? 1 : 0.8)) {
+  const tooLarge = server
+    ? serverSeenEstimate(built.request, built.estimate) > contextTokens * 0.8 ||
+      built.estimate > contextTokens * SERVER_MAX_LOG
+    : built.estimate > contextTokens * 0.8;
+  if (tooLarge) {
     const state = reduceState(store.events);
     const after = state.lastCondensation?.throughEventId ?? 0;
     const fixed =
@@ -81,6 +86,25 @@ export async function prepareRequest(
 
 /** Tool results kept whole, newest first, when the API clears (condenser: server). */
 const SERVER_KEEP_TOOL_USES = 5;
+
+/** condenser server: the whole log the harness sends, at most, in context budgets. */
+const SERVER_MAX_LOG = 4;
+
+/**
+ * About what the API leaves of `request` after its clearing (serverClearing): past the trigger,
+ * every tool result but the newest SERVER_KEEP_TOOL_USES becomes a short placeholder, when that
+ * frees at least clear_at_least. In the harness's estimate's units (estimateTokens).
+ */
+export function serverSeenEstimate(request: ModelRequest, estimate: number): number {
+  const clearing = request.contextManagement;
+  if (!clearing || estimate <= clearing.triggerTokens) return estimate;
+  const results = request.messages.flatMap((m) =>
+    m.role === 'user' ? m.content.filter((b) => b.type === 'tool_result') : [],
+  );
+  const cleared = results.slice(0, Math.max(0, results.length - clearing.keepToolUses));
+  const freed = cleared.reduce((n, b) => n + Math.max(0, JSON.stringify(b.content).length / 3 - 25), 0);
+  return freed >= clearing.clearAtLeastTokens ? Math.ceil(estimate - freed) : estimate;
+}
 
 /**
  * What `condenser: server` asks of the API: clear once the prompt passes half the context budget

@@ -5,7 +5,12 @@ import { ConfigError, readAgentEnv } from '../../src/config/agent-env.js';
 import { reduceState } from '../../src/events/reduce-state.js';
 import type { EventOf, ModelSetup } from '../../src/events/schema.js';
 import { renderTrajectory } from '../../src/cli/render-trajectory.js';
-import { CLEARED_TOOL_RESULT, CONTEXT_MANAGEMENT_BETA } from '../../src/model-sim/index.js';
+import {
+  CLEARED_TOOL_RESULT,
+  CONTEXT_MANAGEMENT_BETA,
+  isSummaryRequest,
+  type MessagesRequest,
+} from '../../src/model-sim/index.js';
 import { startHarness } from '../support/agent-harness.js';
 import { LONG_RUN_TASK, LONG_RUN_TEST_COMMAND, longRunFiles, longRunPolicy } from '../support/long-run.js';
 
@@ -100,11 +105,8 @@ for (const setup of [undefined, { tools: 'native', thinkingBudget: 2048 }] as co
       }
       // The log keeps every result whole: nothing the harness records is the placeholder.
       assert.ok(!events.some((e) => e.kind === 'observation' && e.content.includes(CLEARED_TOOL_RESULT)));
-      // The harness condenses only as a last resort, when the whole log passes the budget, with
-      // lines (no summary call): never before the server's clearing started.
-      const condensed = events.filter((e): e is EventOf<'condensation'> => e.kind === 'condensation');
-      assert.ok(condensed.every((c) => c.method === 'lines' && c.call === undefined));
-      assert.ok(condensed.every((c) => c.id > (edited[0]?.id ?? Infinity)));
+      // The harness did not condense on its own: what the API leaves stayed under the budget.
+      assert.equal(events.filter((e) => e.kind === 'condensation').length, 0);
 
       // Input tokens per step stop growing: once clearing starts, no turn's prompt passes the
       // trigger by more than a few results, and the largest before the first clearing bounds them.
@@ -117,8 +119,11 @@ for (const setup of [undefined, { tools: 'native', thinkingBudget: 2048 }] as co
         Math.max(...after) <= largestBefore * 1.1,
         `after ${Math.max(...after)} vs before ${largestBefore}`,
       );
-      // The harness sends its results whole; the clearing is the server's alone.
+      // The harness sends its results whole; the clearing is the server's alone, and the log it
+      // sends kept growing past what the model read.
       assert.ok(turns.every((r) => !JSON.stringify(r.body).includes(CLEARED_TOOL_RESULT)));
+      const sent = JSON.stringify((turns.at(-1)?.body as { messages: unknown[] }).messages).length / 4;
+      assert.ok(sent > Math.max(...after) * 1.3, `sent ${sent} vs read ${Math.max(...after)}`);
       // The recorded usage is what the API billed for the cleared prompt: the run's cost is the turns'.
       const responses = events.filter((e): e is EventOf<'model_response'> => e.kind === 'model_response');
       assert.deepEqual(
@@ -132,6 +137,28 @@ for (const setup of [undefined, { tools: 'native', thinkingBudget: 2048 }] as co
     }
   });
 }
+
+test('condenser server, last resort: when even the cleared prompt passes the budget, the harness condenses with lines, no summary call', async () => {
+  const h = await startHarness({
+    policy: longRunPolicy(30),
+    task: LONG_RUN_TASK,
+    files: longRunFiles(),
+    testCommand: LONG_RUN_TEST_COMMAND,
+    limits: { ...LIMITS, contextTokens: 20_000 },
+  });
+  try {
+    await h.run();
+    const condensed = h.store.events.filter((e): e is EventOf<'condensation'> => e.kind === 'condensation');
+    assert.ok(condensed.length >= 1);
+    assert.ok(
+      condensed.every((c) => c.method === 'lines' && c.call === undefined && c.fallback === undefined),
+    );
+    assert.ok(!h.sim.requests.some((r) => isSummaryRequest(r.body as MessagesRequest)));
+    assert.equal(reduceState(h.store.events).steps, 31);
+  } finally {
+    await h.close();
+  }
+});
 
 test('condenser server: refused on Bedrock and Vertex, with the setting named', () => {
   assert.equal(readAgentEnv({ ISSUE_AGENT_CONDENSER: 'server' }).limits.condenser, 'server');
