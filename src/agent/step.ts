@@ -281,8 +281,10 @@ function anySignal(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
   return a === undefined ? b : AbortSignal.any([a, b]);
 }
 
+/** The newest event, past the API's note of what it cleared from that turn (it belongs to the turn). */
 function lastEvent(events: readonly AgentEvent[]): AgentEvent | undefined {
-  return events[events.length - 1];
+  for (let i = events.length - 1; i >= 0; i--) if (events[i]?.kind !== 'context_edited') return events[i];
+  return undefined;
 }
 
 function commandOf(input: unknown): string {
