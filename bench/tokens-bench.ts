@@ -31,6 +31,11 @@ const VARIANTS: readonly Variant[] = [
   { name: 'caching only', caching: true, condenser: null },
   { name: 'caching + condensation, one line per action', caching: true, condenser: 'lines' },
   { name: 'caching + condensation, model-written summary (default)', caching: true, condenser: 'summary' },
+  {
+    name: 'caching + server-side clearing of old tool results (condenser server)',
+    caching: true,
+    condenser: 'server',
+  },
 ];
 
 interface Result {
@@ -88,7 +93,7 @@ async function measure(v: Variant, steps: number): Promise<Result> {
   }
 }
 
-export async function tokensBench(steps = 200): Promise<void> {
+export async function tokensBench(steps = Number(process.env.TOKENS_BENCH_STEPS ?? 200)): Promise<void> {
   const price = findPrice(DEFAULT_PRICES, DEFAULT_MODEL);
   const m = (n: number): string => `${(n / 1e6).toFixed(2)} M`;
   const usd = (n: number): string => `$${n.toFixed(2)}`;

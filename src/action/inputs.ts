@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MIN_THINKING_BUDGET } from '../model/capabilities.js';
 
 /**
  * The action's inputs (action.yml) and the runner's own variables, read once from the environment.
@@ -31,6 +32,13 @@ export interface ActionInputs {
    * docs/github-action.md). Null when not given: ISSUE_AGENT_SETUP decides, default on.
    */
   readonly setup: 'on' | 'off' | null;
+  /**
+   * `tools` (native/schema) and `thinking-budget` (tokens, 0: off): ISSUE_AGENT_TOOLS and
+   * ISSUE_AGENT_THINKING_BUDGET for the run (docs/model-requests.md). Null when not given: the
+   * model's default (native tools and thinking for the Claude models that have them).
+   */
+  readonly tools: 'native' | 'schema' | null;
+  readonly thinkingBudget: number | null;
 }
 
 export interface RunnerContext {
@@ -101,6 +109,26 @@ export function readInputs(env: NodeJS.ProcessEnv): ActionInputs {
     z.preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), z.enum(['on', 'off'])),
     input(env, 'setup'),
   );
+  const tools = pick(
+    'tools',
+    z.preprocess(
+      (v) => (typeof v === 'string' ? v.toLowerCase() : v),
+      z.enum(['native', 'schema'], { error: 'must be native or schema' }),
+    ),
+    input(env, 'tools'),
+  );
+  const thinkingBudget = pick(
+    'thinking-budget',
+    z
+      .string()
+      .regex(/^[0-9]{1,7}$/, 'must be a whole number of tokens (0: off)')
+      .transform(Number)
+      .refine(
+        (n) => n === 0 || n >= MIN_THINKING_BUDGET,
+        `must be 0 (off) or at least ${MIN_THINKING_BUDGET}`,
+      ),
+    input(env, 'thinking-budget'),
+  );
   if (problems.length > 0 || apiKey === null || token === null) throw new ActionInputError(problems);
   return {
     anthropicApiKey: apiKey,
@@ -122,6 +150,8 @@ export function readInputs(env: NodeJS.ProcessEnv): ActionInputs {
     workDir: input(env, 'work-dir'),
     logLevel: input(env, 'log-level') ?? 'info',
     setup: setup ?? null,
+    tools: tools ?? null,
+    thinkingBudget: thinkingBudget ?? null,
   };
 }
 

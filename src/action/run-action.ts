@@ -276,6 +276,8 @@ async function runJob(built: FixJob, target: Target, c: JobContext): Promise<Act
     ANTHROPIC_API_KEY: inputs.anthropicApiKey,
     ...(inputs.anthropicBaseUrl === null ? {} : { ANTHROPIC_BASE_URL: inputs.anthropicBaseUrl }),
     ...(inputs.model === null ? {} : { ISSUE_AGENT_MODEL: inputs.model }),
+    ...(inputs.tools === null ? {} : { ISSUE_AGENT_TOOLS: inputs.tools }),
+    ...(inputs.thinkingBudget === null ? {} : { ISSUE_AGENT_THINKING_BUDGET: String(inputs.thinkingBudget) }),
     ISSUE_AGENT_LOG_LEVEL: inputs.logLevel,
     // The setup phase (isolated local sandbox or Docker): the step's ISSUE_AGENT_* settings and the
     // `setup` input; the repository's `.github/issue-agent.yml` says what to run.

@@ -1,7 +1,7 @@
 import type { EventStore } from '../events/event-store.js';
 import { reduceState } from '../events/reduce-state.js';
 import type { AgentEvent, Limits, NewEvent } from '../events/schema.js';
-import type { ImageBlockParam, ModelRequest } from '../model/model.js';
+import type { ContextClearing, ImageBlockParam, ModelRequest } from '../model/model.js';
 import { chooseCondensationPoint, summarizeTurns } from './condense.js';
 import { askForSummary, modelSummaryText, type Summarizer } from './condense-summary.js';
 import { buildMessages, estimateTokens } from './conversation.js';
@@ -18,6 +18,11 @@ export type { Summarizer } from './condense-summary.js';
  * `summarizer`), or by the harness's line per action (`lines`, and whenever the model's summary
  * cannot be had: the event says why). Either way the summary is an event, so a resumed run rebuilds
  * the same conversation without asking again.
+ *
+ * `condenser: server`: the request asks the API to clear old tool results itself (serverClearing),
+ * and the harness sends its log whole. It condenses only as a last resort, with lines: when even the
+ * prompt the API would leave after clearing (serverSeenEstimate) passes 80% of the budget, or when
+ * the whole log passes SERVER_MAX_LOG times the budget (the request itself must stay bounded).
  */
 export async function prepareRequest(
   store: EventStore,
@@ -30,17 +35,23 @@ export async function prepareRequest(
   images: readonly ImageBlockParam[] = [],
 ): Promise<{ request: ModelRequest; estimate: number }> {
   const { contextTokens } = limits;
+  const server = limits.condenser === 'server';
   const build = (): { request: ModelRequest; estimate: number } => {
     const request: ModelRequest = {
       system,
       tools,
       messages: buildMessages(store.base, store.events, images),
       maxOutputTokens: limits.maxOutputTokens,
+      ...(server ? { contextManagement: serverClearing(contextTokens) } : {}),
     };
     return { request, estimate: estimateTokens(request) };
   };
   let built = build();
-  if (built.estimate > contextTokens * 0.8) {
+  const tooLarge = server
+    ? serverSeenEstimate(built.request, built.estimate) > contextTokens * 0.8 ||
+      built.estimate > contextTokens * SERVER_MAX_LOG
+    : built.estimate > contextTokens * 0.8;
+  if (tooLarge) {
     const state = reduceState(store.events);
     const after = state.lastCondensation?.throughEventId ?? 0;
     const fixed =
@@ -62,7 +73,7 @@ export async function prepareRequest(
         condensedTurns: turns,
         summary,
       } as const;
-      if ((limits.condenser ?? 'summary') === 'summary' && summarizer !== undefined) {
+      if (!server && (limits.condenser ?? 'summary') === 'summary' && summarizer !== undefined) {
         const maxTokens = Math.min(limits.maxOutputTokens, Math.floor(contextTokens * 0.15));
         const bounds = { contextTokens, maxTokens, maxChars };
         await appendModelSummary(summarizer, built.request, bounds, lines, append);
@@ -71,6 +82,44 @@ export async function prepareRequest(
     }
   }
   return built;
+}
+
+/** Tool results kept whole, newest first, when the API clears (condenser: server). */
+const SERVER_KEEP_TOOL_USES = 5;
+
+/** condenser server: the whole log the harness sends, at most, in context budgets. */
+const SERVER_MAX_LOG = 4;
+
+/**
+ * About what the API leaves of `request` after its clearing (serverClearing): past the trigger,
+ * every tool result but the newest SERVER_KEEP_TOOL_USES becomes a short placeholder, when that
+ * frees at least clear_at_least. In the harness's estimate's units (estimateTokens).
+ */
+export function serverSeenEstimate(request: ModelRequest, estimate: number): number {
+  const clearing = request.contextManagement;
+  if (!clearing || estimate <= clearing.triggerTokens) return estimate;
+  const results = request.messages.flatMap((m) =>
+    m.role === 'user' ? m.content.filter((b) => b.type === 'tool_result') : [],
+  );
+  const cleared = results.slice(0, Math.max(0, results.length - clearing.keepToolUses));
+  const freed = cleared.reduce((n, b) => n + Math.max(0, JSON.stringify(b.content).length / 3 - 25), 0);
+  return freed >= clearing.clearAtLeastTokens ? Math.ceil(estimate - freed) : estimate;
+}
+
+/**
+ * What `condenser: server` asks of the API: clear once the prompt passes half the context budget
+ * (the client-side condenser's 80% is a ceiling; clearing early keeps each turn cheap), keep the
+ * newest SERVER_KEEP_TOOL_USES results (an edit-and-test cycle's views and output), and only when
+ * that frees a fifth of the budget: each clearing breaks the prompt cache from the first cleared
+ * result on, which is worth paying only for a large saving (the API's own advice for
+ * `clear_at_least`).
+ */
+export function serverClearing(contextTokens: number): ContextClearing {
+  return {
+    triggerTokens: Math.max(1, Math.floor(contextTokens * 0.5)),
+    keepToolUses: SERVER_KEEP_TOOL_USES,
+    clearAtLeastTokens: Math.max(1, Math.floor(contextTokens * 0.2)),
+  };
 }
 
 /**

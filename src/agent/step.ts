@@ -209,7 +209,7 @@ async function modelCall(run: AgentRun): Promise<void> {
   // Recorded after the answer is in the log: a crash between the two loses this call's spend (its
   // hold expires), never counts it twice.
   try {
-    await run.append({
+    const recorded = await run.append({
       kind: 'model_response',
       model: response.model,
       requestId: response.requestId,
@@ -222,6 +222,9 @@ async function modelCall(run: AgentRun): Promise<void> {
       promptTokensEstimate: request.estimate,
       ...thinkingTokens(response),
     });
+    const edits = response.contextEdits ?? [];
+    if (edits.length > 0)
+      await run.append({ kind: 'context_edited', responseEventId: recorded.id, edits: [...edits] });
   } finally {
     await hold?.settle(usd);
   }
@@ -278,8 +281,10 @@ function anySignal(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
   return a === undefined ? b : AbortSignal.any([a, b]);
 }
 
+/** The newest event, past the API's note of what it cleared from that turn (it belongs to the turn). */
 function lastEvent(events: readonly AgentEvent[]): AgentEvent | undefined {
-  return events[events.length - 1];
+  for (let i = events.length - 1; i >= 0; i--) if (events[i]?.kind !== 'context_edited') return events[i];
+  return undefined;
 }
 
 function commandOf(input: unknown): string {

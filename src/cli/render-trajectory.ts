@@ -1,6 +1,7 @@
 import type { AgentEvent, BaseState } from '../events/schema.js';
 import { reduceState, totalTokens } from '../events/reduce-state.js';
 import { shortArgument } from './progress.js';
+import { contextEditLine } from '../events/context-edit.js';
 
 function indent(text: string, max = 2000): string {
   const cut =
@@ -75,6 +76,9 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
         break;
       case 'condensation':
         out.push(`── context condensed (${e.condensedTurns} turns) ──`);
+        break;
+      case 'context_edited':
+        out.push(`  ✂ ${contextEditLine(e.edits)}`);
         break;
       case 'checkpoint':
         out.push(`  ✓ checkpoint ${e.tree.slice(0, 12)} (${e.filesChanged} files changed)`);

@@ -213,7 +213,7 @@ export function readAgentEnv(
     ...defined('commandTimeoutMs', seconds(num(env, 'ISSUE_AGENT_COMMAND_TIMEOUT_S'))),
     ...defined('testTimeoutMs', seconds(num(env, 'ISSUE_AGENT_TEST_TIMEOUT_S'))),
     ...defined('testMemoryBytes', mib(num(env, 'ISSUE_AGENT_TEST_MEMORY_MB'))),
-    ...condenser(env.ISSUE_AGENT_CONDENSER),
+    ...condenser(env.ISSUE_AGENT_CONDENSER, provider),
   };
   const sandboxNice = niceValue(env.ISSUE_AGENT_SANDBOX_NICE);
   const modelChoice = readModelChoice(env);
@@ -466,13 +466,20 @@ function mib(v: number | undefined): number | undefined {
 
 /**
  * `ISSUE_AGENT_CONDENSER`: `summary` (the model writes a structured summary of the condensed turns;
- * the default) or `lines` (one line per action, no model call). See docs/context.md.
+ * the default), `lines` (one line per action, no model call) or `server` (the Messages API clears
+ * old tool results itself, a beta only Anthropic's own API is known to take here). See
+ * docs/context.md.
  */
-function condenser(v: string | undefined): Pick<Limits, 'condenser'> {
+function condenser(v: string | undefined, provider: ProviderConfig): Pick<Limits, 'condenser'> {
   const text = nonEmpty(v)?.toLowerCase() ?? null;
   if (text === null) return {};
-  if (text === 'summary' || text === 'lines') return { condenser: text };
-  throw new ConfigError(`ISSUE_AGENT_CONDENSER must be summary or lines, got "${v ?? ''}"`);
+  if (text === 'server' && provider.kind !== 'anthropic') {
+    throw new ConfigError(
+      `ISSUE_AGENT_CONDENSER=server needs Anthropic's API: server-side context management (the context-management-2025-06-27 beta) is not offered through ${provider.kind === 'bedrock' ? 'Amazon Bedrock' : 'Google Vertex AI'} by this harness; use summary or lines with ISSUE_AGENT_MODEL_PROVIDER=${provider.kind}`,
+    );
+  }
+  if (text === 'summary' || text === 'lines' || text === 'server') return { condenser: text };
+  throw new ConfigError(`ISSUE_AGENT_CONDENSER must be summary, lines or server, got "${v ?? ''}"`);
 }
 
 function defined(key: keyof Limits, value: number | undefined): Partial<Limits> {

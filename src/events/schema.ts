@@ -102,10 +102,11 @@ export const limits = z.object({
   maxOutputTokens: z.number().int().positive(),
   /**
    * How older turns leave the prompt once it would pass its budget (agent/prepare-request.ts):
-   * `summary` (the model writes a structured summary; the default) or `lines` (one line per action,
-   * no model call). Absent: `summary`.
+   * `summary` (the model writes a structured summary; the default), `lines` (one line per action,
+   * no model call) or `server` (the API clears old tool results itself, `context_management`; the
+   * harness condenses with lines only as a last resort). Absent: `summary`.
    */
-  condenser: z.enum(['summary', 'lines']).optional(),
+  condenser: z.enum(['summary', 'lines', 'server']).optional(),
 });
 export type Limits = z.infer<typeof limits>;
 
@@ -534,6 +535,26 @@ export const eventSchemas = {
       })
       .optional(),
   }),
+  /**
+   * The API reported context edits it applied to the prompt of the model turn just before
+   * (`condenser: server`): what the model read had these tool results replaced by a placeholder.
+   * The log keeps them whole; the turn's usage is what the API billed for the cleared prompt.
+   */
+  context_edited: z.object({
+    ...common,
+    kind: z.literal('context_edited'),
+    /** The model_response event whose request was edited. */
+    responseEventId: z.number().int().nonnegative(),
+    edits: z.array(
+      z.object({
+        type: z.string(),
+        clearedInputTokens: z.number().int().nonnegative(),
+        clearedToolUses: z.number().int().nonnegative().optional(),
+        clearedThinkingTurns: z.number().int().nonnegative().optional(),
+      }),
+    ),
+    ...parent,
+  }),
   outcome: z.object({
     ...common,
     kind: z.literal('outcome'),
@@ -558,6 +579,7 @@ export const agentEvent = z.discriminatedUnion('kind', [
   eventSchemas.warning,
   eventSchemas.guidance_added,
   eventSchemas.syntax_check,
+  eventSchemas.context_edited,
   eventSchemas.condensation,
   eventSchemas.round_started,
   eventSchemas.outcome,

@@ -35,5 +35,12 @@ export {
   type Hunk,
 } from './unified-diff.js';
 export { countTokens, PromptCache, type InputUsage } from './usage.js';
+export {
+  applyContextManagement,
+  CLEARED_TOOL_RESULT,
+  CONTEXT_MANAGEMENT_BETA,
+  type AppliedEdit,
+  type ContextManagementResponse,
+} from './context-management.js';
 export type * from './types.js';
 export { isReply } from './types.js';

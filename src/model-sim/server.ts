@@ -21,6 +21,11 @@ import {
   type ProviderRoute,
 } from './providers.js';
 import { PromptCache } from './usage.js';
+import {
+  applyContextManagement,
+  findContextManagementViolation,
+  type ContextManagementResponse,
+} from './context-management.js';
 import { findThinkingViolation, withThinking } from './thinking.js';
 import { findRequestViolation, forTools, isRecord } from './validate.js';
 import { errorBody, formatSse, toMessage, toStreamEvents } from './wire.js';
@@ -201,6 +206,7 @@ class Simulator implements ModelSimulator {
       outcome: 'pending',
       usage: null,
       errorMessage: null,
+      contextManagement: null,
     };
     this.record(entry);
     const fail = (status: ApiErrorStatus | 404, message?: string): void => {
@@ -216,15 +222,18 @@ class Simulator implements ModelSimulator {
       fail(...rejection);
       return;
     }
-    const request = (
+    const sent = (
       route === null ? body : toMessagesBody(route, body as Record<string, unknown>)
     ) as MessagesRequest;
+    // The model (the policy) reads, and the usage counts, the prompt after its context edits.
+    const { request, applied } = applyContextManagement(sent);
+    entry.contextManagement = applied;
 
     const step = this.faults.shift() ?? this.ask(request);
     if (isReply(step)) {
       const latency = this.options.latencyMs ?? 0;
       if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
-      this.answer(request, step, entry, res, route?.provider === 'bedrock');
+      this.answer(request, step, entry, res, route?.provider === 'bedrock', applied);
     } else if ('status' in step) {
       if (step.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(step.retryAfterSeconds));
       fail(step.status, step.message);
@@ -260,7 +269,8 @@ class Simulator implements ModelSimulator {
     const messagesBody = isRecord(body) ? toMessagesBody(route, body) : body;
     const violation =
       findRequestViolation(messagesBody) ??
-      findThinkingViolation(messagesBody as Record<string, unknown>, req.headers);
+      findThinkingViolation(messagesBody as Record<string, unknown>, req.headers) ??
+      findContextManagementViolation(messagesBody as Record<string, unknown>, req.headers);
     return violation === null ? null : [400, violation];
   }
 
@@ -282,9 +292,10 @@ class Simulator implements ModelSimulator {
     entry: RecordedRequest,
     res: ServerResponse,
     bedrock: boolean,
+    contextManagement: ContextManagementResponse | null,
   ): void {
     const reply = withThinking(forTools(policyReply, request), request);
-    const message = toMessage(reply, request.model, this.cache.account(request));
+    const message = toMessage(reply, request.model, this.cache.account(request), contextManagement);
     entry.status = 200;
     entry.outcome = 'reply';
     entry.usage = message.usage;

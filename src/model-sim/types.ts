@@ -71,6 +71,11 @@ export interface RecordedRequest {
   usage: Usage | null;
   /** The message of the error answered (outcome `error`), e.g. why a policy failed; else null. */
   errorMessage: string | null;
+  /**
+   * The context edits applied to the prompt before the policy read it (`applied_edits: []` when the
+   * request asked for some and none applied); null when it asked for none or was refused.
+   */
+  contextManagement: { readonly applied_edits: readonly unknown[] } | null;
 }
 
 export function isReply(step: Reply | Fault): step is Reply {

@@ -8,9 +8,18 @@ import type { ErrorResponse, ErrorType } from '@anthropic-ai/sdk/resources/share
 import { newId } from './replies.js';
 import type { ApiErrorStatus, Reply } from './types.js';
 import { countTokens, type InputUsage } from './usage.js';
+import type { ContextManagementResponse } from './context-management.js';
+
+/** A Message as the beta API returns it when the request asked for context management. */
+export type SimMessage = Message & { context_management?: ContextManagementResponse | null };
 
 /** The Message the API returns for `reply`, as the non-streaming endpoint sends it. */
-export function toMessage(reply: Reply, model: string, input: InputUsage): Message {
+export function toMessage(
+  reply: Reply,
+  model: string,
+  input: InputUsage,
+  contextManagement: ContextManagementResponse | null = null,
+): SimMessage {
   const content = reply.content.map((block): ContentBlock => {
     if (block.type === 'text') return { type: 'text', text: block.text, citations: null };
     if (block.type === 'thinking' || block.type === 'redacted_thinking') return { ...block };
@@ -53,6 +62,7 @@ export function toMessage(reply: Reply, model: string, input: InputUsage): Messa
     container: null,
     diagnostics: null,
     usage,
+    ...(contextManagement === null ? {} : { context_management: contextManagement }),
   };
 }
 
@@ -66,15 +76,18 @@ const JSON_CHUNKS = 3;
  * with a ping after the first start, then message_delta (stop reason, final usage), message_stop.
  * Accumulating them (as the SDK's MessageStream does) yields `message` again.
  */
-export function toStreamEvents(message: Message): { event: string; data: unknown }[] {
+export function toStreamEvents(message: SimMessage): { event: string; data: unknown }[] {
   const events: { event: string; data: unknown }[] = [];
   const emit = (data: RawMessageStreamEvent | { type: 'ping' }): void => {
     events.push({ event: data.type, data });
   };
+  const contextManagement = message.context_management;
   emit({
     type: 'message_start',
     message: {
       ...message,
+      // The applied edits come with the final message_delta, as the API sends them.
+      ...(contextManagement === undefined ? {} : { context_management: null }),
       content: [],
       stop_reason: null,
       stop_sequence: null,
@@ -127,6 +140,7 @@ export function toStreamEvents(message: Message): { event: string; data: unknown
       output_tokens_details: usage.output_tokens_details,
       server_tool_use: null,
     },
+    ...(contextManagement === undefined ? {} : { context_management: contextManagement }),
   });
   emit({ type: 'message_stop' });
   return events;

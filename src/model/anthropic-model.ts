@@ -10,8 +10,10 @@ import {
   type ModelResponse,
 } from './model.js';
 import {
+  appliedEditsOf,
   assistantBlockParam,
   betaHeaders,
+  contextManagementParams,
   fromContent,
   thinkingParams,
   thinkingTokensOf,
@@ -48,6 +50,11 @@ export interface AnthropicModelOptions {
 /** The part of the SDK the loop uses; Anthropic, AnthropicBedrock and AnthropicVertex all have it. */
 export interface MessagesClient {
   readonly messages: Pick<Anthropic['messages'], 'stream'>;
+  /**
+   * The beta surface, used when a request asks for server-side context management: its stream
+   * keeps the `context_management` the final message_delta carries (the plain one drops it).
+   */
+  readonly beta?: { readonly messages: Pick<Anthropic['beta']['messages'], 'stream'> };
 }
 
 type Param = Anthropic.MessageCreateParamsStreaming;
@@ -91,12 +98,14 @@ export class AnthropicModel implements Model {
     const client = await this.client;
     for (let attempt = 1; ; attempt++) {
       try {
-        const stream = client.messages.stream(params, {
-          signal: options.signal ?? null,
-          headers: betaHeaders(request),
-        });
-        const message = await stream.finalMessage();
+        const streamOptions = { signal: options.signal ?? null, headers: betaHeaders(request) };
+        const stream =
+          request.contextManagement && client.beta !== undefined
+            ? client.beta.messages.stream(params, streamOptions)
+            : client.messages.stream(params, streamOptions);
+        const message = (await stream.finalMessage()) as Anthropic.Message;
         const thinkingTokens = thinkingTokensOf(message.usage);
+        const contextEdits = request.contextManagement ? { contextEdits: appliedEditsOf(message) } : {};
         return {
           model: message.model,
           requestId: stream.request_id ?? null,
@@ -104,6 +113,7 @@ export class AnthropicModel implements Model {
           stopReason: message.stop_reason,
           usage: toUsage(message.usage),
           ...(thinkingTokens === undefined ? {} : { thinkingTokens }),
+          ...contextEdits,
           attempts: attempt,
         };
       } catch (error) {
@@ -132,6 +142,7 @@ function toParams(model: string, request: ModelRequest, caching: boolean): Param
   return {
     model,
     ...thinkingParams(request),
+    ...contextManagementParams(request),
     system: [{ type: 'text', text: request.system, ...cache }],
     tools: toolParams(request.tools, caching),
     messages,

@@ -10,6 +10,12 @@ export const BASH_TOOL = { type: 'bash_20250124', name: 'bash' } as const;
 /** Beta header that lets a budget-thinking model think between tool calls (interleaved thinking). */
 export const INTERLEAVED_THINKING_BETA = 'interleaved-thinking-2025-05-14';
 
+/**
+ * Beta header for server-side context management (`context_management` in the request,
+ * `context_management.applied_edits` in the response): docs/context.md.
+ */
+export const CONTEXT_MANAGEMENT_BETA = 'context-management-2025-06-27';
+
 /** The API's floor for `thinking.budget_tokens`. */
 export const MIN_THINKING_BUDGET = 1024;
 

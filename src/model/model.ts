@@ -64,6 +64,29 @@ export interface ModelRequest {
    * request has tools. Absent or null: no thinking.
    */
   readonly thinking?: { readonly budgetTokens: number } | null;
+  /**
+   * Server-side context management (the `clear_tool_uses_20250919` edit, beta
+   * `context-management-2025-06-27`): past `triggerTokens` of input the API replaces the results of
+   * all but the newest `keepToolUses` tool calls with a placeholder before the model reads the
+   * prompt, when that frees at least `clearAtLeastTokens`. Absent or null: not sent.
+   */
+  readonly contextManagement?: ContextClearing | null;
+}
+
+export interface ContextClearing {
+  readonly triggerTokens: number;
+  readonly keepToolUses: number;
+  readonly clearAtLeastTokens: number;
+}
+
+/** An edit the API says it applied to the prompt before the model read it (`context_management.applied_edits`). */
+export interface AppliedContextEdit {
+  readonly type: string;
+  readonly clearedInputTokens: number;
+  /** `clear_tool_uses_20250919`: how many tool uses' results were replaced. */
+  readonly clearedToolUses?: number;
+  /** `clear_thinking_20251015`: how many turns' thinking was dropped. */
+  readonly clearedThinkingTurns?: number;
 }
 
 export interface ModelResponse {
@@ -74,6 +97,8 @@ export interface ModelResponse {
   readonly usage: Usage;
   /** Of the output tokens, those spent thinking, when the API says (absent: it did not). */
   readonly thinkingTokens?: number;
+  /** Context edits the API applied to this request's prompt (only when it was asked for some). */
+  readonly contextEdits?: readonly AppliedContextEdit[];
   /** Attempts it took, including the successful one. */
   readonly attempts: number;
 }

@@ -1,7 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlock } from '../events/schema.js';
-import { INTERLEAVED_THINKING_BETA } from './capabilities.js';
-import { isNativeSpec, type ModelRequest, type ToolSpec } from './model.js';
+import { CONTEXT_MANAGEMENT_BETA, INTERLEAVED_THINKING_BETA } from './capabilities.js';
+import { isNativeSpec, type AppliedContextEdit, type ModelRequest, type ToolSpec } from './model.js';
 
 /*
  * The parts of a Messages request that depend on the tool set and on thinking, shared by every
@@ -47,10 +47,74 @@ export function thinkingParams(request: ModelRequest): {
   };
 }
 
-/** Request headers: the interleaved-thinking beta when the model thinks and may call tools. */
+/**
+ * Request headers: the interleaved-thinking beta when the model thinks and may call tools, the
+ * context-management beta when the request asks for server-side clearing.
+ */
 export function betaHeaders(request: ModelRequest): Record<string, string> {
   const thinking = (request.thinking?.budgetTokens ?? 0) > 0;
-  return thinking && request.tools.length > 0 ? { 'anthropic-beta': INTERLEAVED_THINKING_BETA } : {};
+  const betas = [
+    ...(thinking && request.tools.length > 0 ? [INTERLEAVED_THINKING_BETA] : []),
+    ...(request.contextManagement ? [CONTEXT_MANAGEMENT_BETA] : []),
+  ];
+  return betas.length === 0 ? {} : { 'anthropic-beta': betas.join(',') };
+}
+
+/** The `context_management` body field as the API takes it (absent when not asked for). */
+export interface ContextManagementParam {
+  readonly edits: readonly {
+    readonly type: 'clear_tool_uses_20250919';
+    readonly trigger: { readonly type: 'input_tokens'; readonly value: number };
+    readonly keep: { readonly type: 'tool_uses'; readonly value: number };
+    readonly clear_at_least: { readonly type: 'input_tokens'; readonly value: number };
+  }[];
+}
+
+/**
+ * Server-side clearing of old tool results: the one edit the harness uses. Tool inputs stay (the
+ * API's default `clear_tool_inputs: false`), so the model still sees what it called; only the
+ * bulky results go.
+ */
+export function contextManagementParams(request: ModelRequest): {
+  context_management?: ContextManagementParam;
+} {
+  const c = request.contextManagement;
+  if (!c) return {};
+  return {
+    context_management: {
+      edits: [
+        {
+          type: 'clear_tool_uses_20250919',
+          trigger: { type: 'input_tokens', value: c.triggerTokens },
+          keep: { type: 'tool_uses', value: c.keepToolUses },
+          clear_at_least: { type: 'input_tokens', value: c.clearAtLeastTokens },
+        },
+      ],
+    },
+  };
+}
+
+/** `context_management.applied_edits` of a response, in the loop's shape ([] when there is none). */
+export function appliedEditsOf(message: unknown): AppliedContextEdit[] {
+  const cm = (message as { context_management?: { applied_edits?: unknown } | null }).context_management;
+  const edits = cm?.applied_edits;
+  if (!Array.isArray(edits)) return [];
+  const out: AppliedContextEdit[] = [];
+  for (const e of edits as unknown[]) {
+    if (typeof e !== 'object' || e === null) continue;
+    const r = e as Record<string, unknown>;
+    if (typeof r['type'] !== 'string') continue;
+    const n = (k: string): number | undefined => (typeof r[k] === 'number' ? r[k] : undefined);
+    const toolUses = n('cleared_tool_uses');
+    const thinkingTurns = n('cleared_thinking_turns');
+    out.push({
+      type: r['type'],
+      clearedInputTokens: n('cleared_input_tokens') ?? 0,
+      ...(toolUses === undefined ? {} : { clearedToolUses: toolUses }),
+      ...(thinkingTurns === undefined ? {} : { clearedThinkingTurns: thinkingTurns }),
+    });
+  }
+  return out;
 }
 
 /** An assistant block as it goes back to the API: thinking blocks exactly as they came. */

@@ -18,6 +18,7 @@
 import type { AgentEvent, BaseState, EventOf } from '../events/schema.js';
 import { stripAnsi } from '../testing/parse-test-output.js';
 import { toolArgument } from '../events/tool-argument.js';
+import { contextEditLine } from '../events/context-edit.js';
 import {
   balanceFences,
   blockquote,
@@ -94,6 +95,15 @@ function status(o: EventOf<'observation'>): string {
 }
 
 /** Renders one run's events as units. */
+function runFacts(b: PublishedRun['base'], redactor: Redactor): string {
+  return [
+    `model ${codeSpan(b.model)}`,
+    `sandbox ${codeSpan(b.sandbox)}`,
+    `base ${codeSpan(b.workspace.baseCommit.slice(0, 12))}`,
+    `tests ${b.testCommand === null ? 'none detected' : codeSpan(truncateEnd(redactor.redact(b.testCommand), 200))}`,
+  ].join(' · ');
+}
+
 function runUnits(
   run: PublishedRun,
   round: number,
@@ -110,13 +120,7 @@ function runUnits(
   const inline = (raw: string, max: number): string =>
     neutralizeInline(truncateEnd(redactor.redact(raw), max));
 
-  const b = run.base;
-  const facts = [
-    `model ${codeSpan(b.model)}`,
-    `sandbox ${codeSpan(b.sandbox)}`,
-    `base ${codeSpan(b.workspace.baseCommit.slice(0, 12))}`,
-    `tests ${b.testCommand === null ? 'none detected' : codeSpan(truncateEnd(redactor.redact(b.testCommand), 200))}`,
-  ].join(' · ');
+  const facts = runFacts(run.base, redactor);
   push(rounds > 1 ? `#### Round ${round}: ${inline(run.label, 200)}\n\n${facts}` : `Run: ${facts}`, true);
 
   const pending = new Map<string, EventOf<'action'>>();
@@ -226,6 +230,9 @@ function runUnits(
         break;
       case 'condensation':
         push(condensedLine(e, inline));
+        break;
+      case 'context_edited':
+        push(`✂️ ${contextEditLine(e.edits)}`);
         break;
       case 'checkpoint':
         push(`📌 Checkpoint: ${e.filesChanged} file${e.filesChanged === 1 ? '' : 's'} changed so far.`);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ActionInputError, readInputs } from '../../src/action/inputs.js';
+import { readAgentEnv } from '../../src/config/agent-env.js';
 import { RunnerIo } from '../../src/action/runner-io.js';
 
 describe('the runner protocols', () => {
@@ -80,5 +81,46 @@ describe('the runner protocols', () => {
         return true;
       },
     );
+  });
+
+  it('inputs: `tools` and `thinking-budget` become ISSUE_AGENT_TOOLS and ISSUE_AGENT_THINKING_BUDGET; bad values are named', () => {
+    const required = { 'INPUT_ANTHROPIC-API-KEY': 'k', 'INPUT_GITHUB-TOKEN': 't' };
+    const unset = readInputs(required);
+    assert.equal(unset.tools, null);
+    assert.equal(unset.thinkingBudget, null);
+    const set = readInputs({ ...required, INPUT_TOOLS: 'Schema', 'INPUT_THINKING-BUDGET': '4096' });
+    assert.equal(set.tools, 'schema');
+    assert.equal(set.thinkingBudget, 4096);
+    assert.equal(readInputs({ ...required, 'INPUT_THINKING-BUDGET': '0' }).thinkingBudget, 0);
+    // What run-action hands readAgentEnv resolves to the run's setup as the settings would.
+    const agent = readAgentEnv({
+      ISSUE_AGENT_MODEL: 'claude-sonnet-4-6',
+      ISSUE_AGENT_TOOLS: set.tools,
+      ISSUE_AGENT_THINKING_BUDGET: String(set.thinkingBudget),
+    });
+    assert.deepEqual(agent.modelChoice, { tools: 'schema', thinkingBudget: 4096 });
+    for (const [tools, budget, problems] of [
+      ['bash', null, ['tools: must be native or schema (got "bash")']],
+      [null, '512', ['thinking-budget: must be 0 (off) or at least 1024 (got "512")']],
+      [null, 'lots', ['thinking-budget: must be a whole number of tokens (0: off) (got "lots")']],
+      ['json', '-1', ['tools:', 'thinking-budget:']],
+    ] as const) {
+      assert.throws(
+        () =>
+          readInputs({
+            ...required,
+            ...(tools === null ? {} : { INPUT_TOOLS: tools }),
+            ...(budget === null ? {} : { 'INPUT_THINKING-BUDGET': budget }),
+          }),
+        (e: unknown) => {
+          assert.ok(e instanceof ActionInputError);
+          assert.equal(e.problems.length, problems.length);
+          problems.forEach((p, i) => {
+            assert.ok(e.problems[i]?.startsWith(p), e.problems[i]);
+          });
+          return true;
+        },
+      );
+    }
   });
 });

@@ -7,7 +7,7 @@ import type { Browser, Page } from 'playwright-core';
 import { buildWeb } from '../../scripts/build-web.js';
 import { ADMIN_TOKEN, startStandaloneServer, type StandaloneServer } from './standalone-server.js';
 import { browserSkipReason, launchBrowser, screenshot, signInWithToken, watchPage } from './support.js';
-import { HOSTILE, writeSyntheticJob } from './synthetic-run.js';
+import { HOSTILE, SYNTHETIC_THINKING, writeSyntheticJob } from './synthetic-run.js';
 
 const skip = browserSkipReason();
 
@@ -113,6 +113,16 @@ describe(
       assert.ok(((await out.textContent()) ?? '').includes(HOSTILE));
       assert.equal(await page.locator('section.step img, section.step script').count(), 0);
       assert.equal(await page.evaluate('typeof window.__iaXss'), 'undefined');
+    });
+
+    it("folds a turn's thinking under its step; opened, it is text", async () => {
+      const step = page.locator('#step-4');
+      await step.scrollIntoViewIfNeeded();
+      assert.equal(await step.locator('.said.thinking').count(), 0, 'folded until asked for');
+      await step.locator('button.link', { hasText: 'thinking, 40 tokens' }).click();
+      assert.equal(await step.locator('.said.thinking').textContent(), SYNTHETIC_THINKING);
+      assert.equal(await step.locator('.said.thinking i').count(), 0);
+      assert.equal(await page.locator('#step-3 button.link', { hasText: 'thinking' }).count(), 0);
     });
 
     it('a step header collapses and expands its step', async () => {

@@ -12,6 +12,10 @@ import { SCHEMA_VERSION, type BaseState, type NewEvent } from '../../src/events/
 
 export const HOSTILE = '<img src=x onerror="window.__iaXss=1"><script>window.__iaXss=2</script>';
 
+/** Step 4's thinking, with markup that must stay text. */
+export const SYNTHETIC_THINKING =
+  'The sum is divided before rounding, so <i>average()</i> loses the last digit.';
+
 export interface SyntheticRunOptions {
   readonly steps: number;
   readonly repo?: string;
@@ -171,9 +175,14 @@ export function writeSyntheticRun(dir: string, options: SyntheticRunOptions): Ba
       model: 'claude-sonnet-4-6',
       requestId: `req_${step}`,
       content: [
+        // Step 4 thought first (extended thinking): the run view folds it for signed-in readers.
+        ...(step === 4
+          ? [{ type: 'thinking' as const, thinking: SYNTHETIC_THINKING, signature: 'sig-4' }]
+          : []),
         { type: 'text', text },
         { type: 'tool_use', id, name: tool, input },
       ],
+      ...(step === 4 ? { thinkingTokens: 40 } : {}),
       stopReason: 'tool_use',
       usage: {
         inputTokens: 900 + step,

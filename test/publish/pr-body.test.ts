@@ -445,3 +445,40 @@ test('every event kind has its line: retries, resumes, test tools, finish, an in
   assert.ok(!r.body.includes('Finished.'), 'the finish acknowledgement is not repeated');
   assert.ok(!r.body.includes('\u001b'), 'no terminal escapes');
 });
+
+test('thinking: the PR says how many thinking tokens, never what was thought; an API clearing has its line', () => {
+  const log = new EventLog();
+  const thought = 'Perhaps the parser should treat empty input as a syntax error instead.';
+  const turn = log.add({
+    kind: 'model_response',
+    model: 'm',
+    requestId: null,
+    content: [
+      { type: 'thinking', thinking: thought, signature: 'sig' },
+      { type: 'redacted_thinking', data: 'opaque-redacted-bytes' },
+      { type: 'text', text: 'Checking the parser.' },
+    ],
+    stopReason: 'end_turn',
+    usage: { inputTokens: 10, outputTokens: 300, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    usd: 0.01,
+    latencyMs: 5,
+    attempts: 1,
+    promptTokensEstimate: 10,
+    thinkingTokens: 250,
+  });
+  log.add({
+    kind: 'context_edited',
+    responseEventId: turn.id,
+    edits: [{ type: 'clear_tool_uses_20250919', clearedInputTokens: 41_000, clearedToolUses: 12 }],
+  });
+  log.outcome();
+  const r = render(log);
+  assertWellFormed(r.body, 'body');
+  const all = [r.body, ...r.trajectoryComments].join('\n');
+  assert.ok(all.includes('250 thinking tokens'), 'the count is in the PR');
+  assert.ok(!all.includes(thought), 'the thinking is not');
+  assert.ok(!all.includes('opaque-redacted-bytes'));
+  assert.ok(
+    all.includes('The API cleared 12 old tool results (41000 input tokens) from what the model read'),
+  );
+});

@@ -124,6 +124,47 @@ describe('run server: runs from the event store', () => {
     assert.match(text, /\[REDACTED\]/);
   });
 
+  it("serves a turn's thinking to a signed-in reader only: signed out, every route that carries events is refused", async () => {
+    const store = makeRun(workDir, 'run-thinking', {
+      repo: 'acme/calc',
+      issue: 77,
+      steps: 0,
+      finished: false,
+    });
+    const thought = 'The rounding happens before the division; check calc.js first.';
+    store.appendSync({
+      kind: 'model_response',
+      model: 'claude-sim',
+      requestId: 'req_t',
+      content: [
+        { type: 'thinking', thinking: thought, signature: 'sig' },
+        { type: 'text', text: 'Looking at calc.js.' },
+      ],
+      stopReason: 'end_turn',
+      usage: { inputTokens: 10, outputTokens: 20, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      usd: 0.001,
+      latencyMs: 5,
+      attempts: 1,
+      promptTokensEstimate: 10,
+      thinkingTokens: 16,
+    });
+    await server.server.index.refresh();
+    const signedIn = await get('/api/runs/run-thinking/events');
+    assert.equal(signedIn.status, 200);
+    assert.ok(JSON.stringify(signedIn.body).includes(thought));
+    for (const path of [
+      '/api/runs/run-thinking/events',
+      '/api/runs/run-thinking',
+      '/api/runs/run-thinking/stream',
+      '/issue-agent/runs/run-thinking/trajectory.json',
+    ]) {
+      const res = await fetch(`${server.url}${path}`);
+      const text = await res.text();
+      assert.equal(res.status, 401, path);
+      assert.ok(!text.includes(thought), path);
+    }
+  });
+
   it('3. the run stream resumes from Last-Event-ID without losing or repeating an event', async () => {
     const store = makeRun(workDir, 'run-live', { repo: 'acme/calc', issue: 50, steps: 3, finished: false });
     await server.server.index.refresh();

@@ -6,7 +6,7 @@ import { runAgent, type FreshVerifier, type Outcome } from '../../src/agent/run-
 import { newBaseState } from '../../src/agent/new-run.js';
 import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import { FileEventStore } from '../../src/events/file-event-store.js';
-import type { BaseState, Limits } from '../../src/events/schema.js';
+import type { BaseState, Limits, ModelSetup } from '../../src/events/schema.js';
 import { AnthropicModel } from '../../src/model/anthropic-model.js';
 import { DEFAULT_PRICES } from '../../src/model/pricing.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
@@ -55,6 +55,8 @@ export async function startHarness(options: {
   /** The model for another provider's door (model/providers.ts); default Anthropic's, with TEST_KEY. */
   model?: (simUrl: string) => AnthropicModel;
   providerAuth?: ModelSimulatorOptions['providerAuth'];
+  /** The run's tool set and thinking (BaseState.modelSetup); default schema tools, no thinking. */
+  modelSetup?: ModelSetup;
 }): Promise<Harness> {
   const repo = makeFixtureRepo(options.fixture ?? 'node-calc');
   if (options.files !== undefined && Object.keys(options.files).length > 0)
@@ -86,6 +88,7 @@ export async function startHarness(options: {
     limits,
     testCommand: options.testCommand,
     instructions: options.instructions,
+    modelSetup: options.modelSetup,
   });
   const trajectories = mkdtempSync(join(tmpdir(), 'ia-harness-'));
   const store = FileEventStore.create(

@@ -5,6 +5,7 @@
  * 1,000-step run does not build megabytes of DOM up front.
  */
 import { toolArgument } from '../../events/tool-argument.js';
+import { contextEditLine } from '../../events/context-edit.js';
 import { parseAnsi } from './ansi.js';
 import { classifyDiff, diffFiles, editAsDiff, type DiffLine } from './diff.js';
 import { h, type Child } from './dom.js';
@@ -346,6 +347,8 @@ export function renderItem(item: StepItem): HTMLElement {
         `Context condensed: ${e.condensedTurns} earlier turns were summarised for the model. `,
         lazySection('summary', () => h('div', { class: 'said' }, e.summary)),
       );
+    case 'context_edited':
+      return h('div', { class: 'item note condensation' }, `✂ ${contextEditLine(e.edits)}`);
     case 'run_resumed':
       return h(
         'div',
@@ -378,8 +381,35 @@ export function renderItem(item: StepItem): HTMLElement {
   }
 }
 
-/** The model's text of a step (plain text: shown as written, never as markup). */
+/**
+ * The model's thinking of a turn, folded: only signed-in readers get events at all (every run route
+ * answers 401 without a session or the admin token, src/server/context.ts), and a PR shows only
+ * "n thinking tokens". Encrypted (redacted) thinking is named, not shown.
+ */
+function thinkingSection(e: EventOf<'model_response'>): HTMLElement | null {
+  const blocks = e.content.filter((c) => c.type === 'thinking' || c.type === 'redacted_thinking');
+  if (blocks.length === 0) return null;
+  const tokens = e.thinkingTokens === undefined ? '' : `, ${formatInt(e.thinkingTokens)} tokens`;
+  return lazySection(`thinking${tokens}`, () =>
+    h(
+      'div',
+      { class: 'said thinking' },
+      blocks
+        .map((b) => (b.type === 'thinking' ? b.thinking.trim() : '(thinking the API returned encrypted)'))
+        .join('\n\n'),
+    ),
+  );
+}
+
+/** The model's text of a step (plain text: shown as written, never as markup), its thinking folded above it. */
 function modelText(e: EventOf<'model_response'>): HTMLElement | null {
+  const thinking = thinkingSection(e);
+  const text = modelSaid(e);
+  if (thinking === null) return text;
+  return h('div', null, thinking, text);
+}
+
+function modelSaid(e: EventOf<'model_response'>): HTMLElement | null {
   const said = e.content
     .filter((c) => c.type === 'text')
     .map((c) => c.text.trim())
