@@ -93,6 +93,16 @@ function status(o: EventOf<'observation'>): string {
   return o.isError ? 'error' : 'ok';
 }
 
+/** A run's first line: its model, sandbox, base and test command. */
+function runFacts(b: PublishedRun['base'], redactor: Redactor): string {
+  return [
+    `model ${codeSpan(b.model)}`,
+    `sandbox ${codeSpan(b.sandbox)}`,
+    `base ${codeSpan(b.workspace.baseCommit.slice(0, 12))}`,
+    `tests ${b.testCommand === null ? 'none detected' : codeSpan(truncateEnd(redactor.redact(b.testCommand), 200))}`,
+  ].join(' · ');
+}
+
 /** Renders one run's events as units. */
 function runUnits(
   run: PublishedRun,
@@ -110,13 +120,7 @@ function runUnits(
   const inline = (raw: string, max: number): string =>
     neutralizeInline(truncateEnd(redactor.redact(raw), max));
 
-  const b = run.base;
-  const facts = [
-    `model ${codeSpan(b.model)}`,
-    `sandbox ${codeSpan(b.sandbox)}`,
-    `base ${codeSpan(b.workspace.baseCommit.slice(0, 12))}`,
-    `tests ${b.testCommand === null ? 'none detected' : codeSpan(truncateEnd(redactor.redact(b.testCommand), 200))}`,
-  ].join(' · ');
+  const facts = runFacts(run.base, redactor);
   push(rounds > 1 ? `#### Round ${round}: ${inline(run.label, 200)}\n\n${facts}` : `Run: ${facts}`, true);
 
   const pending = new Map<string, EventOf<'action'>>();
@@ -237,6 +241,9 @@ function runUnits(
         push(
           `💬 **A new round:** @${inline(e.by, 100)} answered the agent’s question: ${inline(e.text, 2000)}`,
         );
+        break;
+      case 'note':
+        push(`📝 ${inline(e.text, 2000)}`);
         break;
       case 'outcome':
         flushPending();
