@@ -18,6 +18,11 @@ export interface PullChange {
   readonly base: string;
   readonly head: string;
   readonly headRef: string;
+  /**
+   * The repository the head's branch is in when it is not this one (`owner/name`; `a deleted fork`
+   * when GitHub no longer names it), else null. GitHub keeps the head here as `pull/<n>/head`.
+   */
+  readonly fork: string | null;
   /** The PR's commits, newest first. */
   readonly commits: readonly string[];
 }
@@ -30,8 +35,15 @@ export async function pullChange(gh: ChangeReader, where: Where, pr: number): Pr
     base: pull.base.sha,
     head: pull.head.sha,
     headRef: pull.head.ref,
+    fork: forkOf(pull.head.repo, pull.base.repo.full_name),
     commits: listed.map((c) => c.sha).reverse(),
   };
+}
+
+/** The head's repository when it is not the base's; GitHub answers null for a deleted fork. */
+export function forkOf(head: { readonly full_name: string } | null, base: string): string | null {
+  if (head === null) return 'a deleted fork';
+  return head.full_name === base ? null : head.full_name;
 }
 
 /** An **Issue Agent** check run, as far as a reproduction needs it. */

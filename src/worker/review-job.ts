@@ -27,6 +27,8 @@ import type { FixJob } from '../queue/payloads.js';
 import { detectTestCommand } from '../testing/detect-test-command.js';
 import { hostProbe } from '../environment/host-probe.js';
 import type { TokenSource } from './fix-runtime.js';
+import { forkOf } from '../github/recorded-verdict.js';
+import { forkOnHost } from './verify-job.js';
 import { estimateTokens } from '../agent/conversation.js';
 import { FileRunStorage, type RunStorage } from '../events/run-storage.js';
 import { ReviewTrajectory, type ToolUse } from './review-trajectory.js';
@@ -124,6 +126,13 @@ export async function runReviewJob(
   if (pr.state !== 'open') {
     await trajectory.outcome('no_change', 'Not reviewed: the pull request was closed.', null);
     await progress('⏹️ **Not reviewed** — the pull request was closed.');
+    return none;
+  }
+  const fork = forkOf(pr.head.repo, pr.base.repo.full_name);
+  if (fork !== null && !ctx.sandbox.backend.isolated) {
+    const why = forkOnHost(fork, ctx.sandbox.backend.kind, 'review');
+    await trajectory.outcome('no_change', `Not reviewed: ${why}`, null);
+    await progress(`⏹️ **Not reviewed** — ${why}`);
     return none;
   }
   const { price, callUsd, refused } = await reviewSpend(ctx);

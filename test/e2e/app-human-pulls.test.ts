@@ -209,6 +209,21 @@ test(
     );
     assert.match(bot(forked.number)[0] ?? '', /did not allow edits by maintainers/);
     assert.match(bot(forked.number)[0] ?? '', /alice\/calc/);
+    // `@agent verify` there: this stack's sandbox (`unconfined`) is a plain child process of the
+    // worker, so a fork's code is not run (an isolated one verifies it: app-verify-fork.test.ts).
+    await sim.comment(OWNER, REPO, forked.number, 'maria', '@agent verify');
+    const refusal = (): string =>
+      bot(forked.number).find((c) => c.includes('Issue Agent: verification') && !c.includes('⏳')) ?? '';
+    await sim.waitFor(
+      () => refusal() !== '',
+      60_000,
+      () => `the verify refusal\n${pipeline.logs()}`,
+    );
+    assert.match(
+      refusal(),
+      /its branch is in `alice\/calc`, and this worker's sandbox \(`unconfined`\) is not isolated/,
+    );
+    assert.equal(sim.checkRuns(OWNER, REPO).length, 0, 'nothing ran, no check run');
 
     // The same-repository PR: the writer's request is a commit on alice's branch, alice told.
     await sim.comment(OWNER, REPO, pr.number, 'maria', '@agent fix the rounding in average');
