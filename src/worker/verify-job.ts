@@ -139,7 +139,7 @@ export async function runVerifyJob(
       await post([forkOnHost(change.fork, ctx.sandbox.backend.kind)]);
       return result('failed');
     }
-    const recorded = await recordedVerdict(ctx.gh, where, change.commits, ctx.appId);
+    const recorded = await recordedVerdict(ctx.gh, where, change.commits, { id: ctx.appId });
     const { data: meta } = await ctx.gh.rest.repos.get(where);
     await rm(work, { recursive: true, force: true });
     await mkdir(work, { recursive: true });
