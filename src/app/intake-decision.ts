@@ -515,7 +515,7 @@ function decideApproved(approve: Trigger, config: RepoConfig, facts: Facts): Dec
 /**
  * `@agent verify` by someone who may start jobs: a verify job for the pull request it was asked on,
  * or the App's open one for the issue, on a queue target of its own (ids.ts' verifyKey). A fork's
- * pull request is not verified: its code would run on the App's workers.
+ * pull request is verified too: its head runs only in a sandbox, with no setup secret (verify-job.ts).
  */
 function decideVerify(trigger: Trigger, config: RepoConfig, facts: RunFacts, run: RunContext): Decision {
   if (facts.target === undefined) return need(trigger, run.phase, { fact: 'target' });
@@ -529,16 +529,6 @@ function decideVerify(trigger: Trigger, config: RepoConfig, facts: RunFacts, run
   }
   if (facts.pull === undefined) return need(trigger, run.phase, { fact: 'pull', pull: target.number });
   if (facts.pull.state !== 'open') return { ...ignore({ code: 'pull_closed' }), react: trigger };
-  const owner = facts.pull.ownership;
-  if (owner.fork) {
-    return {
-      ...refuse({ code: 'pull_from_fork' }, null, {
-        body: `I don't verify pull requests from forks (this one's branch is in \`${owner.headRepo ?? 'a deleted fork'}\`): I won't run a fork's code on my workers. \`issue-agent verify\` runs the same check on your machine.`,
-        once: { key: `verify-fork:${issueKey(repoId, target.number)}`, ttlSeconds: DAY_SECONDS },
-      }),
-      react: trigger,
-    };
-  }
   return {
     kind: 'enqueue',
     clearQuestion: null,

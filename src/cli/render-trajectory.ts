@@ -90,6 +90,9 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
         out.push(`── new round: ${e.by} answered ──`);
         out.push(`  ${e.text}`);
         break;
+      case 'note':
+        out.push(`  · ${e.topic}: ${e.text}`);
+        break;
       case 'outcome':
         out.push('');
         out.push(`Outcome: ${e.outcome}${e.limit === undefined ? '' : ` (${e.limit})`} — ${e.reason}`);

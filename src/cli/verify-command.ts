@@ -7,13 +7,22 @@ import type { AgentEnv } from '../config/agent-env.js';
 import { fetchRepository } from '../eval/fetch-repo.js';
 import { ReproduceError, reproduceVerdict } from '../execution/reproduce.js';
 import { pullChange, recordedVerdict, type AgentCheckRun } from '../github/recorded-verdict.js';
+import { CHECK_RUN_NAME } from '../publish/check-run.js';
 import { commandMismatch, compareRows, recordedCommands, rowsOf } from '../publish/reproduction.js';
 import { chooseSandbox, sandboxKind, UsageError } from './workspace.js';
 
 export { compareRows, rowsOf } from '../publish/reproduction.js';
 
 export const VERIFY_USAGE = `  issue-agent verify <repo-dir | owner/name> (--pr N | --base SHA --head SHA) [--api-url URL]
-                     [--sandbox local|docker|unconfined] [--setup on|off] [--test-command CMD]`;
+                     [--app SLUG[,SLUG]]... [--sandbox local|docker|unconfined] [--setup on|off]
+                     [--test-command CMD]`;
+
+/**
+ * The App whose **Issue Agent** check run is the recorded verdict unless `--app` names others: the
+ * slug GitHub gives the App registered from app.yml (`name: Issue Agent`). A deployment registered
+ * under another name, and the Action (whose runs are `github-actions`'), are named with `--app`.
+ */
+export const DEFAULT_VERDICT_APP = 'issue-agent';
 
 /**
  * `issue-agent verify`: reproduces a recorded verdict. The base and the head (the PR's merge base and
@@ -24,7 +33,9 @@ export const VERIFY_USAGE = `  issue-agent verify <repo-dir | owner/name> (--pr 
  * the base commit's `.github/issue-agent.yml`, else the one detected on the base), never one read
  * from the head or from the record. Exit 0 only when the check run "Issue Agent" recorded that same
  * command (in the marker its renderer writes) and every row matches its table; otherwise 1, saying
- * which command it recorded and naming each test that differs (2: usage).
+ * which command it recorded and naming each test that differs (2: usage). Only a check run by one of
+ * the expected Apps (`--app`, default DEFAULT_VERDICT_APP) is the record: anyone who can install an
+ * App on the repository can make a run of that name, and one by another App is ignored with a note.
  */
 export async function verifyCommand(args: readonly string[], env: AgentEnv): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -38,8 +49,16 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
       sandbox: { type: 'string' },
       setup: { type: 'string' },
       'test-command': { type: 'string' },
+      app: { type: 'string', multiple: true },
     },
   });
+  const apps = [
+    ...new Set((values.app ?? [DEFAULT_VERDICT_APP]).flatMap((a) => a.split(',')).map((a) => a.trim())),
+  ];
+  if (apps.length === 0 || apps.some((a) => !/^[a-z0-9][a-z0-9-]*$/i.test(a)))
+    throw new UsageError(
+      '--app takes App slugs (e.g. issue-agent, github-actions), comma-separated or repeated',
+    );
   const [target] = positionals;
   if (target === undefined || positionals.length > 1) throw new UsageError(`usage:\n${VERIFY_USAGE}`);
   const pr = values.pr === undefined ? null : Number(values.pr);
@@ -77,9 +96,13 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
         const change = await pullChange(gh, where, pr);
         ({ base, head, commits } = change);
       }
-      // The recorded verdict: the latest commit of the change with the agent's check run on it
-      // (the App's or the Action's: any app's run of that name).
-      recorded = await recordedVerdict(gh, where, commits, null);
+      // The recorded verdict: the latest commit of the change with a check run of that name by one
+      // of the expected Apps; one by any other App is said and ignored.
+      recorded = await recordedVerdict(gh, where, commits, { slugs: apps }, (run) => {
+        console.error(
+          `issue-agent verify: ignored the "${CHECK_RUN_NAME}" check run on ${run.sha.slice(0, 12)} made by ${run.app === null ? 'an unknown app' : `\`${run.app}\``}: only ${appList(apps)} record a verdict here (--app)`,
+        );
+      });
       repo = join(work, 'clone.git');
       await fetchRepository({
         url: meta.clone_url,
@@ -123,10 +146,11 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
     console.log(table);
     if (recorded === null) {
       console.error(
-        'issue-agent verify: no recorded verdict (no "Issue Agent" check run on the change) to compare with',
+        `issue-agent verify: no recorded verdict (no "${CHECK_RUN_NAME}" check run by ${appList(apps)} on the change) to compare with`,
       );
       return 1;
     }
+    const whose = `the verdict recorded by \`${recorded.app ?? '?'}\` on ${recorded.sha.slice(0, 12)}`;
     const differ = compareRows(rowsOf(recorded.text), rowsOf(table));
     const mismatch = commandMismatch(
       recordedCommands(recorded.text),
@@ -134,16 +158,20 @@ export async function verifyCommand(args: readonly string[], env: AgentEnv): Pro
       reproduced.commandSource,
     );
     if (differ.length === 0 && mismatch === null) {
-      console.error(`issue-agent verify: matches the verdict recorded on ${recorded.sha.slice(0, 12)}`);
+      console.error(`issue-agent verify: matches ${whose}`);
       return 0;
     }
-    console.error(`issue-agent verify: differs from the verdict recorded on ${recorded.sha.slice(0, 12)}:`);
+    console.error(`issue-agent verify: differs from ${whose}:`);
     if (mismatch !== null) console.error(`  test command: ${mismatch}`);
     for (const d of differ) console.error(`  ${d}`);
     return 1;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+function appList(apps: readonly string[]): string {
+  return apps.map((a) => `\`${a}\``).join(' or ');
 }
 
 const quiet = {

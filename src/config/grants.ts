@@ -180,9 +180,8 @@ export function withoutSetupSecrets<
     readonly grants: RepositoryGrants | null;
   },
 >(settings: T): T {
-  return {
-    ...settings,
-    setupSecrets: {},
-    grants: settings.grants === null ? null : { ...settings.grants, secrets: {} },
-  };
+  // The grants (names only) stay: a tree whose config names a secret granted to its repository is
+  // no config error here; setup runs with the secret not provided (said in the record), as a
+  // deployment without it would.
+  return { ...settings, setupSecrets: {} };
 }

@@ -122,6 +122,7 @@ export function reduceState(events: readonly AgentEvent[]): RunState {
       case 'run_resumed':
       case 'model_retry':
       case 'action':
+      case 'note':
         break;
     }
   }

@@ -555,6 +555,16 @@ export const eventSchemas = {
     ),
     ...parent,
   }),
+  /**
+   * A step the harness took that is neither a model call nor a tool's: a review's (review-job.ts)
+   * clone, its sandboxes, and the review posted or why not. The text is for people; no model reads it.
+   */
+  note: z.object({
+    ...common,
+    kind: z.literal('note'),
+    topic: z.enum(['fetched', 'sandbox', 'review_posted', 'review_not_posted']),
+    text: z.string(),
+  }),
   outcome: z.object({
     ...common,
     kind: z.literal('outcome'),
@@ -582,6 +592,7 @@ export const agentEvent = z.discriminatedUnion('kind', [
   eventSchemas.context_edited,
   eventSchemas.condensation,
   eventSchemas.round_started,
+  eventSchemas.note,
   eventSchemas.outcome,
 ]);
 export type AgentEvent = z.infer<typeof agentEvent>;

@@ -18,6 +18,11 @@ export interface PullChange {
   readonly base: string;
   readonly head: string;
   readonly headRef: string;
+  /**
+   * The repository the head's branch is in when it is not this one (`owner/name`; `a deleted fork`
+   * when GitHub no longer names it), else null. GitHub keeps the head here as `pull/<n>/head`.
+   */
+  readonly fork: string | null;
   /** The PR's commits, newest first. */
   readonly commits: readonly string[];
 }
@@ -30,13 +35,22 @@ export async function pullChange(gh: ChangeReader, where: Where, pr: number): Pr
     base: pull.base.sha,
     head: pull.head.sha,
     headRef: pull.head.ref,
+    fork: forkOf(pull.head.repo, pull.base.repo.full_name),
     commits: listed.map((c) => c.sha).reverse(),
   };
+}
+
+/** The head's repository when it is not the base's; GitHub answers null for a deleted fork. */
+export function forkOf(head: { readonly full_name: string } | null, base: string): string | null {
+  if (head === null) return 'a deleted fork';
+  return head.full_name === base ? null : head.full_name;
 }
 
 /** An **Issue Agent** check run, as far as a reproduction needs it. */
 export interface AgentCheckRun {
   readonly id: number;
+  /** The App that made it (its slug, as GitHub reports it; `github-actions` for a workflow's), or null. */
+  readonly app: string | null;
   readonly sha: string;
   readonly externalId: string;
   readonly conclusion: string | null;
@@ -68,6 +82,7 @@ export async function agentCheckRuns(
     .sort((a, b) => b.id - a.id)
     .map((c) => ({
       id: c.id,
+      app: c.app?.slug ?? null,
       sha: c.head_sha,
       externalId: c.external_id ?? '',
       conclusion: c.conclusion,
@@ -84,18 +99,31 @@ export function recordsVerdict(run: AgentCheckRun): boolean {
 }
 
 /**
+ * Whose check runs may record a verdict: the App with this id (the worker reads its own), or the
+ * Apps with these slugs (the CLI: `--app`, default the App's). A run of that name by any other App
+ * is not a record: anyone who can install an App on the repository could have made it.
+ */
+export type RecordingApps = { readonly id: number } | { readonly slugs: readonly string[] };
+
+/**
  * The recorded verdict of a change: on its newest commit (of `commits`, newest first) that has an
- * **Issue Agent** check run recording one, the newest such run; null when none does.
+ * **Issue Agent** check run recording one by one of `from`, the newest such run; null when none
+ * does. Runs of that name by other Apps that would have recorded one go to `ignored`.
  */
 export async function recordedVerdict(
   gh: ChangeReader,
   where: Where,
   commits: readonly string[],
-  appId: number | null,
+  from: RecordingApps,
+  ignored?: (run: AgentCheckRun) => void,
 ): Promise<AgentCheckRun | null> {
   for (const sha of commits) {
-    const found = (await agentCheckRuns(gh, where, sha, appId)).find(recordsVerdict);
-    if (found !== undefined) return found;
+    const runs = await agentCheckRuns(gh, where, sha, 'id' in from ? from.id : null);
+    for (const run of runs) {
+      if (!recordsVerdict(run)) continue;
+      if ('id' in from || (run.app !== null && from.slugs.includes(run.app))) return run;
+      ignored?.(run);
+    }
   }
   return null;
 }

@@ -94,7 +94,7 @@ function status(o: EventOf<'observation'>): string {
   return o.isError ? 'error' : 'ok';
 }
 
-/** Renders one run's events as units. */
+/** A run's first line: its model, sandbox, base and test command. */
 function runFacts(b: PublishedRun['base'], redactor: Redactor): string {
   return [
     `model ${codeSpan(b.model)}`,
@@ -104,6 +104,7 @@ function runFacts(b: PublishedRun['base'], redactor: Redactor): string {
   ].join(' · ');
 }
 
+/** Renders one run's events as units. */
 function runUnits(
   run: PublishedRun,
   round: number,
@@ -244,6 +245,9 @@ function runUnits(
         push(
           `💬 **A new round:** @${inline(e.by, 100)} answered the agent’s question: ${inline(e.text, 2000)}`,
         );
+        break;
+      case 'note':
+        push(`📝 ${inline(e.text, 2000)}`);
         break;
       case 'outcome':
         flushPending();

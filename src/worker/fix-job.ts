@@ -146,7 +146,15 @@ export async function runFixJob(
       .finally(release);
   }
   if (p.kind === 'review') {
-    await reviewJob(p, { jobId, gh, tokens, backend, hostIsolation, secrets, final }, deps, signal, token);
+    const link = (runId: string): string =>
+      trajectoryText(deps, runLink, join(deps.app.workDir, 'jobs', runId, 'trajectory'), runId);
+    await reviewJob(
+      p,
+      { jobId, gh, tokens, backend, hostIsolation, secrets, final, link },
+      deps,
+      signal,
+      token,
+    );
     return {
       outcome: 'no_change',
       pullRequest: null,
@@ -181,13 +189,7 @@ export async function runFixJob(
           ...(hostIsolation === undefined ? {} : { hostIsolation }),
           ...(deps.warmPool === undefined ? {} : { warmPool: deps.warmPool }),
           runLink,
-          trajectoryLink: (dir, runId) =>
-            (runLink === null || deps.app.publicUrl === null
-              ? null
-              : `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`) ??
-            (deps.storage?.kind === 'postgres'
-              ? `the run store (PostgreSQL) keeps it as run ${runId}; the run server shows it`
-              : `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`),
+          trajectoryLink: (dir, runId) => trajectoryText(deps, runLink, dir, runId),
           attemptParallelism: deps.app.workerConcurrency,
           // The issue waits for an answer: the first from its author or a writer continues that run.
           onQuestion: (runId) =>
@@ -221,8 +223,21 @@ export async function runFixJob(
 }
 
 /**
- * `@agent review` (review-job.ts): it pushes nothing and writes no shared log, so, like an
- * evaluation, its lock is only kept; a failure on the last attempt is final.
+ * Where people read a run's full trajectory, as a PR or a review says it: the run view (when
+ * someone can sign in to it), else where the run store keeps the log.
+ */
+function trajectoryText(deps: WorkerDeps, runLink: string | null, dir: string, runId: string): string {
+  if (runLink !== null && deps.app.publicUrl !== null)
+    return `${trajectoryUrl(deps.app.publicUrl, runId)} (sign in with GitHub, or use the admin token)`;
+  return deps.storage?.kind === 'postgres'
+    ? `the run store (PostgreSQL) keeps it as run ${runId}; the run server shows it`
+    : `the App host keeps it in ${dir} (job ${runId}); \`issue-agent replay <folder> --json\` prints it`;
+}
+
+/**
+ * `@agent review` (review-job.ts): it pushes nothing; its trajectory is a run of its own (the job's
+ * id), written by this run only (a retry continues it). Its lock is only kept; a failure on the
+ * last attempt is final.
  */
 async function reviewJob(
   p: FixJob,
@@ -234,6 +249,8 @@ async function reviewJob(
     readonly hostIsolation: ReturnType<typeof appLocalIsolation> | undefined;
     readonly secrets: readonly string[];
     readonly final: boolean;
+    /** The review body's text for where its trajectory is read. */
+    readonly link: (runId: string) => string;
   },
   deps: WorkerDeps,
   signal: AbortSignal | undefined,
@@ -257,6 +274,8 @@ async function reviewJob(
         model: deps.model(deps.agent.model),
         secrets: job.secrets,
         logger: deps.logger,
+        ...(deps.storage === undefined ? {} : { storage: deps.storage }),
+        trajectoryLink: job.link,
         spend: jobSpend(
           p,
           deps.spendLedger === undefined

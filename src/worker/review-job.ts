@@ -10,7 +10,7 @@ import { holdCall, refusalReason, worstCallUsd, type SpendBudget } from '../agen
 import type { JobSpend } from './stages/types.js';
 import { asEvent } from '../execution/reproduce.js';
 import type { AgentEnv } from '../config/agent-env.js';
-import type { ContentBlock } from '../events/schema.js';
+import { truncateEnd } from '../publish/markdown.js';
 import { grantedTo, withoutSetupSecrets } from '../config/grants.js';
 import { fetchRepository } from '../eval/fetch-repo.js';
 import { runTestsAt } from '../eval/grade.js';
@@ -19,7 +19,7 @@ import type { GitHubClient } from '../github/app-client.js';
 import type { ConversationMessage, Model, UserBlock } from '../model/model.js';
 import { costUsd, findPrice, type ModelPrice } from '../model/pricing.js';
 import { progressMarker } from '../publish/markers.js';
-import { githubHosts, publishable } from '../publish/publishable.js';
+import { githubHosts, hostsIn, publishable } from '../publish/publishable.js';
 import { Redactor } from '../publish/redact.js';
 import { commentableLinesOfDiff, placeComment } from '../publish/review-lines.js';
 import { renderVerification } from '../publish/verification.js';
@@ -27,6 +27,11 @@ import type { FixJob } from '../queue/payloads.js';
 import { detectTestCommand } from '../testing/detect-test-command.js';
 import { hostProbe } from '../environment/host-probe.js';
 import type { TokenSource } from './fix-runtime.js';
+import { forkOf } from '../github/recorded-verdict.js';
+import { forkOnHost } from './verify-job.js';
+import { estimateTokens } from '../agent/conversation.js';
+import { FileRunStorage, type RunStorage } from '../events/run-storage.js';
+import { ReviewTrajectory, type ToolUse } from './review-trajectory.js';
 
 const run = promisify(execFile);
 
@@ -53,6 +58,13 @@ export interface ReviewJobContext {
    * review's model calls are held and counted like a fix job's.
    */
   readonly spend?: JobSpend | undefined;
+  /** Where the review's trajectory is kept (a run under the job's id); default the job folders. */
+  readonly storage?: RunStorage | undefined;
+  /**
+   * The review body's text for where its full trajectory is read (the run view's link, or where the
+   * log is kept), as a PR's; absent: the body names none.
+   */
+  readonly trajectoryLink?: ((runId: string) => string) | undefined;
 }
 
 /** The month's limit refused a review's model call: the review stops, nothing is posted. */
@@ -97,15 +109,38 @@ export async function runReviewJob(
     });
   };
   const { data: pr } = await gh.rest.pulls.get({ ...where, pull_number: number });
+  const trajectory = await ReviewTrajectory.open({
+    storage: ctx.storage ?? new FileRunStorage(join(ctx.workDir, 'jobs')),
+    jobId: ctx.jobId,
+    job: p,
+    pull: { number, title: pr.title, body: pr.body ?? '', baseSha: pr.base.sha },
+    model: ctx.agent.model,
+    sandbox: ctx.sandbox.backend.kind,
+    limits: ctx.agent.limits,
+    redactor,
+    onError: (error) => {
+      log.warn({ err: error }, 'the review’s trajectory could not be written; the review goes on without it');
+    },
+  });
+  const none = { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0 } as const;
   if (pr.state !== 'open') {
+    await trajectory.outcome('no_change', 'Not reviewed: the pull request was closed.', null);
     await progress('⏹️ **Not reviewed** — the pull request was closed.');
-    return { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0 };
+    return none;
+  }
+  const fork = forkOf(pr.head.repo, pr.base.repo.full_name);
+  if (fork !== null && !ctx.sandbox.backend.isolated) {
+    const why = forkOnHost(fork, ctx.sandbox.backend.kind, 'review');
+    await trajectory.outcome('no_change', `Not reviewed: ${why}`, null);
+    await progress(`⏹️ **Not reviewed** — ${why}`);
+    return none;
   }
   const { price, callUsd, refused } = await reviewSpend(ctx);
   if (refused !== null) {
     log.warn({ reason: refused }, 'monthly spending limit reached; the review does not start');
+    await trajectory.outcome('budget_exhausted', `Not reviewed: ${refused}.`, null, 'monthly_usd');
     await progress(`⏹️ **Not reviewed** — the review did not start: ${refused}.`);
-    return { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0, budgetExhausted: refused };
+    return { ...none, budgetExhausted: refused };
   }
   await progress(
     '🔎 **Reviewing** — running the tests on the base and on the head, then reading the change.',
@@ -113,67 +148,18 @@ export async function runReviewJob(
   const work = join(ctx.workDir, 'reviews', ctx.jobId);
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
+  const spent = { usd: 0, calls: 0 };
   try {
-    const { data: meta } = await gh.rest.repos.get(where);
-    const token = (await ctx.tokens.get()).token;
-    const repo = join(work, 'clone.git');
-    // The head is fetched from this repository (GitHub keeps a fork's head there as pull/N/head).
-    await fetchRepository({
-      url: meta.clone_url,
-      token,
-      clone: repo,
-      refspecs: [
-        `+refs/heads/${pr.base.ref}:refs/heads/${pr.base.ref}`,
-        `+refs/pull/${number}/head:refs/heads/review-head`,
-      ],
-      commits: [pr.base.sha, pr.head.sha],
+    const { git, base, head, shown, command, tests } = await reviewTests(p, ctx, {
+      pr,
+      number,
+      work,
+      trajectory,
+      signal,
     });
-    const git = async (...a: string[]): Promise<string> =>
-      (await run('git', ['-C', repo, ...a], { maxBuffer: 256 * 1024 * 1024 })).stdout;
-    const base = (await git('merge-base', pr.base.sha, pr.head.sha)).trim();
-    const head = pr.head.sha;
-    const patch = await git('diff', '--binary', base, head);
-    // The diff the pull request shows (three lines of context): the lines a comment may go on.
-    const shown = await git('diff', '--no-ext-diff', '--no-textconv', base, head);
     const lines = commentableLinesOfDiff(shown);
-    const command = p.config.testCommand ?? (await baseCommand(repo, base, work));
-    let tests: string;
-    if (command === null) {
-      tests =
-        'No test command is known for this repository (none detected on the base, no `testCommand`): no tests ran.';
-    } else {
-      const place = (key: string) => ({
-        sandbox: ctx.sandbox,
-        // Setup of the merge base gets no secret (see withoutSetupSecrets), only the egress this
-        // repository was granted.
-        env: {
-          ...ctx.agent,
-          environment: withoutSetupSecrets(
-            grantedTo(ctx.agent.environment, `${p.repo.owner}/${p.repo.name}`),
-          ),
-        },
-        setup: true,
-        folder: join(work, key),
-        key: `review-${ctx.jobId}-${key}`,
-        hide: [work, ...(ctx.isolation?.hide ?? [])],
-        ...(ctx.isolation?.mask === undefined ? {} : { mask: ctx.isolation.mask }),
-        cacheKey: `review:${p.repo.id}`,
-        signal,
-      });
-      const commands = [{ command }];
-      const before = asEvent(
-        'baseline',
-        command,
-        await runTestsAt({ ...place('base'), repo, base, patch: null, testPatch: '', commands }),
-      );
-      const after = asEvent(
-        'final',
-        command,
-        await runTestsAt({ ...place('head'), repo, base, patch, testPatch: '', commands }),
-      );
-      tests = renderVerification(before, after, { maxRows: 100 });
-    }
     const guidance = await collectInstructions(treeSource(git, base));
+    await trajectory.instructions(pr.base.ref, base, guidance);
     const read = await readChange(ctx.model, {
       title: pr.title,
       body: pr.body ?? '',
@@ -184,16 +170,20 @@ export async function runReviewJob(
       onDiff: (path, line) => placeComment(lines, path, line) === 'line',
       signal,
       spend: { budget: ctx.spend?.budget, price, callUsd },
+      spent,
+      trajectory,
     });
     const onLines = read.comments.filter((c) => placeComment(lines, c.path, c.line) === 'line');
     const moved = read.comments.filter((c) => placeComment(lines, c.path, c.line) === 'body');
-    const body = reviewBody({ read, command, tests, base, head, moved });
+    const link = trajectory.recording ? (ctx.trajectoryLink?.(ctx.jobId) ?? null) : null;
+    const body = reviewBody({ read, command, tests, base, head, moved, link });
     const { data: review } = await gh.rest.pulls.createReview({
       ...where,
       pull_number: number,
       commit_id: head,
       event: 'COMMENT',
-      body: publishable(body, audience),
+      // The run page's host is trusted for this one link (as a PR body's trajectory link is).
+      body: publishable(body, { ...audience, trustedHosts: [...audience.trustedHosts, ...hostsIn(link)] }),
       comments: onLines.map((c) => ({
         path: c.path,
         line: c.line,
@@ -201,13 +191,17 @@ export async function runReviewJob(
         body: publishable(c.body, audience),
       })),
     });
+    const said = `one review with ${onLines.length} line comment${onLines.length === 1 ? '' : 's'}`;
     log.info(
       { review: review.id, comments: onLines.length, moved: moved.length, usd: read.usd, calls: read.calls },
       'review posted',
     );
-    await progress(
-      `✅ **Reviewed** — one review with ${onLines.length} line comment${onLines.length === 1 ? '' : 's'}; nothing pushed.`,
+    await trajectory.note(
+      'review_posted',
+      `Posted ${said}${moved.length === 0 ? '' : ` (${moved.length} more in its body: their lines are outside the diff)`} on ${head.slice(0, 12)}: review ${review.html_url}.`,
     );
+    await trajectory.outcome('no_change', `Reviewed: ${said}; nothing pushed.`, read.summary);
+    await progress(`✅ **Reviewed** — ${said}; nothing pushed.`);
     return {
       reviewId: review.id,
       comments: onLines.length,
@@ -216,17 +210,129 @@ export async function runReviewJob(
       calls: read.calls,
     };
   } catch (error) {
-    if (error instanceof ReviewBudgetExhausted) {
-      log.warn({ reason: error.message }, 'monthly spending limit reached during the review');
-      await progress(`⏹️ **Not reviewed** — stopped: ${error.message}. Nothing was posted.`);
-      return { reviewId: null, comments: 0, moved: 0, usd: 0, calls: 0, budgetExhausted: error.message };
-    }
     const reason = redactor().redact(error instanceof Error ? error.message : String(error));
+    const budget = error instanceof ReviewBudgetExhausted;
+    await trajectory.note(
+      'review_not_posted',
+      `No review was posted: ${budget ? `the month's spending limit stopped it (${reason})` : `the review failed (${reason})`}. Model calls made: ${spent.calls}, costing $${spent.usd.toFixed(4)}.`,
+    );
+    if (budget) {
+      log.warn({ reason }, 'monthly spending limit reached during the review');
+      await trajectory.outcome('budget_exhausted', `Not reviewed: ${reason}.`, null, 'monthly_usd');
+      await progress(`⏹️ **Not reviewed** — stopped: ${reason}. Nothing was posted.`);
+      return { ...none, budgetExhausted: reason };
+    }
+    await trajectory.outcome('failed', `The review failed: ${reason.split('\n')[0] ?? ''}`, null);
     await progress(`❌ **Review failed** — ${reason.split('\n')[0] ?? ''}`).catch(() => undefined);
     throw error;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * The pull request fetched (its head from this repository: GitHub keeps a fork's head there as
+ * pull/N/head), its diff, and its tests run on the merge base and on the head, each in a fresh
+ * sandbox, each step recorded in the trajectory.
+ */
+async function reviewTests(
+  p: FixJob,
+  ctx: ReviewJobContext,
+  r: {
+    readonly pr: {
+      readonly base: { readonly ref: string; readonly sha: string };
+      readonly head: { readonly sha: string };
+    };
+    readonly number: number;
+    readonly work: string;
+    readonly trajectory: ReviewTrajectory;
+    readonly signal: AbortSignal | undefined;
+  },
+): Promise<{
+  readonly git: (...a: string[]) => Promise<string>;
+  readonly base: string;
+  readonly head: string;
+  readonly shown: string;
+  readonly command: string | null;
+  readonly tests: string;
+}> {
+  const { pr, number, work, trajectory, signal } = r;
+  const { data: meta } = await ctx.gh.rest.repos.get({ owner: p.repo.owner, repo: p.repo.name });
+  const token = (await ctx.tokens.get()).token;
+  const repo = join(work, 'clone.git');
+  await fetchRepository({
+    url: meta.clone_url,
+    token,
+    clone: repo,
+    refspecs: [
+      `+refs/heads/${pr.base.ref}:refs/heads/${pr.base.ref}`,
+      `+refs/pull/${number}/head:refs/heads/review-head`,
+    ],
+    commits: [pr.base.sha, pr.head.sha],
+  });
+  const git = async (...a: string[]): Promise<string> =>
+    (await run('git', ['-C', repo, ...a], { maxBuffer: 256 * 1024 * 1024 })).stdout;
+  const base = (await git('merge-base', pr.base.sha, pr.head.sha)).trim();
+  const head = pr.head.sha;
+  const patch = await git('diff', '--binary', base, head);
+  // The diff the pull request shows (three lines of context): the lines a comment may go on.
+  const shown = await git('diff', '--no-ext-diff', '--no-textconv', base, head);
+  const stat = (await git('diff', '--shortstat', base, head)).trim();
+  await trajectory.note(
+    'fetched',
+    `Fetched ${meta.full_name}: the base ${pr.base.ref} at ${pr.base.sha.slice(0, 12)}, the head (pull/${number}/head) at ${head.slice(0, 12)}, their merge base ${base.slice(0, 12)}${stat === '' ? '; no change' : `; ${stat}`}.`,
+  );
+  const configured = p.config.testCommand ?? null;
+  const command = configured ?? (await baseCommand(repo, base, work));
+  if (command === null) {
+    const tests =
+      'No test command is known for this repository (none detected on the base, no `testCommand`): no tests ran.';
+    await trajectory.note('sandbox', tests);
+    return { git, base, head, shown, command, tests };
+  }
+  const place = (key: string) => ({
+    sandbox: ctx.sandbox,
+    // Setup of the merge base gets no secret (see withoutSetupSecrets), only the egress this
+    // repository was granted.
+    env: {
+      ...ctx.agent,
+      environment: withoutSetupSecrets(grantedTo(ctx.agent.environment, `${p.repo.owner}/${p.repo.name}`)),
+    },
+    setup: true,
+    folder: join(work, key),
+    key: `review-${ctx.jobId}-${key}`,
+    hide: [work, ...(ctx.isolation?.hide ?? [])],
+    ...(ctx.isolation?.mask === undefined ? {} : { mask: ctx.isolation.mask }),
+    cacheKey: `review:${p.repo.id}`,
+    signal,
+  });
+  const commands = [{ command }];
+  const source = configured === null ? 'detected on the base' : '`testCommand` in the configuration';
+  const ran = async (phase: 'baseline' | 'final', patchOf: string | null) => {
+    const where =
+      phase === 'baseline' ? `the merge base ${base.slice(0, 12)}` : `the head ${head.slice(0, 12)}`;
+    await trajectory.note(
+      'sandbox',
+      `A fresh ${ctx.sandbox.backend.kind} sandbox for ${where} (no token and no setup secret in it; its setup reaches only the hosts this repository was granted); the test command \`${command}\` (${source}).`,
+    );
+    const event = asEvent(
+      phase,
+      command,
+      await runTestsAt({
+        ...place(phase === 'baseline' ? 'base' : 'head'),
+        repo,
+        base,
+        patch: patchOf,
+        testPatch: '',
+        commands,
+      }),
+    );
+    await trajectory.testRun(event);
+    return event;
+  };
+  const before = await ran('baseline', null);
+  const after = await ran('final', patch);
+  return { git, base, head, shown, command, tests: renderVerification(before, after, { maxRows: 100 }) };
 }
 
 /**
@@ -253,6 +359,8 @@ function reviewBody(r: {
   readonly base: string;
   readonly head: string;
   readonly moved: readonly ReviewComment[];
+  /** Where the review's full trajectory is read, or null. */
+  readonly link: string | null;
 }): string {
   return [
     '**Issue Agent review**',
@@ -272,6 +380,7 @@ function reviewBody(r: {
           '',
           ...r.moved.map((c) => `- \`${c.path}\` line ${c.line}: ${c.body}`),
         ]),
+    ...(r.link === null ? [] : ['', `📄 The full trajectory, step by step: ${truncateEnd(r.link, 2000)}`]),
     '',
     `<sub>A review only: nothing was pushed. Ask \`@agent <request>\` for a change. Cost: $${r.read.usd.toFixed(4)} (${r.read.calls} model call${r.read.calls === 1 ? '' : 's'}).</sub>`,
   ].join('\n');
@@ -316,6 +425,10 @@ async function readChange(
       readonly price: ModelPrice | null;
       readonly callUsd: number;
     };
+    /** What the calls made so far cost (kept up to date for a review stopped midway). */
+    readonly spent: { usd: number; calls: number };
+    /** Each call, with the review tools it called, is recorded here. */
+    readonly trajectory: ReviewTrajectory;
   },
 ): Promise<{
   readonly comments: ReviewComment[];
@@ -358,24 +471,27 @@ async function readChange(
     const hold = await holdCall(input.spend.budget, input.spend.callUsd, input.signal);
     if (!hold.ok) throw new ReviewBudgetExhausted(hold.reason);
     let response;
+    const request = { system, tools: reviewToolSpecs(), messages, maxOutputTokens: REVIEW_MAX_OUTPUT };
+    const started = Date.now();
     try {
-      response = await model.complete(
-        { system, tools: reviewToolSpecs(), messages, maxOutputTokens: REVIEW_MAX_OUTPUT },
-        { signal: input.signal },
-      );
+      response = await model.complete(request, { signal: input.signal });
     } catch (error) {
       await hold.settle(0);
       throw error;
     }
+    const latencyMs = Date.now() - started;
     const cost = costUsd(input.spend.price, response.usage);
     await hold.settle(cost);
     usd += cost;
     made++;
+    input.spent.usd = usd;
+    input.spent.calls = made;
     messages.push({ role: 'assistant', content: response.content });
-    const calls = response.content.filter(
-      (b): b is Extract<ContentBlock, { type: 'tool_use' }> => b.type === 'tool_use',
-    );
+    const calls = response.content.filter((b): b is ToolUse => b.type === 'tool_use');
+    const record = (results: Parameters<ReviewTrajectory['modelCall']>[4]) =>
+      input.trajectory.modelCall(response, cost, latencyMs, estimateTokens(request), results);
     if (calls.length === 0) {
+      await record([]);
       const text = response.content
         .map((b) => (b.type === 'text' ? b.text : ''))
         .join('\n')
@@ -383,6 +499,7 @@ async function readChange(
       return done(text === '' ? 'No summary was given.' : text);
     }
     const results: UserBlock[] = [];
+    const recorded: { call: ToolUse; content: string; isError: boolean }[] = [];
     let summary: string | null = null;
     for (const call of calls) {
       const r = reviewToolCall(call.name, call.input, input.onDiff);
@@ -394,7 +511,9 @@ async function readChange(
         content: r.content,
         ...(r.kind === 'error' ? { is_error: true } : {}),
       });
+      recorded.push({ call, content: r.content, isError: r.kind === 'error' });
     }
+    await record(recorded);
     if (summary !== null) return done(summary);
     messages.push({ role: 'user', content: results });
   }

@@ -48,6 +48,14 @@ import { aborted, watchStop } from './watch-stop.js';
  * summary (its verdict and table stay as they were recorded); a head without one (a person pushed
  * since) gets a new check run with the reproduced table. The job's progress comment becomes the reply, linking the check run.
  *
+ * A fork's pull request is verified as any other (its head fetched from this repository's
+ * `pull/<n>/head`), because nothing of the head runs outside a sandbox or with a secret: setup runs
+ * on the merge base (history of the base branch) with no setup secret at all (withoutSetupSecrets),
+ * the head's change is applied inside the sandbox after setup with its runner configuration put
+ * back to the base's, the test command is the base's settings' or the one detected on the base, and
+ * the tests run with no network and no token. On the host the head is only git data (fetched and
+ * diffed). A worker whose backend is not isolated (`unconfined`) refuses a fork's head (forkOnHost).
+ *
  * The installation token reads the PR and fetches the repository in this process only (the REST
  * client and host git); no sandbox or comment gets it. The job's folder (`<work>/verify/<job>`) is
  * removed at the end: nothing of it is needed again (a retry starts over).
@@ -123,7 +131,15 @@ export async function runVerifyJob(
       await post(['The pull request was closed before I could verify it.']);
       return result('no_change');
     }
-    const recorded = await recordedVerdict(ctx.gh, where, change.commits, ctx.appId);
+    if (change.fork !== null && !ctx.sandbox.backend.isolated) {
+      log.warn(
+        { fork: change.fork, sandbox: ctx.sandbox.backend.kind },
+        'fork not verified: sandbox not isolated',
+      );
+      await post([forkOnHost(change.fork, ctx.sandbox.backend.kind)]);
+      return result('failed');
+    }
+    const recorded = await recordedVerdict(ctx.gh, where, change.commits, { id: ctx.appId });
     const { data: meta } = await ctx.gh.rest.repos.get(where);
     await rm(work, { recursive: true, force: true });
     await mkdir(work, { recursive: true });
@@ -132,7 +148,11 @@ export async function runVerifyJob(
       url: meta.clone_url,
       token,
       clone,
-      refspecs: [`+refs/heads/${meta.default_branch}:refs/heads/${meta.default_branch}`],
+      // A fork's head is fetched from this repository, where GitHub keeps it as pull/N/head.
+      refspecs: [
+        `+refs/heads/${meta.default_branch}:refs/heads/${meta.default_branch}`,
+        `+refs/pull/${pull}/head:refs/heads/verify-head`,
+      ],
       commits: [change.base, change.head],
     });
     stoppedByWorker(signal);
@@ -217,6 +237,15 @@ export async function runVerifyJob(
     stop.dispose();
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
+}
+
+/**
+ * Why a fork's pull request is not verified on this worker: its sandbox backend is not isolated (a
+ * plain child process of the worker), and a fork's code runs only where no host file, process or
+ * network is in its reach.
+ */
+export function forkOnHost(fork: string, backend: string, what: 'verify' | 'review' = 'verify'): string {
+  return `I can't ${what} this pull request here: its branch is in ${fork === 'a deleted fork' ? 'a deleted fork' : codeSpan(fork)}, and this worker's sandbox (${codeSpan(backend)}) is not isolated, so a fork's code would run on the worker's host. Workers with the \`docker\` or \`local\` sandbox ${what} forks' pull requests${what === 'verify' ? '; `issue-agent verify` runs the same check on your machine' : ''}.`;
 }
 
 /** The reply: the result, what ran, and where the check run says it. */

@@ -553,7 +553,7 @@ const rows: Row[] = [
     plan: { kind: 'ignore', reason: { code: 'pull_closed' } },
   },
   {
-    name: 'a verification on a fork’s PR is refused: its code would run on the workers',
+    name: 'a verification on a fork’s PR is queued: its head runs only in a sandbox, with no setup secret',
     trigger: trigger({ body: '@agent verify', issue: onPull }),
     world: {
       permission: allowed,
@@ -561,13 +561,8 @@ const rows: Row[] = [
       pull: { state: 'open', ownership: { ours: false, fork: true, headRepo: 'eve/calc' } },
     },
     plan: {
-      kind: 'refuse',
-      reason: { code: 'pull_from_fork' },
-      store: null,
-      say: { once: { key: `verify-fork:${issueKey(REPO, PR)}`, ttlSeconds: DAY } },
-    },
-    then: (p) => {
-      assert.match(p.kind === 'refuse' ? (p.say?.body ?? '') : '', /`eve\/calc`.*won't run a fork's code/);
+      kind: 'enqueue',
+      enqueue: { targetKey: verifyKey(REPO, PR), job: { kind: 'verify', pull: { number: PR } } },
     },
   },
   {

@@ -169,6 +169,20 @@ test('a head that is not the base branch’s: withoutSetupSecrets leaves no setu
   const none = withoutSetupSecrets(grantedTo(env.environment, 'acme/calc'));
   assert.deepEqual(none.setupSecrets, {});
   assert.doesNotMatch(JSON.stringify(none), /npm-secret-value/);
+  // The grant itself stays (a worker's scoped settings): a config naming the secret is no config
+  // error, its setup just gets no value.
+  const scoped = readAgentEnv(
+    {
+      ISSUE_AGENT_SETUP_SECRET_NPM_TOKEN: 'npm-secret-value',
+      ISSUE_AGENT_SETUP_SECRET_NPM_TOKEN_REPOS: 'acme/calc',
+    },
+    { scoped: true },
+  ).environment;
+  const kept = withoutSetupSecrets(grantedTo(scoped, 'acme/calc'));
+  assert.deepEqual(kept.setupSecrets, {});
+  assert.doesNotMatch(JSON.stringify(kept), /npm-secret-value/);
+  assert.ok(kept.grants !== null);
+  assert.deepEqual(ungranted({ setupSecrets: ['NPM_TOKEN'] }, kept.grants, 'this repository'), []);
   assert.equal(
     none.grants?.hosts.length ?? 0,
     (grantedTo(env.environment, 'acme/calc').grants?.hosts ?? []).length,

@@ -28,6 +28,77 @@ const quiet = {
 };
 
 /**
+ * The review's trajectory, which its body links: a run of kind `review` in the run server's API with
+ * the fetch, each sandbox and its tests (command and results), the model call with its tokens and
+ * cost and the review tools it called, the review posted, and an outcome; no token in any of it.
+ */
+async function reviewTrajectory(body: string, stack: Awaited<ReturnType<typeof startStack>>): Promise<void> {
+  const link =
+    /📄 The full trajectory, step by step: (http:\/\/127\.0\.0\.1:\d+\/runs\/([A-Za-z0-9-]+))/.exec(body);
+  assert.ok(link !== null, `the review links its trajectory:\n${body}`);
+  const id = link[2] ?? '';
+  const auth = { authorization: `Bearer ${stack.pipeline.adminToken}` };
+  const api = `${stack.pipeline.appUrl}/api/runs/${id}`;
+  // The outcome is written after the review is posted: wait for it.
+  let events: { kind: string; [k: string]: unknown }[] = [];
+  await stack.sim.waitFor(
+    async () => {
+      const res = await fetch(`${api}/events?limit=1000`, { headers: auth });
+      events = res.status === 200 ? ((await res.json()) as { events: typeof events }).events : [];
+      return events.at(-1)?.kind === 'outcome';
+    },
+    30_000,
+    () => `the review's run ends with an outcome: ${JSON.stringify(events.map((e) => e.kind))}`,
+  );
+  const { run } = (await (await fetch(api, { headers: auth })).json()) as {
+    run: {
+      kind: string;
+      steps: number;
+      costUsd: number;
+      tokens: number;
+      outcome: string | null;
+      pull: number;
+    };
+  };
+  assert.equal(run.kind, 'review');
+  assert.equal(run.steps, 1, 'one model call');
+  assert.ok(run.tokens > 0 && run.costUsd > 0, 'the call’s tokens and cost are counted');
+  const list = (await (await fetch(`${stack.pipeline.appUrl}/api/runs`, { headers: auth })).json()) as {
+    runs: { id: string; kind: string }[];
+  };
+  assert.ok(
+    list.runs.some((r) => r.id === id && r.kind === 'review'),
+    'the run list shows it',
+  );
+  const notes = events.filter((e) => e.kind === 'note').map((e) => `${String(e.topic)}: ${String(e.text)}`);
+  assert.ok(
+    notes.some((n) => /^fetched: Fetched acme\/calc/.test(n)),
+    notes.join('\n'),
+  );
+  assert.equal(notes.filter((n) => /^sandbox: A fresh \w+ sandbox/.test(n)).length, 2, notes.join('\n'));
+  assert.ok(notes.some((n) => /^review_posted: Posted one review with 1 line comment/.test(n)));
+  const tests = events.filter((e) => e.kind === 'test_run');
+  assert.deepEqual(
+    tests.map((e) => e.phase),
+    ['baseline', 'final'],
+  );
+  for (const e of tests) {
+    assert.equal(typeof e.command, 'string');
+    assert.match(JSON.stringify(e.summary), /average rounds to the nearest hundredth/);
+  }
+  const call = events.find((e) => e.kind === 'model_response');
+  assert.ok(call !== undefined && typeof call.usd === 'number' && call.usd > 0);
+  assert.deepEqual(
+    events.filter((e) => e.kind === 'action').map((e) => e.tool),
+    ['review_comment', 'review_comment', 'finish_review'],
+  );
+  assert.equal(events.at(-1)?.outcome, 'no_change');
+  assert.match(String(events.at(-1)?.reason), /^Reviewed: one review with 1 line comment; nothing pushed\./);
+  // No installation token (ghs_…) or model key entered it.
+  assert.doesNotMatch(JSON.stringify(events), /ghs_|sk-ant-/);
+}
+
+/**
  * `@agent` on pull requests a person opened, through the whole App (issue 37): `@agent review` posts
  * one review with its comment on the line the model named (inside the diff) and names the tests it
  * ran on the base and the head, pushing nothing; on a fork whose author did not allow edits by
@@ -116,6 +187,7 @@ test(
     );
     assert.equal(sim.pulls(OWNER, REPO)[0]?.head.sha, headBefore, 'a review pushes nothing');
     assert.deepEqual(sim.violations, []);
+    await reviewTrajectory(body, stack);
 
     // A fork whose author did not allow edits by maintainers: said why, nothing queued.
     const alice = new Octokit({ baseUrl: sim.url, auth: sim.oauth.issueToken('alice'), log: quiet });
@@ -137,6 +209,21 @@ test(
     );
     assert.match(bot(forked.number)[0] ?? '', /did not allow edits by maintainers/);
     assert.match(bot(forked.number)[0] ?? '', /alice\/calc/);
+    // `@agent verify` there: this stack's sandbox (`unconfined`) is a plain child process of the
+    // worker, so a fork's code is not run (an isolated one verifies it: app-verify-fork.test.ts).
+    await sim.comment(OWNER, REPO, forked.number, 'maria', '@agent verify');
+    const refusal = (): string =>
+      bot(forked.number).find((c) => c.includes('Issue Agent: verification') && !c.includes('⏳')) ?? '';
+    await sim.waitFor(
+      () => refusal() !== '',
+      60_000,
+      () => `the verify refusal\n${pipeline.logs()}`,
+    );
+    assert.match(
+      refusal(),
+      /its branch is in `alice\/calc`, and this worker's sandbox \(`unconfined`\) is not isolated/,
+    );
+    assert.equal(sim.checkRuns(OWNER, REPO).length, 0, 'nothing ran, no check run');
 
     // The same-repository PR: the writer's request is a commit on alice's branch, alice told.
     await sim.comment(OWNER, REPO, pr.number, 'maria', '@agent fix the rounding in average');

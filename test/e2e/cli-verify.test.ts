@@ -80,6 +80,9 @@ describe('issue-agent verify (end to end)', { skip, timeout: 300_000 }, () => {
         sandbox,
         '--setup',
         'off',
+        // The simulator's App (the default is the App registered from app.yml, `issue-agent`).
+        '--app',
+        stack.sim.app.slug,
       ],
       cliEnv({ GITHUB_TOKEN: token }),
     );
@@ -96,7 +99,7 @@ describe('issue-agent verify (end to end)', { skip, timeout: 300_000 }, () => {
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /\| Test \| Before \| After \|/);
     assert.match(r.stdout, /average rounds to the nearest hundredth.* \| ❌ \| ✅ \|/);
-    assert.match(r.stderr, /matches the verdict recorded/);
+    assert.match(r.stderr, new RegExp(`matches the verdict recorded by \`${stack?.sim.app.slug ?? '?'}\``));
   });
 
   it('after a hand-made commit that breaks a test: non-zero, naming the test', async () => {

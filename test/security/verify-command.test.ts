@@ -146,7 +146,10 @@ attack(
     };
     const verify = (): Promise<CliResult> =>
       runCli(
-        ['verify', `${OWNER}/${REPO}`, '--pr', String(pr.number), '--api-url', sim.url, '--setup', 'off'],
+        [
+          ...['verify', `${OWNER}/${REPO}`, '--pr', String(pr.number), '--api-url', sim.url],
+          ...['--setup', 'off', '--app', sim.app.slug],
+        ],
         cliEnv({ GITHUB_TOKEN: token }),
       );
     const ranBase = (r: CliResult): void => {
@@ -185,7 +188,26 @@ attack(
     await record(`${testCommandMarker({ before: BASE_COMMAND, after: BASE_COMMAND })}\n${table}`);
     const same = await verify();
     assert.equal(same.code, 0, `${same.stdout}\n${same.stderr}`);
-    assert.match(same.stderr, /matches the verdict recorded on/);
+    assert.match(same.stderr, new RegExp(`matches the verdict recorded by \`${sim.app.slug}\` on`));
+
+    // The same matching record, asked with the default App (`issue-agent`): the simulator's App is
+    // another App, whose run of that name is ignored with a note; there is no record to match.
+    const planted = await runCli(
+      ['verify', `${OWNER}/${REPO}`, '--pr', String(pr.number), '--api-url', sim.url, '--setup', 'off'],
+      cliEnv({ GITHUB_TOKEN: token }),
+    );
+    assert.equal(planted.code, 1, `${planted.stdout}\n${planted.stderr}`);
+    assert.match(
+      planted.stderr,
+      new RegExp(
+        `ignored the "Issue Agent" check run on ${head.slice(0, 12)} made by \`${sim.app.slug}\`: only \`issue-agent\` record a verdict here`,
+      ),
+    );
+    assert.match(
+      planted.stderr,
+      /no recorded verdict \(no "Issue Agent" check run by `issue-agent` on the change\)/,
+    );
+    assert.doesNotMatch(planted.stderr, /matches the verdict/);
   },
   {
     skip: (await canIsolate()) ? false : 'this host allows no namespaces for the isolated sandbox',

@@ -362,6 +362,8 @@ export function renderItem(item: StepItem): HTMLElement {
         `💬 A new round: @${e.by} answered the agent’s question.`,
         h('div', { class: 'said' }, e.text),
       );
+    case 'note':
+      return h('div', { class: `item note note-${e.topic}` }, e.text);
     case 'outcome':
       return h(
         'div',

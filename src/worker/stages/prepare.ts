@@ -332,12 +332,20 @@ export async function prepareSandbox(input: PrepareSandboxInput): Promise<Provis
   }
   // And from here on, nothing but what is granted to it is in reach.
   const settings = grantedTo(input.agent.environment, input.repository);
-  const made = await git.ensurePristine(paths.pristine, {
-    url: repo.clone_url,
-    branch: input.branch,
-    token: async () => (await input.tokens.get()).token,
-    mirror: input.mirror,
-  });
+  const made = await git
+    .ensurePristine(paths.pristine, {
+      url: repo.clone_url,
+      branch: input.branch,
+      token: async () => (await input.tokens.get()).token,
+      mirror: input.mirror,
+    })
+    .catch((error: unknown) => {
+      // A fork the installation cannot read (a private one: the token covers this repository only)
+      // answers as if it were not there; retrying cannot change that.
+      if (repo.fork !== undefined && error instanceof HostGitError && !error.transient)
+        throw new ForkUnreadableError(repo.fork, input.branch, error.message);
+      throw error;
+    });
   if (typeof made !== 'string') {
     input.logger?.info({ fetched: made.fetched, rebuilt: made.rebuilt }, 'pristine clone from the mirror');
   }
@@ -446,6 +454,26 @@ async function treeOrigin(input: PrepareSandboxInput, commit: string): Promise<T
   }
   if (await git.isAncestor(paths.pristine, commit, tip)) return { kind: 'base', ref };
   return { kind: 'changed', ref, paths: await git.changedPaths(paths.pristine, tip, commit) };
+}
+
+/**
+ * A person's pull request from a fork whose branch could not be cloned: the App's installation token
+ * covers this repository only, so a private fork (every fork of a private repository is one) cannot
+ * be read, and GitHub answers as if it were not there. The job ends before anything runs; the
+ * comment says why and what to do instead.
+ */
+export class ForkUnreadableError extends PermanentJobError {
+  override readonly name: string = 'ForkUnreadableError';
+  readonly code = 'fork_unreadable';
+  constructor(
+    readonly fork: string,
+    readonly branch: string,
+    readonly gitMessage: string,
+  ) {
+    super(
+      `I could not read the fork \`${fork}\` to work on its branch \`${branch}\`: this App's access covers this repository, not the fork (a private fork is readable only by its owner and the people and Apps they let in), and git answered: ${gitMessage.split('\n')[0] ?? ''}. Nothing was changed. The author can push the branch to this repository, or ask me on the issue and I'll open a pull request of my own.`,
+    );
+  }
 }
 
 /**
