@@ -244,7 +244,7 @@ export async function runFix(p: FixJob, rt: FixRuntime, signal?: AbortSignal): P
       return none('cancelled');
     }
     if (p.kind === 'follow-up' && p.pull !== null) {
-      const fetched = await fetchPull(ctx, p.pull.number);
+      const fetched = await fetchPull(ctx, p.pull.number, rt.backend);
       pull = fetched.pull;
       if (outcome === null && fetched.closed !== null) {
         await end(ctx, fetched.closed, pull);

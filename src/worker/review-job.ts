@@ -28,7 +28,7 @@ import { detectTestCommand } from '../testing/detect-test-command.js';
 import { hostProbe } from '../environment/host-probe.js';
 import type { TokenSource } from './fix-runtime.js';
 import { forkOf } from '../github/recorded-verdict.js';
-import { forkOnHost } from './verify-job.js';
+import { forkOnHost } from './fork-on-host.js';
 import { estimateTokens } from '../agent/conversation.js';
 import { FileRunStorage, type RunStorage } from '../events/run-storage.js';
 import { ReviewTrajectory, type ToolUse } from './review-trajectory.js';

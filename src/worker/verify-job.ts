@@ -35,6 +35,7 @@ import {
 import type { FixJob } from '../queue/payloads.js';
 import type { FixJobResult } from './fix-runtime.js';
 import { noChecksPermission, type CheckRunTarget } from './stages/check-run.js';
+import { forkOnHost } from './fork-on-host.js';
 import { aborted, watchStop } from './watch-stop.js';
 
 /**
@@ -237,15 +238,6 @@ export async function runVerifyJob(
     stop.dispose();
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
-}
-
-/**
- * Why a fork's pull request is not verified on this worker: its sandbox backend is not isolated (a
- * plain child process of the worker), and a fork's code runs only where no host file, process or
- * network is in its reach.
- */
-export function forkOnHost(fork: string, backend: string, what: 'verify' | 'review' = 'verify'): string {
-  return `I can't ${what} this pull request here: its branch is in ${fork === 'a deleted fork' ? 'a deleted fork' : codeSpan(fork)}, and this worker's sandbox (${codeSpan(backend)}) is not isolated, so a fork's code would run on the worker's host. Workers with the \`docker\` or \`local\` sandbox ${what} forks' pull requests${what === 'verify' ? '; `issue-agent verify` runs the same check on your machine' : ''}.`;
 }
 
 /** The reply: the result, what ran, and where the check run says it. */

@@ -225,6 +225,31 @@ test(
     );
     assert.equal(sim.checkRuns(OWNER, REPO).length, 0, 'nothing ran, no check run');
 
+    // A fork that allows edits, on this unconfined worker: the fork's tree would be worked on (its
+    // tests run, the agent's commands in it) on the worker's host, so the job ends before a clone.
+    pushBranch(sim.bareRepoPath('alice', REPO), bare, 'open-edits', { 'src/stats.js': STATS });
+    const { data: editable } = await alice.rest.pulls.create({
+      owner: OWNER,
+      repo: REPO,
+      head: 'alice:open-edits',
+      base: 'main',
+      title: 'Median, from a fork that allows edits',
+      maintainer_can_modify: true,
+    });
+    const headOfFork = editable.head.sha;
+    await sim.comment(OWNER, REPO, editable.number, 'maria', '@agent fix the rounding in average');
+    const notChanged = (): string => bot(editable.number).find((c) => c.includes("I can't change")) ?? '';
+    await sim.waitFor(
+      () => notChanged() !== '',
+      120_000,
+      () => `the fix refusal\n${bot(editable.number).join('\n---\n')}\n${pipeline.logs()}`,
+    );
+    assert.match(
+      notChanged(),
+      /its branch is in `alice\/calc`, and this worker's sandbox \(`unconfined`\) is not isolated/,
+    );
+    assert.equal(sim.pulls(OWNER, REPO).find((p) => p.number === editable.number)?.head.sha, headOfFork);
+
     // The same-repository PR: the writer's request is a commit on alice's branch, alice told.
     await sim.comment(OWNER, REPO, pr.number, 'maria', '@agent fix the rounding in average');
     const head = () => sim.pulls(OWNER, REPO).find((p) => p.number === pr.number)?.head.sha;

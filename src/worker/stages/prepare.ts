@@ -27,6 +27,7 @@ import { throwIfCancelled } from '../../sandbox/sandbox.js';
 import type { WorkspaceProbe } from '../../testing/detect-test-command.js';
 import { approvedIssueText, pullOwnership } from '../../app/trigger-rules.js';
 import type { FixRuntime, TokenSource } from '../fix-runtime.js';
+import { forkOnHost } from '../fork-on-host.js';
 import { PermanentJobError } from '../permanent-job-error.js';
 import type { JobEnd } from './report.js';
 import type { JobContext, JobPaths, PullInfo, RepoInfo } from './types.js';
@@ -73,6 +74,7 @@ export async function fetchRepo(ctx: JobContext, baseBranch: string | null | und
 export async function fetchPull(
   ctx: JobContext,
   number: number,
+  sandbox: { readonly kind: string; readonly isolated: boolean },
 ): Promise<{ readonly pull: PullInfo; readonly closed: JobEnd | null }> {
   const { data: pr } = await ctx.gh.rest.pulls.get({ ...ctx.where, pull_number: number });
   const owner = pullOwnership(pr, ctx.bot.id);
@@ -89,6 +91,9 @@ export async function fetchPull(
       throw new PermanentJobError(
         `pull request #${pr.number} no longer has its branch \`${human.headRef}\` in ${where}, so I push nothing to it`,
       );
+    }
+    if (human.fork !== undefined && !sandbox.isolated) {
+      throw new PermanentJobError(forkOnHost(human.headRepo, sandbox.kind, 'change'));
     }
     if (human.fork !== undefined && !owner.maintainerCanModify) {
       throw new PermanentJobError(
