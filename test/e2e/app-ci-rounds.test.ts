@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { oracle, reply, type Policy } from '../../src/model-sim/index.js';
 import { gitOutput } from '../support/fixture-repo.js';
+import { branchLogReader } from '../support/branch-log.js';
 import type { DeliveryResult } from '../support/github-sim/types.js';
 import { createConfiguredRepo, startStack } from '../support/pipeline.js';
 import { requestText, taskText } from '../support/pipeline-fixtures.js';
@@ -46,8 +47,8 @@ test(
     t.after(() => stack.stop());
     const { sim, model, pipeline } = stack;
     const bare = sim.bareRepoPath(OWNER, REPO);
-    const commits = (branch: string): string[] =>
-      gitOutput(bare, 'log', '--format=%H %s', branch).trim().split('\n');
+    // Polled while jobs push: git runs once per tip the branch has had (branchLogReader).
+    const commits = branchLogReader(sim, OWNER, REPO, '%H %s');
     const progressOf = (n: number, text: string): string | undefined =>
       sim
         .comments(OWNER, REPO, n)
@@ -249,9 +250,8 @@ test(
     );
     const onePr = sim.pulls(OWNER, 'calc-one')[0];
     assert.ok(onePr !== undefined);
-    const oneBare = sim.bareRepoPath(OWNER, 'calc-one');
-    const oneCommits = (): string[] =>
-      gitOutput(oneBare, 'log', '--format=%H %s', onePr.head.ref).trim().split('\n');
+    const oneLog = branchLogReader(sim, OWNER, 'calc-one', '%H %s');
+    const oneCommits = (): string[] => oneLog(onePr.head.ref);
     const oneBefore = oneCommits().length;
     const failOne = async (marker: string): Promise<void> => {
       await sim.addCheckRun(OWNER, 'calc-one', {

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { setTimeout as delay } from 'node:timers/promises';
 import { gitOutput, makeFixtureRepo, FIXTURES } from '../support/fixture-repo.js';
+import { branchLogReader } from '../support/branch-log.js';
 import type { GitHubSim } from '../support/github-sim/index.js';
 import {
   hang,
@@ -97,10 +98,12 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   const prFor = (issue: number) =>
     sim.pulls(OWNER, REPO).filter((p) => p.head.ref === `issue-agent/issue-${issue}`);
   const botComments = (n: number) => sim.comments(OWNER, REPO, n).filter((c) => c.user === sim.app.botLogin);
-  const branchLog = (issue: number) =>
-    gitOutput(sim.bareRepoPath(OWNER, REPO), 'log', '--format=%H %an %s', `issue-agent/issue-${issue}`)
-      .trim()
-      .split('\n');
+  let logOf: ((branch: string) => string[]) | undefined;
+  /** The bot branch's `git log`, newest first; read again only when the branch moves (polled below). */
+  const branchLog = (issue: number) => {
+    logOf ??= branchLogReader(sim, OWNER, REPO, '%H %an %s');
+    return logOf(`issue-agent/issue-${issue}`);
+  };
   const followUpRequests = (tag: string) =>
     model.requests.filter((r) => {
       const t = taskText(r.body as never);

@@ -86,7 +86,8 @@ test(
 
     await sim.comment(OWNER, REPO, pr.number, 'maria', '@agent fix the rounding in average');
     await sim.waitFor(
-      () => tipIn(forkBare, BRANCH) !== headBefore,
+      // Polled while the job runs: the simulator's ref files, no git process per poll.
+      () => (sim.branchTip('alice', REPO, BRANCH) ?? headBefore) !== headBefore,
       240_000,
       () => `the push to the fork\n${bot().join('\n---\n')}\n${pipeline.logs()}`,
     );

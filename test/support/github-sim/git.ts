@@ -7,6 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { BLOB_LIMIT, FULL_SHA, MemoTable } from './object-memo.js';
 import type { DiffStats } from './wire.js';
 
 const run = promisify(execFile);
@@ -139,14 +140,28 @@ export async function compareAndSwapRef(
  * the merge conflicts.
  */
 export async function mergeTree(bareDir: string, base: string, head: string): Promise<string | null> {
+  const key = immutablePair(base, head);
+  const known = key === null ? undefined : merges.of(bareDir).get(key);
+  if (known !== undefined) return known === '' ? null : known;
+  let tree: string | null;
   try {
     const out = await git(bareDir, ['merge-tree', '--write-tree', '--no-messages', base, head]);
-    return out.split('\n')[0]?.trim() ?? null;
+    tree = out.split('\n')[0]?.trim() ?? null;
   } catch (error) {
     // Exit status 1 means conflicts; anything else is a failure of git.
-    if ((error as { code?: unknown }).code === 1) return null;
-    throw error;
+    if ((error as { code?: unknown }).code !== 1) throw error;
+    tree = null;
   }
+  if (key !== null) merges.of(bareDir).set(key, tree ?? '');
+  return tree;
+}
+
+/** mergeTree's answers by `base head`: the tree, or '' for a conflict. */
+const merges = new MemoTable<string>(500);
+
+/** `base head` when both are full shas (an answer about them never changes), else null. */
+function immutablePair(base: string, head: string): string | null {
+  return FULL_SHA.test(base) && FULL_SHA.test(head) ? `${base} ${head}` : null;
 }
 
 export interface Identity {
@@ -182,16 +197,26 @@ export async function commitTree(
 
 /** The full messages of the commits in `base..head`, oldest first. */
 export async function commitMessages(bareDir: string, base: string, head: string): Promise<string[]> {
+  const key = immutablePair(base, head);
+  const known = key === null ? undefined : messages.of(bareDir).get(key);
+  if (known !== undefined) return [...known];
   const out = await git(bareDir, ['log', '--reverse', '--format=%B%x00', `${base}..${head}`]);
-  return out
+  const found = out
     .split('\0')
     .map((m) => m.trim())
     .filter((m) => m !== '');
+  if (key !== null) messages.of(bareDir).set(key, found);
+  return [...found];
 }
 
-/** Every ref and the object it points at. */
+const messages = new MemoTable<readonly string[]>(500);
+
+/** Every ref and the object it points at (see readRefsSync: read from the files, else from git). */
 export async function readRefs(bareDir: string): Promise<Map<string, string>> {
-  return parseRefs(await git(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']));
+  return (
+    readRefFiles(bareDir) ??
+    parseRefs(await git(bareDir, ['for-each-ref', '--format=%(refname) %(objectname)']))
+  );
 }
 
 function parseRefs(out: string): Map<string, string> {
@@ -216,33 +241,62 @@ export async function branchesContaining(bareDir: string, sha: string): Promise<
   }
 }
 
-/** The commit a branch, tag or sha names, or null. */
+/**
+ * The commit a branch, tag or sha names, or null. A full branch name is read from the ref files (git
+ * writes only commits under refs/heads/); a sha, or a sha's ancestor (`<sha>^`, `<sha>~2`), is asked
+ * of git once and remembered (only when it names a commit: its objects may arrive later).
+ */
 export async function resolveCommit(bareDir: string, ref: string): Promise<string | null> {
   if (ref.startsWith('-')) return null;
+  if (ref.startsWith('refs/heads/')) {
+    const refs = readRefFiles(bareDir);
+    if (refs !== null) return refs.get(ref) ?? null;
+  }
+  const immutable = IMMUTABLE_NAME.test(ref);
+  const known = immutable ? resolved.of(bareDir).get(ref) : undefined;
+  if (known !== undefined) return known;
+  let sha: string | null;
   try {
-    return (await git(bareDir, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).trim() || null;
+    sha = (await git(bareDir, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).trim() || null;
   } catch {
     return null;
   }
+  if (sha !== null && immutable) resolved.of(bareDir).set(ref, sha);
+  return sha;
 }
 
+/** A full sha, optionally followed by ancestry steps: a name whose commit never changes. */
+const IMMUTABLE_NAME = /^[0-9a-f]{40}(?:[~^]\d*)*$/;
+const resolved = new MemoTable<string>(2000);
+
 export async function diffStats(bareDir: string, base: string, head: string): Promise<DiffStats> {
+  const key = immutablePair(base, head);
+  const known = key === null ? undefined : stats.of(bareDir).get(key);
+  if (known !== undefined) return known;
   try {
     const count = await git(bareDir, ['rev-list', '--count', `${base}..${head}`]);
-    return parseStats(count, await git(bareDir, ['diff', '--numstat', `${base}...${head}`]));
+    const found = parseStats(count, await git(bareDir, ['diff', '--numstat', `${base}...${head}`]));
+    return key === null ? found : stats.of(bareDir).set(key, found);
   } catch {
     return { commits: 0, additions: 0, deletions: 0, changedFiles: 0 };
   }
 }
 
 export function diffStatsSync(bareDir: string, base: string, head: string): DiffStats {
+  const key = immutablePair(base, head);
+  const known = key === null ? undefined : stats.of(bareDir).get(key);
+  if (known !== undefined) return known;
   try {
     const count = gitSync(bareDir, ['rev-list', '--count', `${base}..${head}`]);
-    return parseStats(count, gitSync(bareDir, ['diff', '--numstat', `${base}...${head}`]));
+    const found = parseStats(count, gitSync(bareDir, ['diff', '--numstat', `${base}...${head}`]));
+    return key === null ? found : stats.of(bareDir).set(key, found);
   } catch {
     return { commits: 0, additions: 0, deletions: 0, changedFiles: 0 };
   }
 }
+
+/** diffStats by `base head`; a failure (a missing object, say) is not kept. */
+const stats = new MemoTable<DiffStats>(1000);
 
 function parseStats(count: string, numstat: string): DiffStats {
   let additions = 0;
@@ -261,16 +315,24 @@ function parseStats(count: string, numstat: string): DiffStats {
 
 /** The first file a change touches, or null. */
 export function firstChangedFileSync(bareDir: string, base: string, head: string): string | null {
+  const key = immutablePair(base, head);
+  const known = key === null ? undefined : firstChanged.of(bareDir).get(key);
+  if (known !== undefined) return known === '' ? null : known;
+  let found: string;
   try {
-    return (
+    found =
       gitSync(bareDir, ['diff', '--name-only', `${base}...${head}`])
         .split('\n')
-        .find((n) => n !== '') ?? null
-    );
+        .find((n) => n !== '') ?? '';
   } catch {
     return null;
   }
+  if (key !== null) firstChanged.of(bareDir).set(key, found);
+  return found === '' ? null : found;
 }
+
+/** firstChangedFileSync by `base head`: the path, or '' when the change touches none. */
+const firstChanged = new MemoTable<string>(1000);
 
 /** A commit as a workflow run's `head_commit` shows it. */
 export interface CommitInfo {
@@ -286,11 +348,22 @@ export interface CommitInfo {
 const COMMIT_FORMAT = '--format=%T%x00%an%x00%ae%x00%cn%x00%ce%x00%ct%x00%B';
 
 export async function readCommit(bareDir: string, sha: string): Promise<CommitInfo> {
-  return parseCommit(sha, await git(bareDir, ['show', '-s', COMMIT_FORMAT, sha, '--']));
+  const known = commits.of(bareDir).get(sha);
+  if (known !== undefined) return known;
+  return keepCommit(bareDir, parseCommit(sha, await git(bareDir, ['show', '-s', COMMIT_FORMAT, sha, '--'])));
 }
 
 export function readCommitSync(bareDir: string, sha: string): CommitInfo {
-  return parseCommit(sha, gitSync(bareDir, ['show', '-s', COMMIT_FORMAT, sha, '--']));
+  const known = commits.of(bareDir).get(sha);
+  if (known !== undefined) return known;
+  return keepCommit(bareDir, parseCommit(sha, gitSync(bareDir, ['show', '-s', COMMIT_FORMAT, sha, '--'])));
+}
+
+/** readCommit's answers by full commit sha. */
+const commits = new MemoTable<CommitInfo>(2000);
+
+function keepCommit(bareDir: string, info: CommitInfo): CommitInfo {
+  return FULL_SHA.test(info.sha) ? commits.of(bareDir).set(info.sha, info) : info;
 }
 
 function parseCommit(sha: string, out: string): CommitInfo {
@@ -387,23 +460,50 @@ export interface TreeEntry {
 
 /** The entry at `path` in a commit (`''` for the root tree), or null when there is none. */
 export async function treeEntry(bareDir: string, commit: string, path: string): Promise<TreeEntry | null> {
+  const key = FULL_SHA.test(commit) ? `${commit}:${path}` : null;
+  const known = key === null ? undefined : entries.of(bareDir).get(key);
+  if (known !== undefined) return known.entry;
+  let entry: TreeEntry | null;
   if (path === '') {
     const sha = (await git(bareDir, ['rev-parse', `${commit}^{tree}`])).trim();
-    return { mode: '040000', type: 'tree', sha, size: 0, path: '' };
+    entry = { mode: '040000', type: 'tree', sha, size: 0, path: '' };
+  } else {
+    const [first] = parseLsTree(await git(bareDir, ['ls-tree', '-l', '-z', commit, '--', path]));
+    entry = first?.path === path ? first : null;
   }
-  const [entry] = parseLsTree(await git(bareDir, ['ls-tree', '-l', '-z', commit, '--', path]));
-  return entry?.path === path ? entry : null;
+  if (key !== null) entries.of(bareDir).set(key, { entry });
+  return entry;
 }
+
+/** treeEntry by `commit:path`, boxed so that "no entry there" is kept too. */
+const entries = new MemoTable<{ readonly entry: TreeEntry | null }>(2000);
 
 export async function listTree(bareDir: string, commit: string, path: string): Promise<TreeEntry[]> {
+  const key = FULL_SHA.test(commit) ? `${commit}:${path}` : null;
+  const known = key === null ? undefined : trees.of(bareDir).get(key);
+  if (known !== undefined) return [...known];
   const spec = path === '' ? commit : `${commit}:${path}`;
-  const entries = parseLsTree(await git(bareDir, ['ls-tree', '-l', '-z', spec]));
-  return entries.map((e) => ({ ...e, path: path === '' ? e.path : `${path}/${e.path}` }));
+  const found = parseLsTree(await git(bareDir, ['ls-tree', '-l', '-z', spec])).map((e) => ({
+    ...e,
+    path: path === '' ? e.path : `${path}/${e.path}`,
+  }));
+  if (key !== null) trees.of(bareDir).set(key, found);
+  return [...found];
 }
 
-export function readBlob(bareDir: string, sha: string): Promise<Buffer> {
-  return gitBuffer(bareDir, ['cat-file', 'blob', sha]);
+/** listTree by `commit:path`. */
+const trees = new MemoTable<readonly TreeEntry[]>(500);
+
+/** A blob's bytes; the caller gets its own copy (a kept blob is never handed out to be changed). */
+export async function readBlob(bareDir: string, sha: string): Promise<Buffer> {
+  const known = FULL_SHA.test(sha) ? blobs.of(bareDir).get(sha) : undefined;
+  if (known !== undefined) return Buffer.from(known);
+  const data = await gitBuffer(bareDir, ['cat-file', 'blob', sha]);
+  if (FULL_SHA.test(sha) && data.length <= BLOB_LIMIT) blobs.of(bareDir).set(sha, Buffer.from(data));
+  return data;
 }
+
+const blobs = new MemoTable<Buffer>(500);
 
 function parseLsTree(out: string): TreeEntry[] {
   const entries: TreeEntry[] = [];

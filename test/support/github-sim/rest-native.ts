@@ -12,6 +12,7 @@ import { HttpError, notFound, validationFailed } from './errors.js';
 import { compareAndSwapRef, git, readBlob, readRefs, resolveCommit } from './git.js';
 import { protectionFromBody, protectionJson, type RefUpdate } from './protection.js';
 import type { Pusher } from './push-rules.js';
+import { FULL_SHA, MemoTable } from './object-memo.js';
 import { networkRoot } from './pulls.js';
 import {
   actor,
@@ -442,10 +443,19 @@ async function listPullCommits(ctx: HandlerContext, host: Host): Promise<Reply> 
   return ok(out, 200, headers);
 }
 
+/** The type of the object `sha` names, or null when there is none (or `sha` is not a full sha). */
 async function objectType(repo: RepoRecord, sha: string): Promise<string | null> {
-  if (!/^[0-9a-f]{40}$/.test(sha)) return null;
-  return (await git(repo.bareDir, ['cat-file', '-t', sha]).catch(() => '')).trim() || null;
+  if (!FULL_SHA.test(sha)) return null;
+  const known = objectTypes.of(repo.bareDir).get(sha);
+  if (known !== undefined) return known;
+  const type = (await git(repo.bareDir, ['cat-file', '-t', sha]).catch(() => '')).trim() || null;
+  // An object's type never changes; its absence may (the object can arrive with the next push).
+  if (type !== null) objectTypes.of(repo.bareDir).set(sha, type);
+  return type;
 }
+
+/** Object types by sha: those git named, and those the handlers here just wrote. */
+const objectTypes = new MemoTable<string>(5000);
 
 async function createBlob(ctx: HandlerContext, host: Host): Promise<Reply> {
   const repo = repoOf(ctx, host);
@@ -457,6 +467,7 @@ async function createBlob(ctx: HandlerContext, host: Host): Promise<Reply> {
     ]);
   const data = encoding === 'base64' ? Buffer.from(content, 'base64') : Buffer.from(content, 'utf8');
   const sha = (await gitStdin(repo.bareDir, ['hash-object', '-t', 'blob', '-w', '--stdin'], data)).trim();
+  objectTypes.of(repo.bareDir).set(sha, 'blob');
   return ok({ url: `${apiBase(host, repo)}/git/blobs/${sha}`, sha }, 201, {
     location: `${apiBase(host, repo)}/git/blobs/${sha}`,
   });
@@ -566,6 +577,7 @@ async function createTree(ctx: HandlerContext, host: Host): Promise<Reply> {
         await git(repo.bareDir, ['update-index', '--add', '--cacheinfo', `${mode},${object},${path}`], env);
     }
     const sha = (await git(repo.bareDir, ['write-tree'], env)).trim();
+    objectTypes.of(repo.bareDir).set(sha, 'tree');
     const body = await treeJson(host, repo, sha, false);
     return ok(body, 201, { location: String(body.url) });
   } finally {
@@ -625,6 +637,7 @@ async function createCommit(ctx: HandlerContext, host: Host): Promise<Reply> {
     sign,
     signature,
   });
+  objectTypes.of(repo.bareDir).set(sha, 'commit');
   const c = await parsedCommit(repo, sha);
   if (c === null) throw new Error(`github-sim: the commit ${sha} just written is missing`);
   const body = gitCommitJson(host, repo, c);

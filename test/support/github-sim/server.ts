@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { checkAppJwt, generateAppKey, isJwtShaped, TokenStore } from './auth.js';
 import { GitService, GIT_PATH } from './git-service.js';
 import { PRE_RECEIVE_PATH, writeHooks } from './hooks.js';
+import { forgetRepos } from './object-memo.js';
 import { refuseRefUpdates, type Pusher } from './push-rules.js';
 import type { RefUpdate } from './protection.js';
 import { CommitSigner } from './signing.js';
@@ -742,6 +743,10 @@ class Simulator implements GitHubSim {
     return this.world.requireRepo(owner, repo).bareDir;
   }
 
+  branchTip(owner: string, repo: string, branch: string): string | null {
+    return readRefsSync(this.world.requireRepo(owner, repo).bareDir).get(`refs/heads/${branch}`) ?? null;
+  }
+
   injectFault(f: FaultSpec): void {
     this.faults.push({ spec: f, remaining: f.times ?? 1 });
   }
@@ -1285,6 +1290,7 @@ class Simulator implements GitHubSim {
     this.server.closeAllConnections();
     await Promise.allSettled([closed, ...this.pending]);
     await rm(this.root, { recursive: true, force: true });
+    forgetRepos(this.root);
     openRoots.delete(this.root);
   }
 }

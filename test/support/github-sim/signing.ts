@@ -8,6 +8,7 @@
 import { execFile } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { git } from './git.js';
+import { FULL_SHA, MemoTable } from './object-memo.js';
 
 export interface Verification {
   readonly verified: boolean;
@@ -106,18 +107,29 @@ export class CommitSigner {
   }
 }
 
-/** The raw commit object, or null when `sha` names no commit. `env` may point at a push's quarantine. */
+/**
+ * The raw commit object, or null when `sha` names no commit. `env` may point at a push's quarantine;
+ * what is read there is not remembered (the push may yet be refused), what is read from the
+ * repository itself is, by full sha.
+ */
 export async function rawCommit(
   bareDir: string,
   sha: string,
   env: Record<string, string> = {},
 ): Promise<string | null> {
+  const keep = FULL_SHA.test(sha) && Object.keys(env).length === 0;
+  const known = keep ? rawCommits.of(bareDir).get(sha) : undefined;
+  if (known !== undefined) return known;
+  let raw: string;
   try {
-    return await git(bareDir, ['cat-file', 'commit', sha], env);
+    raw = await git(bareDir, ['cat-file', 'commit', sha], env);
   } catch {
     return null;
   }
+  return keep ? rawCommits.of(bareDir).set(sha, raw) : raw;
 }
+
+const rawCommits = new MemoTable<string>(2000);
 
 /** Runs git with `input` on its stdin and an environment of its own. */
 export function gitStdin(

@@ -573,6 +573,11 @@ export interface GitHubSim {
   /** The repository's check runs, oldest first. */
   checkRuns(owner: string, repo: string): SimCheckRun[];
   bareRepoPath(owner: string, repo: string): string;
+  /**
+   * The commit a branch points at now, or null when there is no such branch: read from the bare
+   * repository's ref files, with no git process, so a test may poll it while a job pushes.
+   */
+  branchTip(owner: string, repo: string, branch: string): string | null;
   /** Resolves once `predicate` holds, polling every 20 ms; rejects with `what` in the message on timeout. */
   waitFor(
     predicate: () => boolean | Promise<boolean>,
