@@ -44,6 +44,12 @@ const CAUSE_WORDS: Readonly<Record<string, string>> = {
   resume_unrestorable: 'the workspace could not be rebuilt from its last checkpoint',
 };
 
+/**
+ * The cause of a `failed` job that ended on purpose (worker/permanent-job-error.ts: refused by
+ * policy, the pull request no longer the one asked about…), not by an error of the service.
+ */
+export const REFUSED = 'refused';
+
 /** The cause of an `unverified` outcome whose tests could not run at all (see testing/verdict.ts). */
 export const ENVIRONMENT = 'environment';
 
@@ -71,6 +77,8 @@ const OUTCOME_WORDS: { readonly [K in OutcomeKind]: (o: OutcomeLike) => string }
     'Waiting for an answer: the agent found the issue unclear and asked before changing anything. A reply from the issue’s author or a maintainer continues the same conversation.',
   failed: (o) => {
     if (o.cause === undefined) return 'Failed: the run could not complete because of an unexpected error.';
+    if (o.cause === REFUSED)
+      return 'Not done: this request cannot be carried out as things stand (why is below); asking again will not change that until the reason does.';
     const words = CAUSE_WORDS[o.cause] ?? 'of an error';
     return `Failed: the run could not complete because ${words} (${codeSpan(o.cause)}). This is a problem of the service, not of the issue.`;
   },

@@ -3,10 +3,20 @@ import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { Octokit } from '@octokit/rest';
 import { oracle } from '../../src/model-sim/index.js';
+import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { pushBranch } from '../support/person-branch.js';
 import { startStack } from '../support/pipeline.js';
 import { installationOctokit } from '../github-sim/helpers.js';
 import { redisSkipReason } from '../support/redis-server.js';
+
+// A fork's pull request is worked on only in an isolated sandbox (an unconfined worker refuses it:
+// app-human-pulls.test.ts), so this stack runs the App's `local` sandbox.
+const support = await isolationSupport();
+const skip =
+  redisSkipReason() ||
+  (!support.ok && process.env.ISSUE_AGENT_REQUIRE_DOCKER !== '1'
+    ? `no isolation here: ${support.reason}`
+    : false);
 
 /** What alice's branch adds on top of `main`. */
 const NOTES = { 'NOTES.md': 'Median is next.\n' };
@@ -41,11 +51,12 @@ function tipIn(bare: string, branch: string): string {
  */
 test(
   'App: @agent fix on a fork’s PR that allows edits by maintainers pushes to the fork’s branch; a refused push is said',
-  { skip: redisSkipReason(), timeout: 300_000 },
+  { skip, timeout: 300_000 },
   async (t) => {
     /** Run once, at the next model call (the job is past its pre-flight checks and not yet pushed). */
     let onModelCall: (() => void) | null = null;
     const stack = await startStack({
+      sandbox: 'local',
       owner: OWNER,
       repo: REPO,
       maintainer: { login: 'maria', permission: 'write' },

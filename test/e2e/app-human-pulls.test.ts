@@ -50,16 +50,27 @@ async function reviewTrajectory(body: string, stack: Awaited<ReturnType<typeof s
     30_000,
     () => `the review's run ends with an outcome: ${JSON.stringify(events.map((e) => e.kind))}`,
   );
-  const { run } = (await (await fetch(api, { headers: auth })).json()) as {
-    run: {
-      kind: string;
-      steps: number;
-      costUsd: number;
-      tokens: number;
-      outcome: string | null;
-      pull: number;
-    };
+  // The run's summary comes from the server's index, refreshed on its own schedule: wait until it
+  // has read the outcome too.
+  type Summary = {
+    kind: string;
+    steps: number;
+    costUsd: number;
+    tokens: number;
+    outcome: string | null;
+    pull: number;
   };
+  const seen: { run: Summary | null } = { run: null };
+  await stack.sim.waitFor(
+    async () => {
+      seen.run = ((await (await fetch(api, { headers: auth })).json()) as { run: Summary }).run;
+      return seen.run.outcome !== null;
+    },
+    30_000,
+    () => `the review's run summary has its outcome: ${JSON.stringify(seen.run)}`,
+  );
+  const run = seen.run;
+  assert.ok(run !== null);
   assert.equal(run.kind, 'review');
   assert.equal(run.steps, 1, 'one model call');
   assert.ok(run.tokens > 0 && run.costUsd > 0, 'the call’s tokens and cost are counted');

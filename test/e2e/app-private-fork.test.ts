@@ -2,9 +2,19 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Octokit } from '@octokit/rest';
 import { oracle } from '../../src/model-sim/index.js';
+import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { pushBranch } from '../support/person-branch.js';
 import { startStack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
+
+// A fork's pull request is worked on only in an isolated sandbox (an unconfined worker refuses it:
+// app-human-pulls.test.ts), so this stack runs the App's `local` sandbox.
+const support = await isolationSupport();
+const skip =
+  redisSkipReason() ||
+  (!support.ok && process.env.ISSUE_AGENT_REQUIRE_DOCKER !== '1'
+    ? `no isolation here: ${support.reason}`
+    : false);
 
 const OWNER = 'acme';
 const REPO = 'calc';
@@ -23,9 +33,10 @@ const quiet = {
  */
 test(
   'App: @agent fix on a private fork’s PR ends with “could not read the fork”, not a generic clone failure',
-  { skip: redisSkipReason(), timeout: 300_000 },
+  { skip, timeout: 300_000 },
   async (t) => {
     const stack = await startStack({
+      sandbox: 'local',
       owner: OWNER,
       repo: REPO,
       private: true,

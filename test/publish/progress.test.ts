@@ -138,6 +138,10 @@ test('every outcome in the schema has its own sentence, with the limit and the c
   );
   assert.match(describeOutcome({ outcome: 'failed', cause: 'something_new' }), /`something_new`/);
   assert.match(describeOutcome({ outcome: 'failed' }), /unexpected error/);
+  // A job that ended on purpose is not called an error of the service.
+  const refused = describeOutcome({ outcome: 'failed', cause: 'refused' });
+  assert.match(refused, /^Not done: this request cannot be carried out/);
+  assert.doesNotMatch(refused, /unexpected|problem of the service/);
 });
 
 test('untrusted reasons and summaries are made inert and redacted', () => {

@@ -6,6 +6,7 @@ import { neutralizeInline, neutralizeProse, truncateEnd } from '../../publish/ma
 import type { Clarification } from '../../events/schema.js';
 import type { PolicyViolation } from '../../publish/policy.js';
 import { githubHosts, hostsIn, publishable, type Audience } from '../../publish/publishable.js';
+import { REFUSED } from '../../publish/outcome-words.js';
 import { PermanentJobError } from '../permanent-job-error.js';
 import type { JobContext, PullInfo } from './types.js';
 
@@ -266,7 +267,9 @@ export async function reportFailure(
       summary: '',
       ...(error instanceof EnvironmentSetupError
         ? { cause: SETUP_FAILED, details: ctx.redactor().redact(failedSetupOutput(error.record)) }
-        : {}),
+        : error instanceof PermanentJobError
+          ? { cause: REFUSED }
+          : {}),
     });
   } else {
     await ctx.progress.update({ kind: 'retrying', attempt: attempt.number, reason });
