@@ -3,20 +3,14 @@ import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { Octokit } from '@octokit/rest';
 import { oracle } from '../../src/model-sim/index.js';
-import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { pushBranch } from '../support/person-branch.js';
 import { startStack } from '../support/pipeline.js';
 import { installationOctokit } from '../github-sim/helpers.js';
-import { redisSkipReason } from '../support/redis-server.js';
+import { localStackSkip } from '../support/local-stack-skip.js';
 
 // A fork's pull request is worked on only in an isolated sandbox (an unconfined worker refuses it:
 // app-human-pulls.test.ts), so this stack runs the App's `local` sandbox.
-const support = await isolationSupport();
-const skip =
-  redisSkipReason() ||
-  (!support.ok && process.env.ISSUE_AGENT_REQUIRE_DOCKER !== '1'
-    ? `no isolation here: ${support.reason}`
-    : false);
+const skip = await localStackSkip();
 
 /** What alice's branch adds on top of `main`. */
 const NOTES = { 'NOTES.md': 'Median is next.\n' };

@@ -3,21 +3,15 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { oracle } from '../../src/model-sim/index.js';
-import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { attackTest } from '../security/support.js';
 import { startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText, routeByTag } from '../support/pipeline-fixtures.js';
-import { redisSkipReason } from '../support/redis-server.js';
+import { localStackSkip } from '../support/local-stack-skip.js';
 import { hostArtifacts } from '../support/host-artifacts.js';
 
 const OWNER = 'acme';
 const REPO = 'calc';
-const support = await isolationSupport();
-const skip =
-  redisSkipReason() ||
-  (!support.ok && process.env.ISSUE_AGENT_REQUIRE_DOCKER !== '1'
-    ? `no isolation here: ${support.reason}`
-    : false);
+const skip = await localStackSkip();
 
 /**
  * The App's `local` sandbox (ISSUE_AGENT_SANDBOX=local) against a prompt-injected agent on a worker

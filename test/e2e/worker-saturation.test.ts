@@ -2,17 +2,11 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { oracle } from '../../src/model-sim/index.js';
-import { isolationSupport } from '../../src/sandbox/local/launch.js';
 import { labelledIssue, startStack } from '../support/pipeline.js';
 import { bashThenOracle, requestText, routeByTag } from '../support/pipeline-fixtures.js';
-import { redisSkipReason } from '../support/redis-server.js';
+import { localStackSkip } from '../support/local-stack-skip.js';
 
-const support = await isolationSupport();
-const skip =
-  redisSkipReason() ||
-  (!support.ok && process.env.ISSUE_AGENT_REQUIRE_DOCKER !== '1'
-    ? `no isolation here: ${support.reason}`
-    : false);
+const skip = await localStackSkip();
 
 /**
  * Busy processes per sandbox (ISSUE_AGENT_TEST_SATURATION_BURNERS, default 3), and how long they
