@@ -55,6 +55,8 @@ export const testFact = z.object({
   status: z.enum(['passed', 'failed', 'skipped', 'errored', 'crashed-file']),
   source: z.enum(['report', 'output', 'harness']),
   detail: z.string().optional(),
+  /** The line of the test's definition in `file` (1-based), where the runner's report says it. */
+  line: z.number().int().positive().optional(),
 });
 
 /**

@@ -7,9 +7,10 @@
  * - The conclusion is the verdict's: `failure` when the change broke tests that passed before (or the
  *   test setup, where the baseline ran), else `success` for a resolved run, else `neutral`.
  * - Summary and text stay within GitHub's 65,535 characters each; the table is shortened first.
- * - At most 50 annotations (GitHub's limit per request). The test runners record each test's file but
- *   not its line (testing/test-run.ts), so an annotation sits on the file's first line and says so;
- *   a test whose file is not known gets none.
+ * - At most 50 annotations (GitHub's limit per request), each on the line of the test's definition
+ *   where the runner's report gave it (the harness's pytest plugin and node:test reporter), else on
+ *   the file's first line, saying so (runners read from their output name files, not lines); a test
+ *   whose file is not known gets none.
  * - Every text goes through `publishable`, as everything else the App posts.
  * - The text's first line is the hidden marker of the test commands the verdict ran
  *   (reproduction.ts `testCommandMarker`): the one place a reproduction reads them from. Everything
@@ -146,24 +147,29 @@ function annotationsOf(
   proofs: readonly string[],
   redact: (t: string) => string,
 ): CheckAnnotation[] {
-  const fileOf = new Map<string, string>();
-  for (const run of [before, after]) {
+  // Where each test is: the run after the change first (its file may have moved the test).
+  const placeOf = new Map<string, { readonly path: string; readonly line: number | undefined }>();
+  for (const run of [after, before]) {
     if (run === null) continue;
-    for (const f of factsOf(run)) if (f.file !== null && safePath(f.file)) fileOf.set(f.id, f.file);
+    for (const f of factsOf(run)) {
+      if (f.file !== null && safePath(f.file) && !placeOf.has(f.id))
+        placeOf.set(f.id, { path: f.file, line: f.line });
+    }
   }
   const out: CheckAnnotation[] = [];
   const add = (ids: readonly string[], level: CheckAnnotation['annotation_level'], what: string): void => {
     for (const id of ids) {
       if (out.length >= MAX_CHECK_ANNOTATIONS) return;
-      const path = fileOf.get(id);
-      if (path === undefined) continue;
+      const place = placeOf.get(id);
+      if (place === undefined) continue;
+      const line = place.line ?? 1;
       out.push({
-        path,
-        start_line: 1,
-        end_line: 1,
+        path: place.path,
+        start_line: line,
+        end_line: line,
         annotation_level: level,
         title: truncateEnd(redact(id), 250),
-        message: `${truncateEnd(redact(id), 500)}: ${what}. ${ON_FIRST_LINE}`,
+        message: `${truncateEnd(redact(id), 500)}: ${what}.${place.line === undefined ? ` ${ON_FIRST_LINE}` : ''}`,
       });
     }
   };

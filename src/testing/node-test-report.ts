@@ -61,6 +61,7 @@ export default async function* issueAgentReporter(source) {
       failure: error.failureType ?? null,
       exitCode: error.exitCode ?? null,
       signal: error.signal ?? null,
+      line: d.line ?? null,
     });
   }
   // The events ended: a report without this line was cut short (the process was stopped).
@@ -81,6 +82,8 @@ interface Event {
   readonly failure: string | null;
   readonly exitCode: number | null;
   readonly signal: string | null;
+  /** The line of the test's definition in its file (node's event data), when given. */
+  readonly line: number | null;
 }
 
 function parseEvent(line: string): Event | null {
@@ -108,6 +111,7 @@ function parseEvent(line: string): Event | null {
     failure: str(r['failure']),
     exitCode: num(r['exitCode']),
     signal: str(r['signal']),
+    line: typeof r['line'] === 'number' && Number.isInteger(r['line']) && r['line'] > 0 ? r['line'] : null,
   };
 }
 
@@ -223,6 +227,7 @@ export function readNodeTestReport(
       status,
       source: 'report',
       ...(detail === undefined ? {} : { detail }),
+      ...(e.line === null || fileOrNull === null ? {} : { line: e.line }),
     });
     mark(s, e.nesting, status !== 'passed' && status !== 'skipped');
   }

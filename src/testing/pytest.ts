@@ -228,6 +228,7 @@ interface Record_ {
   readonly outcome?: unknown;
   readonly xfail?: unknown;
   readonly dur?: unknown;
+  readonly line?: unknown;
 }
 
 /**
@@ -238,6 +239,8 @@ interface Record_ {
  */
 export function readPytestReport(text: string, stopped: string | null): PytestReport {
   const items: string[] = [];
+  /** The line of each collected test's definition, as the plugin reported it. */
+  const lines = new Map<string, number>();
   const started = new Set<string>();
   const status = new Map<string, TestStatus>();
   /** Tests that failed as expected (pytest's xfail): skipped, which SWE-bench's grading counts as passing. */
@@ -258,6 +261,8 @@ export function readPytestReport(text: string, stopped: string | null): PytestRe
     switch (r.e) {
       case 'item':
         if (id !== null) items.push(id);
+        if (id !== null && typeof r.line === 'number' && Number.isInteger(r.line) && r.line > 0)
+          lines.set(id, r.line);
         break;
       case 'collect_error':
         if (id !== null) collectErrors.push(id);
@@ -311,7 +316,15 @@ export function readPytestReport(text: string, stopped: string | null): PytestRe
       facts.add({ id, file, status: 'errored', source: 'harness', detail: stopped ?? 'did not finish' });
     } else if (s !== undefined) {
       const expected = s === 'skipped' && xfail.has(id);
-      facts.add({ id, file, status: s, source: 'report', ...(expected ? { detail: 'xfail' } : {}) });
+      const line = lines.get(id);
+      facts.add({
+        id,
+        file,
+        status: s,
+        source: 'report',
+        ...(expected ? { detail: 'xfail' } : {}),
+        ...(line === undefined ? {} : { line }),
+      });
     } else if (runningFile !== null && file === runningFile && !started.has(id)) {
       facts.add({
         id,

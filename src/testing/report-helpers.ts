@@ -55,7 +55,9 @@ def pytest_collectreport(report):
 
 def pytest_collection_finish(session):
     for item in session.items:
-        _write({"e": "item", "id": item.nodeid})
+        # location: (path, 0-based line or None, name); the line is the test's definition.
+        line = item.location[1] if len(item.location) > 1 else None
+        _write({"e": "item", "id": item.nodeid, "line": line + 1 if isinstance(line, int) else None})
 
 
 def pytest_runtest_logstart(nodeid, location):

@@ -29,6 +29,11 @@ export interface TestFact {
   readonly source: FactSource;
   /** Why a file or a test did not finish: "timed out", "out of memory", "failed to load". */
   readonly detail?: string | undefined;
+  /**
+   * The line of the test's definition in `file` (1-based), where the runner's report says it (the
+   * harness's pytest plugin and node:test reporter); output read as text never gives one.
+   */
+  readonly line?: number | undefined;
 }
 
 /** Everything the engine knows about one run, before it is recorded. */
@@ -137,7 +142,12 @@ export class FactList {
       return;
     }
     if (worse(prior.status, fact.status) !== prior.status) {
-      this.byId.set(fact.id, { ...fact, detail: fact.detail ?? prior.detail });
+      const line = fact.line ?? prior.line;
+      this.byId.set(fact.id, {
+        ...fact,
+        detail: fact.detail ?? prior.detail,
+        ...(line === undefined ? {} : { line }),
+      });
     }
   }
 

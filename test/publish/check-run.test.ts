@@ -12,7 +12,7 @@ const audience = { redactor: new Redactor([]), trustedHosts: ['runs.example.test
 /** A final run whose facts carry files, as the runners with reports record them. */
 function run(
   phase: 'baseline' | 'final',
-  tests: { id: string; file: string | null; ok: boolean }[],
+  tests: { id: string; file: string | null; ok: boolean; line?: number }[],
 ): NewEvent {
   const passed = tests.filter((t) => t.ok).map((t) => t.id);
   const failed = tests.filter((t) => !t.ok).map((t) => t.id);
@@ -35,6 +35,7 @@ function run(
         file: t.file,
         status: t.ok ? ('passed' as const) : ('failed' as const),
         source: 'report' as const,
+        ...(t.line === undefined ? {} : { line: t.line }),
       })),
       complete: true,
       idScheme: 2,
@@ -45,8 +46,8 @@ function run(
 }
 
 function log(
-  before: { id: string; file: string | null; ok: boolean }[],
-  after: { id: string; file: string | null; ok: boolean }[],
+  before: { id: string; file: string | null; ok: boolean; line?: number }[],
+  after: { id: string; file: string | null; ok: boolean; line?: number }[],
   outcome: 'resolved' | 'unverified',
 ): EventLog {
   const l = new EventLog();
@@ -90,6 +91,25 @@ describe('renderCheckRun', () => {
       c.annotations.map((a) => [a.path, a.start_line, a.annotation_level]),
       [[F, 1, 'notice']],
     );
+  });
+
+  it('a test whose line the runner reported: annotated on that line, without the first-line note', () => {
+    const l = log(
+      [{ id: `${F}::average`, file: F, ok: false, line: 12 }],
+      [{ id: `${F}::average`, file: F, ok: true, line: 14 }],
+      'resolved',
+    );
+    const c = renderCheckRun({
+      runs: [{ base: makeBase(), events: l.events, label: 'Run' }],
+      audience,
+      trajectoryLink: 'https://runs.example.test/r/1',
+    });
+    // The line after the change: the head is what the check run is on.
+    assert.deepEqual(
+      c.annotations.map((a) => [a.path, a.start_line, a.end_line, a.annotation_level]),
+      [[F, 14, 14, 'notice']],
+    );
+    assert.doesNotMatch(c.annotations[0]?.message ?? '', /first line/);
   });
 
   it('a regression: failure, annotated first; no file known: no annotation', () => {
