@@ -13,13 +13,13 @@ const skip = await localStackSkip();
  * burn: three sandboxes take both cores many times over.
  */
 const BURNERS = Number(process.env.ISSUE_AGENT_TEST_SATURATION_BURNERS ?? '3');
-const BURN_S = 24;
+const BURN_S = 12;
 /**
  * Half the burn (ISSUE_AGENT_LOCK_DURATION_MS; ISSUE_AGENT_TEST_SATURATION_LOCK_MS sets another): a
  * job outlives its lock twice over while the cores are taken, so it keeps the lock only by renewals.
  * The production default (60 s) would outlast the burn without any.
  */
-const LOCK_MS = Number(process.env.ISSUE_AGENT_TEST_SATURATION_LOCK_MS ?? '12000');
+const LOCK_MS = Number(process.env.ISSUE_AGENT_TEST_SATURATION_LOCK_MS ?? '6000');
 /** The sandboxes' nice value (ISSUE_AGENT_SANDBOX_NICE, default 10); 0 measures them unlowered. */
 const NICE = process.env.ISSUE_AGENT_TEST_SATURATION_NICE ?? '10';
 

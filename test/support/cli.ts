@@ -19,6 +19,10 @@ export function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
     ISSUE_AGENT_MODEL_RETRY_BASE_MS: '20',
     // Never the developer's state folder; a test that wants the cache gives it a folder of its own.
     ISSUE_AGENT_ENV_CACHE: 'off',
+    // For profiling the CLI (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`), as the pipeline's processes.
+    ...(process.env.ISSUE_AGENT_TEST_CHILD_NODE_OPTIONS === undefined
+      ? {}
+      : { NODE_OPTIONS: process.env.ISSUE_AGENT_TEST_CHILD_NODE_OPTIONS }),
     ...extra,
   };
 }
