@@ -9,6 +9,7 @@ import { FileEventStore } from '../../src/events/file-event-store.js';
 import type { AgentEvent } from '../../src/events/schema.js';
 import { reply, startModelSimulator, type MessagesRequest } from '../../src/model-sim/index.js';
 import { cliEnv, lastJson, ROOT, runCli, type CliResult } from '../support/cli.js';
+import { TS_HOOKS } from '../support/entry.js';
 import { FIXTURES, gitOutput, makeFixtureRepo } from '../support/fixture-repo.js';
 
 /**
@@ -37,7 +38,7 @@ function policy(req: MessagesRequest): ReturnType<typeof reply> {
 
 /** The CLI, with the kill hook loaded, killed at `point`. */
 function runKilledAt(point: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, CLI, ...args], {
+  const child = spawn(process.execPath, ['--import', TS_HOOKS, '--import', HOOK, CLI, ...args], {
     cwd: ROOT,
     env: { ...env, KILL_AT_EVENT: point },
     stdio: ['ignore', 'pipe', 'pipe'],
