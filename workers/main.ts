@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const logger = pino({ level: agent.logLevel, base: { service: 'issue-agent-worker', pid: process.pid } });
   // The sandboxes' processes yield the CPU to the worker's when both want it (cpu-priority.ts).
   setSandboxNice(agent.sandboxNice);
-  const tracing = startTracing('issue-agent-worker');
+  const tracing = await startTracing('issue-agent-worker');
   if (tracing !== null) logger.info('OpenTelemetry traces go to the OTLP endpoint');
 
   const metrics = app.workerMetrics === null ? null : new WorkerMetrics();

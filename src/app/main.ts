@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   }
   const env = readAppEnv();
   const logger = pino({ level: env.logLevel, base: { service: 'issue-agent-app' } });
-  const tracing = startTracing('issue-agent-app');
+  const tracing = await startTracing('issue-agent-app');
   if (tracing !== null) logger.info('OpenTelemetry traces go to the OTLP endpoint');
   const settings = {
     redisUrl: env.redisUrl,

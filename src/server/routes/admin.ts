@@ -70,12 +70,12 @@ export function adminRoutes(ctx: ServerContext, metrics: ServerMetrics): Route[]
     {
       method: 'ANY',
       path: { prefix: BULL_BOARD_PATH },
-      handle: ({ req, res }) => {
+      handle: async ({ req, res }) => {
         const admin = ctx.requireAdmin(req);
         // bull-board's own writes (retry, clean, obliterate…) get the same cross-site check as ours.
         if (req.method !== 'GET' && req.method !== 'HEAD') ctx.checkSameOrigin(req, admin);
         if (board === null) throw new ApiError(503, 'unavailable', 'the queue is not configured');
-        board(req, res);
+        await board(req, res);
         return true;
       },
     },
