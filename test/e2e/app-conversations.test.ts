@@ -81,7 +81,11 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
           fix,
         );
         const followUps = routeByTag(
-          { '[pushed]': pushWindow.policy, '[queue]': finishAt('handled the request') },
+          {
+            '[pushed]': pushWindow.policy,
+            '[queue]': finishAt('handled the request'),
+            '[review]': finishAt('answered in the thread'),
+          },
           oracle(followUpPatch),
         );
         return (request, ctx) =>
@@ -157,13 +161,26 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   };
 
   /**
-   * The PR of test 1, for the tests that only need some open PR of the App and run no job on it
-   * (a round costs tens of seconds on a loaded machine). Made here when test 1 did not run.
+   * The PR of test 1, for the tests that only need some open PR of the App and push nothing to it
+   * (a round costs tens of seconds on a loaded machine). Made here when test 1 did not run. A
+   * follow-up on it is told apart by a tag in its instruction (`[review]`, `[queue]`): the model
+   * then finishes without a change, so the branch stays as test 1 left it.
    */
   let shared: Promise<{ issue: number; pr: number }> | undefined;
   const sharedPr = (): Promise<{ issue: number; pr: number }> =>
     (shared ??= withPr('[rename]').catch((error: unknown) => {
       shared = undefined;
+      throw error;
+    }));
+
+  /**
+   * The PR of test 4 (a follow-up that did not push: a person's commit is its tip), where the
+   * submitted review's follow-up then pushes its commit on top instead of on a PR of its own.
+   */
+  let pushed: Promise<{ issue: number; pr: number }> | undefined;
+  const pushedPr = (): Promise<{ issue: number; pr: number }> =>
+    (pushed ??= withPr('[pushed]').catch((error: unknown) => {
+      pushed = undefined;
       throw error;
     }));
 
@@ -212,13 +229,13 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   });
 
   it('2. a review comment on line N of file F → the prompt has F, N and the comment; the reply lands in that thread', async () => {
-    const { pr } = await withPr('[review]');
+    const { pr } = await sharedPr();
     const hook = sim.buildWebhook('pull_request_review_comment', 'created', {
       owner: OWNER,
       repo: REPO,
       pull: pr,
       sender: MAINTAINER,
-      comment: { body: '@agent use a constant here' },
+      comment: { body: '@agent use a constant here [review]' },
       path: 'src/round.js',
       line: 7,
     });
@@ -258,7 +275,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   });
 
   it('4. someone pushes to the branch while a follow-up runs → no push, their commit kept, the reply explains', async () => {
-    const { issue, pr } = await withPr('[pushed]');
+    const { issue, pr } = await pushedPr();
     await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent rename the helper');
     await sim.waitFor(
       () => pushWindow.fired(),
@@ -322,7 +339,8 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   });
 
   it('6. two instructions 100 ms apart while a job runs → both handled, in order, none lost', async () => {
-    const { pr } = await withPr('[queue]');
+    const { pr } = await sharedPr();
+    const queuedBefore = botComments(pr).filter((c) => /queued/i.test(c.edits[0] ?? '')).length;
     // Keep the worker busy with another issue's job.
     const other = sim.createIssue(OWNER, REPO, {
       title: 'Average rounds wrong [busy]',
@@ -331,10 +349,10 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
     }).number;
     await sim.label(OWNER, REPO, other, 'agent', MAINTAINER);
     await sim.waitFor(() => busy.fired(), 60_000, 'the busy job to start');
-    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent first request: add a comment');
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent first request: add a comment [queue]');
     const running = followUpRequests('[queue]').length;
     await delay(100);
-    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent second request: add another comment');
+    await sim.comment(OWNER, REPO, pr, MAINTAINER, '@agent second request: add another comment [queue]');
     await sim.waitFor(
       () => {
         const tasks = followUpRequests('[queue]').map((r) => taskText(r.body as never));
@@ -354,7 +372,7 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
       );
     assert.deepEqual([...new Set(order)], ['first', 'second']);
     await sim.waitFor(
-      () => botComments(pr).filter((c) => /queued/i.test(c.edits[0] ?? '')).length >= 2,
+      () => botComments(pr).filter((c) => /queued/i.test(c.edits[0] ?? '')).length >= queuedBefore + 2,
       10_000,
       'two progress comments',
     );
@@ -391,17 +409,19 @@ describe('pull request conversations (end to end)', { skip, timeout: 900_000 }, 
   });
 
   it('a submitted review that mentions the handle → a follow-up whose prompt holds the review', async () => {
-    const { issue, pr } = await withPr('[reviewed]');
+    const { issue, pr } = await pushedPr();
+    await idle();
+    const commits = branchLog(issue).length;
     const hook = sim.buildWebhook('pull_request_review', 'submitted', {
       owner: OWNER,
       repo: REPO,
       pull: pr,
       sender: MAINTAINER,
-      comment: { body: '@agent please rename the helper as discussed' },
+      comment: { body: '@agent please rename the helper as discussed [reviewed]' },
     });
     assert.equal((await sim.deliver(hook)).status, 200);
     await sim.waitFor(
-      () => branchLog(issue).length === 3,
+      () => branchLog(issue).length === commits + 1,
       120_000,
       () => `the follow-up commit\n${pipeline.logs()}`,
     );

@@ -122,9 +122,14 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
     assert.equal((await sim.deliver(hook)).status, 200);
   };
 
-  attackTest(
-    'hidden Markdown never reaches the model, and an edit made after the label is ignored',
-    async () => {
+  /**
+   * One job for the first and third tests: an issue with hidden Markdown, edited after its label
+   * (what the first test checks of the prompts), whose model writes the evil summary (the PR and
+   * follow-up the third test checks are inert). Started by whichever test asks first.
+   */
+  let hidden: Promise<number> | undefined;
+  const hiddenEvilIssue = (): Promise<number> =>
+    (hidden ??= (async () => {
       const body = [
         'average([1,2,2]) should be 1.67, see [the spec](https://spec.example/avg "HIDDEN-TITLE").',
         '',
@@ -135,7 +140,7 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
         '```',
       ].join('\n');
       const n = sim.createIssue(OWNER, REPO, {
-        title: 'Average rounds wrong [edited]',
+        title: 'Average rounds wrong [edited] [evil-pr]',
         body,
         author: MAINTAINER,
       }).number;
@@ -145,6 +150,13 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
         120_000,
         () => `the PR\n${pipeline.logs()}`,
       );
+      return n;
+    })());
+
+  attackTest(
+    'hidden Markdown never reaches the model, and an edit made after the label is ignored',
+    async () => {
+      await hiddenEvilIssue();
       const prompts = requestsFor('[edited]').map((r) => requestText(r.body));
       assert.ok(prompts.length > 0);
       for (const p of prompts) {
@@ -189,17 +201,7 @@ describe('injection hygiene (end to end)', { skip, timeout: 900_000 }, () => {
   attackTest(
     'whatever the model writes, every comment, reply and PR body the App posts is redacted and inert',
     async () => {
-      const n = sim.createIssue(OWNER, REPO, {
-        title: 'Average rounds wrong [evil-pr]',
-        body: 'average([1,2,2]) should be 1.67',
-        author: MAINTAINER,
-      }).number;
-      await sim.label(OWNER, REPO, n, 'agent', MAINTAINER);
-      await sim.waitFor(
-        () => prFor(n).length > 0,
-        120_000,
-        () => `the PR\n${pipeline.logs()}`,
-      );
+      const n = await hiddenEvilIssue();
       const pr = prFor(n)[0]?.number ?? 0;
       await sim.waitFor(
         () => botComments(n).some((c) => c.body.includes(`#${pr}`)),
