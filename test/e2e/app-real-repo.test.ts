@@ -7,10 +7,70 @@ import { routeByTag } from '../support/pipeline-fixtures.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
 import { readJobRun, startStack, type Stack } from '../support/pipeline.js';
 import { redisSkipReason } from '../support/redis-server.js';
+import { after } from 'node:test';
 import { dockerTest } from '../sandbox/docker/docker-test-support.js';
 
 const MODEL_KEY = 'sk-ant-real-repo-canary-0123456789abcdef';
 const CODEGEN_CANARY = 'cgt_canary_7f3a9b1c5d2e8f4a6b0c';
+
+/**
+ * One stack serves both tests: the first test's job (npm ci of jest through the proxy, the fix
+ * resolved) is also the second test's first job, whose stored environment the second job reuses.
+ * A job here installs ~300 packages and runs jest three times, so it is made once, by whichever
+ * test asks first. The settings are the second test's (a setup secret for acme/*, which the first
+ * repository does not ask for; a warm pool of the image .nvmrc picks, which a job with setup never
+ * takes): the first test's assertions are about that job and hold under them.
+ */
+let sharedStack: Promise<Stack> | undefined;
+function shared(): Promise<Stack> {
+  sharedStack ??= (async () => {
+    const fix = readFileSync(join(FIXTURES, 'node-slug.fix.patch'), 'utf8');
+    const regress = readFileSync(join(FIXTURES, 'node-slug.regress.patch'), 'utf8');
+    return startStack({
+      owner: 'acme',
+      repo: 'slugs',
+      fixture: 'node-slug',
+      maintainer: { login: 'maria', permission: 'maintain' },
+      modelKey: MODEL_KEY,
+      sandbox: 'docker',
+      env: {
+        ...(await registryDeploymentEnv()),
+        ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN: CODEGEN_CANARY,
+        ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN_REPOS: 'acme/*',
+        // A job with setup takes a container of its own; a cache hit takes a warm one (.nvmrc: 20).
+        ISSUE_AGENT_WARM_POOL: 'issue-agent/node:20=1',
+      },
+      policy: () => routeByTag({ '[regress]': oracle(regress) }, oracle(fix)),
+    });
+  })();
+  return sharedStack;
+}
+after(async () => {
+  if (sharedStack !== undefined) await (await sharedStack.catch(() => null))?.stop();
+});
+
+/** The first job of the slugs repository, labelled once; its issue, pull request and job id. */
+let sharedFirst: Promise<{ n: number; job: string }> | undefined;
+function firstJob(s: Stack): Promise<{ n: number; job: string }> {
+  sharedFirst ??= (async () => {
+    const { sim, pipeline } = s;
+    const n = sim.createIssue('acme', 'slugs', {
+      title: 'Slugs keep runs of dashes',
+      body: '`slugify("Rock & Roll -- Live!")` gives `rock---roll----live`; it should be `rock-roll-live`.',
+      author: 'maria',
+    }).number;
+    await sim.label('acme', 'slugs', n, 'agent', 'maria');
+    await sim.waitFor(
+      () => sim.pulls('acme', 'slugs').length > 0,
+      360_000,
+      () => `a PR\n${pipeline.logs()}`,
+    );
+    const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
+    assert.ok(job);
+    return { n, job };
+  })();
+  return sharedFirst;
+}
 
 /**
  * Must-shows 1, 3, 8, 9 and 10 of the environments issue on one realistic repository: jest and its
@@ -26,34 +86,13 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    const stack = await startStack({
-      owner: 'acme',
-      repo: 'slugs',
-      fixture: 'node-slug',
-      maintainer: { login: 'maria', permission: 'maintain' },
-      modelKey: MODEL_KEY,
-      sandbox: 'docker',
-      env: await registryDeploymentEnv(),
-      policy: (fixture) => oracle(fixture.patch),
-    });
-    try {
-      const { sim, pipeline } = stack;
-      const n = sim.createIssue('acme', 'slugs', {
-        title: 'Slugs keep runs of dashes',
-        body: '`slugify("Rock & Roll -- Live!")` gives `rock---roll----live`; it should be `rock-roll-live`.',
-        author: 'maria',
-      }).number;
-      await sim.label('acme', 'slugs', n, 'agent', 'maria');
-      await sim.waitFor(
-        () => sim.pulls('acme', 'slugs').length > 0,
-        360_000,
-        () => `a PR\n${pipeline.logs()}`,
-      );
+    const stack = await shared();
+    {
+      const { sim } = stack;
+      const { n, job } = await firstJob(stack);
       const pr = sim.pulls('acme', 'slugs')[0];
       assert.ok(pr);
 
-      const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
-      assert.ok(job);
       const { base, events } = readJobRun(stack, job);
       const env = base.environment;
       assert.ok(env !== undefined, 'the base state records the environment');
@@ -123,8 +162,6 @@ dockerTest(
       assert.match(progress, /npm ci/);
       // The change is the fix alone: no node_modules in it.
       assert.doesNotMatch(pr.body, /node_modules\//);
-    } finally {
-      await stack.stop();
     }
   },
   { timeout: 600_000 },
@@ -157,44 +194,15 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    const fix = readFileSync(join(FIXTURES, 'node-slug.fix.patch'), 'utf8');
-    const regress = readFileSync(join(FIXTURES, 'node-slug.regress.patch'), 'utf8');
-    const stack = await startStack({
-      owner: 'acme',
-      repo: 'slugs',
-      fixture: 'node-slug',
-      maintainer: { login: 'maria', permission: 'maintain' },
-      modelKey: MODEL_KEY,
-      sandbox: 'docker',
-      env: {
-        ...(await registryDeploymentEnv()),
-        ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN: CODEGEN_CANARY,
-        ISSUE_AGENT_SETUP_SECRET_CODEGEN_TOKEN_REPOS: 'acme/*',
-        // A job with setup takes a container of its own; a cache hit takes a warm one (.nvmrc: 20).
-        ISSUE_AGENT_WARM_POOL: 'issue-agent/node:20=1',
-      },
-      policy: () => routeByTag({ '[regress]': oracle(regress) }, oracle(fix)),
-    });
-    try {
+    const stack = await shared();
+    {
       const { sim, pipeline } = stack;
       const progressOf = (repo: string, issue: number): string =>
         sim.comments('acme', repo, issue).find((c) => c.user === sim.app.botLogin)?.body ?? '';
       const jobsDir = join(pipeline.workDir, 'work', 'jobs');
 
-      // First job: setup runs and the environment is kept.
-      const first = sim.createIssue('acme', 'slugs', {
-        title: 'Dashes',
-        body: 'Runs of dashes.',
-        author: 'maria',
-      });
-      await sim.label('acme', 'slugs', first.number, 'agent', 'maria');
-      await sim.waitFor(
-        () => sim.pulls('acme', 'slugs').length === 1,
-        360_000,
-        () => `PR 1\n${pipeline.logs()}`,
-      );
-      const [job1] = readdirSync(jobsDir);
-      assert.ok(job1);
+      // First job (the first test's, when it ran): setup runs and the environment is kept.
+      const { job: job1 } = await firstJob(stack);
       assert.equal(readJobRun(stack, job1).base.environment?.setup.cache.status, 'stored');
 
       // Second job, same repository and lockfile: setup skipped; its change regresses a test.
@@ -257,7 +265,7 @@ dockerTest(
         stack,
         'slugs-setup-fails',
         // The failing command prints the setup secret it was given: what the job shows must not.
-        'setupSecrets: [CODEGEN_TOKEN]\nsetup:\n  - npm ci --no-audit --no-fund\n  - \'echo "codegen with $CODEGEN_TOKEN: schema.graphql not found" >&2; exit 4\'\n',
+        'setupSecrets: [CODEGEN_TOKEN]\nsetup:\n  - \'echo "codegen with $CODEGEN_TOKEN: schema.graphql not found" >&2; exit 4\'\n',
       );
       const broken = sim.createIssue('acme', 'slugs-setup-fails', {
         title: 'Dashes',
@@ -306,8 +314,6 @@ dockerTest(
         () =>
           `the broken environment in the progress comment\n${JSON.stringify(sim.comments('acme', 'slugs-no-setup', bare.number))}\n${pipeline.logs()}`,
       );
-    } finally {
-      await stack.stop();
     }
   },
   { timeout: 900_000 },
