@@ -149,41 +149,39 @@ dockerTest(
       return;
     }
     const stack = await stopTestsStack();
-    {
-      const { sim, pipeline } = stack;
-      const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
-      await sim.label('acme', 'calc', n, 'agent', 'maria');
-      await sim.waitFor(
-        () => hung,
-        120_000,
-        () => `the model to hang\n${pipeline.logs()}`,
-      );
-      const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
-      assert.ok(job);
-      const running = await docker.listContainers({
-        all: true,
-        filters: { label: [`issue-agent.job=${job}`] },
-      });
-      assert.equal(running.length, 1, 'the job runs in a container');
-      const t0 = Date.now();
-      await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
-      const progress = () =>
-        sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
-      await sim.waitFor(
-        () => /cancel/i.test(progress()) && progress().includes('maria'),
-        30_000,
-        () => `the cancel\n${pipeline.logs()}`,
-      );
-      assert.ok(Date.now() - t0 < 15_000);
-      await sim.waitFor(
-        async () =>
-          (await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } }))
-            .length === 0,
-        15_000,
-        'the container to be removed',
-      );
-      assert.equal(sim.pulls('acme', 'calc').length, 0);
-    }
+    const { sim, pipeline } = stack;
+    const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
+    await sim.label('acme', 'calc', n, 'agent', 'maria');
+    await sim.waitFor(
+      () => hung,
+      120_000,
+      () => `the model to hang\n${pipeline.logs()}`,
+    );
+    const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
+    assert.ok(job);
+    const running = await docker.listContainers({
+      all: true,
+      filters: { label: [`issue-agent.job=${job}`] },
+    });
+    assert.equal(running.length, 1, 'the job runs in a container');
+    const t0 = Date.now();
+    await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
+    const progress = () =>
+      sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+    await sim.waitFor(
+      () => /cancel/i.test(progress()) && progress().includes('maria'),
+      30_000,
+      () => `the cancel\n${pipeline.logs()}`,
+    );
+    assert.ok(Date.now() - t0 < 15_000);
+    await sim.waitFor(
+      async () =>
+        (await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } }))
+          .length === 0,
+      15_000,
+      'the container to be removed',
+    );
+    assert.equal(sim.pulls('acme', 'calc').length, 0);
   },
   { timeout: 300_000 },
 );
@@ -198,56 +196,54 @@ dockerTest(
     }
     const sleep = `sleep ${String(600 + Math.floor(Math.random() * 99_000))}`;
     const stack = await stopTestsStack();
-    {
-      const { sim, model, pipeline } = stack;
-      await createConfiguredRepo(
-        sim,
-        { owner: 'acme', name: 'calc-setup', writer: 'maria' },
-        `setup:\n  - ${sleep}\n`,
-      );
-      const jobs = join(pipeline.workDir, 'work', 'jobs');
-      // The first test's job (the stack is shared) is not this one's; nor are its model calls.
-      const earlier = new Set(existsSync(jobs) ? readdirSync(jobs) : []);
-      const modelCalls = model.requests.length;
-      const n = sim.createIssue('acme', 'calc-setup', {
-        title: 'Stop its setup',
-        body: 'x',
-        author: 'maria',
-      }).number;
-      await sim.label('acme', 'calc-setup', n, 'agent', 'maria');
-      const containers = async () => {
-        const [job] = readdirSync(jobs).filter((name) => !name.includes('-verify') && !earlier.has(name));
-        return job === undefined
-          ? []
-          : docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
-      };
-      // Ready: the setup command runs in the job's container.
-      await sim.waitFor(
-        async () => {
-          const [c] = await containers().catch(() => []);
-          if (c === undefined) return false;
-          return containerRuns(docker, c.Id, sleep);
-        },
-        180_000,
-        () => `the setup command to run\n${pipeline.logs()}`,
-      );
-      const t0 = Date.now();
-      await sim.comment('acme', 'calc-setup', n, 'maria', '@agent stop');
-      const progress = () =>
-        sim.comments('acme', 'calc-setup', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
-      await sim.waitFor(
-        async () => progress().includes('**Cancelled** by `maria`') && (await containers()).length === 0,
-        30_000,
-        () => `the cancel\n${progress()}\n${pipeline.logs()}`,
-      );
-      const ms = Date.now() - t0;
-      console.log(`# @agent stop during setup: cancelled and removed in ${ms} ms`);
-      // The stop is polled (500 ms) after the comment's round trip through intake.
-      assert.ok(ms < 10_000, `${ms} ms`);
-      assert.equal(model.requests.length - modelCalls, 0, 'the agent never started');
-      assert.doesNotMatch(progress(), /fail/i, progress());
-      assert.equal(sim.pulls('acme', 'calc-setup').length, 0);
-    }
+    const { sim, model, pipeline } = stack;
+    await createConfiguredRepo(
+      sim,
+      { owner: 'acme', name: 'calc-setup', writer: 'maria' },
+      `setup:\n  - ${sleep}\n`,
+    );
+    const jobs = join(pipeline.workDir, 'work', 'jobs');
+    // The first test's job (the stack is shared) is not this one's; nor are its model calls.
+    const earlier = new Set(existsSync(jobs) ? readdirSync(jobs) : []);
+    const modelCalls = model.requests.length;
+    const n = sim.createIssue('acme', 'calc-setup', {
+      title: 'Stop its setup',
+      body: 'x',
+      author: 'maria',
+    }).number;
+    await sim.label('acme', 'calc-setup', n, 'agent', 'maria');
+    const containers = async () => {
+      const [job] = readdirSync(jobs).filter((name) => !name.includes('-verify') && !earlier.has(name));
+      return job === undefined
+        ? []
+        : docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
+    };
+    // Ready: the setup command runs in the job's container.
+    await sim.waitFor(
+      async () => {
+        const [c] = await containers().catch(() => []);
+        if (c === undefined) return false;
+        return containerRuns(docker, c.Id, sleep);
+      },
+      180_000,
+      () => `the setup command to run\n${pipeline.logs()}`,
+    );
+    const t0 = Date.now();
+    await sim.comment('acme', 'calc-setup', n, 'maria', '@agent stop');
+    const progress = () =>
+      sim.comments('acme', 'calc-setup', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+    await sim.waitFor(
+      async () => progress().includes('**Cancelled** by `maria`') && (await containers()).length === 0,
+      30_000,
+      () => `the cancel\n${progress()}\n${pipeline.logs()}`,
+    );
+    const ms = Date.now() - t0;
+    console.log(`# @agent stop during setup: cancelled and removed in ${ms} ms`);
+    // The stop is polled (500 ms) after the comment's round trip through intake.
+    assert.ok(ms < 10_000, `${ms} ms`);
+    assert.equal(model.requests.length - modelCalls, 0, 'the agent never started');
+    assert.doesNotMatch(progress(), /fail/i, progress());
+    assert.equal(sim.pulls('acme', 'calc-setup').length, 0);
   },
   { timeout: 300_000 },
 );
