@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { after } from 'node:test';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hang, reply } from '../../src/model-sim/index.js';
 import { filesUnder } from '../support/fixture-repo.js';
-import { startStack } from '../support/pipeline.js';
+import { createConfiguredRepo, startStack, type Stack } from '../support/pipeline.js';
 import { bashThenOracle, requestText } from '../support/pipeline-fixtures.js';
 import { redisSkipReason } from '../support/redis-server.js';
 import { containerRuns, dockerTest } from '../sandbox/docker/docker-test-support.js';
@@ -110,6 +111,35 @@ dockerTest(
   { timeout: 400_000 },
 );
 
+/**
+ * The two `@agent stop` tests share one stack (nothing in either needs a fresh one): the model hangs
+ * on its second turn (the first test's job); the second test's repository, calc-setup, has a setup
+ * that hangs, so its job never reaches the model.
+ */
+let hung = false;
+let stopStack: Promise<Stack> | undefined;
+function stopTestsStack(): Promise<Stack> {
+  stopStack ??= startStack({
+    owner: 'acme',
+    repo: 'calc',
+    maintainer: { login: 'maria', permission: 'write' },
+    modelKey: MODEL_KEY,
+    sandbox: 'docker',
+    policy: () => (request) => {
+      const assistants = request.messages.filter((m) => m.role === 'assistant').length;
+      if (assistants === 0) {
+        return reply().text('Looking.').tool('bash', { command: 'ls' }, { id: 'toolu_docker_stop_0001' });
+      }
+      hung = true;
+      return hang();
+    },
+  });
+  return stopStack;
+}
+after(async () => {
+  if (stopStack !== undefined) await (await stopStack.catch(() => null))?.stop();
+});
+
 dockerTest(
   '`@agent stop` while the model hangs, Docker sandbox: cancelled within seconds, the container is gone, no PR',
   async (docker, t) => {
@@ -118,59 +148,40 @@ dockerTest(
       t.skip(skip);
       return;
     }
-    let hung = false;
-    const stack = await startStack({
-      owner: 'acme',
-      repo: 'calc',
-      maintainer: { login: 'maria', permission: 'write' },
-      modelKey: MODEL_KEY,
-      sandbox: 'docker',
-      policy: () => (request) => {
-        const assistants = request.messages.filter((m) => m.role === 'assistant').length;
-        if (assistants === 0) {
-          return reply().text('Looking.').tool('bash', { command: 'ls' }, { id: 'toolu_docker_stop_0001' });
-        }
-        hung = true;
-        return hang();
-      },
+    const stack = await stopTestsStack();
+    const { sim, pipeline } = stack;
+    const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
+    await sim.label('acme', 'calc', n, 'agent', 'maria');
+    await sim.waitFor(
+      () => hung,
+      120_000,
+      () => `the model to hang\n${pipeline.logs()}`,
+    );
+    const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
+    assert.ok(job);
+    const running = await docker.listContainers({
+      all: true,
+      filters: { label: [`issue-agent.job=${job}`] },
     });
-    try {
-      const { sim, pipeline } = stack;
-      const n = sim.createIssue('acme', 'calc', { title: 'Stop me', body: 'x', author: 'maria' }).number;
-      await sim.label('acme', 'calc', n, 'agent', 'maria');
-      await sim.waitFor(
-        () => hung,
-        120_000,
-        () => `the model to hang\n${pipeline.logs()}`,
-      );
-      const [job] = readdirSync(join(pipeline.workDir, 'work', 'jobs'));
-      assert.ok(job);
-      const running = await docker.listContainers({
-        all: true,
-        filters: { label: [`issue-agent.job=${job}`] },
-      });
-      assert.equal(running.length, 1, 'the job runs in a container');
-      const t0 = Date.now();
-      await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
-      const progress = () =>
-        sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
-      await sim.waitFor(
-        () => /cancel/i.test(progress()) && progress().includes('maria'),
-        30_000,
-        () => `the cancel\n${pipeline.logs()}`,
-      );
-      assert.ok(Date.now() - t0 < 15_000);
-      await sim.waitFor(
-        async () =>
-          (await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } }))
-            .length === 0,
-        15_000,
-        'the container to be removed',
-      );
-      assert.equal(sim.pulls('acme', 'calc').length, 0);
-    } finally {
-      await stack.stop();
-    }
+    assert.equal(running.length, 1, 'the job runs in a container');
+    const t0 = Date.now();
+    await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
+    const progress = () =>
+      sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+    await sim.waitFor(
+      () => /cancel/i.test(progress()) && progress().includes('maria'),
+      30_000,
+      () => `the cancel\n${pipeline.logs()}`,
+    );
+    assert.ok(Date.now() - t0 < 15_000);
+    await sim.waitFor(
+      async () =>
+        (await docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } }))
+          .length === 0,
+      15_000,
+      'the container to be removed',
+    );
+    assert.equal(sim.pulls('acme', 'calc').length, 0);
   },
   { timeout: 300_000 },
 );
@@ -184,59 +195,55 @@ dockerTest(
       return;
     }
     const sleep = `sleep ${String(600 + Math.floor(Math.random() * 99_000))}`;
-    const stack = await startStack({
-      owner: 'acme',
-      repo: 'calc',
-      maintainer: { login: 'maria', permission: 'write' },
-      modelKey: MODEL_KEY,
-      sandbox: 'docker',
-      files: { '.github/issue-agent.yml': `setup:\n  - ${sleep}\n` },
-      policy: () => () => reply().tool('finish', { summary: 'never reached' }),
-    });
-    try {
-      const { sim, model, pipeline } = stack;
-      const n = sim.createIssue('acme', 'calc', {
-        title: 'Stop its setup',
-        body: 'x',
-        author: 'maria',
-      }).number;
-      await sim.label('acme', 'calc', n, 'agent', 'maria');
-      const jobs = join(pipeline.workDir, 'work', 'jobs');
-      const containers = async () => {
-        const [job] = readdirSync(jobs).filter((name) => !name.includes('-verify'));
-        return job === undefined
-          ? []
-          : docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
-      };
-      // Ready: the setup command runs in the job's container.
-      await sim.waitFor(
-        async () => {
-          const [c] = await containers().catch(() => []);
-          if (c === undefined) return false;
-          return containerRuns(docker, c.Id, sleep);
-        },
-        180_000,
-        () => `the setup command to run\n${pipeline.logs()}`,
-      );
-      const t0 = Date.now();
-      await sim.comment('acme', 'calc', n, 'maria', '@agent stop');
-      const progress = () =>
-        sim.comments('acme', 'calc', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
-      await sim.waitFor(
-        async () => progress().includes('**Cancelled** by `maria`') && (await containers()).length === 0,
-        30_000,
-        () => `the cancel\n${progress()}\n${pipeline.logs()}`,
-      );
-      const ms = Date.now() - t0;
-      console.log(`# @agent stop during setup: cancelled and removed in ${ms} ms`);
-      // The stop is polled (500 ms) after the comment's round trip through intake.
-      assert.ok(ms < 10_000, `${ms} ms`);
-      assert.equal(model.requests.length, 0, 'the agent never started');
-      assert.doesNotMatch(progress(), /fail/i, progress());
-      assert.equal(sim.pulls('acme', 'calc').length, 0);
-    } finally {
-      await stack.stop();
-    }
+    const stack = await stopTestsStack();
+    const { sim, model, pipeline } = stack;
+    await createConfiguredRepo(
+      sim,
+      { owner: 'acme', name: 'calc-setup', writer: 'maria' },
+      `setup:\n  - ${sleep}\n`,
+    );
+    const jobs = join(pipeline.workDir, 'work', 'jobs');
+    // The first test's job (the stack is shared) is not this one's; nor are its model calls.
+    const earlier = new Set(existsSync(jobs) ? readdirSync(jobs) : []);
+    const modelCalls = model.requests.length;
+    const n = sim.createIssue('acme', 'calc-setup', {
+      title: 'Stop its setup',
+      body: 'x',
+      author: 'maria',
+    }).number;
+    await sim.label('acme', 'calc-setup', n, 'agent', 'maria');
+    const containers = async () => {
+      const [job] = readdirSync(jobs).filter((name) => !name.includes('-verify') && !earlier.has(name));
+      return job === undefined
+        ? []
+        : docker.listContainers({ all: true, filters: { label: [`issue-agent.job=${job}`] } });
+    };
+    // Ready: the setup command runs in the job's container.
+    await sim.waitFor(
+      async () => {
+        const [c] = await containers().catch(() => []);
+        if (c === undefined) return false;
+        return containerRuns(docker, c.Id, sleep);
+      },
+      180_000,
+      () => `the setup command to run\n${pipeline.logs()}`,
+    );
+    const t0 = Date.now();
+    await sim.comment('acme', 'calc-setup', n, 'maria', '@agent stop');
+    const progress = () =>
+      sim.comments('acme', 'calc-setup', n).find((c) => c.user === sim.app.botLogin)?.body ?? '';
+    await sim.waitFor(
+      async () => progress().includes('**Cancelled** by `maria`') && (await containers()).length === 0,
+      30_000,
+      () => `the cancel\n${progress()}\n${pipeline.logs()}`,
+    );
+    const ms = Date.now() - t0;
+    console.log(`# @agent stop during setup: cancelled and removed in ${ms} ms`);
+    // The stop is polled (500 ms) after the comment's round trip through intake.
+    assert.ok(ms < 10_000, `${ms} ms`);
+    assert.equal(model.requests.length - modelCalls, 0, 'the agent never started');
+    assert.doesNotMatch(progress(), /fail/i, progress());
+    assert.equal(sim.pulls('acme', 'calc-setup').length, 0);
   },
   { timeout: 300_000 },
 );

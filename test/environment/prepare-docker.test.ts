@@ -5,7 +5,7 @@ import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { TestContext } from 'node:test';
+import { after, type TestContext } from 'node:test';
 import type { EnvironmentSettings } from '../../src/config/agent-env.js';
 import { hostProbe } from '../../src/environment/host-probe.js';
 import { planEnvironment, type EnvironmentPlan } from '../../src/environment/plan.js';
@@ -407,11 +407,32 @@ dockerTest(
   { timeout: 120_000 },
 );
 
+/**
+ * The default repository's environment stored by a first job, in a cache folder kept for the file:
+ * the two cache tests that start from it (a second job's hit, an entry evicted under a hit) share
+ * that first job and its install instead of each making its own. The eviction test removes the
+ * entry, so it is the last to use it. Made by whichever test asks first.
+ */
+let storedDefault: Promise<{ s: EnvironmentSettings; first: PreparedEnvironment }> | undefined;
+let storedDefaultDir: string | undefined;
+// Registered here, not in a test: an `after` called inside a test runs when that test ends.
+after(async () => {
+  if (storedDefaultDir !== undefined) await rm(storedDefaultDir, { recursive: true, force: true });
+});
+function defaultStored(t: TestContext): Promise<{ s: EnvironmentSettings; first: PreparedEnvironment }> {
+  storedDefault ??= (async () => {
+    const cacheDir = await mkdtemp(join(tmpdir(), 'ia-env-cache-'));
+    storedDefaultDir = cacheDir;
+    const s = await settings(t, { cacheDir });
+    return { s, first: await prepare(t, await repo(t), plan(), s) };
+  })();
+  return storedDefault;
+}
+
 dockerTest(
   'environment cache: a second job skips setup; its edits never reach the next job; a new lockfile or another repository misses',
   async (_docker, t) => {
-    const s = await settings(t);
-    const first = await prepare(t, await repo(t), plan(), s);
+    const { s, first } = await defaultStored(t);
     assert.equal(first.record.setup.cache.status, 'stored');
     const second = await prepare(t, await repo(t), plan(), s);
     assert.equal(second.record.setup.cache.status, 'hit');
@@ -477,8 +498,7 @@ dockerTest(
 dockerTest(
   'environment cache: an entry evicted between the lookup and the container’s start is restored from the stream opened at the lookup',
   async (_docker, t) => {
-    const s = await settings(t);
-    const first = await prepare(t, await repo(t), plan(), s);
+    const { s, first } = await defaultStored(t);
     assert.equal(first.record.setup.cache.status, 'stored');
     // Another job's store evicts the entry right after this job looked it up: the file is gone when
     // the engine mounts it, and the stream opened at the lookup still reads it.
