@@ -375,7 +375,8 @@ async function runAgentOn(
   const apiKey = `oracle-${randomUUID()}`;
   const sim =
     options.model === 'oracle'
-      ? await startModelSimulator({ policy: oracle(task.patch ?? ''), apiKey })
+      ? // No test run of its own after the fix: the harness's final run, next, is that run.
+        await startModelSimulator({ policy: oracle(task.patch ?? '', { recheck: false }), apiKey })
       : null;
   try {
     // The oracle answers at Anthropic's door whatever provider is configured.

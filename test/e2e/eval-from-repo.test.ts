@@ -149,12 +149,13 @@ dockerTest(
     const summaryAgain = JSON.parse(again.stdout.trim().split('\n').at(-1) ?? '{}') as { tasks: number };
     assert.equal(summaryAgain.tasks, 3);
 
-    // The same tasks as SWE-bench ships them (`repo` only, no local copy): the eval fetches the
-    // repository from the server itself, anonymously for a public one.
+    // A task as SWE-bench ships it (`repo` only, no local copy): the eval fetches the repository
+    // from the server itself, anonymously for a public one. One task is enough for the fetch (the
+    // three above are of the same repository, and a repository is fetched once per eval).
     const swe = join(root, 'swe.jsonl');
     writeFileSync(
       swe,
-      tasks
+      [subTask]
         .map((task) => {
           const drop = new Set(['repo_path', 'issue_number', 'issue_numbers', 'pull_number', 'created_at']);
           return JSON.stringify(Object.fromEntries(Object.entries(task).filter(([k]) => !drop.has(k))));
@@ -167,7 +168,11 @@ dockerTest(
       cliEnv({ GITHUB_SERVER_URL: sim.url }),
     );
     assert.equal(fetched.code, 0, `${fetched.stdout}\n${fetched.stderr}`);
-    assert.ok(jsonl<TaskResult>(join(out2, 'results.jsonl')).every((x) => x.resolved));
+    const refetched = jsonl<TaskResult>(join(out2, 'results.jsonl'));
+    assert.deepEqual(
+      refetched.map((x) => [x.instance_id, x.resolved]),
+      [[subTask.instance_id, true]],
+    );
     assert.ok(existsSync(join(out2, 'repos', 'octo__calc.git', 'HEAD')));
   },
   { timeout: 600_000 },

@@ -57,7 +57,11 @@ const fromForgery = (f: Forgery): Spec => ({
   p2p: P2P[f.fixture] ?? [],
 });
 
-/** A task set over fixture repositories, in SWE-bench's format (see test/support/eval-tasks.ts). */
+/**
+ * A task set over fixture repositories, in SWE-bench's format (see test/support/eval-tasks.ts).
+ * Tasks of one fixture at the same base share its repository (as SWE-bench's tasks of one
+ * repository do), so they share its environment-cache entry too: one install per repository.
+ */
 function taskSet(specs: readonly Spec[]): { readonly file: string; readonly dir: string; cleanup(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'ia-eval-rc-'));
   const cleanups: (() => void)[] = [
@@ -66,12 +70,20 @@ function taskSet(specs: readonly Spec[]): { readonly file: string; readonly dir:
     },
   ];
   const lines: string[] = [];
+  const repos = new Map<string, ReturnType<typeof makeFixtureRepo>>();
   for (const s of specs) {
-    const repo = makeFixtureRepo(s.fixture);
-    cleanups.push(() => {
-      repo.cleanup();
-    });
-    if (Object.keys(s.base).length > 0) commitFiles(repo.dir, s.base, 'base');
+    const shared = `${s.fixture}\0${JSON.stringify(s.base)}`;
+    let repo = repos.get(shared);
+    if (repo === undefined) {
+      const made = makeFixtureRepo(s.fixture);
+      cleanups.push(() => {
+        made.cleanup();
+      });
+      if (Object.keys(s.base).length > 0) commitFiles(made.dir, s.base, 'base');
+      repos.set(shared, made);
+      repo = made;
+    }
+    // changePatch leaves the checkout at the base commit again: the next task of the repository starts there.
     const base = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: repo.dir, encoding: 'utf8' }).trim();
     if (s.fix === true) execFileSync('git', ['apply'], { cwd: repo.dir, input: repo.patch });
     const patch = changePatch(repo.dir, s.change);

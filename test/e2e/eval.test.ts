@@ -96,7 +96,9 @@ dockerTest(
 );
 
 test('eval interrupted (SIGINT) and run again: graded tasks are not redone, the rest finish; the report agrees with the logs', async (t) => {
-  const set = buildTaskSet({ only: ['py-clamp', 'js-range', 'js-unique', 'py-words'] });
+  // Three tasks, one at a time: the first finishes, the interrupt cancels the second mid-run (started
+  // over by the second run) and the third never starts.
+  const set = buildTaskSet({ only: ['py-clamp', 'js-range', 'py-words'] });
   t.after(() => {
     set.cleanup();
   });
@@ -124,7 +126,7 @@ test('eval interrupted (SIGINT) and run again: graded tasks are not redone, the 
   assert.match(interrupted.stderr, /interrupted: cancelling the running tasks/);
   const partial = readResults(out);
   assert.ok(
-    partial.length >= 1 && partial.length < 4,
+    partial.length >= 1 && partial.length < 3,
     `${partial.length} tasks finished before the interrupt`,
   );
   const finishedBefore = new Map(
@@ -136,7 +138,7 @@ test('eval interrupted (SIGINT) and run again: graded tasks are not redone, the 
   const results = readResults(out);
   assert.deepEqual(
     results.map((r) => r.instance_id),
-    ['py-clamp', 'py-words', 'js-range', 'js-unique'],
+    ['py-clamp', 'py-words', 'js-range'],
   );
   assert.ok(results.every((r) => r.resolved));
   for (const [id, mtime] of finishedBefore) {

@@ -14,7 +14,13 @@ import { DEFAULT_LIMITS } from '../../src/config/agent-env.js';
 import type { Limits } from '../../src/events/schema.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
 import { startHarness } from '../support/agent-harness.js';
-import { oracle, oracleStep, planEdits, readConversation } from '../../src/model-sim/policies/oracle.js';
+import {
+  oracle,
+  oracleStep,
+  planEdits,
+  readConversation,
+  type OracleOptions,
+} from '../../src/model-sim/policies/oracle.js';
 import { startModelSimulator } from '../../src/model-sim/server.js';
 import { parseUnifiedDiff } from '../../src/model-sim/unified-diff.js';
 import { GitScratch, joinLines } from './git-fixtures.js';
@@ -57,6 +63,7 @@ async function drive(
   files: ReadonlyMap<string, string>,
   paths: readonly string[],
   limits: Partial<Limits> = {},
+  options: OracleOptions = {},
 ): Promise<Drive> {
   const dir = join(temp, `w${workspaces++}`);
   mkdirSync(dir);
@@ -64,7 +71,7 @@ async function drive(
     mkdirSync(dirname(join(dir, path)), { recursive: true });
     writeFileSync(join(dir, path), text);
   }
-  const sim = await startModelSimulator({ policy: oracle(patch) });
+  const sim = await startModelSimulator({ policy: oracle(patch, options) });
   const sandbox = await LocalSandbox.create({ workspace: dir, path: process.env.PATH ?? '/usr/bin:/bin' });
   const ctx = newToolContext({ sandbox, limits: { ...DEFAULT_LIMITS, ...limits } });
   const client = new Anthropic({ apiKey: 'sk-any', baseURL: sim.url, maxRetries: 0 });
@@ -206,6 +213,24 @@ void test('an agent loop driven by the oracle reproduces the patched files exact
   } finally {
     await sim.close();
   }
+});
+
+void test('without `recheck` (an eval: the harness runs the suite next), the oracle finishes right after its edits', async () => {
+  const patch = await fixture('two-files.patch');
+  const files = new Map([['src/math.ts', await fixture('math-before.txt')]]);
+  const paths = pathsOf(patch);
+  const run = await drive(patch, files, paths, {}, { recheck: false });
+  assert.equal(run.error, null);
+  assert.deepEqual(run.files, scratch.apply(files, patch, paths));
+  assert.deepEqual(run.calls, [
+    'run_tests',
+    'editor:view',
+    'bash',
+    'editor:create',
+    'editor:str_replace',
+    'editor:str_replace',
+    'finish',
+  ]);
 });
 
 void test('a hunk whose context occurs twice is applied where its line number says, with a widened old_str', async () => {

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { writeTaskSet, type TaskSet, type TaskSpec } from './eval-tasks.js';
 
@@ -75,7 +75,9 @@ export function librarySpec(name: LibraryName, variant: 'fix' | 'careless' = 'fi
 
 /**
  * The libraries' repositories and `tasks.jsonl`; `careless` adds `<CARELESS_OF>-careless`, whose
- * gold patch is the careless fix.
+ * gold patch is the careless fix. Where its library is in the set too, the careless task is of that
+ * library's repository at the same base commit (the base is the same files), as two SWE-bench tasks
+ * of one repository are: the environment cache then holds one setup for both.
  */
 export function buildLibraryTaskSet(
   options: { readonly only?: readonly LibraryName[]; readonly careless?: boolean } = {},
@@ -84,5 +86,14 @@ export function buildLibraryTaskSet(
     librarySpec(n),
   );
   if (options.careless === true) specs.push(librarySpec(CARELESS_OF, 'careless'));
-  return writeTaskSet(specs, 'ia-evallibs-');
+  const set = writeTaskSet(specs, 'ia-evallibs-');
+  const of = set.tasks.find((t) => t.instance_id === CARELESS_OF);
+  if (of === undefined) return set;
+  const tasks = set.tasks.map((t) =>
+    t.instance_id === `${CARELESS_OF}-careless`
+      ? { ...t, repo_path: of.repo_path, base_commit: of.base_commit }
+      : t,
+  );
+  writeFileSync(set.file, tasks.map((t) => `${JSON.stringify(t)}\n`).join(''));
+  return { ...set, tasks };
 }

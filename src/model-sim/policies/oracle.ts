@@ -23,6 +23,12 @@ export interface OracleStep {
 export interface OracleOptions {
   /** The finish summary. Default: names the changed files. */
   summary?: string;
+  /**
+   * Whether the oracle runs the tests again after its edits (default true, as a model would). An
+   * eval's oracle does not: the harness's final run is the same suite on the same tree in the same
+   * sandbox right after, and the oracle reads no test result.
+   */
+  recheck?: boolean;
 }
 
 /**
@@ -36,7 +42,7 @@ export interface OracleOptions {
  *    and each hunk becomes one str_replace whose old_str is the lines git replaced, widened by whole
  *    lines around them until it occurs exactly once in the file (a new file is `create`d, a deleted
  *    one `rm`ed, an empty file rewritten with `create`);
- * 4. run_tests; finish. Later requests get an end_turn text.
+ * 4. run_tests (unless `recheck` is false); finish. Later requests get an end_turn text.
  *
  * Fails loudly: a patch that does not parse throws when the policy is made; one that does not apply
  * to the files as read, a file it cannot read, or an edit the agent's tools refused makes the policy
@@ -159,15 +165,16 @@ export function oracleStep(
   const e = turn - firstEdit;
   const step = edits[e];
   if (step !== undefined) return step;
-  if (e === edits.length)
+  const recheck = options.recheck ?? true;
+  if (recheck && e === edits.length)
     return {
       text: 'Let me run the tests again to check the fix.',
       calls: [{ tool: 'run_tests', input: {} }],
     };
-  if (e === edits.length + 1) {
+  if (e === edits.length + (recheck ? 1 : 0)) {
     const changed = files.map(pathOf).join(', ');
     return {
-      text: 'The tests pass now.',
+      text: recheck ? 'The tests pass now.' : 'The fix is in place.',
       calls: [
         { tool: 'finish', input: { summary: options.summary ?? `Fixed the issue by changing ${changed}.` } },
       ],
