@@ -17,7 +17,11 @@ export function bullBoardHandler(
 ): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   let board: Promise<Handler> | undefined;
   return async (req, res) => {
-    board ??= makeBoard(queues);
+    // A failed load is tried again on the next request rather than kept.
+    board ??= makeBoard(queues).catch((error: unknown) => {
+      board = undefined;
+      throw error;
+    });
     (await board)(req, res);
   };
 }
