@@ -23,7 +23,7 @@ RUN set -eu; \
     if [ -f .extra-ca.pem ]; then export NODE_EXTRA_CA_CERTS=/build/.extra-ca.pem; fi; \
     npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/build-web.ts scripts/
+COPY scripts/build-web.ts scripts/build-bundles.mjs scripts/
 COPY src src
 COPY workers workers
 COPY bin bin
