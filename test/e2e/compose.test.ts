@@ -117,11 +117,7 @@ test(
     );
     assert.ok(sandbox);
     await stack.compose(['up', '--detach', '--no-recreate', '--scale', 'worker=2']);
-    await sim.waitFor(
-      async () => (await stack.logs()).split('\n').filter((l) => l.includes('worker ready')).length >= 2,
-      120_000,
-      'the second worker',
-    );
+    await sim.waitFor(async () => (await stack.workersReady()) >= 2, 120_000, 'the second worker');
     // It started, reaped what it judged orphaned, and the first worker's sandbox is still there.
     assert.equal(sim.pulls('octo-org', 'calc').length, 0, 'the job was still running when it started');
     const running = await docker.getContainer(sandbox).inspect();

@@ -409,9 +409,10 @@ dockerTest(
 
 /**
  * The default repository's environment stored by a first job, in a cache folder kept for the file:
- * the two cache tests that start from it (a second job's hit, an entry evicted under a hit) share
- * that first job and its install instead of each making its own. The eviction test removes the
- * entry, so it is the last to use it. Made by whichever test asks first.
+ * the three cache tests that start from it (a second job's hit, a hit over committed node_modules,
+ * an entry evicted under a hit) share that first job and its install instead of each making its
+ * own. The eviction test removes the entry, so it is the last to use it. Made by whichever test
+ * asks first.
  */
 let storedDefault: Promise<{ s: EnvironmentSettings; first: PreparedEnvironment }> | undefined;
 let storedDefaultDir: string | undefined;
@@ -478,12 +479,13 @@ dockerTest(
 dockerTest(
   'environment cache: on a hit, the entry wins over a node_modules the repository commits (the two are not unpacked side by side then)',
   async (_docker, t) => {
-    const s = await settings(t);
+    // The entry the default repository's first job stored: committed files are not part of the
+    // key (only the lockfile and package.json are), so the same entry is this repository's too.
+    const { s, first } = await defaultStored(t);
     const committed = {
       'node_modules/is-number/package.json': '{"name":"is-number","version":"0.0.0-committed"}',
       'node_modules/is-number/index.js': "module.exports = () => 'committed';",
     };
-    const first = await prepare(t, await repo(t, committed), plan(), s);
     assert.equal(first.record.setup.cache.status, 'stored');
     for (let i = 0; i < 3; i += 1) {
       const hit = await prepare(t, await repo(t, committed), plan(), s);

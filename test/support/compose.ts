@@ -1,7 +1,18 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  chownSync,
+  constants,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
+import Docker from 'dockerode';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
@@ -36,6 +47,11 @@ export interface ComposeStack {
   readonly stateDir: string;
   /** `docker-compose logs` of every service. */
   logs(): Promise<string>;
+  /**
+   * How many `worker ready` lines the worker containers logged, read from the engine: a
+   * `docker-compose` run costs about a CPU-second (Python), too much for a poll.
+   */
+  workersReady(): Promise<number>;
   /** `docker-compose` with the stack's project, file and settings. */
   compose(args: readonly string[]): Promise<string>;
   stop(): Promise<void>;
@@ -43,11 +59,16 @@ export interface ComposeStack {
 
 /** Why compose.yaml cannot run here (no docker-compose, an image not built), or null. */
 export async function composeMissing(): Promise<string | null> {
-  try {
-    await execFileAsync('docker-compose', ['version', '--short']);
-  } catch {
-    return 'docker-compose is not installed (apt-get install -y docker-compose)';
-  }
+  // Found on the PATH, not run: a `docker-compose` run costs about a CPU-second (Python).
+  const onPath = (process.env.PATH ?? '').split(delimiter).some((dir) => {
+    try {
+      accessSync(join(dir, 'docker-compose'), constants.X_OK);
+      return dir !== '';
+    } catch {
+      return false;
+    }
+  });
+  if (!onPath) return 'docker-compose is not installed (apt-get install -y docker-compose)';
   for (const image of Object.values(COMPOSE_IMAGES)) {
     try {
       await execFileAsync('docker', ['image', 'inspect', image]);
@@ -131,6 +152,21 @@ export async function startComposeStack(options: ComposeStackOptions): Promise<C
   };
   const logs = (): Promise<string> =>
     compose(['logs', '--no-color']).catch((error: unknown) => `(no logs: ${String(error)})`);
+  const engine = new Docker();
+  const workersReady = async (): Promise<number> => {
+    const workers = await engine.listContainers({
+      all: true,
+      filters: { label: [`com.docker.compose.project=${project}`, 'com.docker.compose.service=worker'] },
+    });
+    let ready = 0;
+    for (const w of workers) {
+      const raw = await engine.getContainer(w.Id).logs({ stdout: true, stderr: true, follow: false });
+      ready += demuxed(raw)
+        .split('\n')
+        .filter((l) => l.includes('worker ready')).length;
+    }
+    return ready;
+  };
   const stop = async (): Promise<void> => {
     await compose(['down', '--volumes', '--timeout', '10']).catch(() => undefined);
     if (process.env.ISSUE_AGENT_KEEP_TEST_DIRS !== '1') {
@@ -146,15 +182,26 @@ export async function startComposeStack(options: ComposeStackOptions): Promise<C
       const health = await fetch(`${appUrl}/healthz`)
         .then((r) => r.json() as Promise<{ redis?: string }>)
         .catch(() => null);
-      const workersUp = (await logs()).split('\n').filter((l) => l.includes('worker ready')).length;
+      const workersUp = await workersReady();
       if (health?.redis === 'up' && workersUp >= (options.workers ?? 1)) break;
       if (Date.now() > deadline) throw new Error(`compose stack did not come up:\n${await logs()}`);
       await delay(500);
     }
     options.sim.setWebhookTarget(`${appUrl}/api/github/webhooks`);
-    return { appUrl, adminToken, project, stateDir, logs, compose, stop };
+    return { appUrl, adminToken, project, stateDir, logs, workersReady, compose, stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** The text of a non-TTY container's log: frames of an 8-byte header (stream, size) and their bytes. */
+function demuxed(raw: Buffer): string {
+  const parts: Buffer[] = [];
+  for (let at = 0; at + 8 <= raw.length;) {
+    const size = raw.readUInt32BE(at + 4);
+    parts.push(raw.subarray(at + 8, at + 8 + size));
+    at += 8 + size;
+  }
+  return Buffer.concat(parts).toString('utf8');
 }

@@ -1073,14 +1073,17 @@ async function runSetupPhase(
   if (checkout) await phase.checkout();
   if (spec.restoreFile !== undefined) await phase.unpackMounted();
   else if (spec.restore !== undefined) await phase.unpack(spec.restore());
-  if (spec.caPem !== undefined && (runsCode || spec.agentEgress === true)) await phase.installCaBundle();
+  // The CA bundle is installed by the forwarder's exec when there is a forwarder to start.
+  const needsCa = spec.caPem !== undefined && (runsCode || spec.agentEgress === true);
+  const forwarder = spec.egressDir !== undefined && (runsCode || spec.agentEgress === true);
+  if (needsCa && !forwarder) await phase.installCaBundle();
   if (!runsCode) {
     await phase.exclude(spec.outputs);
-    if (spec.agentEgress === true && spec.egressDir !== undefined) await phase.startForwarder();
+    if (forwarder) await phase.startForwarder({ installCa: needsCa });
     return { results: [], captureError: null };
   }
   const results: SetupCommandResult[] = [];
-  if (spec.egressDir !== undefined) await phase.startForwarder();
+  if (forwarder) await phase.startForwarder({ installCa: needsCa });
   const queue = new SetupCommandQueue(spec.commands, spec.fallback);
   for (let command = queue.next(); command !== undefined; command = queue.next()) {
     let r: SetupCommandResult;
@@ -1122,8 +1125,7 @@ async function runSetupPhase(
       );
     }
   }
-  await phase.removeIpc();
-  await phase.exclude(spec.outputs);
+  await phase.removeIpc({ exclude: spec.outputs });
   let captureError: string | null = null;
   if (spec.capture !== undefined && results.length > 0) {
     try {

@@ -58,6 +58,11 @@ export const CA_BUNDLE = `${CA_DIR}/ca-bundle.pem`;
 export const CA_EXTRA = `${CA_DIR}/extra-ca.pem`;
 /** Installs CA_EXTRA and CA_BUNDLE from the read-only mount; fixed text, no input. */
 export const CA_INSTALL_SCRIPT = `(umask 022 && mkdir -p ${CA_DIR} && cp ${CA_MOUNT} ${CA_EXTRA} && cat /etc/ssl/certs/ca-certificates.crt ${CA_EXTRA} > ${CA_BUNDLE})`;
+/** Defines ia_exclude: appends each path given (`/path`) to `.git/info/exclude`, when there is a `.git`. */
+const EXCLUDE_FUNCTION =
+  'ia_exclude() { [ -d .git ] || return 0; mkdir -p .git/info && for p in "$@"; do printf "/%s\\n" "$p" >> .git/info/exclude; done; }';
+/** startForwarder's exit when the CA install it was asked to do first failed. */
+const CA_FAILED = 9;
 
 /** The variables that point package managers at the forwarder (and at the CA bundle, when one is set). */
 export function proxyEnv(withCa: boolean): Record<string, string> {
@@ -418,35 +423,33 @@ export class SetupPhase {
 
   /**
    * Starts the forwarder from the container's loopback to the proxy socket and waits until it
-   * listens. It is a process of the sandbox like any other: the sweep ends it.
+   * listens. It is a process of the sandbox like any other: the sweep ends it. With `installCa`,
+   * the same exec installs the CA bundle first (installCaBundle's step): an exec costs the engine a
+   * process start, and the two always run together when the phase has both.
    */
-  async startForwarder(): Promise<void> {
-    throwIfCancelled(this.signal);
-    const exec = await this.container.exec({
-      Cmd: [
-        'socat',
-        `TCP-LISTEN:${FORWARDER_PORT},bind=127.0.0.1,reuseaddr,fork`,
-        `UNIX-CONNECT:${EGRESS_MOUNT}/${EGRESS_SOCKET_NAME}`,
-      ],
-      User: this.user,
-      AttachStdout: false,
-      AttachStderr: false,
-      Tty: false,
-    });
-    // A detached start still answers with a (empty) response stream; left unread, it holds a socket
-    // to the engine open until the engine's own timeout, which keeps the host process alive.
-    const started: unknown = await exec.start({ Detach: true });
-    if (started instanceof Readable) started.destroy();
+  async startForwarder(options: { readonly installCa?: boolean } = {}): Promise<void> {
     // LISTEN (0A) on 127.0.0.1:3128 in the container's own /proc/net/tcp; no connection is made.
     const port = FORWARDER_PORT.toString(16).toUpperCase().padStart(4, '0');
+    // socat outlives this exec's shell (an exec's leftover processes are not killed with it); its
+    // output goes nowhere, so the exec's stream ends with the shell.
     const r = await this.exec(
       [
         '/bin/sh',
         '-c',
-        `for i in $(seq 200); do grep -q ' 0100007F:${port} 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.025; done; exit 1`,
+        [
+          options.installCa === true ? `${CA_INSTALL_SCRIPT} || exit ${CA_FAILED}` : ':',
+          `socat TCP-LISTEN:${FORWARDER_PORT},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:${EGRESS_MOUNT}/${EGRESS_SOCKET_NAME} </dev/null >/dev/null 2>&1 &`,
+          `for i in $(seq 200); do grep -q ' 0100007F:${port} 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.025; done; exit 1`,
+        ].join('\n'),
       ],
-      { timeoutMs: 15_000 },
+      { timeoutMs: 30_000 },
     );
+    if (r.exitCode === CA_FAILED) {
+      throw new SandboxError(
+        'start_failed',
+        `could not install the CA certificates: ${r.output.trim().slice(0, 500)}`,
+      );
+    }
     if (r.exitCode !== 0) {
       throw new SandboxError('start_failed', 'the egress forwarder did not start (is socat in the image?)');
     }
@@ -517,10 +520,22 @@ export class SetupPhase {
    * Removes every IPC object left in the container's IPC namespace (see secrets/ipc-cleanup.ts):
    * after the sweep, so nothing setup made in shared memory or a message queue reaches the agent.
    */
-  async removeIpc(): Promise<void> {
-    const r = await this.exec(['/bin/bash', '-c', IPC_CLEANUP_SCRIPT, 'ia-ipc-cleanup', '/dev/mqueue'], {
-      timeoutMs: 30_000,
-    });
+  async removeIpc(options: { readonly exclude?: readonly string[] } = {}): Promise<void> {
+    // With `exclude`, the same exec first does exclude()'s step (whose failure, as there, is not
+    // checked): an exec costs the engine a process start. The paths travel as arguments, counted.
+    const paths = options.exclude ?? [];
+    const r = await this.exec(
+      [
+        '/bin/bash',
+        '-c',
+        `${EXCLUDE_FUNCTION}\nn=$1; shift; [ "$n" -eq 0 ] || ia_exclude "\${@:1:n}" >/dev/null 2>&1; shift "$n"\n${IPC_CLEANUP_SCRIPT}`,
+        'ia-ipc-cleanup',
+        String(paths.length),
+        ...paths,
+        '/dev/mqueue',
+      ],
+      { timeoutMs: 30_000 },
+    );
     if (r.exitCode !== 0) {
       throw new SandboxError(
         'start_failed',
@@ -535,16 +550,9 @@ export class SetupPhase {
    */
   async exclude(paths: readonly string[]): Promise<void> {
     if (paths.length === 0) return;
-    await this.exec(
-      [
-        '/bin/sh',
-        '-c',
-        '[ -d .git ] || exit 0; mkdir -p .git/info && for p in "$@"; do printf "/%s\\n" "$p" >> .git/info/exclude; done',
-        'ia-exclude',
-        ...paths,
-      ],
-      { timeoutMs: 30_000 },
-    );
+    await this.exec(['/bin/sh', '-c', `${EXCLUDE_FUNCTION}; ia_exclude "$@"`, 'ia-exclude', ...paths], {
+      timeoutMs: 30_000,
+    });
   }
 
   /** Streams a tar of the listed workspace paths that exist into `sink`; false when none exists. */
