@@ -4,6 +4,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import type { BaselineCache, StoredBaseline } from '../agent/baseline-cache.js';
 import { newBaseState } from '../agent/new-run.js';
 import { runModelSetup, type AgentEnv } from '../config/agent-env.js';
 import { FileEventStore } from '../events/file-event-store.js';
@@ -154,6 +155,7 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
   };
   // Attempt by attempt: every task's first attempt before any second one.
   const attempts = Math.max(1, options.attempts);
+  const baselines: EvalBaselines = new Map();
   const queue = Array.from({ length: attempts }, (_, i) =>
     options.tasks.map((task) => ({ task, attempt: i + 1 })),
   ).flat();
@@ -170,7 +172,7 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
       // tar child killed by the same Ctrl-C) is interrupted, not failed. A harness failure (a git
       // child or a sandbox start that failed on a loaded host) is tried once more at once: the task
       // continues from its event log, so no answered model call is paid twice.
-      const r = await runTaskRetried(task, attempt, options);
+      const r = await runTaskRetried(task, attempt, options, baselines);
       running.delete(name);
       if (r.kind === 'interrupted') {
         interrupted.push(name);
@@ -202,12 +204,17 @@ export async function runEval(options: EvalOptions): Promise<EvalRun> {
   };
 }
 
-async function runTaskRetried(task: EvalTask, attempt: number, options: EvalOptions): Promise<TaskRun> {
+async function runTaskRetried(
+  task: EvalTask,
+  attempt: number,
+  options: EvalOptions,
+  baselines: EvalBaselines,
+): Promise<TaskRun> {
   const name = attemptName(task, attempt);
   let reason = '';
   for (let tried = 1; tried <= HARNESS_TRIES; tried++) {
     try {
-      return await runTask(task, attempt, options);
+      return await runTask(task, attempt, options, baselines);
     } catch (error) {
       if (options.signal.aborted) return { kind: 'interrupted' };
       reason = error instanceof Error ? error.message : String(error);
@@ -241,7 +248,12 @@ function attemptName(task: Pick<EvalTask, 'instance_id'>, attempt: number): stri
 }
 
 /** One attempt of a task: its earlier result, or a run of the agent (or the rest of one) and grading. */
-async function runTask(task: EvalTask, attempt: number, options: EvalOptions): Promise<TaskRun> {
+async function runTask(
+  task: EvalTask,
+  attempt: number,
+  options: EvalOptions,
+  baselines: EvalBaselines,
+): Promise<TaskRun> {
   const folder = taskFolder(options.out, task, attempt);
   const earlier = await earlierResult(folder, attempt);
   if (earlier !== null) return earlier;
@@ -250,7 +262,8 @@ async function runTask(task: EvalTask, attempt: number, options: EvalOptions): P
   // What can be known before any money is spent.
   const unrunnable = cannotRun(task, options);
   if (unrunnable !== null) return failedRun(task, attempt, options, unrunnable);
-  const run = attemptOf(task, attempt, options, folder, await repoOf(task, options));
+  const repo = await repoOf(task, options);
+  const run = attemptOf(task, attempt, options, folder, repo, evalBaselines(baselines, repo));
   let store = await openTrajectory(run.trajectory);
   // Grading's sandbox, opened while the agent works (see openTestPlace); owned here until grading
   // takes it, closed here on every other way out.
@@ -278,6 +291,8 @@ interface Attempt {
   readonly logger: Logger;
   /** Where grading's sandbox is made; the agent's has the same hide, mask and cache key. */
   readonly place: SandboxPlace;
+  /** This eval's baselines of the task's repository (see evalBaselines). */
+  readonly baselines: BaselineCache;
 }
 
 /** A sandbox opened for grading while the agent works, until grading takes it. */
@@ -319,6 +334,7 @@ function attemptOf(
   options: EvalOptions,
   folder: string,
   repo: string,
+  baselines: BaselineCache,
 ): Attempt {
   const key = `eval-${createHash('sha256')
     .update(`${options.out}\0${task.instance_id}${attempt === 1 ? '' : `\0${attempt}`}`)
@@ -333,6 +349,7 @@ function attemptOf(
     trajectory: join(folder, 'trajectory'),
     key,
     logger: options.logger.child({ task: attemptName(task, attempt) }),
+    baselines,
     place: {
       sandbox: options.sandbox,
       env: options.env,
@@ -438,7 +455,11 @@ async function runInWorkspace(
       // Awaited by grading, or by runTask's finally; never an unhandled rejection meanwhile.
       opening.catch(() => undefined);
       const store = resumed ?? FileEventStore.create(run.trajectory, await baseStateOf(run, ws, model));
-      await executeRun(store, ws, model, options.env, { signal: options.signal, logger: run.logger });
+      await executeRun(store, ws, model, options.env, {
+        signal: options.signal,
+        logger: run.logger,
+        baselines: run.baselines,
+      });
       return store;
     } finally {
       await ws.close();
@@ -556,6 +577,25 @@ export function testTime(events: readonly AgentEvent[]): number {
         : 0),
     0,
   );
+}
+
+/** One eval's baselines, by repository and key (baseline-cache.ts); only this process writes them. */
+type EvalBaselines = Map<string, StoredBaseline>;
+
+/**
+ * The baselines of `repo` kept for the rest of this eval: tasks of one repository at the same base
+ * commit, environment and test command (SWE-bench's tasks of one commit, a careless gold patch beside
+ * the real one, every attempt after the first) run that baseline once. In memory: no sandbox reaches
+ * them, and a later eval with the same --out runs a resumed task's missing baseline again.
+ */
+function evalBaselines(all: EvalBaselines, repo: string): BaselineCache {
+  return {
+    get: (key) => Promise.resolve(all.get(`${repo}\0${key}`) ?? null),
+    put: (key, baseline) => {
+      all.set(`${repo}\0${key}`, baseline);
+      return Promise.resolve();
+    },
+  };
 }
 
 /** Clones being fetched or fetched in this process, by repository: each is fetched once. */

@@ -84,6 +84,8 @@ export async function executeRun(
     readonly signal?: AbortSignal | undefined;
     readonly logger: Logger;
     readonly onEvent?: ((e: AgentEvent) => void) | undefined;
+    /** Test baselines kept between runs (AgentDeps.baselines): only where no run can write them. */
+    readonly baselines?: AgentDeps['baselines'];
   },
 ): Promise<Outcome> {
   const redactor = new Redactor([
@@ -101,5 +103,6 @@ export async function executeRun(
     signal: options.signal,
     logger: options.logger,
     onEvent: options.onEvent,
+    baselines: options.baselines,
   });
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import type { TaskResult } from '../../src/eval/run-eval.js';
+import type { EventOf } from '../../src/events/schema.js';
 import { cliEnv, runCli } from '../support/cli.js';
 import { registryDeploymentEnv } from '../support/egress-env.js';
 import { buildLibraryTaskSet, CARELESS_OF, LIBRARIES, librarySpec } from '../support/eval-libraries.js';
@@ -124,6 +125,19 @@ dockerTest(
     // The careless fix makes the new tests pass and breaks an old one: unresolved, the test named.
     const careless = results.find((x) => x.instance_id === CARELESS);
     assert.ok(careless?.grade);
+    // Of the same repository, base commit, environment and test command as qs-lite: the eval ran
+    // that baseline once, for the task that came first.
+    const baselineOf = (x: TaskResult): EventOf<'test_run'> | undefined =>
+      FileEventStore.open(x.trajectory).events.find(
+        (e): e is EventOf<'test_run'> => e.kind === 'test_run' && e.phase === 'baseline',
+      );
+    const of = results.find((x) => x.instance_id === CARELESS_OF);
+    assert.ok(of);
+    assert.equal(baselineOf(of)?.reusedFrom, undefined);
+    assert.equal(
+      baselineOf(careless)?.reusedFrom?.conversationId,
+      FileEventStore.open(of.trajectory).base.conversationId,
+    );
     assert.equal(careless.resolved, false);
     const spec = librarySpec(CARELESS_OF);
     assert.deepEqual(careless.grade.tests.FAIL_TO_PASS.success, spec.f2p);

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FileEventStore } from '../../src/events/file-event-store.js';
 import { reduceState, totalTokens } from '../../src/events/reduce-state.js';
+import type { EventOf } from '../../src/events/schema.js';
 import type { EvalSummary } from '../../src/eval/report.js';
 import { testTime, type TaskResult } from '../../src/eval/run-eval.js';
 import { cliEnv, runCli, startCli } from '../support/cli.js';
@@ -55,10 +56,23 @@ function assertAgreesWithLogs(out: string): void {
 dockerTest(
   'eval with the oracle in Docker: 8 Python and JavaScript tasks resolved; a careless gold patch graded unresolved with the broken test named; the report agrees with the event logs',
   async (_docker, t) => {
-    const set = buildTaskSet({ wrongGold: true });
+    const built = buildTaskSet({ wrongGold: true });
     t.after(() => {
-      set.cleanup();
+      built.cleanup();
     });
+    // The careless task is of py-median's repository at its base commit, as two SWE-bench tasks of
+    // one commit are: the eval runs that baseline once.
+    const of = built.tasks.find((x) => x.instance_id === 'py-median');
+    assert.ok(of);
+    const set = {
+      ...built,
+      tasks: built.tasks.map((x) =>
+        x.instance_id === 'py-median-careless'
+          ? { ...x, repo_path: of.repo_path, base_commit: of.base_commit }
+          : x,
+      ),
+    };
+    writeFileSync(set.file, set.tasks.map((x) => `${JSON.stringify(x)}\n`).join(''));
     const out = join(set.dir, 'out');
     const r = await runCli(
       ['eval', set.file, '--model', 'oracle', '--sandbox', 'docker', '--concurrency', '2', '--out', out],
@@ -73,6 +87,18 @@ dockerTest(
     }
     const careless = results.find((x) => x.instance_id === 'py-median-careless');
     assert.ok(careless?.grade);
+    // Its baseline is py-median's, run once (the tasks' base tree, environment and command are one).
+    const baselineOf = (x: TaskResult): EventOf<'test_run'> | undefined =>
+      FileEventStore.open(x.trajectory).events.find(
+        (e): e is EventOf<'test_run'> => e.kind === 'test_run' && e.phase === 'baseline',
+      );
+    const median = results.find((x) => x.instance_id === 'py-median');
+    assert.ok(median);
+    assert.equal(baselineOf(median)?.reusedFrom, undefined);
+    assert.equal(
+      baselineOf(careless)?.reusedFrom?.conversationId,
+      FileEventStore.open(median.trajectory).base.conversationId,
+    );
     assert.equal(careless.resolved, false);
     assert.deepEqual(careless.grade.tests.FAIL_TO_PASS.success, ['tests/test_stats.py::test_even']);
     assert.deepEqual(careless.grade.failing, [{ id: 'tests/test_stats.py::test_odd', status: 'failed' }]);
