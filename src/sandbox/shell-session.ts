@@ -19,10 +19,21 @@ export interface ShellHost {
   /** Resident memory of the shell's descendants, when the backend can measure it. */
   descendantsRssBytes?(shellPid: number): Promise<number>;
   /**
+   * A standing measurement of the same, for backends where each descendantsRssBytes call is dear
+   * (Docker's is an exec): `onBytes` gets a reading about every `intervalMs` until `stop()`. The
+   * watchdog prefers it to polling descendantsRssBytes.
+   */
+  watchDescendantsRss?(shellPid: number, intervalMs: number, onBytes: (bytes: number) => void): RssWatch;
+  /**
    * How often the memory watchdog measures, when the backend wants it less often than the default
    * (200 ms) because a measurement is costly.
    */
   readonly memoryPollMs?: number;
+}
+
+/** A running memory measurement (ShellHost.watchDescendantsRss). */
+export interface RssWatch {
+  stop(): void;
 }
 
 export interface ShellSessionOptions {
@@ -311,7 +322,7 @@ export class ShellSession {
       result = await outcome;
     } finally {
       clearTimeout(timer);
-      if (watchdog !== null) clearInterval(watchdog);
+      watchdog?.stop();
       options.signal?.removeEventListener('abort', onAbort);
     }
 
@@ -370,22 +381,32 @@ export class ShellSession {
     }
   }
 
-  private startMemoryWatchdog(limit: number | undefined, onExceeded: () => void): NodeJS.Timeout | null {
-    const measure = this.host.descendantsRssBytes?.bind(this.host);
-    if (limit === undefined || measure === undefined) return null;
+  private startMemoryWatchdog(limit: number | undefined, onExceeded: () => void): RssWatch | null {
+    if (limit === undefined) return null;
     const pid = this.shellPid;
+    const onBytes = (rss: number): void => {
+      if (rss > limit) onExceeded();
+    };
+    if (this.host.watchDescendantsRss !== undefined) {
+      return this.host.watchDescendantsRss(pid, this.memoryPollMs, onBytes);
+    }
+    const measure = this.host.descendantsRssBytes?.bind(this.host);
+    if (measure === undefined) return null;
     let busy = false;
-    return setInterval(() => {
+    const timer = setInterval(() => {
       if (busy) return;
       busy = true;
       measure(pid)
-        .then((rss) => {
-          if (rss > limit) onExceeded();
-        })
+        .then(onBytes)
         .catch(() => undefined)
         .finally(() => {
           busy = false;
         });
     }, this.memoryPollMs);
+    return {
+      stop: () => {
+        clearInterval(timer);
+      },
+    };
   }
 }

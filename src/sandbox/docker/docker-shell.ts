@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import type { ShellHost, ShellTransport } from '../shell-session.js';
+import type { RssWatch, ShellHost, ShellTransport } from '../shell-session.js';
 import { SandboxError } from '../sandbox.js';
 import { runOneOff } from './container-exec.js';
 
@@ -51,6 +51,46 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
 done
 `;
 
+/**
+ * The memory watchdog's standing measurement, one exec per watched command
+ * (`bash -c SCRIPT _ PID SECONDS`): prints `R` once it reads its stdin, then every SECONDS the
+ * resident bytes of PID's descendants, one number per line, until its stdin ends or PID is gone.
+ * Only bash builtins run in the loop (the tree is read from /proc/<pid>/stat), so a reading costs
+ * no process: the one-off `rss` helper above costs an exec (engine, shim, runc) and four processes.
+ * The watcher is no descendant of the shell (its parent is outside the namespace), so it never
+ * counts itself. A process of the watched user can kill it (it is then started again) or write to
+ * its output; the container's memory limit, not this watchdog, is the hard bound.
+ */
+// A cooked template: the script's own `${` and backslashes are escaped.
+const RSS_WATCH_SCRIPT = `
+target=$1; interval=$2
+page=$(getconf PAGESIZE 2>/dev/null) || page=4096
+printf 'R'
+while [ -d "/proc/$target" ]; do
+  unset kids rss; declare -A kids=() rss=()
+  for d in /proc/[0-9]*; do
+    IFS= read -r line 2>/dev/null <"$d/stat" || continue
+    # Fields after the command name (which may hold spaces and parentheses): $2 ppid, $22 rss pages.
+    set -- \${line##*) }
+    p=\${d#/proc/}
+    kids[$2]+=" $p"
+    rss[$p]=\${22}
+  done
+  total=0; todo=\${kids[$target]}
+  while [ -n "\${todo// /}" ]; do
+    next=
+    for p in $todo; do
+      total=$((total + \${rss[$p]:-0}))
+      next+=\${kids[$p]}
+    done
+    todo=$next
+  done
+  printf '\\n%s' "$((total * page))"
+  read -r -t "$interval" _
+  [ $? -gt 128 ] || exit 0
+done
+`;
+
 export interface DockerShellHostOptions {
   /** `uid:gid` the shell (and the helpers that kill or measure its commands) run as. */
   readonly user: string;
@@ -71,13 +111,13 @@ export interface DockerShellHostOptions {
  */
 export class DockerShellHost implements ShellHost {
   /**
-   * Each measurement is a `docker exec` of the helper, about 0.2 s of CPU (engine, shim and runc;
-   * measured on 2 cores): every 200 ms it kept a core busy while tests ran, more than most test
-   * runs cost themselves. The container's own memory limit stays the hard bound (its OOM kill is
+   * The watchdog reads through one standing exec per command (watchDescendantsRss), whose readings
+   * cost no process. The container's own memory limit stays the hard bound (its OOM kill is
    * reported as `memory` too); the watchdog only gives a test run above the test limit a clear stop.
    */
-  readonly memoryPollMs = 1000;
+  readonly memoryPollMs = 500;
   private readonly transports = new Set<DockerShellTransport>();
+  private readonly watches = new Set<DockerRssWatch>();
   private disposed = false;
   private env: readonly string[] = [];
 
@@ -145,11 +185,43 @@ export class DockerShellHost implements ShellHost {
     return bytes;
   }
 
+  watchDescendantsRss(shellPid: number, intervalMs: number, onBytes: (bytes: number) => void): RssWatch {
+    const watch = new DockerRssWatch(
+      this.docker,
+      () =>
+        this.disposed
+          ? Promise.reject(new SandboxError('closed', 'the sandbox is closed'))
+          : this.container.exec({
+              Cmd: [
+                this.options.bash ?? '/bin/bash',
+                '-c',
+                RSS_WATCH_SCRIPT,
+                'ia-rss-watch',
+                String(shellPid),
+                (intervalMs / 1000).toFixed(3),
+              ],
+              AttachStdin: true,
+              AttachStdout: true,
+              AttachStderr: true,
+              Tty: false,
+              User: this.options.user,
+            }),
+      intervalMs,
+      onBytes,
+      () => this.watches.delete(watch),
+    );
+    this.watches.add(watch);
+    watch.start();
+    return watch;
+  }
+
   /** The container is about to be removed: ending shells needs no helper exec any more. */
   dispose(): void {
     this.disposed = true;
     for (const t of this.transports) t.detach();
     this.transports.clear();
+    for (const w of this.watches) w.stop();
+    this.watches.clear();
   }
 
   private helper(mode: 'kill' | 'rss' | 'shell', target: string): ReturnType<typeof runOneOff> {
@@ -170,6 +242,94 @@ export class DockerShellHost implements ShellHost {
     // stop waiting for it after a short grace.
     await transport.waitForExit(2000);
     transport.detach();
+  }
+}
+
+/**
+ * One watchDescendantsRss: the exec of RSS_WATCH_SCRIPT, started again (at most once per interval)
+ * when it ends before stop(), e.g. killed by the command it measures. stop() ends the exec through
+ * its stdin; until the script said `R` the engine may not have attached that stdin yet (an end sent
+ * before would be lost and the script would run on), so a stop that comes earlier waits for it.
+ */
+class DockerRssWatch implements RssWatch {
+  private stopped = false;
+  private stream: Duplex | null = null;
+  private ready = false;
+  private retry: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly createExec: () => Promise<Docker.Exec>,
+    private readonly intervalMs: number,
+    private readonly onBytes: (bytes: number) => void,
+    private readonly onStopped: () => void,
+  ) {}
+
+  start(): void {
+    this.retry = null;
+    if (this.stopped) return;
+    this.ready = false;
+    this.createExec()
+      .then((exec) => exec.start({ hijack: true, stdin: true }))
+      .then(
+        (stream) => {
+          this.attach(stream);
+        },
+        () => {
+          this.again();
+        },
+      );
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.retry !== null) clearTimeout(this.retry);
+    if (this.ready) this.stream?.destroy();
+    this.onStopped();
+  }
+
+  private attach(stream: Duplex): void {
+    this.stream = stream;
+    const out = new PassThrough();
+    let line = '';
+    out.on('data', (chunk: Buffer) => {
+      let text = chunk.toString('latin1');
+      if (!this.ready) {
+        if (!text.startsWith('R')) return;
+        this.ready = true;
+        text = text.slice(1);
+        if (this.stopped) {
+          stream.destroy();
+          return;
+        }
+      }
+      line += text;
+      const lines = line.split('\n');
+      line = lines.pop() ?? '';
+      for (const l of lines) {
+        const bytes = Number(l);
+        if (l !== '' && Number.isFinite(bytes) && !this.stopped) this.onBytes(bytes);
+      }
+    });
+    this.docker.modem.demuxStream(stream, out, new PassThrough().resume());
+    let ended = false;
+    const end = (): void => {
+      if (ended) return;
+      ended = true;
+      if (this.stream === stream) this.stream = null;
+      this.again();
+    };
+    stream.on('error', end);
+    stream.once('end', end);
+    stream.once('close', end);
+  }
+
+  private again(): void {
+    if (this.stopped || this.retry !== null) return;
+    this.retry = setTimeout(() => {
+      this.start();
+    }, this.intervalMs);
   }
 }
 
