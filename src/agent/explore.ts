@@ -2,6 +2,7 @@ import type { AgentEvent, ContentBlock, Limits, NewEvent, ToolUseBlock } from '.
 import type { ConversationMessage, Model, ModelRequest, UserBlock } from '../model/model.js';
 import { costUsd, type ModelPrice } from '../model/pricing.js';
 import { assistantMessage, estimateTokens, toolResult } from './conversation.js';
+import { modelResponseEvent } from './model-response-event.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { runToolCall, toolSpec, type Tool, type ToolContext } from './tools/tool.js';
 import { refusalReason, worstCallUsd, type SpendBudget } from './spend-budget.js';
@@ -196,19 +197,14 @@ export async function explore(d: ExploreDeps): Promise<string> {
     }
     const callCost = costUsd(d.price, response.usage);
     try {
-      await d.append({
-        kind: 'model_response',
-        parent: d.id,
-        model: response.model,
-        requestId: response.requestId,
-        content: response.content,
-        stopReason: response.stopReason,
-        usage: response.usage,
-        usd: callCost,
-        latencyMs: performance.now() - started,
-        attempts: response.attempts,
-        promptTokensEstimate: estimate,
-      });
+      await d.append(
+        modelResponseEvent(response, {
+          usd: callCost,
+          latencyMs: performance.now() - started,
+          promptTokensEstimate: estimate,
+          parent: d.id,
+        }),
+      );
     } finally {
       await hold?.settle(callCost);
     }

@@ -1,9 +1,10 @@
 import type { AgentEvent, Clarification, Limits, ToolUseBlock } from '../events/schema.js';
 import { mainEvents, reduceState, totalTokens, type RunState } from '../events/reduce-state.js';
-import { ModelError, type ModelRequest, type ModelResponse } from '../model/model.js';
+import { ModelError, type ModelRequest } from '../model/model.js';
 import { costUsd } from '../model/pricing.js';
 import type { AgentRun } from './agent-run.js';
 import { prepareRequest } from './prepare-request.js';
+import { modelResponseEvent } from './model-response-event.js';
 import { isReadOnlyCommand } from './read-only-command.js';
 import { interruptedObservation, recordedCheckpoint } from './resume-check.js';
 import { StopRun, throwIfCancelled, type Stop } from './run-stop.js';
@@ -209,19 +210,13 @@ async function modelCall(run: AgentRun): Promise<void> {
   // Recorded after the answer is in the log: a crash between the two loses this call's spend (its
   // hold expires), never counts it twice.
   try {
-    const recorded = await run.append({
-      kind: 'model_response',
-      model: response.model,
-      requestId: response.requestId,
-      content: response.content,
-      stopReason: response.stopReason,
-      usage: response.usage,
-      usd,
-      latencyMs: performance.now() - started,
-      attempts: response.attempts,
-      promptTokensEstimate: request.estimate,
-      ...thinkingTokens(response),
-    });
+    const recorded = await run.append(
+      modelResponseEvent(response, {
+        usd,
+        latencyMs: performance.now() - started,
+        promptTokensEstimate: request.estimate,
+      }),
+    );
     const edits = response.contextEdits ?? [];
     if (edits.length > 0)
       await run.append({ kind: 'context_edited', responseEventId: recorded.id, edits: [...edits] });
@@ -233,16 +228,6 @@ async function modelCall(run: AgentRun): Promise<void> {
 /** The request with the run's thinking budget (0: none). */
 function withThinking(request: ModelRequest, budgetTokens: number): ModelRequest {
   return budgetTokens > 0 ? { ...request, thinking: { budgetTokens } } : request;
-}
-
-/**
- * The thinking tokens of a turn: as the API reported them, else estimated from the thinking text
- * the turn returned (about four characters a token), absent when it did not think.
- */
-export function thinkingTokens(response: ModelResponse): { thinkingTokens?: number } {
-  if (response.thinkingTokens !== undefined) return { thinkingTokens: response.thinkingTokens };
-  const chars = response.content.reduce((n, b) => n + (b.type === 'thinking' ? b.thinking.length : 0), 0);
-  return chars === 0 ? {} : { thinkingTokens: Math.ceil(chars / 4) };
 }
 
 function checkBudgets(state: RunState, limits: Limits, elapsedMs: number): void {

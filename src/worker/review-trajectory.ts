@@ -10,6 +10,7 @@ import type {
   RepoInstruction,
 } from '../events/schema.js';
 import { SCHEMA_VERSION } from '../events/schema.js';
+import { modelResponseEvent } from '../agent/model-response-event.js';
 import type { ModelResponse } from '../model/model.js';
 import type { Redactor } from '../publish/redact.js';
 import type { FixJob } from '../queue/payloads.js';
@@ -113,19 +114,7 @@ export class ReviewTrajectory {
     promptTokensEstimate: number,
     results: readonly { readonly call: ToolUse; readonly content: string; readonly isError: boolean }[],
   ): Promise<void> {
-    await this.append({
-      kind: 'model_response',
-      model: response.model,
-      requestId: response.requestId,
-      content: response.content,
-      stopReason: response.stopReason,
-      usage: response.usage,
-      usd,
-      latencyMs,
-      attempts: response.attempts,
-      promptTokensEstimate,
-      ...(response.thinkingTokens === undefined ? {} : { thinkingTokens: response.thinkingTokens }),
-    });
+    await this.append(modelResponseEvent(response, { usd, latencyMs, promptTokensEstimate }));
     for (const r of results) {
       await this.append({ kind: 'action', toolUseId: r.call.id, tool: r.call.name, input: r.call.input });
       await this.append({
