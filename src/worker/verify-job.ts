@@ -255,9 +255,13 @@ function replyLines(r: ReproductionResult, check: PutCheck): string[] {
     case 'failed':
       return [body, 'GitHub refused the check run, so the result is only here.'];
     case 'created':
+      // A verdict of mine on an earlier commit: the head moved on since. None: a pull request the
+      // App never judged (a person's), where nothing of mine was ever on it.
       return [
         body,
-        `The head had no check run of mine (it changed after I pushed), so I added one: ${link(check.url)}.`,
+        r.recordedOn === null
+          ? `The head had no check run of mine, so I added one: ${link(check.url)}.`
+          : `The head had no check run of mine (it changed after my verdict on ${codeSpan(r.recordedOn.slice(0, 12))}), so I added one: ${link(check.url)}.`,
       ];
     case 'updated':
       return [body, `I put the result on the check run of the head: ${link(check.url)}.`];

@@ -313,6 +313,10 @@ describe('a check run per published head (end to end)', { skip, timeout: 300_000
     const differs = await verifyReply(s, pr.number, /Differs/);
     assert.match(differs, /range includes both ends/);
     assert.ok(
+      differs.includes(`changed after my verdict on \`${pr.head.slice(0, 12)}\`), so I added one`),
+      `the reply says why the head had no check run:\n${differs}`,
+    );
+    assert.ok(
       differs.includes(`](${made.html_url ?? '?'})`),
       `the reply links the new check run:\n${differs}`,
     );

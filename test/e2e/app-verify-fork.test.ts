@@ -113,7 +113,8 @@ dockerTest(
       () => `the verification's reply\n${reply()}\n${pipeline.logs()}`,
     );
     const said = reply();
-    assert.match(said, /so I added one/, said);
+    assert.match(said, /The head had no check run of mine, so I added one/, said);
+    assert.doesNotMatch(said, /changed after/, 'the App never judged this pull request');
     const gh = installationOctokit(sim);
     const { data: checks } = await gh.rest.checks.listForRef({ owner: OWNER, repo: REPO, ref: head });
     const made = checks.check_runs.filter((c) => c.app?.id === sim.app.id);
