@@ -106,8 +106,7 @@ export function serverContext(
     },
     runFor: async (p, id, need = 'read') => {
       if (!JOB_ID.test(id)) throw new ApiError(404, 'not_found', 'no such run');
-      await index.fresh();
-      const run = index.get(id);
+      const run = await index.current(id);
       if (run === undefined) throw new ApiError(404, 'not_found', 'no such run');
       const a = await access(p, run.repo, repoIdOf(run.id));
       if (a === 'none') throw new ApiError(404, 'not_found', 'no such run');

@@ -50,6 +50,8 @@ interface Entry {
   final: boolean;
   /** Seen unfinished by this process (or first seen after the initial scan). */
   seenLive: boolean;
+  /** What the last refresh knew of it from the queue (see update). */
+  knowledge: 'known' | 'gone' | 'unknown';
 }
 
 export const JOB_ID = /^[A-Za-z0-9-]+$/;
@@ -176,6 +178,22 @@ export class RunIndex {
     return this.entries.get(id)?.summary;
   }
 
+  /**
+   * The run's summary with its trajectory read up to now: a client that read the run's events and
+   * then asks for its summary sees counts at least as new (the queue's side is as of the last
+   * refresh, at most `fresh`'s age old).
+   */
+  async current(id: string): Promise<RunSummary | undefined> {
+    await this.fresh();
+    const e = this.entries.get(id);
+    if (e === undefined) return undefined;
+    if (!e.final && e.reader !== null) {
+      await e.reader.refresh();
+      this.update(e, e.knowledge);
+    }
+    return e.summary;
+  }
+
   /** Newest first (by queued time, then id). */
   list(): RunSummary[] {
     return [...this.entries.values()].map((e) => e.summary).sort(compareRuns);
@@ -236,6 +254,7 @@ export class RunIndex {
           summary: emptySummary(id),
           final: false,
           seenLive: !first,
+          knowledge: 'unknown',
         };
         this.entries.set(id, e);
       }
@@ -280,6 +299,7 @@ export class RunIndex {
 
   /** Recomputes a summary; tells listeners if it changed, and about a run that just finished. */
   private update(e: Entry, queueKnowledge: 'known' | 'gone' | 'unknown'): void {
+    e.knowledge = queueKnowledge;
     const next = summarize(e, queueKnowledge);
     const changed = JSON.stringify(next) !== JSON.stringify(e.summary);
     const wasFinished = e.summary.state === 'finished';

@@ -263,3 +263,37 @@ describe('run server: runs from the event store', () => {
     }
   });
 });
+
+/**
+ * A client that reads a run's events and then its summary must not see older counts in the
+ * summary: the summary reads the run's trajectory as the events route does. The index's own poll
+ * is off here (an hour), so only the request itself can bring the summary up to date.
+ */
+describe('run server: a run’s summary is as new as its events', () => {
+  it('after new events, GET /api/runs/:id counts them at once', async () => {
+    const workDir = mkdtempSync(join(tmpdir(), 'ia-server-current-'));
+    const store = makeRun(workDir, 'run-now', { repo: 'acme/calc', issue: 5, steps: 1, finished: false });
+    const server = await startServer(serverOptions(workDir, { pollMs: 3_600_000 }));
+    try {
+      const get = async (path: string) => {
+        const res = await fetch(`${server.url}${path}`, { headers: admin });
+        return (await res.json()) as Record<string, unknown>;
+      };
+      assert.equal(((await get('/api/runs/run-now')).run as RunSummary).steps, 1);
+      for (const e of step(2)) store.appendSync(e);
+      // A refresh just now: the index's freshness window (250 ms) would otherwise serve the old one.
+      await server.server.index.refresh();
+      for (const e of step(3)) store.appendSync(e);
+      const events = (await get('/api/runs/run-now/events')).events as AgentEvent[];
+      const run = (await get('/api/runs/run-now')).run as RunSummary;
+      assert.equal(run.steps, 3, `events read: ${String(events.length)}`);
+      store.appendSync(outcomeEvent());
+      const done = (await get('/api/runs/run-now')).run as RunSummary;
+      assert.equal(done.outcome, 'resolved');
+      assert.equal(done.state, 'finished');
+    } finally {
+      await server.close();
+      rmSync(workDir, { recursive: true, force: true });
+    }
+  });
+});
