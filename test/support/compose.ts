@@ -139,6 +139,8 @@ export async function startComposeStack(options: ComposeStackOptions): Promise<C
     ISSUE_AGENT_REDIS_PORT: String(redisPort),
     ISSUE_AGENT_POSTGRES_PORT: String(postgresPort),
     ISSUE_AGENT_STATE_DIR: stateDir,
+    // The first health check comes one interval after the start: a short-lived stack waits less.
+    ISSUE_AGENT_HEALTHCHECK_INTERVAL: '2s',
     ISSUE_AGENT_DOCKER_SOCKET: socket,
     ISSUE_AGENT_DOCKER_GID: String(statSync(socket).gid),
   };
