@@ -246,7 +246,7 @@ export class DockerShellHost implements ShellHost {
 }
 
 /**
- * One watchDescendantsRss: the exec of RSS_WATCH_SCRIPT, started again (at most once per interval)
+ * One watchDescendantsRss: the exec of RSS_WATCH_SCRIPT, started again (at most once a second)
  * when it ends before stop(), e.g. killed by the command it measures. stop() ends the exec through
  * its stdin; until the script said `R` the engine may not have attached that stdin yet (an end sent
  * before would be lost and the script would run on), so a stop that comes earlier waits for it.
@@ -327,9 +327,13 @@ class DockerRssWatch implements RssWatch {
 
   private again(): void {
     if (this.stopped || this.retry !== null) return;
-    this.retry = setTimeout(() => {
-      this.start();
-    }, this.intervalMs);
+    // At most one exec a second however often the command kills it: what polling cost at worst.
+    this.retry = setTimeout(
+      () => {
+        this.start();
+      },
+      Math.max(this.intervalMs, 1000),
+    );
   }
 }
 

@@ -122,6 +122,16 @@ dockerTest(
     assert.equal(r.killed, 'memory');
     assert.ok(watchers() >= 2, `watcher execs: ${String(watchers())}`);
     await noWatcherLeft(docker, container);
+
+    // Killed over and over for 3 s: started again at most once a second, as polling cost at worst.
+    const before = watchers();
+    const storm = await session.exec(
+      'end=$((SECONDS + 3)); while [ $SECONDS -lt $end ]; do pkill -KILL -f ia-rss-watch; sleep 0.05; done; echo over',
+      { timeoutMs: 20_000, memoryLimitBytes: 64 * MiB },
+    );
+    assert.equal(storm.output, 'over\n');
+    assert.ok(watchers() - before <= 5, `watcher execs in 3 s: ${String(watchers() - before)}`);
+    await noWatcherLeft(docker, container);
   },
   { timeout: 120_000 },
 );
