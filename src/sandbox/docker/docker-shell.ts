@@ -85,7 +85,7 @@ while [ -d "/proc/$target" ]; do
     done
     todo=$next
   done
-  printf '\\n%s' "$((total * page))"
+  printf '%s\\n' "$((total * page))"
   read -r -t "$interval" _
   [ $? -gt 128 ] || exit 0
 done
@@ -307,6 +307,9 @@ class DockerRssWatch implements RssWatch {
       line += text;
       const lines = line.split('\n');
       line = lines.pop() ?? '';
+      // A reading is a number: a longer run without a newline is not one (a process of the watched
+      // user may write to this output), and must not grow here.
+      if (line.length > 32) line = '';
       for (const l of lines) {
         const bytes = Number(l);
         if (l !== '' && Number.isFinite(bytes) && !this.stopped) this.onBytes(bytes);
