@@ -135,3 +135,30 @@ dockerTest(
   },
   { timeout: 120_000 },
 );
+
+dockerTest(
+  "attack: a command floods its watcher's output (the worker reads it) with 64 MB and no newline: the worker keeps none of it, and the command is still stopped",
+  async (docker, t) => {
+    const { session } = await watchedShell(docker, t);
+    let peak = 0;
+    const base = process.memoryUsage().heapUsed;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().heapUsed - base);
+    }, 20);
+    t.after(() => {
+      clearInterval(sampler);
+    });
+    // The watcher runs as the command's user: its stdout is writable through /proc.
+    const r = await session.exec(
+      'until p=$(pgrep -f ia-rss-watch); do sleep 0.1; done; ' +
+        "head -c 64000000 /dev/zero | tr '\\0' x > /proc/${p%%[!0-9]*}/fd/1 && echo flooded; " +
+        ALLOCATE(200),
+      { timeoutMs: 60_000, memoryLimitBytes: 64 * MiB },
+    );
+    clearInterval(sampler);
+    assert.match(r.output, /flooded/, 'the flood reached the watcher');
+    assert.equal(r.killed, 'memory');
+    assert.ok(peak < 48 * MiB, `the worker's heap grew by ${String(Math.round(peak / MiB))} MiB`);
+  },
+  { timeout: 120_000, attack: true },
+);
