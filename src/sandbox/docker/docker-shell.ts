@@ -10,7 +10,6 @@ import { runOneOff } from './container-exec.js';
  * Inside the container we only see its own PID namespace, so the walk is over `ps` of the container.
  *   kill  PID     SIGSTOP then SIGKILL every descendant of PID, repeated until none is left
  *   shell MARKER  the same for the shell whose argv0 is MARKER, then the shell itself
- *   rss   PID     total resident bytes of PID's descendants
  * The helper's own processes are not descendants of the shell (an exec's parent is outside the
  * namespace), so it never kills itself.
  */
@@ -34,12 +33,6 @@ case "$mode" in
   *) roots=$target ;;
 esac
 [ -n "$roots" ] || exit 0
-if [ "$mode" = rss ]; then
-  pids=$(tree $roots)
-  [ -n "$pids" ] || { echo 0; exit 0; }
-  ps -o rss= -p "$(echo $pids | tr ' ' ',')" | awk '{ s += $1 } END { print s * 1024 }'
-  exit 0
-fi
 for round in 1 2 3 4 5 6 7 8 9 10; do
   pids=$(tree $roots)
   [ "$mode" = shell ] && pids="$pids $roots"
@@ -56,7 +49,7 @@ done
  * (`bash -c SCRIPT _ PID SECONDS`): prints `R` once it reads its stdin, then every SECONDS the
  * resident bytes of PID's descendants, one number per line, until its stdin ends or PID is gone.
  * Only bash builtins run in the loop (the tree is read from /proc/<pid>/stat), so a reading costs
- * no process: the one-off `rss` helper above costs an exec (engine, shim, runc) and four processes.
+ * no process, where an exec per reading cost the engine, the shim and runc 0.1–0.2 CPU-s each.
  * The watcher is no descendant of the shell (its parent is outside the namespace), so it never
  * counts itself. A process of the watched user can kill it (it is then started again) or write to
  * its output; the container's memory limit, not this watchdog, is the hard bound.
@@ -100,7 +93,7 @@ export interface DockerShellHostOptions {
   readonly bash?: string;
   /** Variables of this host's shells on top of the container's and the job's (setEnv). */
   readonly env?: Readonly<Record<string, string>>;
-  /** Bound on each helper exec (kill, rss). */
+  /** Bound on each helper exec (kill). */
   readonly helperTimeoutMs?: number;
 }
 
@@ -176,15 +169,6 @@ export class DockerShellHost implements ShellHost {
     if (r.exitCode !== 0) throw new SandboxError('shell_died', `kill helper failed: ${r.stderr.trim()}`);
   }
 
-  async descendantsRssBytes(shellPid: number): Promise<number> {
-    const r = await this.helper('rss', String(shellPid));
-    const bytes = Number(r.stdout.trim());
-    if (r.exitCode !== 0 || !Number.isFinite(bytes)) {
-      throw new SandboxError('shell_died', `rss helper failed: ${r.stderr.trim()}`);
-    }
-    return bytes;
-  }
-
   watchDescendantsRss(shellPid: number, intervalMs: number, onBytes: (bytes: number) => void): RssWatch {
     const watch = new DockerRssWatch(
       this.docker,
@@ -224,7 +208,7 @@ export class DockerShellHost implements ShellHost {
     this.watches.clear();
   }
 
-  private helper(mode: 'kill' | 'rss' | 'shell', target: string): ReturnType<typeof runOneOff> {
+  private helper(mode: 'kill' | 'shell', target: string): ReturnType<typeof runOneOff> {
     return runOneOff(
       this.docker,
       this.container,
