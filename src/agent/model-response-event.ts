@@ -32,6 +32,9 @@ export function modelResponseEvent(response: ModelResponse, facts: ModelCallFact
     attempts: response.attempts,
     promptTokensEstimate: facts.promptTokensEstimate,
     ...thinkingTokens(response),
+    ...(response.contextEdits === undefined || response.contextEdits.length === 0
+      ? {}
+      : { contextEdits: response.contextEdits.map((e) => ({ ...e })) }),
   };
 }
 

@@ -208,18 +208,15 @@ async function modelCall(run: AgentRun): Promise<void> {
   }
   const usd = costUsd(run.price, response.usage);
   // Recorded after the answer is in the log: a crash between the two loses this call's spend (its
-  // hold expires), never counts it twice.
+  // hold expires), never counts it twice. The API's context edits travel in the same event.
   try {
-    const recorded = await run.append(
+    await run.append(
       modelResponseEvent(response, {
         usd,
         latencyMs: performance.now() - started,
         promptTokensEstimate: request.estimate,
       }),
     );
-    const edits = response.contextEdits ?? [];
-    if (edits.length > 0)
-      await run.append({ kind: 'context_edited', responseEventId: recorded.id, edits: [...edits] });
   } finally {
     await hold?.settle(usd);
   }

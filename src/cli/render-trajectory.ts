@@ -37,6 +37,8 @@ export function renderTrajectory(base: BaseState, events: readonly AgentEvent[])
         );
         for (const b of e.content)
           if (b.type === 'text' && b.text.trim() !== '') out.push(indent(b.text.trim()));
+        if (e.contextEdits !== undefined && e.contextEdits.length > 0)
+          out.push(`  ✂ ${contextEditLine(e.contextEdits)}`);
         break;
       }
       case 'action':

@@ -11,6 +11,15 @@ const usage = z.object({
 });
 export type Usage = z.infer<typeof usage>;
 
+/** One edit the API applied to a turn's prompt (`context_management.applied_edits`). */
+const contextEdit = z.object({
+  type: z.string(),
+  clearedInputTokens: z.number().int().nonnegative(),
+  clearedToolUses: z.number().int().nonnegative().optional(),
+  clearedThinkingTurns: z.number().int().nonnegative().optional(),
+});
+export type ContextEdit = z.infer<typeof contextEdit>;
+
 const textBlock = z.object({ type: z.literal('text'), text: z.string() });
 const toolUseBlock = z.object({
   type: z.literal('tool_use'),
@@ -395,6 +404,12 @@ export const eventSchemas = {
     promptTokensEstimate: z.number().int().nonnegative(),
     /** Of `usage.outputTokens`, those the model spent thinking (as the API reported, else estimated). */
     thinkingTokens: z.number().int().nonnegative().optional(),
+    /**
+     * The context edits the API applied to this turn's prompt (`condenser: server`): what the model
+     * read had these tool results replaced by a placeholder. The log keeps them whole; `usage` is
+     * what the API billed for the cleared prompt.
+     */
+    contextEdits: z.array(contextEdit).optional(),
     ...parent,
   }),
   model_retry: z.object({
@@ -538,23 +553,16 @@ export const eventSchemas = {
       .optional(),
   }),
   /**
-   * The API reported context edits it applied to the prompt of the model turn just before
-   * (`condenser: server`): what the model read had these tool results replaced by a placeholder.
-   * The log keeps them whole; the turn's usage is what the API billed for the cleared prompt.
+   * What the API cleared from the prompt of the model turn just before, as a separate event.
+   * Turns carry their edits in `model_response.contextEdits` (one append, so a crash between two
+   * cannot record the turn without them); this kind stays readable in logs that hold it.
    */
   context_edited: z.object({
     ...common,
     kind: z.literal('context_edited'),
     /** The model_response event whose request was edited. */
     responseEventId: z.number().int().nonnegative(),
-    edits: z.array(
-      z.object({
-        type: z.string(),
-        clearedInputTokens: z.number().int().nonnegative(),
-        clearedToolUses: z.number().int().nonnegative().optional(),
-        clearedThinkingTurns: z.number().int().nonnegative().optional(),
-      }),
-    ),
+    edits: z.array(contextEdit),
     ...parent,
   }),
   /**

@@ -104,6 +104,19 @@ function runFacts(b: PublishedRun['base'], redactor: Redactor): string {
   ].join(' · ');
 }
 
+/** A model turn: its cost line, then what it said (`shown` redacts and bounds the text). */
+function turnMarkdown(e: EventOf<'model_response'>, title: string, shown: (said: string) => string): string {
+  const tokensIn = e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens;
+  const head = `${title} · ${formatInt(tokensIn)} tokens in, ${formatInt(e.usage.outputTokens)} out · ${formatUsd(e.usd)} · ${formatDuration(e.latencyMs)}`;
+  const said = e.content
+    .filter((c) => c.type === 'text')
+    .map((c) => c.text.trim())
+    .filter((t) => t !== '')
+    .join('\n\n');
+  if (said !== '') return `${head}\n\n${blockquote(balanceFences(neutralizeProse(shown(said))))}`;
+  return e.content.some((c) => c.type === 'tool_use') ? head : `${head}\n\n*(no text and no tool call)*`;
+}
+
 /** Renders one run's events as units. */
 function runUnits(
   run: PublishedRun,
@@ -144,22 +157,15 @@ function runUnits(
           flushPending();
           step += 1;
         }
-        const tokensIn = e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens;
         // A sub-agent's turn (delegate) is nested under the step that called it, not a step of its own.
-        const head = `${nested ? '↳ 🔎 *Explorer*' : `**Step ${step}**`} · ${formatInt(tokensIn)} tokens in, ${formatInt(e.usage.outputTokens)} out · ${formatUsd(e.usd)} · ${formatDuration(e.latencyMs)}`;
-        const said = e.content
-          .filter((c) => c.type === 'text')
-          .map((c) => c.text.trim())
-          .filter((t) => t !== '')
-          .join('\n\n');
-        const calls = e.content.some((c) => c.type === 'tool_use');
-        const body =
-          said === ''
-            ? calls
-              ? ''
-              : '\n\n*(no text and no tool call)*'
-            : `\n\n${blockquote(balanceFences(neutralizeProse(text(said, detail.textChars))))}`;
-        push(`${head}${body}`, true);
+        push(
+          turnMarkdown(e, nested ? '↳ 🔎 *Explorer*' : `**Step ${step}**`, (said) =>
+            text(said, detail.textChars),
+          ),
+          true,
+        );
+        if (e.contextEdits !== undefined && e.contextEdits.length > 0)
+          push(`✂️ ${contextEditLine(e.contextEdits)}`);
         break;
       }
       case 'action':

@@ -32,16 +32,34 @@ test('a model call is one event shape: reported thinking tokens win, else they a
   agentEvent.parse({ ...estimated, id: 1, ts: new Date(0).toISOString() });
 });
 
+test("the API's context edits are part of the turn's event, not a second one a crash could drop", () => {
+  const facts = { usd: 0.01, latencyMs: 12, promptTokensEstimate: 300 };
+  const edits = [{ type: 'clear_tool_uses_20250919', clearedInputTokens: 41_000, clearedToolUses: 12 }];
+  const cleared = modelResponseEvent(response({ contextEdits: edits }), facts);
+  assert.deepEqual(cleared.contextEdits, edits);
+  agentEvent.parse({ ...cleared, id: 1, ts: new Date(0).toISOString() });
+  assert.equal('contextEdits' in modelResponseEvent(response({ contextEdits: [] }), facts), false);
+  assert.equal('contextEdits' in modelResponseEvent(response(), facts), false);
+});
+
+test('no file in src/ writes a context_edited event (readers keep the kind for logs that hold one)', () => {
+  assert.deepEqual(srcFilesWith("kind: 'context_edited'"), []);
+});
+
 test('every model_response in src/ is built by modelResponseEvent (fix run, delegate, review)', () => {
-  const builders: string[] = [];
+  assert.deepEqual(srcFilesWith("kind: 'model_response'"), [join('src', 'agent', 'model-response-event.ts')]);
+});
+
+/** The .ts files under src/ whose text includes `needle`. */
+function srcFilesWith(needle: string): string[] {
+  const found: string[] = [];
   const walk = (dir: string): void => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
-      else if (path.endsWith('.ts') && readFileSync(path, 'utf8').includes("kind: 'model_response'"))
-        builders.push(path);
+      else if (path.endsWith('.ts') && readFileSync(path, 'utf8').includes(needle)) found.push(path);
     }
   };
   walk('src');
-  assert.deepEqual(builders, [join('src', 'agent', 'model-response-event.ts')]);
-});
+  return found;
+}

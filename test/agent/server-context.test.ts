@@ -87,16 +87,20 @@ for (const setup of [undefined, { tools: 'native', thinkingBudget: 2048 }] as co
         assert.ok(beta.split(',').includes(CONTEXT_MANAGEMENT_BETA), beta);
         if (setup !== undefined) assert.ok(beta.includes('interleaved-thinking-2025-05-14'), beta);
       }
-      // The server applied clearing, and each application is an event after its turn.
+      // The server applied clearing, and each turn it cleared says so in its own model_response
+      // event: one append, so no crash can record the turn without its edits.
       const applied = turns.filter((r) => (r.contextManagement?.applied_edits.length ?? 0) > 0);
       assert.ok(applied.length >= 3, `clearing applied on ${applied.length} turns`);
-      const edited = events.filter((e): e is EventOf<'context_edited'> => e.kind === 'context_edited');
-      assert.equal(edited.length, applied.length);
+      assert.equal(events.filter((e) => e.kind === 'context_edited').length, 0);
+      const edited = events.filter(
+        (e): e is EventOf<'model_response'> => e.kind === 'model_response' && e.contextEdits !== undefined,
+      );
+      assert.deepEqual(
+        edited.map((e) => e.contextEdits?.length),
+        applied.map((r) => r.contextManagement?.applied_edits.length),
+      );
       for (const e of edited) {
-        const response = events.find((x) => x.id === e.responseEventId);
-        assert.equal(response?.kind, 'model_response');
-        assert.equal(e.id, e.responseEventId + 1);
-        const [first] = e.edits;
+        const [first] = e.contextEdits ?? [];
         assert.ok(first !== undefined);
         assert.equal(first.type, 'clear_tool_uses_20250919');
         assert.ok(

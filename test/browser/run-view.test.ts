@@ -125,6 +125,17 @@ describe(
       assert.equal(await page.locator('#step-3 button.link', { hasText: 'thinking' }).count(), 0);
     });
 
+    it('says under a turn what the API cleared from its prompt', async () => {
+      const step = page.locator('#step-6');
+      await step.scrollIntoViewIfNeeded();
+      const note = step.locator('.note.condensation');
+      assert.match(
+        (await note.textContent()) ?? '',
+        /The API cleared 12 old tool results \(41000 input tokens\) from what the model read/,
+      );
+      assert.equal(await page.locator('#step-5 .note.condensation').count(), 0);
+    });
+
     it('a step header collapses and expands its step', async () => {
       const step = page.locator('#step-2');
       await step.locator('.step-toggle').click();

@@ -183,6 +183,14 @@ export function writeSyntheticRun(dir: string, options: SyntheticRunOptions): Ba
         { type: 'tool_use', id, name: tool, input },
       ],
       ...(step === 4 ? { thinkingTokens: 40 } : {}),
+      // Step 6's prompt was cleared by the API (condenser: server): the turn says so itself.
+      ...(step === 6
+        ? {
+            contextEdits: [
+              { type: 'clear_tool_uses_20250919', clearedInputTokens: 41_000, clearedToolUses: 12 },
+            ],
+          }
+        : {}),
       stopReason: 'tool_use',
       usage: {
         inputTokens: 900 + step,

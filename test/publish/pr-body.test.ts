@@ -446,7 +446,7 @@ test('every event kind has its line: retries, resumes, test tools, finish, an in
   assert.ok(!r.body.includes('\u001b'), 'no terminal escapes');
 });
 
-test('thinking: the PR says how many thinking tokens, never what was thought; an API clearing has its line', () => {
+test('thinking: the PR says how many thinking tokens, never what was thought; an API clearing has its line (in the turn, or a separate event of a log that holds one)', () => {
   const log = new EventLog();
   const thought = 'Perhaps the parser should treat empty input as a syntax error instead.';
   const turn = log.add({
@@ -465,11 +465,12 @@ test('thinking: the PR says how many thinking tokens, never what was thought; an
     attempts: 1,
     promptTokensEstimate: 10,
     thinkingTokens: 250,
+    contextEdits: [{ type: 'clear_tool_uses_20250919', clearedInputTokens: 41_000, clearedToolUses: 12 }],
   });
   log.add({
     kind: 'context_edited',
     responseEventId: turn.id,
-    edits: [{ type: 'clear_tool_uses_20250919', clearedInputTokens: 41_000, clearedToolUses: 12 }],
+    edits: [{ type: 'clear_tool_uses_20250919', clearedInputTokens: 9_000, clearedToolUses: 1 }],
   });
   log.outcome();
   const r = render(log);
@@ -481,4 +482,5 @@ test('thinking: the PR says how many thinking tokens, never what was thought; an
   assert.ok(
     all.includes('The API cleared 12 old tool results (41000 input tokens) from what the model read'),
   );
+  assert.ok(all.includes('The API cleared 1 old tool result (9000 input tokens) from what the model read'));
 });

@@ -403,12 +403,20 @@ function thinkingSection(e: EventOf<'model_response'>): HTMLElement | null {
   );
 }
 
-/** The model's text of a step (plain text: shown as written, never as markup), its thinking folded above it. */
+/**
+ * The model's text of a step (plain text: shown as written, never as markup), its thinking folded
+ * above it and what the API cleared from its prompt below it.
+ */
 function modelText(e: EventOf<'model_response'>): HTMLElement | null {
   const thinking = thinkingSection(e);
   const text = modelSaid(e);
-  if (thinking === null) return text;
-  return h('div', null, thinking, text);
+  const edits =
+    e.contextEdits === undefined || e.contextEdits.length === 0
+      ? null
+      : h('div', { class: 'item note condensation' }, `✂ ${contextEditLine(e.contextEdits)}`);
+  const parts = [thinking, text, edits].filter((p): p is HTMLElement => p !== null);
+  if (parts.length <= 1) return parts[0] ?? null;
+  return h('div', null, ...parts);
 }
 
 function modelSaid(e: EventOf<'model_response'>): HTMLElement | null {
