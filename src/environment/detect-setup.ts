@@ -41,6 +41,12 @@ export interface SetupPlan {
    */
   readonly unpinned?: boolean;
   /**
+   * Workspace patterns whose packages were not all read (a `**` or brace glob, a path this does not
+   * expand, more than MAX_WORKSPACE_PACKAGES packages). The install still runs those packages'
+   * lifecycle scripts, so setup-trust.ts counts them as running the project's own code.
+   */
+  readonly unreadWorkspaces?: readonly string[];
+  /**
    * What runs in place of the project's editable install when pip cannot fetch its build backend
    * (python-from-source.ts). Absent: no fallback, a failed install fails setup.
    */
@@ -182,8 +188,9 @@ async function detectJavaScript(probe: WorkspaceProbe): Promise<SetupPlan | null
         ],
         allowHosts: [NPM_REGISTRY],
         testEnv: {},
-        outputs: nodeModules(workspaces),
-        inputs: [...inputs, ...workspaces.map((w) => `${w}/package.json`)],
+        outputs: nodeModules(workspaces.dirs),
+        inputs: [...inputs, ...workspaces.dirs.map((w) => `${w}/package.json`)],
+        ...unreadOf(workspaces),
       };
     }
     case 'pnpm':
@@ -202,7 +209,7 @@ async function detectJavaScript(probe: WorkspaceProbe): Promise<SetupPlan | null
  */
 async function unlockedPlan(probe: WorkspaceProbe, pkg: PackageJson): Promise<SetupPlan | null> {
   const workspaces = await expandWorkspaces(probe, pkg.workspaces);
-  if (pkg.dependencies === 0 && workspaces.length === 0) return null;
+  if (pkg.dependencies === 0 && workspaces.dirs.length === 0 && workspaces.unread.length === 0) return null;
   return {
     ecosystem: 'npm',
     commands: [
@@ -213,11 +220,12 @@ async function unlockedPlan(probe: WorkspaceProbe, pkg: PackageJson): Promise<Se
     ],
     allowHosts: [NPM_REGISTRY],
     testEnv: {},
-    outputs: nodeModules(workspaces),
+    outputs: nodeModules(workspaces.dirs),
     inputs: [
       ...(await existing(probe, ['package.json', '.npmrc'])),
-      ...workspaces.map((w) => `${w}/package.json`),
+      ...workspaces.dirs.map((w) => `${w}/package.json`),
     ],
+    ...unreadOf(workspaces),
     unpinned: true,
   };
 }
@@ -254,12 +262,13 @@ async function pnpmPlan(
     ],
     allowHosts: [NPM_REGISTRY],
     testEnv: TOOLS_ENV,
-    outputs: [...nodeModules(workspaces), TOOLS_DIR],
+    outputs: [...nodeModules(workspaces.dirs), TOOLS_DIR],
     inputs: [
       ...inputs,
       ...(await existing(probe, ['pnpm-workspace.yaml', '.pnpmfile.cjs'])),
-      ...workspaces.map((w) => `${w}/package.json`),
+      ...workspaces.dirs.map((w) => `${w}/package.json`),
     ],
+    ...unreadOf(workspaces),
   };
 }
 
@@ -303,7 +312,7 @@ async function yarnPlan(
   const allInputs = [
     ...inputs,
     ...(await existing(probe, ['.yarnrc.yml', '.yarnrc'])),
-    ...workspaces.map((w) => `${w}/package.json`),
+    ...workspaces.dirs.map((w) => `${w}/package.json`),
   ];
   const fieldNote = fromField?.ok === false ? ` (${fromField.problem})` : '';
   const allowHosts = [NPM_REGISTRY, YARN_REGISTRY];
@@ -323,8 +332,9 @@ async function yarnPlan(
       ],
       allowHosts,
       testEnv: TOOLS_ENV,
-      outputs: [...nodeModules(workspaces), TOOLS_DIR],
+      outputs: [...nodeModules(workspaces.dirs), TOOLS_DIR],
       inputs: allInputs,
+      ...unreadOf(workspaces),
     };
   }
 
@@ -383,7 +393,7 @@ async function yarnPlan(
   const linker = yarnrc.nodeLinker;
   const outputs =
     linker === 'node-modules' || linker === 'pnpm'
-      ? nodeModules(workspaces)
+      ? nodeModules(workspaces.dirs)
       : ['.pnp.cjs', '.pnp.loader.mjs', '.yarn/cache', '.yarn/unplugged', '.yarn/install-state.gz'];
   return {
     ecosystem: 'yarn-berry',
@@ -392,6 +402,7 @@ async function yarnPlan(
     testEnv,
     outputs: [...outputs, TOOLS_DIR],
     inputs: allInputs,
+    ...unreadOf(workspaces),
   };
 }
 
@@ -486,20 +497,38 @@ function readPnpmWorkspaces(text: string | null): string[] {
   return doc['packages'].filter((p): p is string => typeof p === 'string');
 }
 
+/** Workspace package directories, and the patterns whose packages were not all read. */
+export interface Workspaces {
+  readonly dirs: string[];
+  readonly unread: string[];
+}
+
 /**
  * Directories of workspace packages (those holding a package.json), from globs such as
- * `packages/*`. `*` matches within one path segment; patterns with `**`, negations and anything
- * that is not a plain relative path are skipped (their node_modules are then just not cached).
+ * `packages/*`. `*` matches within one path segment. Patterns with `**`, braces or anything that is
+ * not a plain relative path are not expanded, and at most MAX_WORKSPACE_PACKAGES directories are:
+ * those patterns (and the cap, when reached) are `unread` (their node_modules are then not cached,
+ * and setup-trust.ts treats their packages as running their own code). A negation only excludes
+ * packages, so skipping it reads more, never less.
  */
 export async function expandWorkspaces(
   probe: WorkspaceProbe,
   patterns: readonly string[],
-): Promise<string[]> {
+): Promise<Workspaces> {
   const found = new Set<string>();
+  const unread: string[] = [];
+  let capped = false;
   for (const raw of patterns) {
     const pattern = raw.replace(/^\.\//, '').replace(/\/+$/, '');
-    if (pattern === '' || pattern.startsWith('!') || pattern.includes('**')) continue;
-    if (!/^[A-Za-z0-9._@*][A-Za-z0-9._@*/-]*$/.test(pattern) || pattern.split('/').includes('..')) continue;
+    if (pattern === '' || pattern.startsWith('!')) continue;
+    if (
+      pattern.includes('**') ||
+      !/^[A-Za-z0-9._@*][A-Za-z0-9._@*/-]*$/.test(pattern) ||
+      pattern.split('/').includes('..')
+    ) {
+      unread.push(raw.slice(0, 100));
+      continue;
+    }
     let dirs = ['.'];
     for (const segment of pattern.split('/')) {
       const next: string[] = [];
@@ -515,15 +544,29 @@ export async function expandWorkspaces(
           if (name !== 'node_modules' && !name.startsWith('.') && re.test(name)) next.push(join(name));
         }
       }
+      if (next.length > MAX_WORKSPACE_PACKAGES) capped = true;
       dirs = next.slice(0, MAX_WORKSPACE_PACKAGES);
     }
     for (const dir of dirs) {
-      if (found.size >= MAX_WORKSPACE_PACKAGES) break;
-      if (dir !== '.' && SAFE_REL_PATH.test(dir) && (await probe.exists(`${dir}/package.json`)))
-        found.add(dir);
+      if (dir === '.' || !SAFE_REL_PATH.test(dir)) {
+        if (dir !== '.') unread.push(raw.slice(0, 100));
+        continue;
+      }
+      if (!(await probe.exists(`${dir}/package.json`))) continue;
+      if (found.size >= MAX_WORKSPACE_PACKAGES) {
+        capped = true;
+        break;
+      }
+      found.add(dir);
     }
   }
-  return [...found].sort();
+  if (capped) unread.push(`more than ${MAX_WORKSPACE_PACKAGES} packages`);
+  return { dirs: [...found].sort(), unread: [...new Set(unread)] };
+}
+
+/** The plan's `unreadWorkspaces`, when there are any. */
+function unreadOf(w: Workspaces): { unreadWorkspaces?: readonly string[] } {
+  return w.unread.length === 0 ? {} : { unreadWorkspaces: w.unread };
 }
 
 function nodeModules(workspaces: readonly string[]): string[] {
@@ -680,20 +723,48 @@ export function chooseExtras(declared: readonly string[]): string[] {
   return TEST_EXTRAS.filter((e) => normalized.has(e) && SAFE_EXTRA.test(e));
 }
 
-/** Files that requirement files pull in with `-r` / `-c` (one level), for the cache key. */
+/** At most this many files are followed through `-r` / `-c`. */
+const MAX_REFERENCED_REQUIREMENTS = 50;
+
+/**
+ * Files that requirement files pull in with `-r` / `-c`, at any depth, each path taken relative to
+ * the file that names it (as pip does): the cache key, and what setup-trust.ts reads for packages
+ * installed from the repository. A reference this cannot follow (a URL, a path outside the
+ * repository) is left to pip.
+ */
 async function referencedRequirementFiles(
   probe: WorkspaceProbe,
   files: readonly string[],
 ): Promise<string[]> {
+  const seen = new Set(files);
   const found: string[] = [];
-  for (const file of files) {
+  const queue = [...files];
+  for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
     const text = (await probe.readText(file)) ?? '';
+    const dir = file.includes('/') ? file.slice(0, file.lastIndexOf('/')) : '';
     for (const m of text.matchAll(/^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)/gm)) {
-      const ref = (m[1] ?? '').replace(/^\.\//, '');
-      if (unsafeRelPath(ref) === null) found.push(ref);
+      const ref = normalizeRelPath(dir === '' ? (m[1] ?? '') : `${dir}/${m[1] ?? ''}`);
+      if (ref === null || unsafeRelPath(ref) !== null || seen.has(ref)) continue;
+      if (found.length >= MAX_REFERENCED_REQUIREMENTS) return found;
+      seen.add(ref);
+      found.push(ref);
+      queue.push(ref);
     }
   }
   return found;
+}
+
+/** `a/./b/../c` → `a/c`; null when it leaves the repository or is absolute. */
+function normalizeRelPath(path: string): string | null {
+  if (path.startsWith('/')) return null;
+  const out: string[] = [];
+  for (const part of path.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') {
+      if (out.pop() === undefined) return null;
+    } else out.push(part);
+  }
+  return out.length === 0 ? null : out.join('/');
 }
 
 /**

@@ -128,7 +128,12 @@ export async function planEnvironment(
   }
   const decided = await decideSetupTrust(
     origin,
-    { ...setup, ...(detected === null ? {} : { ecosystem: detected.ecosystem }) },
+    {
+      ...setup,
+      ...(detected === null
+        ? {}
+        : { ecosystem: detected.ecosystem, unreadWorkspaces: detected.unreadWorkspaces }),
+    },
     probe,
   );
   const off =

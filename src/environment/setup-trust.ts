@@ -116,12 +116,16 @@ export async function projectCodeSetupRuns(
     readonly commands: readonly { readonly command: string }[];
     readonly inputs: readonly string[];
     readonly ecosystem?: SetupEcosystem | undefined;
+    readonly unreadWorkspaces?: readonly string[] | undefined;
   },
   probe: WorkspaceProbe,
 ): Promise<string | null> {
   if (setup.commands.length === 0) return null;
   if (setup.source === 'configured') {
     return `\`setup:\` in ${REPO_CONFIG_PATH} runs commands that may run any file of the repository`;
+  }
+  if (setup.unreadWorkspaces !== undefined && setup.unreadWorkspaces.length > 0) {
+    return `the install runs the lifecycle scripts of workspace packages this did not read (${listed(setup.unreadWorkspaces)})`;
   }
   for (const input of setup.inputs) {
     if (input === 'package.json' || input.endsWith('/package.json')) {
@@ -134,7 +138,11 @@ export async function projectCodeSetupRuns(
   }
   for (const input of setup.inputs) {
     const name = input.slice(input.lastIndexOf('/') + 1);
-    if (!REQUIREMENTS_NAME.test(name)) continue;
+    // A Python plan's inputs besides its manifests are requirement files, whatever their names
+    // (`-r reqs/local.txt`); elsewhere only files named like one are.
+    const requirementFile =
+      setup.ecosystem === 'python' ? !INPUT_NAMES.has(name) : REQUIREMENTS_NAME.test(name);
+    if (!requirementFile) continue;
     const text = (await probe.readText(input)) ?? '';
     if (text.split('\n').some((line) => LOCAL_REQUIREMENT.test(line))) {
       return `${input} installs a package from the repository, which runs its build`;

@@ -114,6 +114,65 @@ describe('whether setup may have the setup secrets', () => {
         },
         /installs|runs its build/,
       ],
+      // Workspace packages the plan cannot list are installed all the same, scripts and all.
+      ...[['packages/**'], ['{packages,tools}/*'], ['pkgs/a b/*']].map(
+        (patterns): [string, Record<string, string>, RegExp] => [
+          `npm workspaces ${patterns.join(', ')}`,
+          {
+            'package.json': JSON.stringify({ name: 'mono', workspaces: patterns }),
+            'package-lock.json': LOCK,
+            'packages/a/package.json': JSON.stringify({
+              name: 'a',
+              scripts: { postinstall: 'node build.js' },
+            }),
+          },
+          /lifecycle scripts of workspace packages this did not read/,
+        ],
+      ),
+      [
+        'pnpm workspaces components/**',
+        {
+          'package.json': JSON.stringify({ name: 'mono', packageManager: 'pnpm@9.12.0' }),
+          'pnpm-lock.yaml': "lockfileVersion: '9.0'\n",
+          'pnpm-workspace.yaml': "packages:\n  - 'components/**'\n",
+          'components/ui/button/package.json': JSON.stringify({
+            name: 'b',
+            scripts: { prepare: 'node gen.js' },
+          }),
+        },
+        /did not read \(components\/\*\*\)/,
+      ],
+      [
+        'more workspace packages than are read',
+        {
+          'package.json': JSON.stringify({ name: 'mono', workspaces: ['packages/*'] }),
+          'package-lock.json': LOCK,
+          ...Object.fromEntries(
+            Array.from({ length: 201 }, (_, i) => [
+              `packages/p${String(i).padStart(3, '0')}/package.json`,
+              JSON.stringify({
+                name: `p${i}`,
+                ...(i === 200 ? { scripts: { postinstall: 'node x.js' } } : {}),
+              }),
+            ]),
+          ),
+        },
+        /did not read \(more than 200 packages\)/,
+      ],
+      [
+        'a requirements file pulled in by -r, whatever its name, naming a package of the repository',
+        { 'requirements.txt': 'requests==2.31.0\n-r reqs/local.txt\n', 'reqs/local.txt': './tools/plugin\n' },
+        /reqs\/local\.txt installs a package from the repository/,
+      ],
+      [
+        'a requirements file two -r deep, its path relative to the file naming it',
+        {
+          'requirements.txt': '-r reqs/base.txt\n',
+          'reqs/base.txt': 'requests==2.31.0\n-r more/extra.txt\n',
+          'reqs/more/extra.txt': '-e ./tools/plugin\n',
+        },
+        /reqs\/more\/extra\.txt installs a package from the repository/,
+      ],
     ];
     for (const [what, files, reason] of cases) {
       const plan = await planOf(files, changed('src/index.js'));
