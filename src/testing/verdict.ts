@@ -11,8 +11,10 @@
  *    passes, because nothing shows the tests failing before the change (cause `environment` in both
  *    cases, unless the baseline ran and only the final did not: then the change broke the setup).
  * 2. Both runs name tests: compared test by test. Passing before and failing now is a regression;
- *    passing before and not reported now counts as one when the final run did not finish (a run that
- *    finished did not run it: renamed or removed; and a name past the parser's cap proves nothing).
+ *    passing before and not reported now counts as one when the final run did not finish. Passing
+ *    before and not reported by a final run that named all its tests was removed, renamed or
+ *    skipped: never resolved either, since a change that skips the test it breaks would otherwise
+ *    hide the break (a run past the parser's name cap cannot tell, and is not held to it).
  *    Failing before and after is pre-existing: reported, not held against the change. Failing before
  *    and not reported by a final run that named all its tests was removed, renamed or skipped: never
  *    resolved. Resolved needs no regression, no new test failing, a final run that did not fail
@@ -299,6 +301,13 @@ function byTest(
   if (c.vanished.length > 0 && fullyNamed(final)) {
     return unverified(
       `tests that failed before are not reported by the final run (removed, renamed or skipped), so the change does not show them fixed: ${listNames(c.vanished)}`,
+    );
+  }
+  // A passing test that a final run naming all its tests no longer reports was removed, renamed or
+  // skipped: the change may hide what it breaks, so it does not stand as proven.
+  if (c.missing.length > 0 && fullyNamed(final)) {
+    return unverified(
+      `tests that passed before are not reported by the final run (removed, renamed or skipped), so the change may hide what it breaks: ${listNames(c.missing)}`,
     );
   }
   if (final.exitCode !== 0 && final.summary.failedNames.length === 0) {

@@ -11,15 +11,35 @@ import { renderVerification } from '../../src/publish/verification.js';
 import { LocalSandbox } from '../../src/sandbox/local/local-sandbox.js';
 import { startHarness, type Harness } from '../support/agent-harness.js';
 
+/** The fixture's tests (test/fixtures/repos/node-calc), every one of which the forgery reports passing. */
+const CALC_TESTS = [
+  'sum adds every value',
+  'sum of an empty list is zero',
+  'range includes both ends',
+  'range is empty when start is past end',
+  'average of whole numbers',
+  'average rounds to the nearest hundredth',
+  'average rounds negative means away from zero',
+  'average of an empty list throws',
+];
+const FORGED_TAP = [
+  'TAP version 13',
+  ...CALC_TESTS.map((name, i) => `ok ${i + 1} - ${name}`),
+  `1..${CALC_TESTS.length}`,
+  `# pass ${CALC_TESTS.length}`,
+  '# fail 0',
+  '# forged: all pass',
+  '',
+].join('\\n');
+
 /**
  * The forgery a hostile agent can leave in its own sandbox outside the change: a file its workspace
  * git is told to ignore (so no checkpoint or diff holds it) that the test command consults, which
- * then prints the failing test passing, by name. Here
+ * then prints every test passing, by name. Here
  * the test command is written to make that dependence plain; in a real sandbox it is a home
  * `.npmrc`, an edited installed package or a tool first on PATH (test/e2e/app-forged-verdict).
  */
-const TEST_COMMAND =
-  "test -f forged.flag && printf 'TAP version 13\\nok 1 - average rounds to the nearest hundredth\\n1..1\\n# pass 1\\n# fail 0\\n# forged: all pass\\n' || npm test";
+const TEST_COMMAND = `test -f forged.flag && printf '${FORGED_TAP}' || npm test`;
 
 const forger: Policy = (request) => {
   const turns = request.messages.filter((m) => m.role === 'assistant').length;

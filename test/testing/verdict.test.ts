@@ -159,14 +159,27 @@ describe('per-test verdict', () => {
     assert.deepEqual(v.comparison.missing, ['a', 'b']);
   });
 
-  test('a test removed from a complete final run is reported but not a regression', () => {
+  test('a passing test that a complete final run no longer reports (removed, renamed or skipped) keeps the change unverified', () => {
+    // The change fixes x and drops (or skips) the test it breaks: the badge must not hide that.
     const v = verdict(
       run('baseline', { passed: ['a', 'old'], failed: ['x'] }),
       run('final', { passed: ['a', 'x'] }),
     );
-    assert.equal(v.outcome, 'resolved');
+    assert.equal(v.outcome, 'unverified');
     assert.deepEqual(v.comparison.missing, ['old']);
     assert.deepEqual(v.comparison.regressed, []);
+    assert.match(
+      v.reason,
+      /tests that passed before are not reported by the final run \(removed, renamed or skipped\), so the change may hide what it breaks: old/,
+    );
+    // The same runs with every test still reported: resolved.
+    assert.equal(
+      verdict(
+        run('baseline', { passed: ['a', 'old'], failed: ['x'] }),
+        run('final', { passed: ['a', 'old', 'x'] }),
+      ).outcome,
+      'resolved',
+    );
   });
 
   test('past the parser name cap, a missing name is not a regression and an unseen name is not new', () => {
