@@ -272,7 +272,7 @@ class Simulator implements GitHubSim {
       botLogin: this.app.botLogin,
       baseUrl: url,
       lookupToken: (credential) => {
-        const lookup = this.tokens.lookup(credential, Date.now());
+        const lookup = this.tokens.lookup(credential, this.world.nowMs());
         return lookup.kind === 'valid' ? lookup.token : null;
       },
       lookupUser: (credential) => this.oauth.userFor(credential),
@@ -288,7 +288,8 @@ class Simulator implements GitHubSim {
       app: appInfo,
       installationId: INSTALLATION_ID,
       rateLimit: () => this.rateLimit(false),
-      issueToken: (ids, permissions) => this.tokens.issue(INSTALLATION_ID, ids, permissions, Date.now()),
+      issueToken: (ids, permissions) =>
+        this.tokens.issue(INSTALLATION_ID, ids, permissions, this.world.nowMs()),
       refreshPull: (issue) => this.refreshPull(issue),
       exclusive: (repo, fn) => this.git.exclusive(repo, fn),
       diffStats: (issue) =>
@@ -433,8 +434,13 @@ class Simulator implements GitHubSim {
       ...permissions,
     };
     const granted = Object.fromEntries(Object.entries(merged).filter(([, level]) => level !== 'none'));
-    return this.tokens.issue(INSTALLATION_ID, new Set([record.id]), granted, Date.now(), ACTIONS_BOT.login)
-      .token;
+    return this.tokens.issue(
+      INSTALLATION_ID,
+      new Set([record.id]),
+      granted,
+      this.world.nowMs(),
+      ACTIONS_BOT.login,
+    ).token;
   }
 
   setPermission(owner: string, repo: string, login: string, permission: RepoPermission): void {
@@ -1114,7 +1120,7 @@ class Simulator implements GitHubSim {
     }
     const user = this.oauth.userFor(credential);
     if (user !== null) return { kind: 'user', user };
-    const lookup = this.tokens.lookup(credential, Date.now());
+    const lookup = this.tokens.lookup(credential, this.world.nowMs());
     if (lookup.kind !== 'valid') return new HttpError(401, 'Bad credentials');
     return {
       kind: 'installation',

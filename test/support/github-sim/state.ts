@@ -210,12 +210,17 @@ export class World {
   readonly reviewComments = new Map<number, ReviewCommentRecord>();
   readonly checkRuns = new Map<number, CheckRunRecord>();
   private readonly sequences = new Map<string, number>();
-  /** How far the comment clock runs ahead of the real one (GitHubSim.advanceClock). */
+  /** How far the simulator's clock runs ahead of the real one (GitHubSim.advanceClock). */
   private clockOffsetMs = 0;
 
   /** The time comments are created and edited at: GitHub's whole seconds, on the simulator's clock. */
   now(): string {
-    return isoNow(Date.now() + this.clockOffsetMs);
+    return isoNow(this.nowMs());
+  }
+
+  /** The simulator's clock in milliseconds: comments and installation tokens are dated by it. */
+  nowMs(): number {
+    return Date.now() + this.clockOffsetMs;
   }
 
   advanceClock(ms: number): void {

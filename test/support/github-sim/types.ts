@@ -450,9 +450,10 @@ export interface GitHubSim {
   /** Edits a conversation or review comment as its author would (no webhook is sent). */
   editComment(owner: string, repo: string, commentId: number, body: string): void;
   /**
-   * Moves the clock that dates comments (created_at, updated_at; a review comment's review) forward
-   * by `ms`. GitHub dates them in whole seconds; a test that needs two of them in a known order
-   * moves the clock rather than waiting for the seconds to pass.
+   * Moves the simulator's clock forward by `ms`. It dates comments (created_at, updated_at; a review
+   * comment's review) and installation tokens (issued, expires_at, and the check on each request).
+   * GitHub dates comments in whole seconds; a test that needs two of them in a known order, or a
+   * token past its expiry, moves the clock rather than waiting for the time to pass.
    */
   advanceClock(ms: number): void;
   /** Labels the issue and delivers issues.labeled (pull_request.labeled for a pull request, as GitHub does). */
