@@ -1,7 +1,7 @@
 import { reduceState, type RunState } from '../events/reduce-state.js';
 import type { AgentEvent, EventOf, NewEvent } from '../events/schema.js';
 import { isTestPath } from '../testing/test-paths.js';
-import { verdict, wouldResolve } from '../testing/verdict.js';
+import { proofFiles, verdict, wouldResolve } from '../testing/verdict.js';
 import type { AgentRun } from './agent-run.js';
 import { freshSandbox, ownSandbox, type FinalRunPlace } from './final-run-place.js';
 import { recordedRun, type TestRunResult } from './run-test-command.js';
@@ -88,17 +88,20 @@ async function verdictOf(run: AgentRun, state: RunState): Promise<Stop> {
 }
 
 /**
- * The final run in `place`, recorded; when it would resolve the issue, the change's test files run
- * once more on the code before the change (runner configuration the base's there too, never one of
- * the change's files), so a test that passes without the change's code is not taken as proof. Each
- * run is recorded as soon as it ends. The verdict of the two is the run's stop.
+ * The final run in `place`, recorded; when it would resolve the issue, the tests run once more on
+ * the code before the change, with the change's test files (`withoutFixPaths`; runner configuration
+ * the base's there too, never one of the change's files): a test that passes without the change's
+ * code, or whose failure before was chance (a flaky test, or a cached baseline's one bad run), is
+ * not taken as proof. This run is made even when the change changed no test file, at the cost of
+ * one more test run for every change that would be proven. Each run is recorded as soon as it
+ * ends. The verdict of them is the run's stop.
  */
 async function finalRuns(run: AgentRun, state: RunState, place: FinalRunPlace): Promise<Stop> {
   const baseTree = run.base.workspace.baseTree;
   const record = async (
     phase: 'final' | 'without_fix',
     r: TestRunResult,
-    extra: Pick<EventOf<'test_run'>, 'runnerConfig'> | Record<string, never>,
+    extra: Pick<EventOf<'test_run'>, 'runnerConfig' | 'changeFiles'>,
   ): Promise<EventOf<'test_run'>> =>
     (await run.append({
       kind: 'test_run',
@@ -111,20 +114,37 @@ async function finalRuns(run: AgentRun, state: RunState, place: FinalRunPlace): 
     const proof = await place.prepare();
     if (!proof.ok) return { outcome: 'unverified', reason: proof.reason };
     const final = await record('final', await place.run(), runnerConfigField(proof));
-    const paths = wouldResolve(state.baseline, final)
-      ? (await run.git.changedFiles(baseTree, run.lastTree)).filter(
-          (p) => isTestPath(p) && !proof.fromBase.has(p),
-        )
-      : [];
     let withoutFix: EventOf<'test_run'> | undefined;
-    if (paths.length > 0) {
+    if (wouldResolve(state.baseline, final)) {
+      const changed = await run.git.changedFiles(baseTree, run.lastTree);
+      const paths = withoutFixPaths(changed, proofFiles(state.baseline, final), proof.fromBase);
       await place.checkoutOnly(paths);
-      withoutFix = await record('without_fix', await place.run(), {});
+      withoutFix = await record('without_fix', await place.run(), {
+        changeFiles: { paths: paths.slice(0, MAX_RECORDED_PATHS), total: paths.length },
+      });
     }
     return withRunnerConfigNote(judge(state.baseline, final, withoutFix), final);
   } finally {
     await place.close();
   }
+}
+
+/** Paths of a `without_fix` run's `changeFiles` recorded (the total is always). */
+const MAX_RECORDED_PATHS = 50;
+
+/**
+ * The change's files the `without_fix` run takes at the change's version: its test files by name
+ * (testing/test-paths.ts), and every changed file that holds a test the verdict would count as
+ * proof, whatever its name (a `calc_test.js` at the root, a doctest), so a test whose expectation
+ * the change edited is run as edited on the code before the change and passes there: not proof.
+ * Runner configuration stays the base's (`fromBase`) as in the final run.
+ */
+export function withoutFixPaths(
+  changed: readonly string[],
+  proving: ReadonlySet<string>,
+  fromBase: ReadonlySet<string>,
+): string[] {
+  return changed.filter((p) => (isTestPath(p) || proving.has(p)) && !fromBase.has(p));
 }
 
 /**

@@ -353,9 +353,10 @@ export const eventSchemas = {
     ...common,
     kind: z.literal('test_run'),
     /**
-     * `without_fix`: after a final run that would resolve the change, the change's test files alone
-     * on the code before it, in the same sandbox as the final run; tests that pass there are not
-     * proof (testing/verdict.ts).
+     * `without_fix`: after a final run that would resolve the change, the code before it again, with
+     * the change's test files (none when it changed none: then a second run of the base, so a test
+     * that failed once by chance is not taken for fixed), in the same sandbox as the final run;
+     * tests that pass there are not proof (testing/verdict.ts).
      */
     phase: z.enum(['baseline', 'agent', 'final', 'without_fix']),
     command: z.string(),
@@ -388,6 +389,11 @@ export const eventSchemas = {
         total: z.number().int().nonnegative(),
       })
       .optional(),
+    /**
+     * A `without_fix` run: the change's files it ran at the change's version (the first 50; `total`
+     * counts all), everything else at the base's. Absent in logs from before it was recorded.
+     */
+    changeFiles: z.object({ paths: z.array(z.string()), total: z.number().int().nonnegative() }).optional(),
   }),
   model_response: z.object({
     ...common,

@@ -254,8 +254,11 @@ function renderVerdict(
   const c = v.comparison;
   if (withoutFix !== undefined) {
     if (out.length > 0) out.push('');
+    const result = resultCell(withoutFix).replace(/^\S+ /, '');
     out.push(
-      `The change's test files were also run on the code before it (${resultCell(withoutFix).replace(/^\S+ /, '')}): a test that passes there passes without the change's code and is not counted as proof.`,
+      withoutFix.changeFiles?.total === 0
+        ? `The tests were also run again on the code before the change (${result}): a test that passes there did not need the change (its failure before was chance), and is not counted as proof.`
+        : `The change's test files were also run on the code before it (${result}): a test that passes there passes without the change's code and is not counted as proof.`,
     );
   }
   if (!c.perTest) return out;

@@ -20,11 +20,12 @@
  *    resolved. Resolved needs no regression, no new test failing, a final run that did not fail
  *    without naming a failure, and proof: a test failing before and passing now, or a new passing
  *    test (new only counts when the baseline finished and its name lists are whole).
- *    When the change also changed test files, a third run decides which of those tests are proof:
- *    the change's test files alone on the code before it (`without_fix`). A test that passes there
- *    passes without the change's code (a trivial new test, or a failing test edited until it passes)
- *    and proves nothing. One that fails there, or is missing from a run that finished and failed (a
- *    test file that cannot load without the code it tests), is proof.
+ *    A third run decides which of those tests are proof: the code before the change with the
+ *    change's test files (`without_fix`; with none, the base run again). A test that passes there
+ *    passes without the change's code (a trivial new test, a failing test edited until it passes,
+ *    or a flaky test whose failure before was chance) and proves nothing. One that fails there, or
+ *    is missing from a run that finished and failed (a test file that cannot load without the code
+ *    it tests), is proof.
  * 3. A final run that ran no test (counts of zero), or that names none where the baseline named
  *    some, proves nothing: unverified, whatever its exit code (every test file removed).
  * 4. Otherwise the exit codes decide, as before per-test names existed, and the reason says so.
@@ -32,6 +33,7 @@
 import type { EventOf } from '../events/schema.js';
 import { describeTestRun } from './describe-run.js';
 import { stripAnsi } from './parse-test-output.js';
+import { pythonImportProblem } from './python-import-problem.js';
 import {
   compareRuns,
   factsOf,
@@ -88,16 +90,10 @@ const PROBLEMS: readonly { readonly test: (line: string) => boolean; readonly wo
   },
   { test: (l) => /npm (?:ERR!|error) missing script/i.test(l), words: 'the package has no such npm script' },
   { test: missingNodeModule, words: 'a module could not be loaded' },
-  {
-    test: (l) => /\bModuleNotFoundError\b|\bNo module named\b/.test(l),
-    words: 'a Python module could not be imported',
-  },
-  { test: (l) => /\bImportError\b/.test(l), words: 'a Python import failed' },
-  {
-    test: (l) => /\berrors? during collection\b|^_* ?ERROR collecting\b/.test(l),
-    words: 'pytest could not collect the tests',
-  },
 ];
+// Python's import and collection failures come after these, judged over the whole output
+// (python-import-problem.ts): those of the repository's own code (a circular import, a name or a
+// module the fix adds, a SyntaxError) are a failing run, as a missing relative module is for Node.
 
 /**
  * Node's "Cannot find module/package" and ERR_MODULE_NOT_FOUND. A relative or absolute path outside
@@ -117,7 +113,8 @@ function missingNodeModule(line: string): boolean {
 /**
  * Why a test run could not run at all, or null when it ran (whatever its tests did). "Could not
  * run": exit 126 or 127 (the shell could not execute or find the command), output saying a command,
- * script or module is missing or that pytest could not collect, or a non-zero exit with no test
+ * script or dependency is missing or that pytest could not collect for a reason outside the
+ * repository's own code (python-import-problem.ts), or a non-zero exit with no test
  * counts and no test names at all. A run in which some test passed did run: a missing module there is
  * one test file's failure, not the environment's. A run that was stopped (time, memory, cancel) is
  * not a setup problem either; the verdict treats it as an incomplete run.
@@ -127,7 +124,7 @@ export function environmentProblem(run: TestRun): string | null {
   const s = run.summary;
   if (s.passedNames.length > 0 || (s.passed ?? 0) > 0) return null;
   const exit = run.exitCode;
-  const found = exit === 0 ? null : findProblemLine(run.output);
+  const found = exit === 0 ? null : (findProblemLine(run.output) ?? pythonImportProblem(run.output));
   if (found !== null) return `${found.words}${exitWords(exit)}: ${found.line}`;
   if (exit === 127) return `the test command was not found (exit code 127)${quoteFirst(run.output)}`;
   if (exit === 126) return `the test command could not be executed (exit code 126)${quoteFirst(run.output)}`;
@@ -247,7 +244,7 @@ export function verdict(baseline: TestRun | null, final: TestRun, withoutFix?: T
   if (byCode.outcome === 'resolved' && withoutFix !== undefined && passes(withoutFix)) {
     return {
       outcome: 'unverified',
-      reason: `the tests pass without the change's code too (its test files run on the code before it: ${describeTestRun(withoutFix)}), so they do not show that the change fixes anything (judged by exit code, because the test runner did not name individual tests)`,
+      reason: `the tests pass without the change's code too (${withoutFixWords(withoutFix)}: ${describeTestRun(withoutFix)}), so they do not show that the change fixes anything (judged by exit code, because the test runner did not name individual tests)`,
       ...problems,
     };
   }
@@ -323,7 +320,7 @@ function byTest(
   if (proof.length === 0 && passWithoutFix.length > 0) {
     return {
       ...unverified(
-        `the tests that would prove the change also pass without it (the change's test files run on the code before it), so they do not show that the change fixes anything: ${listNames(passWithoutFix)}`,
+        `the tests that would prove the change also pass without it (${withoutFixWords(withoutFix)}), so they do not show that the change fixes anything: ${listNames(passWithoutFix)}`,
       ),
       passWithoutFix,
     };
@@ -348,8 +345,7 @@ function byTest(
   }
   if (fixed.length > 0) shown.push(`tests that failed before pass now: ${listNames(fixed)}`);
   if (added.length > 0) shown.push(`new passing tests: ${listNames(added)}`);
-  if (without !== null)
-    shown.push('each fails without the change (its test files run on the code before it)');
+  if (without !== null) shown.push(`each fails without the change (${withoutFixWords(withoutFix)})`);
   const notProof =
     passWithoutFix.length > 0
       ? `; passing without the change too, so not counted as proof: ${listNames(passWithoutFix)}`
@@ -374,7 +370,13 @@ function provesWithout(run: TestRun, final: TestRun): (id: string) => boolean {
   const failedWhole = finished(run) && run.exitCode !== 0 && listWhole(run);
   return (id) => {
     const fact = now.byId.get(id);
-    if (fact === undefined) return false;
+    // A file that could not run before, whose tests pass now (the id is the file's): proof when it
+    // fails or cannot run again without the change.
+    if (fact === undefined) {
+      if (!now.testsOfFile.has(id)) return false;
+      const s = without.fileStatus(id);
+      return s === 'fail' || (s === 'absent' && failedWhole);
+    }
     if (fact.file !== null && fact.id === fact.file) {
       const s = without.fileStatus(fact.file);
       return s === 'fail' || (s === 'absent' && failedWhole);
@@ -385,6 +387,16 @@ function provesWithout(run: TestRun, final: TestRun): (id: string) => boolean {
       return without.fileStatus(fact.file) === 'fail';
     return failedWhole;
   };
+}
+
+/**
+ * What a `without_fix` run was: the change's test files on the code before it, or, when the change
+ * has none, the code before it run again (a failure before that was chance passes there).
+ */
+function withoutFixWords(run: TestRun | undefined): string {
+  return run?.changeFiles?.total === 0
+    ? 'the tests run again on the code before it'
+    : "the change's test files run on the code before it";
 }
 
 /** A list that was cut (at a cap, or a report cut short) cannot show a test missing from it. */
@@ -399,11 +411,30 @@ function passes(run: TestRun): boolean {
 }
 
 /**
- * Whether the verdict would be `resolved` from the baseline and the final run alone: then, when the
- * change also changed test files, the `without_fix` run must be made before the verdict is given.
+ * Whether the verdict would be `resolved` from the baseline and the final run alone: then the
+ * `without_fix` run must be made before the verdict is given.
  */
 export function wouldResolve(baseline: TestRun | null, final: TestRun): boolean {
   return verdict(baseline, final).outcome === 'resolved';
+}
+
+/**
+ * The files, as the final run names them, of the tests that would prove the change (fixed, and new
+ * passing when the baseline's lists are whole). A changed file among them is run at the change's
+ * version in `without_fix`, whatever its name, so an expectation edited in it is never proof.
+ * Tests known only by name (runners that do not say their file) add nothing.
+ */
+export function proofFiles(baseline: TestRun | null, final: TestRun): Set<string> {
+  const files = new Set<string>();
+  if (baseline === null) return files;
+  const c = compareRuns(baseline, final);
+  if (!c.perTest) return files;
+  const now = new RunView(factsOf(final));
+  for (const id of fullyNamed(baseline) ? [...c.fixed, ...c.newPassing] : c.fixed) {
+    const file = now.byId.get(id)?.file;
+    if (file !== null && file !== undefined) files.add(file);
+  }
+  return files;
 }
 
 /** The rule for runners that do not name tests: the final run must exit 0. */

@@ -35,11 +35,12 @@ const FORGED_TAP = [
 /**
  * The forgery a hostile agent can leave in its own sandbox outside the change: a file its workspace
  * git is told to ignore (so no checkpoint or diff holds it) that the test command consults, which
- * then prints every test passing, by name. Here
+ * then prints every test passing, by name, when the workspace holds the change (so the run of the
+ * code before the change, `without_fix`, shows the real failure and the forged pass stands). Here
  * the test command is written to make that dependence plain; in a real sandbox it is a home
  * `.npmrc`, an edited installed package or a tool first on PATH (test/e2e/app-forged-verdict).
  */
-const TEST_COMMAND = `test -f forged.flag && printf '${FORGED_TAP}' || npm test`;
+const TEST_COMMAND = `test -f forged.flag && ! git diff --quiet HEAD && printf '${FORGED_TAP}' || npm test`;
 
 const forger: Policy = (request) => {
   const turns = request.messages.filter((m) => m.role === 'assistant').length;
@@ -102,7 +103,7 @@ describe('the final run in a fresh sandbox (AgentDeps.verifier)', () => {
     const own = await startHarness({ policy: forger, testCommand: TEST_COMMAND });
     t.after(() => own.close());
     const forged = await own.run();
-    assert.equal(forged.outcome, 'resolved', 'the forgery works where the agent ran');
+    assert.equal(forged.outcome, 'resolved', `the forgery works where the agent ran: ${forged.reason}`);
     assert.match(finalRun(own).output, /forged: all pass/);
 
     const verifier = cloningVerifier(t, () => h.repo.dir);

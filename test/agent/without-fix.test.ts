@@ -183,7 +183,7 @@ EOF`),
     assert.match(outcome.reason, /ran no test: the tests were removed or not found/);
   });
 
-  it('a fix that changes no test file needs no third run', async (t) => {
+  it('a fix that changes no test file: the base runs again, its failing test fails there, and the fix is proven', async (t) => {
     const h: Harness = await startHarness({
       policy: (request, ctx) => agent(`git apply <<'PATCH'\n${h.repo.patch}\nPATCH`)(request, ctx),
       testCommand: 'npm test',
@@ -191,6 +191,83 @@ EOF`),
     t.after(() => h.close());
     const outcome = await h.run();
     assert.equal(outcome.outcome, 'resolved', outcome.reason);
-    assert.equal(runOf(h, 'without_fix'), undefined);
+    assert.match(
+      outcome.reason,
+      /each fails without the change \(the tests run again on the code before it\)/,
+    );
+    const without = runOf(h, 'without_fix');
+    assert.deepEqual(without?.changeFiles, { paths: [], total: 0 });
+    assert.ok(without.summary.failedNames.includes(`test/calc.test.js::${FAILING}`));
+    const state = reduceState(h.store.events);
+    assert.match(
+      renderVerification(state.baseline, state.finalTest, { withoutFix: state.withoutFix }),
+      /The tests were also run again on the code before the change/,
+    );
+  });
+
+  it('a test that failed before by chance (flaky) is not proof: it passes when the base runs again', async (t) => {
+    // Fails the first time it runs in this checkout, passes from then on: the baseline's failure is
+    // chance, and a change that touches nothing it tests would otherwise be "proven" by it.
+    const flaky = `import { test } from 'node:test';
+import { existsSync, writeFileSync } from 'node:fs';
+const marker = new URL('../.git/ia-flaky-ran', import.meta.url);
+test('flaky once', () => {
+  if (!existsSync(marker)) {
+    writeFileSync(marker, '');
+    throw new Error('failed by chance');
+  }
+});
+`;
+    const h = await startHarness({
+      policy: agent(`printf '// reviewed\\n' >> src/calc.js`),
+      testCommand: 'npm test',
+      files: { 'test/flaky.test.js': flaky },
+    });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.ok(runOf(h, 'baseline')?.summary.failedNames.includes('test/flaky.test.js::flaky once'));
+    assert.ok(runOf(h, 'final')?.summary.passedNames.includes('test/flaky.test.js::flaky once'));
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.match(
+      outcome.reason,
+      /also pass without it \(the tests run again on the code before it\), .*flaky once/,
+    );
+    assert.deepEqual(runOf(h, 'without_fix')?.changeFiles, { paths: [], total: 0 });
+  });
+
+  it('a test file the runner runs but not named like a test, its expectation edited: unverified, run as edited on the code before the change', async (t) => {
+    // `checks/average.js` holds a failing test (the fixture's bug) under a name no runner's default
+    // and no test folder gives away. The change edits its expectation, and the expectation of the
+    // fixture's own test, until both pass on the unchanged code.
+    const check = `import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { average } from '../src/calc.js';
+test('average of 1, 2, 2 is 1.67', () => {
+  assert.equal(average([1, 2, 2]), 1.67);
+});
+`;
+    const pkg = JSON.parse(
+      readFileSync(join('test', 'fixtures', 'repos', 'node-calc', 'package.json'), 'utf8'),
+    ) as {
+      scripts: Record<string, string>;
+    };
+    pkg.scripts.test = "node --test 'test/*.test.js' 'checks/*.js'";
+    const h = await startHarness({
+      policy: agent(`${EDIT_THE_TEST} && sed -i 's/2\\]), 1\\.67/2]), 1.66/' checks/average.js`),
+      testCommand: 'npm test',
+      files: { 'checks/average.js': check, 'package.json': `${JSON.stringify(pkg, null, 2)}\n` },
+    });
+    t.after(() => h.close());
+    const outcome = await h.run();
+    assert.ok(
+      runOf(h, 'baseline')?.summary.failedNames.includes('checks/average.js::average of 1, 2, 2 is 1.67'),
+    );
+    assert.equal(runOf(h, 'final')?.exitCode, 0, 'the edited tests pass');
+    assert.equal(outcome.outcome, 'unverified', outcome.reason);
+    assert.match(outcome.reason, /also pass without it .*checks\/average\.js::average of 1, 2, 2 is 1\.67/);
+    assert.deepEqual(runOf(h, 'without_fix')?.changeFiles?.paths.sort(), [
+      'checks/average.js',
+      'test/calc.test.js',
+    ]);
   });
 });

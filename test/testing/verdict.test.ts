@@ -287,6 +287,31 @@ describe('a broken environment', () => {
     assert.equal(v.cause, 'environment');
   });
 
+  test("a collection error in the repository's own package (a circular import) is a failing run, which the fix that breaks the cycle proves", () => {
+    const baseline = parsed('baseline', fixture('pytest-circular-import.txt'), 2);
+    assert.equal(environmentProblem(baseline), null);
+    const final = parsed(
+      'final',
+      [
+        '============================= test session starts ==============================',
+        'collected 2 items',
+        '',
+        'tests/test_a.py::test_helper_a PASSED                                    [ 50%]',
+        'tests/test_a.py::test_helper_b PASSED                                    [100%]',
+        '',
+        '============================== 2 passed in 0.01s ===============================',
+      ].join('\n'),
+      0,
+    );
+    const v = verdict(baseline, final);
+    assert.equal(v.outcome, 'resolved', v.reason);
+    assert.equal(v.cause, undefined);
+    assert.match(v.reason, /tests\/test_a\.py/);
+    // The same collection error for a dependency that is not installed stays the environment's.
+    const missing = parsed('baseline', fixture('pytest-collection-error.txt'), 2);
+    assert.equal(verdict(missing, final).cause, 'environment');
+  });
+
   test('each way a run cannot run is recognised', () => {
     const cases: [string, number | null, RegExp][] = [
       ['bash: pytest: command not found', 127, /command was not found/],

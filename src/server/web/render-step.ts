@@ -258,7 +258,9 @@ function testRunPhase(e: EventOf<'test_run'>): string {
         ? 'Tests after the change (final, in a fresh sandbox)'
         : 'Tests after the change (final)'
       : e.phase === 'without_fix'
-        ? "The change's test files on the code before it (without the fix)"
+        ? e.changeFiles?.total === 0
+          ? 'The tests again on the code before the change (without the fix; the change has no test file)'
+          : "The change's test files on the code before it (without the fix)"
         : 'Tests';
 }
 
