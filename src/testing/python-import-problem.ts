@@ -52,9 +52,9 @@
  * repository's; `No module named 'proj.x'` is rare enough for that not to matter.
  *
  * Linear: each line is matched once against anchored regexes without nested quantifiers; lines
- * longer than 4096 characters are skipped, as in `verdict.ts`.
+ * longer than 4096 characters are skipped (output-lines.ts), as in `verdict.ts`.
  */
-import { stripAnsi } from './parse-test-output.js';
+import { clipLine, outputLines } from './output-lines.js';
 
 export interface PythonImportProblem {
   /** What went wrong, in the words of `verdict.ts`'s table ("a Python module could not be imported"). */
@@ -71,11 +71,6 @@ export interface PythonImportOptions {
    */
   readonly ownModules?: readonly string[];
 }
-
-/** Lines longer than this are not matched (as in verdict.ts). */
-const MAX_LINE = 4096;
-/** Longest line quoted (as in verdict.ts). */
-const MAX_QUOTE = 200;
 
 /** The Python entries of verdict.ts's table, in its order: the lowest rank found is quoted. */
 const RANKS: readonly { readonly test: RegExp; readonly words: string }[] = [
@@ -146,7 +141,7 @@ export function pythonImportProblem(
     if (best === null || p.rank < best.rank) best = p;
   }
   if (best === null) return null;
-  return { words: RANKS[best.rank]?.words ?? '', line: clip(best.line) };
+  return { words: RANKS[best.rank]?.words ?? '', line: clipLine(best.line) };
 }
 
 function attributedToRepository(p: ProblemLine, outputOwn: boolean): boolean {
@@ -182,7 +177,7 @@ function read(output: string): Reading {
   const reading: Reading = { blocks: [newBlock(false)], problems: [], ownNames: new Set() };
   let block = reading.blocks[0] ?? newBlock(false);
   let afterFrame = false;
-  for (const line of lines(output)) {
+  for (const line of outputLines(output)) {
     const sourceLine = afterFrame;
     afterFrame = false;
     const header = headerOf(line, block);
@@ -295,22 +290,4 @@ function addNames(path: string, names: Set<string>): void {
   const file = parts.pop() ?? '';
   for (const part of parts) if (part !== '' && part !== '.') names.add(part);
   names.add(file.replace(/\.py$/, ''));
-}
-
-/** Trimmed, non-empty lines without ANSI escapes; overlong lines are skipped (as in verdict.ts). */
-function* lines(output: string): Generator<string> {
-  let start = 0;
-  while (start < output.length) {
-    let end = output.indexOf('\n', start);
-    if (end === -1) end = output.length;
-    if (end - start <= MAX_LINE) {
-      const line = stripAnsi(output.slice(start, end)).replace(/\r$/, '').trim();
-      if (line !== '') yield line;
-    }
-    start = end + 1;
-  }
-}
-
-function clip(line: string): string {
-  return line.length > MAX_QUOTE ? `${line.slice(0, MAX_QUOTE - 1)}…` : line;
 }

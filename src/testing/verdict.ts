@@ -32,7 +32,7 @@
  */
 import type { EventOf } from '../events/schema.js';
 import { describeTestRun } from './describe-run.js';
-import { stripAnsi } from './parse-test-output.js';
+import { clipLine, outputLines } from './output-lines.js';
 import { pythonImportProblem } from './python-import-problem.js';
 import {
   compareRuns,
@@ -69,10 +69,6 @@ export interface Verdict {
 
 /** Names listed in a reason before "and N more". */
 const MAX_NAMED = 10;
-/** Longest line quoted from a run's output. */
-const MAX_QUOTE = 200;
-/** Lines longer than this are not matched (no tool prints a setup error that long). */
-const MAX_LINE = 4096;
 
 /**
  * Lines that say the test command could not start or could not load its tests; the earliest entry
@@ -141,37 +137,19 @@ function exitWords(exit: number | null): string {
 
 function findProblemLine(output: string): { words: string; line: string } | null {
   let best: { rank: number; line: string } | null = null;
-  for (const line of lines(output)) {
+  for (const line of outputLines(output)) {
     const limit: number = best === null ? PROBLEMS.length : best.rank;
     const rank: number = PROBLEMS.slice(0, limit).findIndex((p) => p.test(line));
-    if (rank !== -1) best = { rank, line: clip(line) };
+    if (rank !== -1) best = { rank, line: clipLine(line) };
     if (best?.rank === 0) break;
   }
   if (best === null) return null;
   return { words: PROBLEMS[best.rank]?.words ?? '', line: best.line };
 }
 
-/** Trimmed, non-empty lines without ANSI escapes; overlong lines are skipped. */
-function* lines(output: string): Generator<string> {
-  let start = 0;
-  while (start < output.length) {
-    let end = output.indexOf('\n', start);
-    if (end === -1) end = output.length;
-    if (end - start <= MAX_LINE) {
-      const line = stripAnsi(output.slice(start, end)).replace(/\r$/, '').trim();
-      if (line !== '') yield line;
-    }
-    start = end + 1;
-  }
-}
-
 function quoteFirst(output: string): string {
-  for (const line of lines(output)) return `: ${clip(line)}`;
+  for (const line of outputLines(output)) return `: ${clipLine(line)}`;
   return '';
-}
-
-function clip(line: string): string {
-  return line.length > MAX_QUOTE ? `${line.slice(0, MAX_QUOTE - 1)}…` : line;
 }
 
 /** "test/a.test.js (out of memory before; its 3 tests pass now)". */
