@@ -346,19 +346,16 @@ function provesWithout(run: TestRun, final: TestRun): (id: string) => boolean {
   const without = new RunView(factsOf(run));
   const now = new RunView(factsOf(final));
   const failedWhole = finished(run) && run.exitCode !== 0 && listWhole(run);
+  const fileFails = (file: string): boolean => {
+    const s = without.fileStatus(file);
+    return s === 'fail' || (s === 'absent' && failedWhole);
+  };
   return (id) => {
     const fact = now.byId.get(id);
-    // A file that could not run before, whose tests pass now (the id is the file's): proof when it
-    // fails or cannot run again without the change.
-    if (fact === undefined) {
-      if (!now.testsOfFile.has(id)) return false;
-      const s = without.fileStatus(id);
-      return s === 'fail' || (s === 'absent' && failedWhole);
-    }
-    if (fact.file !== null && fact.id === fact.file) {
-      const s = without.fileStatus(fact.file);
-      return s === 'fail' || (s === 'absent' && failedWhole);
-    }
+    // A whole file's id: one that could not run before and whose tests pass now (the final run
+    // reports its tests, not the file), or a file fact of the final run.
+    if (fact === undefined) return now.testsOfFile.has(id) && fileFails(id);
+    if (fact.file !== null && fact.id === fact.file) return fileFails(fact.file);
     const m = without.match(fact);
     if (m !== undefined) return statusOf(m) === 'fail';
     if (fact.file !== null && without.fileLevel.has(fact.file))
