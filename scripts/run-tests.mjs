@@ -257,6 +257,28 @@ try {
 rmSync(tally, { recursive: true, force: true });
 
 const failed = results.filter((r) => !r.ok);
+
+/**
+ * The spec reporter's "failing tests" section of one file's report, without stack frames (test
+ * names, locations and error messages, which hold the assertion's own message with the output it
+ * quotes), at most DIGEST_LINES lines; a file with no such section (a crash at load time, a hang)
+ * gives its report's last lines instead.
+ */
+function failureDigest(output) {
+  const DIGEST_LINES = 60;
+  const lines = output.split('\n');
+  const start = lines.lastIndexOf('✖ failing tests:');
+  const picked =
+    start === -1
+      ? lines.filter((l) => l.trim() !== '').slice(-20)
+      : lines.slice(start + 1).filter((l) => l.trim() !== '' && !/^\s+at /.test(l));
+  return picked.length > DIGEST_LINES
+    ? [
+        ...picked.slice(0, DIGEST_LINES),
+        `… ${picked.length - DIGEST_LINES} more lines in the file's report above`,
+      ]
+    : picked;
+}
 console.log(
   `\n━━ ${files.length} files, ${concurrency} at a time (${heavyLimit} heavy), ${(wall / 60).toFixed(1)} min`,
 );
@@ -293,6 +315,13 @@ if (attacks.length > 0) {
   console.log(`security: ${attacks.length} attacks tried, ${succeeded.length} succeeded`);
 }
 if (failed.length > 0) {
+  // Each failed file's report was printed when it ended, far above; its failures are repeated here,
+  // where a reader of the log's tail (CI keeps only the end) finds why, not just where.
+  console.log('why they failed:');
+  for (const r of failed) {
+    console.log(`  ${r.file}${r.timedOut ? ` (stopped after ${fileTimeoutMs / 1000} s)` : ''}`);
+    for (const line of failureDigest(r.output)) console.log(`    ${line}`);
+  }
   console.log(`failed files (${failed.length}):`);
   for (const r of failed) console.log(`  ${r.file}`);
 }

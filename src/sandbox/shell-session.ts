@@ -57,6 +57,27 @@ export interface ShellSessionOptions {
   readonly sweep?: boolean;
 }
 
+/**
+ * The sweep (ShellSessionOptions.sweep), one line of the shell's own text with no process started:
+ * `kill -KILL -1` signals every process the shell may signal but itself and its namespace's init in
+ * one system call, so none forks its way out. A killed process is gone only once it has exited,
+ * though: until the kernel has torn it down (a large address space takes a while on a loaded
+ * machine) it still holds its port, its locks and its memory, and the next command could trip over
+ * them. So the shell waits, busily and for at most about two seconds (a process stuck in the kernel
+ * does not hold up every later command longer), until no process it may signal is left but the
+ * dead (zombies, which hold nothing and which their parent, this shell or the namespace's init,
+ * reaps), as the setup phases' sweeps do. `kill -0 -1` fails only when the namespace holds no other
+ * process at all, whoever's: there (the isolated local sandbox's harness side, after a command that
+ * left nothing) the wait costs one system call; in Docker, where the agent's processes share the
+ * namespace, one pass over /proc (about a millisecond a command, measured).
+ */
+const SWEEP =
+  'kill -KILL -1 2>/dev/null; kill -0 -1 2>/dev/null && __ia_until=$((SECONDS + 2)) && while :; do __ia_left=; ' +
+  'for __ia_p in /proc/[1-9]*; do __ia_p=${__ia_p#/proc/}; case $__ia_p in 1 | "$$") continue ;; esac; ' +
+  'kill -0 "$__ia_p" 2>/dev/null && IFS= read -r __ia_s <"/proc/$__ia_p/stat" 2>/dev/null || continue; ' +
+  '__ia_s=${__ia_s##*) }; case ${__ia_s%% *} in Z | X) ;; *) __ia_left=$__ia_p && break ;; esac; done; ' +
+  '[ -z "$__ia_left" ] || [ "$SECONDS" -ge "$__ia_until" ] && break; done; ';
+
 /** Quotes a string as one bash word. */
 export function shellQuote(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`;
@@ -114,7 +135,7 @@ export class ShellSession {
   }
 
   private get sweepLine(): string {
-    return this.options.sweep === true ? 'kill -KILL -1 2>/dev/null; ' : '';
+    return this.options.sweep === true ? SWEEP : '';
   }
 
   async start(): Promise<void> {

@@ -55,6 +55,11 @@ async function sandboxOf(kind: Kind, ws: string): Promise<Sandbox> {
   });
 }
 
+/** A harness command that leaves a python3 process holding 512 MiB it has written to. */
+const LEAVE_BIG =
+  `(python3 -c 'import sys, time; b = b"x" * (512 << 20); print("held", flush=True); time.sleep(300)' ` +
+  `>/tmp/ia-holds-memory 2>&1 &) ; until [ -s /tmp/ia-holds-memory ]; do sleep 0.05; done; cat /tmp/ia-holds-memory`;
+
 /** Fresh sandboxes of `kind` on clones of `origin` at the asked commit. */
 function verifierOf(kind: Kind, t: TestContext, origin: string): FreshVerifier {
   return {
@@ -122,6 +127,14 @@ for (const kind of KINDS) {
       assert.match(r.output, /left\n$/);
       const after = await sandbox.harnessExec('ps -e -o args=', { timeoutMs: 10_000 });
       assert.doesNotMatch(after.output, /sleep 300[01]/, after.output);
+      // Killed is not yet gone: a process that holds much memory takes the kernel a while to tear
+      // down, and until then it holds its memory, ports and locks. When the command reports back it
+      // has exited (a zombie, `Z`, holds nothing).
+      const big = await sandbox.harnessExec(LEAVE_BIG, { timeoutMs: 60_000 });
+      assert.match(big.output, /^held$/m, big.output);
+      // By its command name: a process being torn down has no command line left to show.
+      const left = await sandbox.harnessExec('ps -e -o stat=,comm=', { timeoutMs: 10_000 });
+      assert.doesNotMatch(left.output, /^[^Z]\S*\s+python3/m, left.output);
     },
     { skip: skipOf(kind) },
   );
