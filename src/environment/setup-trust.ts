@@ -3,8 +3,9 @@ import { REPO_CONFIG_PATH } from '../config/repo-config.js';
 import type { SetupEcosystem } from './detect-setup.js';
 
 /**
- * Whether a job's setup may have the setup secrets: only when everything that decides what setup
- * executes is what the maintainers committed to the base branch.
+ * Whether a job's setup may have the setup secrets (only when every file of the tree is what the
+ * maintainers committed: see SetupTrust.secrets) and run install scripts as the project expects
+ * (when everything that decides what setup executes is what the maintainers committed).
  *
  * Why: setup runs code with the secrets in its environment. A pull request the agent wrote (a
  * follow-up or CI round works on its head) can add a `postinstall`, a `.npmrc` with
@@ -36,8 +37,17 @@ export type TreeOrigin =
   | { readonly kind: 'unknown'; readonly why: string };
 
 export interface SetupTrust {
-  /** Setup may have the setup secrets and runs install scripts as the project expects. */
+  /** Setup runs install scripts as the project expects. */
   readonly trusted: boolean;
+  /**
+   * Setup may have the setup secrets: only when no file of the tree was written by anyone but the
+   * maintainers (a commit of the base branch, the user's own checkout, a round whose tree is the
+   * base branch's). A tree the agent changed never gets them, even when none of its changes is a
+   * setup input: the tools setup runs read the working folder in ways no list of inputs covers
+   * (`python3 -m venv` and `python3 -m pip` import a `logging.py` or `venv/` there first, a pinned
+   * package's install script reads the project's files), so its code could run with them.
+   */
+  readonly secrets: boolean;
   /** One line for people: why. */
   readonly reason: string;
 }
@@ -198,24 +208,38 @@ export async function decideSetupTrust(
 ): Promise<SetupTrust> {
   switch (origin.kind) {
     case 'base':
-      return { trusted: true, reason: `the workspace is a commit of the base branch \`${origin.ref}\`` };
+      return {
+        trusted: true,
+        secrets: true,
+        reason: `the workspace is a commit of the base branch \`${origin.ref}\``,
+      };
     case 'own-checkout':
       return {
         trusted: true,
+        secrets: true,
         reason: 'the workspace is your own checkout, and the secrets come from your own environment',
       };
     case 'unknown':
-      return { trusted: false, reason: `it could not be checked against the base branch (${origin.why})` };
+      return {
+        trusted: false,
+        secrets: false,
+        reason: `it could not be checked against the base branch (${origin.why})`,
+      };
     case 'changed':
       break;
   }
   if (origin.paths.length === 0) {
-    return { trusted: true, reason: `the workspace's files are those of the base branch \`${origin.ref}\`` };
+    return {
+      trusted: true,
+      secrets: true,
+      reason: `the workspace's files are those of the base branch \`${origin.ref}\``,
+    };
   }
   const inputs = origin.paths.filter((p) => isSetupInput(p, setup.inputs));
   if (inputs.length > 0) {
     return {
       trusted: false,
+      secrets: false,
       reason: `the workspace changes what setup runs against the base branch \`${origin.ref}\` (${listed(inputs)})`,
     };
   }
@@ -223,12 +247,14 @@ export async function decideSetupTrust(
   if (runs !== null) {
     return {
       trusted: false,
+      secrets: false,
       reason: `${runs}, and the workspace differs from the base branch \`${origin.ref}\` in ${origin.paths.length} file(s) (${listed(origin.paths)})`,
     };
   }
   return {
     trusted: true,
-    reason: `setup runs only what the manifests pin, and none of the ${origin.paths.length} file(s) that differ from the base branch \`${origin.ref}\` is a manifest, lockfile or package-manager setting`,
+    secrets: false,
+    reason: `setup runs only what the manifests pin, and none of the ${origin.paths.length} file(s) that differ from the base branch \`${origin.ref}\` is a manifest, lockfile or package-manager setting; but files the agent wrote are in the workspace, and the tools setup runs may read them`,
   };
 }
 
@@ -255,8 +281,8 @@ export function setupSecretsOf(
   };
 } {
   const available = plan.secretNames.filter((n) => provided[n] !== undefined);
-  const given = plan.trust.trusted ? available : [];
-  const withheld = plan.trust.trusted ? [] : available;
+  const given = plan.trust.secrets ? available : [];
+  const withheld = plan.trust.secrets ? [] : available;
   const values: Record<string, string> = {};
   for (const n of given) values[n] = provided[n] ?? '';
   return {
@@ -280,7 +306,7 @@ export function untrustedSetupNote(record: {
   readonly withheld: readonly string[];
   readonly scriptsOff: boolean;
 }): string {
-  if (record.trusted) return '';
+  if (record.trusted && record.withheld.length === 0) return '';
   const what = [
     ...(record.withheld.length > 0 ? [`without the setup secrets (${record.withheld.join(', ')})`] : []),
     ...(record.scriptsOff ? ['with install scripts off'] : []),

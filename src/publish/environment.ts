@@ -61,7 +61,7 @@ export function describeEnvironment(rec: EnvironmentRecord, redact: Redact = (t)
  */
 function untrustedLine(rec: EnvironmentRecord, redact: Redact): string | null {
   const trust = rec.setup.trust;
-  if (trust === undefined || trust.trusted) return null;
+  if (trust === undefined || (trust.trusted && trust.withheld.length === 0)) return null;
   const what = [
     ...(trust.withheld.length > 0
       ? [`without the setup secrets ${trust.withheld.map((n) => codeSpan(n)).join(', ')}`]

@@ -207,7 +207,14 @@ export function verdict(baseline: TestRun | null, final: TestRun, withoutFix?: T
   // none found. So does one that names no test where the baseline named some.
   const ranNone = final.summary.passed === 0 && (final.summary.failed ?? 0) === 0;
   const baselineNames = baseline === null ? 0 : reported(baseline);
-  const namedNone = baselineNames > 0 && reported(final) === 0 && finished(final);
+  // A baseline that named only some of its tests (runners that name failures only: unittest, go
+  // without -v) is followed by a final run naming none when they all pass: that is "removed" only
+  // when fewer tests ran than before, or when the counts do not say.
+  const namedNone =
+    baselineNames > 0 &&
+    reported(final) === 0 &&
+    finished(final) &&
+    (baseline === null || fullyNamed(baseline) || !countedNoFewer(baseline, final));
   if (ranNone || namedNone) {
     const what = ranNone ? 'ran no test' : `names no test, though the baseline named ${baselineNames}`;
     return {
@@ -292,16 +299,21 @@ function byTest(
   }
   const newIsNew = fullyNamed(baseline);
   const candidates = newIsNew ? [...c.fixed, ...c.newPassing] : c.fixed;
-  const without = withoutFix === undefined ? null : provesWithout(withoutFix, final);
-  const passWithoutFix = without === null ? [] : candidates.filter((n) => !without(n));
-  const proof = without === null ? candidates : candidates.filter(without);
-  if (proof.length === 0 && passWithoutFix.length > 0) {
-    return {
-      ...unverified(
-        `the tests that would prove the change also pass without it (${withoutFixWords(withoutFix)}), so they do not show that the change fixes anything: ${listNames(passWithoutFix)}`,
-      ),
-      passWithoutFix,
-    };
+  const without = withoutFix === undefined ? null : provesWithout(withoutFix, final, new Set(c.fixed));
+  const shows = (n: string): Without => (without === null ? 'fails' : without(n));
+  const passWithoutFix = candidates.filter((n) => shows(n) === 'passes');
+  const edited = candidates.filter((n) => shows(n) === 'edited');
+  const proof = candidates.filter((n) => shows(n) === 'fails');
+  if (proof.length === 0 && (passWithoutFix.length > 0 || edited.length > 0)) {
+    const why = [
+      ...(passWithoutFix.length > 0
+        ? [
+            `the tests that would prove the change also pass without it (${withoutFixWords(withoutFix)}), so they do not show that the change fixes anything: ${listNames(passWithoutFix)}`,
+          ]
+        : []),
+      ...(edited.length > 0 ? [editedWords(edited)] : []),
+    ];
+    return { ...unverified(why.join('; ')), passWithoutFix };
   }
   if (proof.length === 0) {
     const why =
@@ -325,9 +337,9 @@ function byTest(
   if (added.length > 0) shown.push(`new passing tests: ${listNames(added)}`);
   if (without !== null) shown.push(`each fails without the change (${withoutFixWords(withoutFix)})`);
   const notProof =
-    passWithoutFix.length > 0
+    (passWithoutFix.length > 0
       ? `; passing without the change too, so not counted as proof: ${listNames(passWithoutFix)}`
-      : '';
+      : '') + (edited.length > 0 ? `; not counted as proof either: ${editedWords(edited)}` : '');
   return {
     outcome: 'resolved',
     reason: `no test that passed before fails now, and ${shown.join('; ')}${notProof}${preExisting} (${after})`,
@@ -342,10 +354,17 @@ function byTest(
  * it finished and failed (a test file that cannot load without the code it tests fails as a whole,
  * under the file's name or none). A run that was stopped shows only what it reported.
  */
-function provesWithout(run: TestRun, final: TestRun): (id: string) => boolean {
+function provesWithout(run: TestRun, final: TestRun, existed: ReadonlySet<string>): (id: string) => Without {
   const without = new RunView(factsOf(run));
   const now = new RunView(factsOf(final));
   const failedWhole = finished(run) && run.exitCode !== 0 && listWhole(run);
+  const edited = editedFiles(run);
+  // A test that was there before, in a file the change edited, that fails here only as its file
+  // does (it cannot load, or is not reported by a run that failed): the change's version of the file
+  // needs the change's code, which says nothing of whether the base's version of the test passes
+  // with it (an edited expectation beside an import of a name the change adds). Not proof.
+  const asFile = (id: string, file: string | null, fails: boolean): Without =>
+    !fails ? 'passes' : existed.has(id) && file !== null && edited(file) ? 'edited' : 'fails';
   const fileFails = (file: string): boolean => {
     const s = without.fileStatus(file);
     return s === 'fail' || (s === 'absent' && failedWhole);
@@ -354,14 +373,34 @@ function provesWithout(run: TestRun, final: TestRun): (id: string) => boolean {
     const fact = now.byId.get(id);
     // A whole file's id: one that could not run before and whose tests pass now (the final run
     // reports its tests, not the file), or a file fact of the final run.
-    if (fact === undefined) return now.testsOfFile.has(id) && fileFails(id);
-    if (fact.file !== null && fact.id === fact.file) return fileFails(fact.file);
+    if (fact === undefined) return asFile(id, id, now.testsOfFile.has(id) && fileFails(id));
+    if (fact.file !== null && fact.id === fact.file) return asFile(id, fact.file, fileFails(fact.file));
     const m = without.match(fact);
-    if (m !== undefined) return statusOf(m) === 'fail';
+    // An expected failure (pytest's xfail) on the code before the change is that code failing it.
+    if (m !== undefined) return statusOf(m) === 'fail' || m.detail === 'xfail' ? 'fails' : 'passes';
     if (fact.file !== null && without.fileLevel.has(fact.file))
-      return without.fileStatus(fact.file) === 'fail';
-    return failedWhole;
+      return asFile(id, fact.file, without.fileStatus(fact.file) === 'fail');
+    return asFile(id, fact.file, failedWhole);
   };
+}
+
+/** What a `without_fix` run shows of one test that would prove the change (see provesWithout). */
+type Without = 'fails' | 'passes' | 'edited';
+
+/**
+ * Whether a file is one of the change's that the `without_fix` run took: by its recorded paths; past
+ * their cap every file may be one; a run recorded before it named them took none of them as such.
+ */
+function editedFiles(run: TestRun): (file: string) => boolean {
+  const taken = run.changeFiles;
+  if (taken === undefined) return () => false;
+  const paths = new Set(taken.paths);
+  return (file) => paths.has(file) || taken.total > taken.paths.length;
+}
+
+/** Why tests that failed before, in files the change edited, are not proof (see provesWithout). */
+function editedWords(tests: readonly string[]): string {
+  return `tests that failed before pass now only in test files the change edited, which cannot run on the code before it, so nothing shows the tests as they were pass with the change: ${listNames(tests)}`;
 }
 
 /**
@@ -372,6 +411,15 @@ function withoutFixWords(run: TestRun | undefined): string {
   return run?.changeFiles?.total === 0
     ? 'the tests run again on the code before it'
     : "the change's test files run on the code before it";
+}
+
+/** Whether both runs counted their tests, and the final run counted at least as many as the baseline. */
+function countedNoFewer(baseline: TestRun, final: TestRun): boolean {
+  const counted = (r: TestRun): number | null =>
+    r.summary.passed === null || r.summary.failed === null ? null : r.summary.passed + r.summary.failed;
+  const before = counted(baseline);
+  const after = counted(final);
+  return before !== null && after !== null && before > 0 && after >= before;
 }
 
 /** A list that was cut (at a cap, or a report cut short) cannot show a test missing from it. */

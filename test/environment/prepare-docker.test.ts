@@ -101,7 +101,7 @@ function plan(over: Partial<EnvironmentPlan> & { commands?: string[] } = {}): En
     agentAllowHosts: [],
     secretNames: [],
     cache: true,
-    trust: { trusted: true, reason: 'a test plan', setupEnv: {} },
+    trust: { trusted: true, secrets: true, reason: 'a test plan', setupEnv: {} },
     ...rest,
   };
 }

@@ -152,7 +152,7 @@ function npmPlan(): EnvironmentPlan {
     secretNames: [],
     // Every run installs through the proxy: that is what the test checks.
     cache: false,
-    trust: { trusted: true, reason: 'a test plan', setupEnv: {} },
+    trust: { trusted: true, secrets: true, reason: 'a test plan', setupEnv: {} },
   };
 }
 

@@ -81,10 +81,31 @@ describe('whether setup may have the setup secrets', () => {
     }
   });
 
-  test('only code files changed, and setup runs nothing of the repository: trusted', async () => {
-    const plan = await planOf(npmLib(), changed('src/index.js', 'test/index.test.js', 'README.md'));
+  test('only code files changed, and setup runs nothing of the repository: install scripts as committed, but no secret', async () => {
+    const plan = await planOf(npmLib(), changed('src/index.js', 'test/index.test.js', 'README.md'), {
+      setupSecrets: ['NPM_TOKEN'],
+    });
     assert.equal(plan.trust.trusted, true, plan.trust.reason);
+    assert.equal(plan.trust.commands, undefined, 'setup runs as planned');
     assert.match(plan.trust.reason, /3 file\(s\)/);
+    // The agent's files are in the tree, and the tools setup runs read the working folder: a
+    // `logging.py` at the root is imported by `python3 -m venv` before the standard library's.
+    assert.equal(plan.trust.secrets, false);
+    assert.match(plan.trust.reason, /files the agent wrote are in the workspace/);
+    const granted = setupSecretsOf(plan, { NPM_TOKEN: 'npm_value_1234567890' });
+    assert.deepEqual(granted.values, {});
+    assert.deepEqual(granted.withheld, ['NPM_TOKEN']);
+    assert.match(untrustedSetupNote(granted.record), /without the setup secrets \(NPM_TOKEN\)/);
+    // A Python plan the same: a root module beside requirements.txt gets no secret either.
+    const python = await planOf(
+      { 'requirements.txt': 'requests==2.31.0\n', 'logging.py': 'import os\n' },
+      changed('logging.py'),
+      { setupSecrets: ['PIP_TOKEN'] },
+    );
+    assert.equal(python.trust.secrets, false, python.trust.reason);
+    // The base branch's own tree, and a round whose tree is the base's: the secrets as committed.
+    assert.equal((await planOf(npmLib(), { kind: 'base', ref: 'main' })).trust.secrets, true);
+    assert.equal((await planOf(npmLib(), changed())).trust.secrets, true);
   });
 
   test("only code files changed, but setup runs the repository's own code: not trusted", async () => {

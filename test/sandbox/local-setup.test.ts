@@ -110,7 +110,7 @@ function plan(commands: readonly string[], over: Partial<EnvironmentPlan> = {}):
     agentAllowHosts: [],
     secretNames: ['CANARY_TOKEN'],
     cache: true,
-    trust: { trusted: true, reason: 'a test plan', setupEnv: {} },
+    trust: { trusted: true, secrets: true, reason: 'a test plan', setupEnv: {} },
     ...over,
   };
 }
@@ -487,6 +487,7 @@ describe('the isolated local sandbox: setup phase', { skip }, () => {
     const untrusted = plan([command], {
       trust: {
         trusted: false,
+        secrets: false,
         reason,
         commands: [{ command, reason: 'test' }],
         setupEnv: { npm_config_ignore_scripts: 'true' },

@@ -441,3 +441,85 @@ describe("the change's tests run without its code (without_fix)", () => {
     assert.equal(verdict(before, after, withoutFix({ exitCode: 1, runner: 'unknown' })).outcome, 'resolved');
   });
 });
+
+describe('without_fix and the verdict, on real runner output', () => {
+  const real = (
+    phase: TestRun['phase'],
+    name: string,
+    exitCode: number,
+    extra: Partial<TestRun> = {},
+  ): TestRun => {
+    const output = fixture(name);
+    return {
+      ...run('final', { exitCode, output }),
+      phase,
+      summary: { ...parseTestOutput(output) },
+      ...extra,
+    };
+  };
+
+  test("a test whose file the change edited, which cannot load without the change's code, is not proof", () => {
+    // The change adds `VERSION = 2` and edits the failing test to `from calc import add, VERSION` with
+    // an expectation that matches the bug: the edited file cannot even load on the code before it.
+    const before = real('baseline', 'pytest-edited-test-baseline.txt', 1);
+    const after = real('final', 'pytest-edited-test-final.txt', 0);
+    const without = real('without_fix', 'pytest-edited-test-without-fix.txt', 2, {
+      changeFiles: { paths: ['tests/test_calc.py'], total: 1 },
+    });
+    assert.deepEqual(verdict(before, after).comparison.fixed, ['tests/test_calc.py::test_add']);
+    const v = verdict(before, after, without);
+    assert.equal(v.outcome, 'unverified', v.reason);
+    assert.match(v.reason, /only in test files the change edited, which cannot run on the code before it/);
+    assert.match(v.reason, /tests\/test_calc\.py::test_add/);
+    assert.deepEqual(v.passWithoutFix, []);
+    // The same crash in a file the change did not edit (the base's test needs the fix's code to
+    // load) is proof, as before.
+    const untouched = verdict(before, after, {
+      ...without,
+      changeFiles: { paths: ['tests/other.py'], total: 1 },
+    });
+    assert.equal(untouched.outcome, 'resolved', untouched.reason);
+    // Past the recorded paths' cap, every file may be one of the change's.
+    const capped = verdict(before, after, {
+      ...without,
+      changeFiles: { paths: ['tests/other.py'], total: 51 },
+    });
+    assert.equal(capped.outcome, 'unverified', capped.reason);
+  });
+
+  test('an expected failure (xfail) on the code before the change is that code failing the test', () => {
+    const before = real('baseline', 'pytest-xfail-baseline.txt', 0);
+    const after = real('final', 'pytest-xpass-final.txt', 0);
+    // No test file changed: the without_fix run is the base run again.
+    const without = real('without_fix', 'pytest-xfail-baseline.txt', 0, {
+      changeFiles: { paths: [], total: 0 },
+    });
+    const v = verdict(before, after, without);
+    assert.equal(v.outcome, 'resolved', v.reason);
+    assert.match(v.reason, /tests\/test_calc\.py::test_add/);
+    assert.deepEqual(v.passWithoutFix, []);
+  });
+
+  test('a runner that names only failures (unittest): a final run naming none, having run as many tests, can prove', () => {
+    const before = real('baseline', 'unittest-quiet-fail.txt', 1);
+    const after = real('final', 'unittest-quiet-pass.txt', 0);
+    assert.equal(before.summary.failedNames.length, 1);
+    assert.equal(after.summary.passedNames.length + after.summary.failedNames.length, 0);
+    const v = verdict(before, after);
+    assert.equal(v.outcome, 'resolved', v.reason);
+    // The base's tests again on the code before the change: they still fail there.
+    const without = { ...before, phase: 'without_fix' as const, changeFiles: { paths: [], total: 0 } };
+    assert.equal(verdict(before, after, without).outcome, 'resolved');
+    assert.equal(
+      verdict(before, after, { ...after, phase: 'without_fix', changeFiles: { paths: [], total: 0 } })
+        .outcome,
+      'unverified',
+      'passing without the change too',
+    );
+    // Fewer tests than before: the failing one was removed.
+    const fewer = { ...after, summary: { ...after.summary, passed: 2 } };
+    const removed = verdict(before, fewer);
+    assert.equal(removed.outcome, 'unverified');
+    assert.match(removed.reason, /names no test, though the baseline named 1/);
+  });
+});
