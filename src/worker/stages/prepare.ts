@@ -129,13 +129,19 @@ export interface IssueText {
  * since the request by someone not allowed to (see approvedIssueText), ends the job.
  */
 export async function readIssue(
-  ctx: JobContext,
+  ctx: Pick<JobContext, 'p' | 'log' | 'gh' | 'where'>,
   run: { readonly resumed: boolean; readonly followUp: boolean },
 ): Promise<{ readonly ok: true; readonly text: IssueText } | { readonly ok: false; readonly end: JobEnd }> {
   const { p, log } = ctx;
   const { data: issue } = await ctx.gh.rest.issues.get({ ...ctx.where, issue_number: p.issue.number });
   if (!run.resumed && issue.state !== 'open') return { ok: false, end: { kind: 'issue_closed' } };
-  // A new run works from the issue's text as it was when the job was asked for.
+  // A new run works from the issue's text as it was when the job was asked for. So does a run that
+  // starts in a resumed job (best-of-N's attempts that had not begun when the worker stopped): the
+  // job began on that text, and an edit made since (by anyone) is not what was asked for or approved.
+  const captured = p.issue.body;
+  if (run.resumed && !run.followUp && captured !== null && captured !== undefined) {
+    return { ok: true, text: { title: p.issue.title, body: captured } };
+  }
   const approved = !run.followUp && !run.resumed ? await approvedIssueText(ctx.gh, p, issue) : null;
   if (approved?.ok === false) {
     log.warn({ reason: approved.reason }, 'the issue changed since the request; not starting');
