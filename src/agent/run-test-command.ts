@@ -51,6 +51,7 @@ export function recordedRun(r: TestRunResult, scrub: (text: string) => string): 
     summary: r.summary,
     output: scrub(cap(r.output)),
     outputBytes: r.outputBytes,
+    ...(r.ownModules === undefined ? {} : { ownModules: [...r.ownModules] }),
   };
 }
 

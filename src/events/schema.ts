@@ -394,6 +394,13 @@ export const eventSchemas = {
      * counts all), everything else at the base's. Absent in logs from before it was recorded.
      */
     changeFiles: z.object({ paths: z.array(z.string()), total: z.number().int().nonnegative() }).optional(),
+    /**
+     * The workspace's own top-level Python packages and modules (`pkg` for `pkg/*.py`, `mod` for
+     * `mod.py`, at the root and under `src/`), listed after a harness run whose output has
+     * `No module named 'A.B'`: the verdict then knows `A` is the repository's, and the failure one of
+     * its code (a submodule the fix adds), not of the environment. Absent otherwise.
+     */
+    ownModules: z.array(z.string()).max(200).optional(),
   }),
   model_response: z.object({
     ...common,

@@ -51,6 +51,30 @@ export interface TestRunResult {
   readonly outputBytes: number;
   /** A host file with the complete output when `output` was cut (the caller owns it; agent runs only). */
   readonly fullOutputPath?: string | undefined;
+  /** See the test_run event's `ownModules`: harness runs whose output names a missing submodule. */
+  readonly ownModules?: readonly string[] | undefined;
+}
+
+/** `No module named 'A.B'`: a submodule of a package that imported (its own, or a dependency's). */
+const MISSING_SUBMODULE = /No module named '[A-Za-z_]\w*\./;
+/**
+ * Lists the workspace's Python files one and two levels down, at the root and under src/: constant
+ * text, run by the harness's shell in the workspace (names only, no file is read).
+ */
+const LIST_PYTHON = `for p in *.py */*.py src/*.py src/*/*.py; do [ -f "$p" ] && printf '%s\\n' "$p"; done; true`;
+const MAX_OWN_MODULES = 200;
+
+/** The top-level module names of `LIST_PYTHON`'s paths (`pkg/a.py` → `pkg`, `src/m.py` → `m`). */
+export function ownModulesOf(listing: string): string[] {
+  const names = new Set<string>();
+  for (const line of listing.split('\n')) {
+    const parts = line.trim().split('/');
+    if (parts[0] === 'src' && parts.length > 1) parts.shift();
+    const first = parts[0] ?? '';
+    const name = parts.length === 1 ? first.replace(/\.py$/, '') : first;
+    if (/^[A-Za-z_]\w*$/.test(name)) names.add(name);
+  }
+  return [...names].sort().slice(0, MAX_OWN_MODULES);
 }
 
 const REPORT_DIR_RE = /^\/[\w./-]+\/issue-agent-report-[0-9a-f]{32}$/;
@@ -76,7 +100,20 @@ export async function runTests(
     await discard(first.exec);
     first = await runOnce(sandbox, command, options, plain);
   }
-  return first.result;
+  return withOwnModules(sandbox, options, first.result);
+}
+
+/** A harness run whose output names a missing submodule gets the workspace's own module names. */
+async function withOwnModules(
+  sandbox: Sandbox,
+  options: RunTestsOptions,
+  result: TestRunResult,
+): Promise<TestRunResult> {
+  if (options.via !== 'harness' || result.exitCode === 0 || !MISSING_SUBMODULE.test(result.output))
+    return result;
+  const listed = await sandbox.harnessExec(LIST_PYTHON, { timeoutMs: 10_000 }).catch(() => null);
+  if (listed === null || listed.exitCode !== 0) return result;
+  return { ...result, ownModules: ownModulesOf(listed.output) };
 }
 
 /**

@@ -120,7 +120,11 @@ export function environmentProblem(run: TestRun): string | null {
   const s = run.summary;
   if (s.passedNames.length > 0 || (s.passed ?? 0) > 0) return null;
   const exit = run.exitCode;
-  const found = exit === 0 ? null : (findProblemLine(run.output) ?? pythonImportProblem(run.output));
+  const found =
+    exit === 0
+      ? null
+      : (findProblemLine(run.output) ??
+        pythonImportProblem(run.output, run.ownModules === undefined ? {} : { ownModules: run.ownModules }));
   if (found !== null) return `${found.words}${exitWords(exit)}: ${found.line}`;
   if (exit === 127) return `the test command was not found (exit code 127)${quoteFirst(run.output)}`;
   if (exit === 126) return `the test command could not be executed (exit code 126)${quoteFirst(run.output)}`;
