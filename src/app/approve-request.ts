@@ -123,11 +123,13 @@ export async function takeApproval(
     if (!states.has(id)) states.set(id, await requestState(octokit, where, w.trigger));
     return states.get(id) ?? null;
   };
-  const { candidate, waiting } = await newestBefore(
-    await waitingRequests(redis, prefix, conversation),
-    at,
-    stateOf,
+  const all = await waitingRequests(redis, prefix, conversation);
+  const { before, waiting } = await postedBefore(all, at, stateOf);
+  const picked = await pickRequest(approve, before, async (w) =>
+    usedBy(redis, prefix, conversation, idOf(w)),
   );
+  if (picked.kind === 'refused') return refused(picked.reason, picked.reply(again));
+  const candidate = picked.request;
   if (candidate === undefined) {
     const wait = config.approvalDays === 1 ? 'a day' : `${config.approvalDays} days`;
     return waiting > 0
@@ -227,21 +229,77 @@ export async function takeApproval(
 }
 
 /**
- * The newest of the waiting requests posted before `at` (GitHub's creation time, from the delivery
- * or asked; deliveries may arrive in any order), and how many wait in all.
+ * The waiting requests posted before `at` (GitHub's creation time, from the delivery or asked;
+ * deliveries may arrive in any order), newest first, and how many wait in all.
  */
-async function newestBefore(
+async function postedBefore(
   all: readonly WaitingRequest[],
   at: string,
   stateOf: (w: WaitingRequest) => Promise<RequestState | null>,
-): Promise<{ readonly candidate: WaitingRequest | undefined; readonly waiting: number }> {
+): Promise<{ readonly before: readonly WaitingRequest[]; readonly waiting: number }> {
   const dated: { readonly w: WaitingRequest; readonly created: number }[] = [];
   for (const w of all) {
     const created = w.trigger.comment?.createdAt ?? (await stateOf(w))?.createdAt;
     if (created !== undefined && seconds(created) < seconds(at)) dated.push({ w, created: seconds(created) });
   }
   dated.sort((a, b) => b.created - a.created || idOf(b.w) - idOf(a.w));
-  return { candidate: dated[0]?.w, waiting: all.length };
+  return { before: dated.map((d) => d.w), waiting: all.length };
+}
+
+/**
+ * The comment an approve comment names, if it names one: a link to it (`#issuecomment-<id>`,
+ * `#discussion_r<id>`) or its id right after `approve`. Anything else after `approve` is for people.
+ */
+export function namedComment(body: string): number | null {
+  const link = /#(?:issuecomment-|discussion_r)(\d{1,15})\b/.exec(body);
+  const id = link?.[1] ?? /\bapprove\s+(\d{1,15})\b/i.exec(body)?.[1];
+  return id === undefined ? null : Number(id);
+}
+
+type Picked =
+  | { readonly kind: 'request'; readonly request: WaitingRequest | undefined }
+  | { readonly kind: 'refused'; readonly reason: string; readonly reply: (again: string) => string };
+
+/**
+ * Which waiting request an approval is for. One it names (see namedComment), among those posted
+ * before it; or, naming none, the one request that waits unapproved from before it (or that this
+ * very approval took on an earlier try). When several wait, an approval that names none is refused:
+ * the maintainer read one of them, and another posted meanwhile (by anyone who may comment) must
+ * not be the one that runs. Undefined: none was posted before the approval.
+ */
+async function pickRequest(
+  approve: Trigger,
+  before: readonly WaitingRequest[],
+  usedOf: (w: WaitingRequest) => Promise<{ readonly deliveryId: string } | null>,
+): Promise<Picked> {
+  const named = namedComment(approve.comment?.body ?? '');
+  if (named !== null) {
+    const request = before.find((w) => idOf(w) === named);
+    if (request !== undefined) return { kind: 'request', request };
+    return {
+      kind: 'refused',
+      reason: 'approve: the named comment is no request waiting here',
+      reply: (again) =>
+        `This approval names comment ${named}, which is not a request waiting here that was posted before it, so I start nothing. Approve a waiting request with \`${again}\` followed by a link to it.`,
+    };
+  }
+  const open: WaitingRequest[] = [];
+  for (const w of before) {
+    const used = await usedOf(w);
+    if (used?.deliveryId === approve.deliveryId) return { kind: 'request', request: w };
+    if (used === null) open.push(w);
+  }
+  if (open.length <= 1) return { kind: 'request', request: open[0] ?? before[0] };
+  const listed = open
+    .slice(0, 5)
+    .map((w) => `comment ${idOf(w)} by ${codeSpan(w.trigger.sender.login)}`)
+    .join(', ');
+  return {
+    kind: 'refused',
+    reason: 'approve: several requests wait',
+    reply: (again) =>
+      `${open.length} requests wait here for approval (${listed}${open.length > 5 ? ', …' : ''}), so this approval does not say which one was read, and I start nothing. Approve one by naming it: \`${again}\` followed by a link to that comment (or its number).`,
+  };
 }
 
 function idOf(w: WaitingRequest): number {
