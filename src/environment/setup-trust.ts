@@ -64,6 +64,8 @@ const INPUT_NAMES = new Set([
   'yarn.lock',
   '.yarnrc',
   '.yarnrc.yml',
+  // Yarn 4 loads it into every script's environment (`injectEnvironmentFiles`): NODE_OPTIONS too.
+  '.env.yarn',
   '.npmrc',
   '.pnp.cjs',
   '.pnp.loader.mjs',

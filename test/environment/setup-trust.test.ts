@@ -58,6 +58,7 @@ describe('whether setup may have the setup secrets', () => {
       '.yarnrc.yml',
       '.pnpmfile.cjs',
       'requirements-dev.txt',
+      '.env.yarn',
       'requirements/test.txt',
       'setup.py',
       'pyproject.toml',
