@@ -3,6 +3,7 @@ import type { RepoConfig } from '../config/repo-config.js';
 import { codeSpan, fenced, truncateMiddle } from '../publish/markdown.js';
 import { bodyDigest, claimRequest, usedBy, waitingRequests, type WaitingRequest } from './approval.js';
 import { claimAnswer, pendingQuestion } from './question.js';
+import { extractMention } from './triggers.js';
 import { isNotFound, type RestClient } from './trigger-rules.js';
 import type { Trigger } from '../queue/trigger.js';
 
@@ -125,8 +126,12 @@ export async function takeApproval(
   };
   const all = await waitingRequests(redis, prefix, conversation);
   const { before, waiting } = await postedBefore(all, at, stateOf);
-  const picked = await pickRequest(approve, before, async (w) =>
-    usedBy(redis, prefix, conversation, idOf(w)),
+  const question = await pendingQuestion(redis, prefix, conversation);
+  const picked = await pickRequest(approve, config.handle, before, async (w) =>
+    // An answer to a question that no longer waits cannot start anything: not one to choose among.
+    w.answers !== null && question?.jobId !== w.answers
+      ? { deliveryId: '' }
+      : usedBy(redis, prefix, conversation, idOf(w)),
   );
   if (picked.kind === 'refused') return refused(picked.reason, picked.reply(again));
   const candidate = picked.request;
@@ -247,12 +252,16 @@ async function postedBefore(
 }
 
 /**
- * The comment an approve comment names, if it names one: a link to it (`#issuecomment-<id>`,
- * `#discussion_r<id>`) or its id right after `approve`. Anything else after `approve` is for people.
+ * The comment an approve comment names, if it names one, read from its instruction as the intake
+ * reads it (no quoted line, code or hidden text), on the line of `approve` only: a link to the
+ * comment (`…#issuecomment-<id>`, `…#discussion_r<id>`) as the first word after `approve`, or the
+ * comment's number as the only one. Anything else after `approve` is for people.
  */
-export function namedComment(body: string): number | null {
-  const link = /#(?:issuecomment-|discussion_r)(\d{1,15})\b/.exec(body);
-  const id = link?.[1] ?? /\bapprove\s+(\d{1,15})\b/i.exec(body)?.[1];
+export function namedComment(body: string, handle: string): number | null {
+  const instruction = extractMention(body, handle)?.instruction ?? '';
+  const rest = /^approve\b(.*)$/im.exec(instruction.split('\n')[0] ?? '')?.[1]?.trim() ?? '';
+  const link = /^\S*#(?:issuecomment-|discussion_r)(\d{1,15})(?:\s|$)/.exec(rest)?.[1];
+  const id = link ?? /^(\d{1,15})$/.exec(rest)?.[1];
   return id === undefined ? null : Number(id);
 }
 
@@ -262,17 +271,18 @@ type Picked =
 
 /**
  * Which waiting request an approval is for. One it names (see namedComment), among those posted
- * before it; or, naming none, the one request that waits unapproved from before it (or that this
- * very approval took on an earlier try). When several wait, an approval that names none is refused:
+ * before it; or, naming none, the newest posted before it (or the one this very approval took on an
+ * earlier try). When several wait unapproved, an approval that names none is refused:
  * the maintainer read one of them, and another posted meanwhile (by anyone who may comment) must
  * not be the one that runs. Undefined: none was posted before the approval.
  */
 async function pickRequest(
   approve: Trigger,
+  handle: string,
   before: readonly WaitingRequest[],
   usedOf: (w: WaitingRequest) => Promise<{ readonly deliveryId: string } | null>,
 ): Promise<Picked> {
-  const named = namedComment(approve.comment?.body ?? '');
+  const named = namedComment(approve.comment?.body ?? '', handle);
   if (named !== null) {
     const request = before.find((w) => idOf(w) === named);
     if (request !== undefined) return { kind: 'request', request };
@@ -289,7 +299,10 @@ async function pickRequest(
     if (used?.deliveryId === approve.deliveryId) return { kind: 'request', request: w };
     if (used === null) open.push(w);
   }
-  if (open.length <= 1) return { kind: 'request', request: open[0] ?? before[0] };
+  // Naming none, the approval covers the newest request before it, as it always has: an older one
+  // still waiting is taken only when named (the newest may have been approved already: then it
+  // says so, and starts nothing).
+  if (open.length <= 1) return { kind: 'request', request: before[0] };
   const listed = open
     .slice(0, 5)
     .map((w) => `comment ${idOf(w)} by ${codeSpan(w.trigger.sender.login)}`)

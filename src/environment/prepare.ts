@@ -208,7 +208,7 @@ async function decideSetup(input: PrepareInput): Promise<SetupDecision> {
     hit,
     fallback: sourceFallback(plan.setup.fromSource, planned, commands),
     // What setup without the maintainers' inputs made must never reach another job.
-    mayStore: input.mayStoreCache && plan.trust.trusted,
+    mayStore: input.mayStoreCache && plan.trust.secrets,
     toRun: hit === null ? commands : [],
   };
 }

@@ -72,12 +72,13 @@ export interface ShellSessionOptions {
  * namespace, one pass over /proc (about a millisecond a command, measured).
  */
 const SWEEP =
-  'kill -KILL -1 2>/dev/null; { kill -0 -1 && __ia_until=$((SECONDS + 2)) && while :; do __ia_left=; ' +
+  'kill -KILL -1 2>/dev/null; { kill -0 -1 && __ia_until=$((SECONDS + 2)) && __ia_n=0 && while :; do __ia_left=; ' +
   'for __ia_p in /proc/[1-9]*; do __ia_p=${__ia_p#/proc/}; case $__ia_p in 1 | "$$") continue ;; esac; ' +
   'kill -0 "$__ia_p" && IFS= read -r __ia_s <"/proc/$__ia_p/stat" || continue; ' +
   '__ia_s=${__ia_s##*) }; case ${__ia_s%% *} in Z | X) ;; *) __ia_left=$__ia_p && break ;; esac; done; ' +
-  // Quiet as a whole: a process may end between any two looks at it.
-  '[ -z "$__ia_left" ] || [ "$SECONDS" -ge "$__ia_until" ] && break; done; } 2>/dev/null; ';
+  // Quiet as a whole: a process may end between any two looks at it. Bounded by passes too, should
+  // SECONDS be unset by something the command sourced.
+  '__ia_n=$((__ia_n + 1)); [ -z "$__ia_left" ] || [ "$SECONDS" -ge "$__ia_until" ] || [ "$__ia_n" -ge 20000 ] && break; done; } 2>/dev/null; ';
 
 /** Quotes a string as one bash word. */
 export function shellQuote(value: string): string {

@@ -61,18 +61,22 @@ const MISSING_SUBMODULE = /No module named '[A-Za-z_]\w*\./;
  * Lists the workspace's Python files one and two levels down, at the root and under src/: constant
  * text, run by the harness's shell in the workspace (names only, no file is read).
  */
-const LIST_PYTHON = `for p in *.py */*.py src/*.py src/*/*.py; do [ -f "$p" ] && printf '%s\\n' "$p"; done; true`;
+const LIST_PYTHON = (workdir: string): string =>
+  `(cd -- ${shellQuote(workdir)} && for p in *.py */*.py src/*.py src/*/*.py; do [ -f "$p" ] && printf '%s\\n' "$p"; done); true`;
 const MAX_OWN_MODULES = 200;
 
 /** The top-level module names of `LIST_PYTHON`'s paths (`pkg/a.py` → `pkg`, `src/m.py` → `m`). */
 export function ownModulesOf(listing: string): string[] {
   const names = new Set<string>();
   for (const line of listing.split('\n')) {
-    const parts = line.trim().split('/');
+    const path = line.trim();
+    // A package named `src` (`from src.app import x`) is one too.
+    if (path === 'src/__init__.py') names.add('src');
+    const parts = path.split('/');
     if (parts[0] === 'src' && parts.length > 1) parts.shift();
     const first = parts[0] ?? '';
     const name = parts.length === 1 ? first.replace(/\.py$/, '') : first;
-    if (/^[A-Za-z_]\w*$/.test(name)) names.add(name);
+    if (/^[A-Za-z_]\w*$/.test(name) && name !== '__init__') names.add(name);
   }
   return [...names].sort().slice(0, MAX_OWN_MODULES);
 }
@@ -111,7 +115,9 @@ async function withOwnModules(
 ): Promise<TestRunResult> {
   if (options.via !== 'harness' || result.exitCode === 0 || !MISSING_SUBMODULE.test(result.output))
     return result;
-  const listed = await sandbox.harnessExec(LIST_PYTHON, { timeoutMs: 10_000 }).catch(() => null);
+  const listed = await sandbox
+    .harnessExec(LIST_PYTHON(sandbox.workdir), { timeoutMs: 10_000 })
+    .catch(() => null);
   if (listed === null || listed.exitCode !== 0) return result;
   return { ...result, ownModules: ownModulesOf(listed.output) };
 }

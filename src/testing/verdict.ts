@@ -33,6 +33,7 @@
 import type { EventOf } from '../events/schema.js';
 import { describeTestRun } from './describe-run.js';
 import { clipLine, outputLines } from './output-lines.js';
+import { posix } from 'node:path';
 import { pythonImportProblem } from './python-import-problem.js';
 import {
   compareRuns,
@@ -237,6 +238,20 @@ export function verdict(baseline: TestRun | null, final: TestRun, withoutFix?: T
       ...problems,
     };
   }
+  // A runner that names failures only, quiet when all pass: as many tests ran, but which? The tests
+  // that failed before must fail again without the change, or they may have been replaced.
+  const quiet = baselineNames > 0 && reported(final) === 0 && baseline !== null;
+  if (byCode.outcome === 'resolved' && quiet && withoutFix !== undefined) {
+    const again = new Set(withoutFix.summary.failedNames);
+    const notAgain = baseline.summary.failedNames.filter((n) => !again.has(n));
+    if (notAgain.length > 0) {
+      return {
+        outcome: 'unverified',
+        reason: `the final run names no test (its runner names failures only), and tests that failed before do not fail without the change (${withoutFixWords(withoutFix)}), so they may have been removed or replaced rather than fixed: ${listNames(notAgain)} (${after})`,
+        ...problems,
+      };
+    }
+  }
   return { ...byCode, ...problems };
 }
 
@@ -362,11 +377,12 @@ function provesWithout(run: TestRun, final: TestRun, existed: ReadonlySet<string
   const without = new RunView(factsOf(run));
   const now = new RunView(factsOf(final));
   const failedWhole = finished(run) && run.exitCode !== 0 && listWhole(run);
-  const edited = editedFiles(run);
-  // A test that was there before, in a file the change edited, that fails here only as its file
-  // does (it cannot load, or is not reported by a run that failed): the change's version of the file
-  // needs the change's code, which says nothing of whether the base's version of the test passes
-  // with it (an edited expectation beside an import of a name the change adds). Not proof.
+  const edited = editedFiles(run, now);
+  // A test that was there before, in a file the change edited (or beside a test helper it edited),
+  // that fails here: what fails is the change's version of it, which may need the change's code to
+  // run at all (an edited expectation beside an import of a name the change adds, in the file or in
+  // the test's body), and says nothing of whether the test as it was passes with the change. Not
+  // proof; a new test of the change's is.
   const asFile = (id: string, file: string | null, fails: boolean): Without =>
     !fails ? 'passes' : existed.has(id) && file !== null && edited(file) ? 'edited' : 'fails';
   const fileFails = (file: string): boolean => {
@@ -381,7 +397,7 @@ function provesWithout(run: TestRun, final: TestRun, existed: ReadonlySet<string
     if (fact.file !== null && fact.id === fact.file) return asFile(id, fact.file, fileFails(fact.file));
     const m = without.match(fact);
     // An expected failure (pytest's xfail) on the code before the change is that code failing it.
-    if (m !== undefined) return statusOf(m) === 'fail' || m.detail === 'xfail' ? 'fails' : 'passes';
+    if (m !== undefined) return asFile(id, fact.file, statusOf(m) === 'fail' || m.detail === 'xfail');
     if (fact.file !== null && without.fileLevel.has(fact.file))
       return asFile(id, fact.file, without.fileStatus(fact.file) === 'fail');
     return asFile(id, fact.file, failedWhole);
@@ -391,20 +407,30 @@ function provesWithout(run: TestRun, final: TestRun, existed: ReadonlySet<string
 /** What a `without_fix` run shows of one test that would prove the change (see provesWithout). */
 type Without = 'fails' | 'passes' | 'edited';
 
+/** Source files a test may import (a helper); data files (fixtures, snapshots) are judged by what they do. */
+const CODE_FILE = /\.(?:py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|rb|go|java|kt|rs|php|cs|swift|scala|exs?)$/;
+
 /**
- * Whether a file is one of the change's that the `without_fix` run took: by its recorded paths; past
- * their cap every file may be one; a run recorded before it named them took none of them as such.
+ * Whether a test file is one the `without_fix` run took from the change, or sits beside (in its
+ * folder or below) a source file it took that is no test file of the final run (a helper the tests
+ * import): by the recorded paths; past their cap every file may be one; a run recorded before it
+ * named them took none of them as such. A data file the change edited (an expected output) is no
+ * such file: a test it makes pass passes in the `without_fix` run too, and is no proof there.
  */
-function editedFiles(run: TestRun): (file: string) => boolean {
+function editedFiles(run: TestRun, final: RunView): (file: string) => boolean {
   const taken = run.changeFiles;
   if (taken === undefined) return () => false;
   const paths = new Set(taken.paths);
-  return (file) => paths.has(file) || taken.total > taken.paths.length;
+  const folders = taken.paths
+    .filter((p) => CODE_FILE.test(p) && !final.testsOfFile.has(p) && !final.fileLevel.has(p))
+    .map((p) => posix.dirname(p));
+  const under = (file: string, folder: string): boolean => folder === '.' || file.startsWith(`${folder}/`);
+  return (file) => paths.has(file) || taken.total > taken.paths.length || folders.some((f) => under(file, f));
 }
 
 /** Why tests that failed before, in files the change edited, are not proof (see provesWithout). */
 function editedWords(tests: readonly string[]): string {
-  return `tests that failed before pass now only in test files the change edited, which cannot run on the code before it, so nothing shows the tests as they were pass with the change: ${listNames(tests)}`;
+  return `tests that failed before pass now only as the change edited their test files (or helpers beside them), so nothing shows the tests as they were pass with the change: ${listNames(tests)}`;
 }
 
 /**

@@ -221,11 +221,21 @@ describe('approvals bind to content', { skip: redisSkipReason() }, () => {
   );
 
   it('an approve comment names a request by a link to it or its number; other words are for people', () => {
-    assert.equal(namedComment('@agent approve https://github.com/a/b/issues/3#issuecomment-123456'), 123456);
-    assert.equal(namedComment('@agent approve https://github.com/a/b/pull/3#discussion_r98765'), 98765);
-    assert.equal(namedComment('@agent approve 4242'), 4242);
-    assert.equal(namedComment('@agent approve, looks good'), null);
-    assert.equal(namedComment('@agent approve'), null);
+    const named = (body: string) => namedComment(body, '@agent');
+    assert.equal(named('@agent approve https://github.com/a/b/issues/3#issuecomment-123456 thanks'), 123456);
+    assert.equal(named('@agent approve https://github.com/a/b/pull/3#discussion_r98765'), 98765);
+    assert.equal(named('@agent approve 4242'), 4242);
+    assert.equal(named('@agent approve, looks good'), null);
+    assert.equal(named('@agent approve'), null);
+    // Words after `approve` are for people: a number among them, a later line, a link further on.
+    assert.equal(named('@agent approve 2 things'), null);
+    assert.equal(named('@agent approve\n1. also add a test'), null);
+    assert.equal(named('@agent approve, see https://github.com/a/b/issues/3#issuecomment-77'), null);
+    // A quoted reply carries the quoted comment's link: the quote is not the instruction.
+    assert.equal(
+      named('> @agent fix it, as in https://github.com/a/b/issues/3#issuecomment-55\n\n@agent approve'),
+      null,
+    );
   });
 
   it('an intake retry of an approval starts the same text; an approval with only later requests, or a deleted one, starts nothing', async () => {

@@ -22,6 +22,8 @@ test('own module names: top-level packages and modules, at the root and under sr
   );
   // Names Python could not import are no module's.
   assert.deepEqual(ownModulesOf('my-scripts/run.py\n1x.py\nsetup.py\n'), ['setup']);
+  // A package named `src` is one; `__init__` never is.
+  assert.deepEqual(ownModulesOf('src/__init__.py\nsrc/app.py\n'), ['app', 'src']);
 });
 
 test("a base test importing the submodule the fix adds: the repository's failure, not the environment's", async (t) => {

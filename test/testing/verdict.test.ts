@@ -469,22 +469,41 @@ describe('without_fix and the verdict, on real runner output', () => {
     assert.deepEqual(verdict(before, after).comparison.fixed, ['tests/test_calc.py::test_add']);
     const v = verdict(before, after, without);
     assert.equal(v.outcome, 'unverified', v.reason);
-    assert.match(v.reason, /only in test files the change edited, which cannot run on the code before it/);
+    assert.match(v.reason, /only as the change edited their test files/);
     assert.match(v.reason, /tests\/test_calc\.py::test_add/);
     assert.deepEqual(v.passWithoutFix, []);
     // The same crash in a file the change did not edit (the base's test needs the fix's code to
     // load) is proof, as before.
     const untouched = verdict(before, after, {
       ...without,
-      changeFiles: { paths: ['tests/other.py'], total: 1 },
+      changeFiles: { paths: ['other/test_other.py'], total: 1 },
     });
     assert.equal(untouched.outcome, 'resolved', untouched.reason);
     // Past the recorded paths' cap, every file may be one of the change's.
     const capped = verdict(before, after, {
       ...without,
-      changeFiles: { paths: ['tests/other.py'], total: 51 },
+      changeFiles: { paths: ['other/test_other.py'], total: 51 },
     });
     assert.equal(capped.outcome, 'unverified', capped.reason);
+    // A helper beside the test that the change edited (the test file itself untouched) is the same.
+    const helper = verdict(before, after, {
+      ...without,
+      changeFiles: { paths: ['tests/helpers.py'], total: 1 },
+    });
+    assert.equal(helper.outcome, 'unverified', helper.reason);
+    // A data file beside it (a fixture a test run rewrote) is judged by what the run shows.
+    const data = verdict(before, after, {
+      ...without,
+      changeFiles: { paths: ['tests/fixture.txt'], total: 1 },
+    });
+    assert.equal(data.outcome, 'resolved', data.reason);
+    // So is the edited test failing on its own (an import of the new name moved into its body).
+    const alone = real('without_fix', 'pytest-edited-test-baseline.txt', 1, {
+      changeFiles: { paths: ['tests/test_calc.py'], total: 1 },
+    });
+    const inBody = verdict(before, after, alone);
+    assert.equal(inBody.outcome, 'unverified', inBody.reason);
+    assert.match(inBody.reason, /only as the change edited their test files/);
   });
 
   test('an expected failure (xfail) on the code before the change is that code failing the test', () => {
@@ -515,6 +534,20 @@ describe('without_fix and the verdict, on real runner output', () => {
         .outcome,
       'unverified',
       'passing without the change too',
+    );
+    // As many tests, but the failing one replaced by a new one that needs the change: without the
+    // change the new one fails, not the one that failed before.
+    const replaced = verdict(before, after, {
+      ...after,
+      phase: 'without_fix',
+      exitCode: 1,
+      summary: { ...after.summary, failed: 1, failedNames: ['test_new (tests.test_calc.TestCalc.test_new)'] },
+      changeFiles: { paths: ['tests/test_calc.py'], total: 1 },
+    });
+    assert.equal(replaced.outcome, 'unverified', replaced.reason);
+    assert.match(
+      replaced.reason,
+      /may have been removed or replaced rather than fixed: tests\.test_calc\.TestCalc\.test_add/,
     );
     // Fewer tests than before: the failing one was removed.
     const fewer = { ...after, summary: { ...after.summary, passed: 2 } };

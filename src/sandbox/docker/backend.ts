@@ -31,7 +31,7 @@ export const dockerBackend: SandboxBackend = {
       settings: request.settings,
       limits: request.limits,
       // Only a tree whose setup ran as its maintainers committed it may serve other jobs.
-      mayStoreCache: request.mayStoreCache && plan.trust.trusted,
+      mayStoreCache: request.mayStoreCache && plan.trust.secrets,
       pool: request.pool,
       poolRepository: request.poolRepository,
       lazyAgentShell: request.lazyAgentShell,
