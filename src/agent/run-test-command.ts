@@ -51,7 +51,8 @@ export function recordedRun(r: TestRunResult, scrub: (text: string) => string): 
     summary: r.summary,
     output: scrub(cap(r.output)),
     outputBytes: r.outputBytes,
-    ...(r.ownModules === undefined ? {} : { ownModules: [...r.ownModules] }),
+    // Names of the workspace's files: scrubbed like the output they explain.
+    ...(r.ownModules === undefined ? {} : { ownModules: r.ownModules.map(scrub) }),
   };
 }
 

@@ -58,27 +58,32 @@ export interface ShellSessionOptions {
 }
 
 /**
- * The sweep (ShellSessionOptions.sweep), one line of the shell's own text with no process started:
- * `kill -KILL -1` signals every process the shell may signal but itself and its namespace's init in
- * one system call, so none forks its way out. A killed process is gone only once it has exited,
- * though: until the kernel has torn it down (a large address space takes a while on a loaded
- * machine) it still holds its port, its locks and its memory, and the next command could trip over
- * them. So the shell waits, busily and for at most about two seconds (a process stuck in the kernel
- * does not hold up every later command longer), until no process it may signal is left but the
- * dead (zombies, which hold nothing and which their parent, this shell or the namespace's init,
- * reaps), as the setup phases' sweeps do. `kill -0 -1` fails only when the namespace holds no other
- * process at all, whoever's: there (the isolated local sandbox's harness side, after a command that
- * left nothing) the wait costs one system call; in Docker, where the agent's processes share the
- * namespace, one pass over /proc (about a millisecond a command, measured).
+ * The sweep (ShellSessionOptions.sweep), after every command: `kill -KILL -1` signals every process
+ * the shell may signal but itself and its namespace's init in one system call, so none forks its way
+ * out. A killed process is gone only once it has exited, though: until the kernel has torn it down
+ * (a large address space takes a while on a loaded machine) it still holds its port, its locks and
+ * its memory, and the next command could trip over them. So the shell then waits (SWEEP_WAIT).
+ * `kill -0 -1` fails only when the namespace holds no other process at all, whoever's: there (the
+ * isolated local sandbox's harness side, after a command that left nothing) there is nothing to
+ * wait for. The kill stays in the line itself; the wait is a function the shell defines once, as
+ * bash reads a pipe's commands a byte at a time (each byte of this line is a system call, every
+ * command).
  */
-const SWEEP =
-  'kill -KILL -1 2>/dev/null; { kill -0 -1 && __ia_until=$((SECONDS + 2)) && __ia_n=0 && while :; do __ia_left=; ' +
-  'for __ia_p in /proc/[1-9]*; do __ia_p=${__ia_p#/proc/}; case $__ia_p in 1 | "$$") continue ;; esac; ' +
-  'kill -0 "$__ia_p" && IFS= read -r __ia_s <"/proc/$__ia_p/stat" || continue; ' +
-  '__ia_s=${__ia_s##*) }; case ${__ia_s%% *} in Z | X) ;; *) __ia_left=$__ia_p && break ;; esac; done; ' +
-  // Quiet as a whole: a process may end between any two looks at it. Bounded by passes too, should
-  // SECONDS be unset by something the command sourced.
-  '__ia_n=$((__ia_n + 1)); [ -z "$__ia_left" ] || [ "$SECONDS" -ge "$__ia_until" ] || [ "$__ia_n" -ge 20000 ] && break; done; } 2>/dev/null; ';
+const SWEEP = 'kill -KILL -1 2>/dev/null; kill -0 -1 2>/dev/null && __ia_swept; ';
+
+/**
+ * Defines `__ia_swept`: waits, busily and for at most about two seconds (or 20000 passes, should
+ * SECONDS be unset by something a command sourced), until no process the shell may signal is left
+ * but the dead (zombies, which hold nothing and which their parent, this shell or the namespace's
+ * init, reaps), as the setup phases' sweeps do. Quiet as a whole: a process may end between any two
+ * looks at it. In Docker, where the agent's processes share the namespace, one pass over /proc.
+ */
+const SWEEP_WAIT =
+  '__ia_swept() { { local until=$((SECONDS + 2)) n=0 p s left; while :; do left=; ' +
+  'for p in /proc/[1-9]*; do p=${p#/proc/}; case $p in 1 | "$$") continue ;; esac; ' +
+  'kill -0 "$p" && IFS= read -r s <"/proc/$p/stat" || continue; ' +
+  's=${s##*) }; case ${s%% *} in Z | X) ;; *) left=$p && break ;; esac; done; ' +
+  'n=$((n + 1)); [ -z "$left" ] || [ "$SECONDS" -ge "$until" ] || [ "$n" -ge 20000 ] && break; done; } 2>/dev/null; }\n';
 
 /** Quotes a string as one bash word. */
 export function shellQuote(value: string): string {
@@ -213,7 +218,7 @@ export class ShellSession {
       : `cd -- ${shellQuote(this.options.workdir)}\n`;
     transport.write(
       `exec 2>&1; set +o history +o errexit +o nounset 2>/dev/null; PS1=''; PS2=''; PROMPT_COMMAND=''\n${restoreLines}` +
-        `${this.sweepLine}printf '\\n__IA_READY_${nonce}_%d\\n' "$$"\n`,
+        `${this.options.sweep === true ? SWEEP_WAIT : ''}${this.sweepLine}printf '\\n__IA_READY_${nonce}_%d\\n' "$$"\n`,
     );
 
     const pid = await new Promise<number>((resolve, reject) => {

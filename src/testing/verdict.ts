@@ -383,7 +383,7 @@ function provesWithout(run: TestRun, final: TestRun, existed: ReadonlySet<string
   // run at all (an edited expectation beside an import of a name the change adds, in the file or in
   // the test's body), and says nothing of whether the test as it was passes with the change. Not
   // proof; a new test of the change's is.
-  const asFile = (id: string, file: string | null, fails: boolean): Without =>
+  const judged = (id: string, file: string | null, fails: boolean): Without =>
     !fails ? 'passes' : existed.has(id) && file !== null && edited(file) ? 'edited' : 'fails';
   const fileFails = (file: string): boolean => {
     const s = without.fileStatus(file);
@@ -393,14 +393,14 @@ function provesWithout(run: TestRun, final: TestRun, existed: ReadonlySet<string
     const fact = now.byId.get(id);
     // A whole file's id: one that could not run before and whose tests pass now (the final run
     // reports its tests, not the file), or a file fact of the final run.
-    if (fact === undefined) return asFile(id, id, now.testsOfFile.has(id) && fileFails(id));
-    if (fact.file !== null && fact.id === fact.file) return asFile(id, fact.file, fileFails(fact.file));
+    if (fact === undefined) return judged(id, id, now.testsOfFile.has(id) && fileFails(id));
+    if (fact.file !== null && fact.id === fact.file) return judged(id, fact.file, fileFails(fact.file));
     const m = without.match(fact);
     // An expected failure (pytest's xfail) on the code before the change is that code failing it.
-    if (m !== undefined) return asFile(id, fact.file, statusOf(m) === 'fail' || m.detail === 'xfail');
+    if (m !== undefined) return judged(id, fact.file, statusOf(m) === 'fail' || m.detail === 'xfail');
     if (fact.file !== null && without.fileLevel.has(fact.file))
-      return asFile(id, fact.file, without.fileStatus(fact.file) === 'fail');
-    return asFile(id, fact.file, failedWhole);
+      return judged(id, fact.file, without.fileStatus(fact.file) === 'fail');
+    return judged(id, fact.file, failedWhole);
   };
 }
 
